@@ -1,0 +1,1 @@
+"""rocketq.broker — see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""Broker storage engine: CommitLog, ConsumeQueue, IndexFile, checkpoint, flush, recovery, retention."""

@@ -1,0 +1,1 @@
+"""rocketq.client — see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""rocketq.connector — see docs/architecture.md."""

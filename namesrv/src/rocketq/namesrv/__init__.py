@@ -1,0 +1,1 @@
+"""rocketq.namesrv — see docs/architecture.md."""
