@@ -1,0 +1,131 @@
+"""SEND_BATCH_MESSAGE body codec (``MessageDecoder.encodeMessages``) and batch splitting.
+
+Field diagram of one inner message (big-endian); the body is a plain concatenation of them::
+
+    0  TOTALSIZE   int32   size of this entry, these 4 bytes included (= 22 + body + properties)
+    4  MAGICCODE   int32   0 (the client does not set it)
+    8  BODYCRC     int32   0 (the client does not set it; the broker computes the stored CRC)
+   12  FLAG        int32   Message.flag
+   16  BODYLEN     int32   then BODY
+   ..  PROPLEN     int16   then PROPERTIES (``k\\x01v\\x02`` UTF-8, <= 32767 bytes)
+
+Theory of operation.  All messages of a batch share topic and queue (those travel in the request
+header); each entry carries only flag, body and properties.  Decoding checks every length against
+the buffer and raises :class:`MessageFormatError` with the position on truncation.  Batches are
+never compressed and must stay within the broker's ``maxMessageSize`` (4 MiB by default), which
+:func:`split_batches` enforces on the encoded size.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from rocketq.client.errors import MessageFormatError
+from rocketq.client.remoting.properties import MAX_PROPERTIES_SIZE, decode_properties, encode_properties_bytes
+
+_ENTRY_HEAD: Final = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
+_PROPLEN: Final = struct.Struct(">h")
+assert _ENTRY_HEAD.size == 20 and _PROPLEN.size == 2
+ENTRY_OVERHEAD: Final = _ENTRY_HEAD.size + _PROPLEN.size
+DEFAULT_MAX_BATCH_BYTES: Final = 4 * 1024 * 1024
+
+PropertiesLike = bytes | str | Mapping[str, str | None]
+#: One message of a batch: (flag, body, properties).
+BatchItem = tuple[int, bytes, PropertiesLike]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMessage:
+    """One decoded inner message of a batch body."""
+
+    flag: int
+    body: bytes
+    properties: dict[str, str]
+
+
+def _props_bytes(properties: PropertiesLike) -> bytes:
+    if isinstance(properties, bytes):
+        data = properties
+    elif isinstance(properties, str):
+        data = properties.encode()
+    else:
+        return encode_properties_bytes(properties)
+    if len(data) > MAX_PROPERTIES_SIZE:
+        raise MessageFormatError(f"properties are {len(data)} bytes, more than {MAX_PROPERTIES_SIZE}")
+    return data
+
+
+def encode_batch_entry(flag: int, body: bytes, properties: PropertiesLike) -> bytes:
+    """Encode one inner message."""
+    props = _props_bytes(properties)
+    try:
+        head = _ENTRY_HEAD.pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body))
+    except struct.error as exc:
+        raise MessageFormatError(f"batch entry field out of range: {exc}") from exc
+    return b"".join((head, body, _PROPLEN.pack(len(props)), props))
+
+
+def encode_batch(messages: Iterable[BatchItem]) -> bytes:
+    """Encode a SEND_BATCH_MESSAGE body from ``(flag, body, properties)`` items."""
+    return b"".join(encode_batch_entry(flag, body, props) for flag, body, props in messages)
+
+
+def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchMessage]:
+    """Decode a batch body; raises MessageFormatError (with the position) on any inconsistency."""
+    out: list[BatchMessage] = []
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        if pos + ENTRY_OVERHEAD > n:
+            raise _error(buf, pos, "truncated batch entry header")
+        total, _magic, _crc, flag, body_len = _ENTRY_HEAD.unpack_from(buf, pos)
+        end = pos + total
+        body_end = pos + _ENTRY_HEAD.size + body_len
+        if total < ENTRY_OVERHEAD or end > n or body_len < 0 or body_end + 2 > end:
+            raise _error(buf, pos, f"bad batch entry sizes (total {total}, body {body_len})")
+        (props_len,) = _PROPLEN.unpack_from(buf, body_end)
+        if props_len < 0 or body_end + 2 + props_len != end:
+            raise _error(buf, pos, f"properties length {props_len} does not end the entry of {total} bytes")
+        body = bytes(buf[pos + _ENTRY_HEAD.size : body_end])
+        out.append(BatchMessage(flag, body, decode_properties(buf[body_end + 2 : end])))
+        pos = end
+    return out
+
+
+def _error(buf: bytes | bytearray | memoryview, pos: int, what: str) -> MessageFormatError:
+    shown = bytes(buf[pos : pos + 24]).hex()
+    return MessageFormatError(f"{what} at position {pos} (body of {len(buf)} bytes; bytes there: {shown})")
+
+
+def batch_entry_size(body_len: int, properties_len: int) -> int:
+    """Encoded size of one inner message."""
+    return ENTRY_OVERHEAD + body_len + properties_len
+
+
+def split_batches(
+    messages: Sequence[BatchItem], max_bytes: int = DEFAULT_MAX_BATCH_BYTES
+) -> list[list[BatchItem]]:
+    """Split messages, in order, into groups whose encoded batch body fits in ``max_bytes``.
+
+    A single message that alone exceeds ``max_bytes`` raises MessageFormatError.
+    """
+    batches: list[list[BatchItem]] = []
+    current: list[BatchItem] = []
+    size = 0
+    for index, item in enumerate(messages):
+        entry = batch_entry_size(len(item[1]), len(_props_bytes(item[2])))
+        if entry > max_bytes:
+            raise MessageFormatError(
+                f"message {index} encodes to {entry} bytes, more than the batch limit {max_bytes}"
+            )
+        if current and size + entry > max_bytes:
+            batches.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += entry
+    if current:
+        batches.append(current)
+    return batches
