@@ -1,0 +1,404 @@
+"""Broker configuration: the frozen ``BrokerConfig`` and the ``broker.conf`` loader.
+
+A RocketMQ user's ``broker.conf`` must work unchanged, so the loader accepts RocketMQ's camelCase
+property names (``brokerName``, ``listenPort``, ``namesrvAddr``, ``flushDiskType`` …) in Java
+``.properties`` syntax.  Each key is routed to one of two places:
+
+* broker keys (``_BROKER_KEYS``) become typed fields of :class:`BrokerConfig`;
+* store keys are those the store's ``StoreConfig.from_broker_conf`` understands
+  (``fileReservedTime``, ``deleteWhen``, ``mappedFileSizeCommitLog`` …).  They are kept as raw
+  strings in ``BrokerConfig.store_options`` and converted by :func:`build_store_config`, which the
+  loader calls once so that a bad store value is rejected at load time too.
+
+Unknown keys produce a warning (RocketMQ has hundreds of knobs; an unimplemented one must not stop
+a broker from starting); values that cannot be parsed raise :class:`BrokerConfigError` naming the
+key.  Some keys are both (``maxMessageSize``: the send processor checks it to give a precise remark,
+the store enforces it too).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+import socket
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketq.broker.errors import BrokerConfigError
+from rocketq.broker.store.errors import StoreError
+
+__all__ = [
+    "BrokerConfig",
+    "BrokerRole",
+    "FlushDiskType",
+    "build_store_config",
+    "camel_to_snake",
+    "load_broker_config",
+    "parse_properties",
+]
+
+log = logging.getLogger(__name__)
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+def _default_broker_name() -> str:
+    return socket.gethostname() or "broker-a"
+
+
+def _default_store_root() -> str:
+    return str(Path.home() / "store")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokerConfig:
+    """Everything the broker process needs, validated.  Times carry their unit in the name."""
+
+    # identity and addressing
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = field(default_factory=_default_broker_name)
+    broker_id: int = 0
+    broker_ip1: str = "127.0.0.1"
+    broker_ip2: str = ""
+    bind_address: str = "127.0.0.1"
+    listen_port: int = 10911
+    ha_listen_port: int = 10912
+    namesrv_addr: tuple[str, ...] = ()
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    broker_permission: int = PERM_READ | PERM_WRITE
+    # store-related keys the broker reads itself (they also go to the store)
+    store_path_root_dir: str = field(default_factory=_default_store_root)
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    max_message_size: int = 4 * 1024 * 1024
+    # topics and groups
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    # NameServer registration
+    register_name_server_period_ms: int = 30_000
+    register_broker_timeout_ms: int = 24_000
+    # pulls
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1_000
+    max_suspended_pulls: int = 10_000
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    # queues and thread pools (overload protection)
+    send_message_thread_pool_nums: int = 4
+    pull_message_thread_pool_nums: int = 4
+    send_thread_pool_queue_capacity: int = 10_000
+    pull_thread_pool_queue_capacity: int = 100_000
+    query_thread_pool_queue_capacity: int = 20_000
+    wait_time_ms_in_send_queue: int = 200
+    wait_time_ms_in_pull_queue: int = 5_000
+    # clients, locks, offsets
+    channel_expired_timeout_ms: int = 120_000
+    rebalance_lock_max_live_time_ms: int = 60_000
+    flush_consumer_offset_interval_ms: int = 5_000
+    # raw camelCase store keys, converted by build_store_config()
+    store_options: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _check(bool(self.broker_name.strip()), "brokerName", "must not be empty")
+        _check(self.broker_id >= 0, "brokerId", f"must be >= 0, got {self.broker_id}")
+        _check(0 <= self.listen_port <= 65535, "listenPort", f"must be 0..65535, got {self.listen_port}")
+        _check(0 <= self.broker_permission <= 15, "brokerPermission", "must be a 4-bit perm value")
+        _check(self.max_message_size > 0, "maxMessageSize", "must be > 0")
+        _check(1 <= self.default_topic_queue_nums <= 1024, "defaultTopicQueueNums", "must be 1..1024")
+        for key, value in (
+            ("sendMessageThreadPoolNums", self.send_message_thread_pool_nums),
+            ("pullMessageThreadPoolNums", self.pull_message_thread_pool_nums),
+            ("sendThreadPoolQueueCapacity", self.send_thread_pool_queue_capacity),
+            ("pullThreadPoolQueueCapacity", self.pull_thread_pool_queue_capacity),
+            ("queryThreadPoolQueueCapacity", self.query_thread_pool_queue_capacity),
+            ("maxSuspendedPulls", self.max_suspended_pulls),
+            ("maxTransferCountOnMessageInMemory", self.max_transfer_count_on_message_in_memory),
+            ("maxTransferBytesOnMessageInMemory", self.max_transfer_bytes_on_message_in_memory),
+        ):
+            _check(value >= 1, key, f"must be >= 1, got {value}")
+        for addr in self.namesrv_addr:
+            _check(_is_host_port(addr), "namesrvAddr", f"{addr!r} is not host:port")
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_role is not BrokerRole.SLAVE
+
+    @property
+    def broker_addr(self) -> str:
+        """The advertised ``brokerIP1:listenPort`` (after a port-0 bind, the server's real port)."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def register_period_s(self) -> float:
+        """``registerNameServerPeriod`` clamped to RocketMQ's 10–60 s window."""
+        return min(max(self.register_name_server_period_ms, 10_000), 60_000) / 1000.0
+
+    def to_properties(self) -> dict[str, str]:
+        """The configuration as camelCase ``broker.conf`` properties (for ``mqbroker -p``)."""
+        out: dict[str, str] = {}
+        for key, (attr, _) in _BROKER_KEYS.items():
+            out[key] = _format_value(getattr(self, attr))
+        out.update(dict(self.store_options))
+        return dict(sorted(out.items()))
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise BrokerConfigError(key, message)
+
+
+def _is_host_port(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, tuple):
+        return ";".join(str(v) for v in value)
+    return str(value)
+
+
+# ----------------------------------------------------------------------------- value parsers
+
+
+def _parse_int(key: str, raw: str) -> int:
+    text = raw.strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise BrokerConfigError(key, f"expected an integer, got {raw!r}")
+    return int(text)
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise BrokerConfigError(key, f"expected true or false, got {raw!r}")
+    return text == "true"
+
+
+def _parse_str(key: str, raw: str) -> str:
+    return raw.strip()
+
+
+def _parse_addr_list(key: str, raw: str) -> tuple[str, ...]:
+    # RocketMQ separates NameServer addresses with ';'; a ',' is a common mistake, accept it too.
+    parts = tuple(p.strip() for p in re.split(r"[;,]", raw) if p.strip())
+    for part in parts:
+        if not _is_host_port(part):
+            raise BrokerConfigError(key, f"{part!r} is not host:port")
+    return parts
+
+
+def _enum_parser(enum_type: type[enum.Enum]) -> Callable[[str, str], Any]:
+    def parse(key: str, raw: str) -> Any:
+        name = raw.strip().upper()
+        try:
+            return enum_type[name]
+        except KeyError:
+            choices = ", ".join(m.name for m in enum_type)
+            raise BrokerConfigError(key, f"expected one of {choices}, got {raw!r}") from None
+
+    return parse
+
+
+# camelCase key -> (BrokerConfig attribute, parser)
+_BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "brokerClusterName": ("broker_cluster_name", _parse_str),
+    "brokerName": ("broker_name", _parse_str),
+    "brokerId": ("broker_id", _parse_int),
+    "brokerIP1": ("broker_ip1", _parse_str),
+    "brokerIP2": ("broker_ip2", _parse_str),
+    "bindAddress": ("bind_address", _parse_str),
+    "listenPort": ("listen_port", _parse_int),
+    "haListenPort": ("ha_listen_port", _parse_int),
+    "namesrvAddr": ("namesrv_addr", _parse_addr_list),
+    "brokerRole": ("broker_role", _enum_parser(BrokerRole)),
+    "brokerPermission": ("broker_permission", _parse_int),
+    "storePathRootDir": ("store_path_root_dir", _parse_str),
+    "flushDiskType": ("flush_disk_type", _enum_parser(FlushDiskType)),
+    "maxMessageSize": ("max_message_size", _parse_int),
+    "autoCreateTopicEnable": ("auto_create_topic_enable", _parse_bool),
+    "autoCreateSubscriptionGroup": ("auto_create_subscription_group", _parse_bool),
+    "defaultTopicQueueNums": ("default_topic_queue_nums", _parse_int),
+    "registerNameServerPeriod": ("register_name_server_period_ms", _parse_int),
+    "registerBrokerTimeoutMills": ("register_broker_timeout_ms", _parse_int),
+    "longPollingEnable": ("long_polling_enable", _parse_bool),
+    "shortPollingTimeMills": ("short_polling_time_ms", _parse_int),
+    "maxSuspendedPulls": ("max_suspended_pulls", _parse_int),
+    "maxTransferCountOnMessageInMemory": ("max_transfer_count_on_message_in_memory", _parse_int),
+    "maxTransferBytesOnMessageInMemory": ("max_transfer_bytes_on_message_in_memory", _parse_int),
+    "sendMessageThreadPoolNums": ("send_message_thread_pool_nums", _parse_int),
+    "pullMessageThreadPoolNums": ("pull_message_thread_pool_nums", _parse_int),
+    "sendThreadPoolQueueCapacity": ("send_thread_pool_queue_capacity", _parse_int),
+    "pullThreadPoolQueueCapacity": ("pull_thread_pool_queue_capacity", _parse_int),
+    "queryThreadPoolQueueCapacity": ("query_thread_pool_queue_capacity", _parse_int),
+    "waitTimeMillsInSendQueue": ("wait_time_ms_in_send_queue", _parse_int),
+    "waitTimeMillsInPullQueue": ("wait_time_ms_in_pull_queue", _parse_int),
+    "channelExpiredTimeout": ("channel_expired_timeout_ms", _parse_int),
+    "rebalanceLockMaxLiveTime": ("rebalance_lock_max_live_time_ms", _parse_int),
+    "flushConsumerOffsetInterval": ("flush_consumer_offset_interval_ms", _parse_int),
+}
+
+# Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
+_ACCEPTED_NOOP_KEYS = frozenset(
+    {"aclEnable", "traceTopicEnable", "enablePropertyFilter", "slaveReadEnable", "clusterTopicEnable",
+     "brokerTopicEnable", "transientStorePoolEnable", "vipChannelEnabled", "compressedRegister",
+     "forceRegister", "serverWorkerThreads", "serverSelectorThreads", "waitTimeMillsInHeartbeatQueue",
+     "isEnableBatchPush", "enableDLegerCommitLog", "messageDelayLevel"}
+)
+
+
+
+def camel_to_snake(name: str) -> str:
+    """``mappedFileSizeCommitLog`` -> ``mapped_file_size_commit_log``; ``brokerIP1`` -> ``broker_ip1``."""
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+# ----------------------------------------------------------------------------- store config mapping
+
+
+def _store_config_class() -> type[Any] | None:
+    try:
+        from rocketq.broker.store.config import StoreConfig
+    except ImportError:  # the store is built alongside; the broker still loads its own keys
+        return None
+    return typing.cast(type[Any], StoreConfig)
+
+
+def _store_keys() -> frozenset[str]:
+    """The camelCase keys the store's ``StoreConfig.from_broker_conf`` understands."""
+    try:
+        from rocketq.broker.store import config as store_config
+    except ImportError:
+        return frozenset()
+    return frozenset(getattr(store_config, "_JAVA_KEYS", {}))
+
+
+def build_store_config(config: BrokerConfig, **overrides: Any) -> Any:
+    """The store's ``StoreConfig`` for this broker: its store keys plus snake_case ``overrides``."""
+    store_cls = _store_config_class()
+    if store_cls is None:
+        raise BrokerConfigError("storePathRootDir", "rocketq.broker.store.config is not available")
+    conf: dict[str, str] = {
+        "storePathRootDir": config.store_path_root_dir,
+        "flushDiskType": config.flush_disk_type.value,
+        "maxMessageSize": str(config.max_message_size),
+        **dict(config.store_options),
+    }
+    try:
+        return store_cls.from_broker_conf(conf, **overrides)
+    except (StoreError, ValueError, TypeError) as exc:
+        raise BrokerConfigError(_guess_key(str(exc), conf), str(exc)) from exc
+
+
+def _guess_key(message: str, conf: Mapping[str, str]) -> str:
+    for key in conf:
+        if key in message or camel_to_snake(key) in message:
+            return key
+    return "store"
+
+
+# ----------------------------------------------------------------------------- loader
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value`` / ``key: value`` / ``key value`` lines,
+    ``#``/``!`` comments, backslash line continuations.  Later keys win."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw_line in text.splitlines():
+        line = raw_line.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        match = re.match(r"([^=:\s]+)\s*(?:[=:]\s*|\s+|$)(.*)$", line)
+        if match:
+            out[match.group(1)] = match.group(2).rstrip()
+    return out
+
+
+def load_broker_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> BrokerConfig:
+    """Load ``broker.conf`` (if given) plus camelCase ``overrides`` (e.g. ``-n`` on the command line).
+
+    Unknown keys are reported through ``warn`` (default: a logging warning); bad values raise
+    :class:`BrokerConfigError` naming the key.
+    """
+    props: dict[str, str] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BrokerConfigError("-c", f"cannot read {path}: {exc.strerror or exc}") from exc
+        props.update(parse_properties(text))
+    props.update(overrides or {})
+    return config_from_properties(props, warn=warn)
+
+
+def config_from_properties(
+    props: Mapping[str, str], *, warn: Callable[[str], None] | None = None
+) -> BrokerConfig:
+    """Build a validated :class:`BrokerConfig` from camelCase properties."""
+    warn_fn = warn or log.warning
+    store_cls = _store_config_class()
+    store_keys = _store_keys()
+    kwargs: dict[str, Any] = {}
+    store_options: dict[str, str] = {}
+    for key, raw in props.items():
+        known = False
+        if key in _BROKER_KEYS:
+            attr, parser = _BROKER_KEYS[key]
+            kwargs[attr] = parser(key, raw)
+            known = True
+        if key in store_keys and key not in _STORE_BASE_KEYS:
+            store_options[key] = raw.strip()
+            known = True
+        if not known and key not in _ACCEPTED_NOOP_KEYS:
+            warn_fn(f"broker.conf: unknown key {key!r} ignored")
+    if kwargs.get("broker_ip1", "127.0.0.1") not in ("127.0.0.1", "localhost") and "bind_address" not in kwargs:
+        # Advertising a routable address but listening on loopback would make the broker unreachable.
+        kwargs["bind_address"] = "0.0.0.0"
+    kwargs["store_options"] = tuple(sorted(store_options.items()))
+    config = BrokerConfig(**kwargs)
+    if store_cls is not None:
+        build_store_config(config)  # rejects bad store values now, with the key named
+    return config
+
+
+_STORE_BASE_KEYS = frozenset({"storePathRootDir", "flushDiskType", "maxMessageSize"})

@@ -1,0 +1,141 @@
+"""Topic, subscription-group and broker administration.
+
+UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+DELETE_SUBSCRIPTIONGROUP (207), GET_ALL_CONSUMER_OFFSET (43), GET_BROKER_RUNTIME_INFO (28) and
+GET_BROKER_CONFIG (26).  Topic changes reach the NameServers through the topic manager's change
+listener (an immediate re-registration).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.broker.subscription_manager import SubscriptionGroupConfig
+from rocketq.broker.topic_manager import TopicConfig, validate_topic
+from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+
+__all__ = ["AdminProcessor", "dumps"]
+
+BROKER_VERSION = 401  # MQVersion V4_9_4, the protocol level rocketq speaks
+
+
+def dumps(obj: Any) -> bytes:
+    """Standard, compact, key-sorted JSON (what RocketMQ's standard-JSON mode emits)."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode("utf-8")
+
+
+class AdminProcessor:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    async def update_and_create_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        header = parse_header(request, CreateTopicRequestHeader)
+        if isinstance(header, RemotingCommand):
+            return header
+        remark = validate_topic(header.topic)
+        if remark is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        if header.topic == self.ctx.config.broker_cluster_name:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"The specified topic[{header.topic}] is conflict with the cluster name."
+            )
+        if not (0 < header.read_queue_nums <= 1024 and 0 < header.write_queue_nums <= 1024):
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"readQueueNums/writeQueueNums must be 1..1024, got {header.read_queue_nums}/{header.write_queue_nums}",
+            )
+        tc = TopicConfig(
+            topic_name=header.topic,
+            read_queue_nums=header.read_queue_nums,
+            write_queue_nums=header.write_queue_nums,
+            perm=header.perm,
+            topic_filter_type=header.topic_filter_type or "SINGLE_TAG",
+            topic_sys_flag=header.topic_sys_flag or 0,
+            order=header.order,
+        )
+        self.ctx.topics.update(tc)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def delete_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        header = parse_header(request, DeleteTopicRequestHeader)
+        if isinstance(header, RemotingCommand):
+            return header
+        ctx = self.ctx
+        ctx.topics.delete(header.topic)
+        ctx.offsets.remove_topic(header.topic)
+        store = ctx.store
+        await ctx.query_executor.run(lambda: store.delete_topics({header.topic}))
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def get_all_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.topics.encode()))
+
+    async def update_and_create_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        try:
+            obj = json.loads(request.body.decode("utf-8"))
+            sgc = SubscriptionGroupConfig.from_json(obj)
+        except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig body: {exc}")
+        self.ctx.groups.update(sgc)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def get_all_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.groups.encode()))
+
+    async def delete_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        group = request.ext_fields.get("groupName")
+        if not group:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, "the custom field <groupName> is null")
+        self.ctx.groups.delete(group)
+        if request.ext_fields.get("cleanOffset", "").lower() == "true":
+            self.ctx.offsets.remove_group(group)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def get_all_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.offsets.encode()))
+
+    async def get_broker_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        text = "".join(f"{k}={v}\n" for k, v in self.ctx.config.to_properties().items())
+        return request.make_response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
+
+    async def get_broker_runtime_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        return request.make_response(ResponseCode.SUCCESS, body=dumps({"table": self.runtime_info()}))
+
+    def runtime_info(self) -> dict[str, str]:
+        ctx = self.ctx
+        table: dict[str, str] = {}
+        try:
+            table.update({str(k): str(v) for k, v in dict(ctx.store.runtime_info()).items()})
+        except Exception as exc:  # a store that cannot report must not break the admin call
+            table["storeRuntimeInfoError"] = str(exc)
+        stats = ctx.stats
+        uptime_s = max((time.time() * 1000 - stats.boot_timestamp_ms) / 1000.0, 1e-3)
+        table.update({
+            "brokerVersion": str(BROKER_VERSION),
+            "brokerVersionDesc": "V4_9_4 (rocketq)",
+            "bootTimestamp": str(stats.boot_timestamp_ms),
+            "brokerRole": ctx.config.broker_role.value,
+            "brokerName": ctx.config.broker_name,
+            "brokerAddr": ctx.broker_addr,
+            "msgPutTotalTodayNow": str(stats.put_messages),
+            "msgGetTotalTodayNow": str(stats.get_messages),
+            "putTps": f"{stats.put_messages / uptime_s:.2f}",
+            "getTransferedTps": f"{stats.get_messages / uptime_s:.2f}",
+            "sendThreadPoolQueueSize": str(ctx.send_executor.pending),
+            "sendThreadPoolQueueCapacity": str(ctx.config.send_thread_pool_queue_capacity),
+            "pullThreadPoolQueueSize": str(ctx.pull_executor.pending),
+            "pullThreadPoolQueueCapacity": str(ctx.config.pull_thread_pool_queue_capacity),
+            "queryThreadPoolQueueSize": str(ctx.query_executor.pending),
+            "suspendedPulls": str(ctx.hold.held_count),
+            "busyRejects": str(stats.busy_rejects),
+            "topicCount": str(len(ctx.topics)),
+            "consumerGroupCount": str(len(ctx.consumers.groups())),
+            "producerChannelCount": str(ctx.producers.channel_count()),
+        })
+        return table

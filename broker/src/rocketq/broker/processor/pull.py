@@ -1,0 +1,215 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling and tag filtering.
+
+Theory of operation: the request is checked (broker readable, subscription group, topic, queue
+id, subscription), the piggy-backed offset commit (sysFlag COMMIT_OFFSET) is applied, and the
+store is read on the bounded pull executor with the transfer caps (at most
+``maxTransferCountOnMessageInMemory`` messages and ``maxTransferBytesOnMessageInMemory`` bytes,
+or the client's smaller ``maxMsgBytes``), so a pull response is always bounded.  The store's
+``GetMessageStatus`` is mapped per B.4; a would-be PULL_NOT_FOUND with the SUSPEND flag is parked
+in the :class:`~rocketq.broker.long_polling.PullRequestHoldService` for up to
+``suspendTimeoutMillis`` (``shortPollingTimeMills`` when long polling is off) and re-read when a
+message arrives.  The response body is the records joined once into one ``bytes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rocketq.broker.client_manager import SubscriptionData
+from rocketq.broker.executor import Busy
+from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from rocketq.client.remoting.javahash import tags_hash_code
+
+__all__ = ["PullMessageProcessor", "build_subscription"]
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+FLAG_LITE_PULL = 0x10
+
+MASTER_ID = 0
+
+_NOT_FOUND = "NOT_FOUND"
+# GetMessageStatus name -> response code (B.4); "offset-dependent" cases are handled in code.
+_STATUS_CODES = {
+    "FOUND": ResponseCode.SUCCESS,
+    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
+    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
+    "OFFSET_RESET": ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def build_subscription(topic: str, sub_string: str | None, expression_type: str | None, sub_version: int) -> SubscriptionData:
+    """A TAG subscription from ``"TagA || TagB"`` (or ``*``), with Java hash codes."""
+    text = (sub_string or "*").strip()
+    if text in ("", "*"):
+        return SubscriptionData(topic=topic, sub_string="*", sub_version=sub_version,
+                                expression_type=expression_type or "TAG")
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    return SubscriptionData(
+        topic=topic, sub_string=text, tags_set=tags, code_set=frozenset(tags_hash_code(t) for t in tags),
+        sub_version=sub_version, expression_type=expression_type or "TAG",
+    )
+
+
+def response_code_for(status_name: str, requested_offset: int) -> ResponseCode:
+    """B.4's GetMessageStatus -> response code table."""
+    if status_name in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
+        return ResponseCode.PULL_NOT_FOUND if requested_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    return _STATUS_CODES.get(status_name, ResponseCode.PULL_RETRY_IMMEDIATELY)
+
+
+class PullMessageProcessor:
+    """Answers pulls; registered for PULL_MESSAGE and LITE_PULL_MESSAGE."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        header = parse_header(request, PullMessageRequestHeader)
+        if isinstance(header, RemotingCommand):
+            return header
+        checked = self._check(request, header)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        tag_codes = checked
+        ctx = self.ctx
+        if header.sys_flag & FLAG_COMMIT_OFFSET and ctx.config.is_master:
+            ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        suspend = bool(header.sys_flag & FLAG_SUSPEND)
+        timeout_ms = header.suspend_timeout_millis if ctx.config.long_polling_enable else ctx.config.short_polling_time_ms
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
+        while True:
+            try:
+                response, code = await self._read(request, header, tag_codes)
+            except Busy as busy:
+                ctx.stats.busy_rejects += 1
+                return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if code != ResponseCode.PULL_NOT_FOUND or not suspend or remaining_ms <= 0:
+                return response
+            future = ctx.hold.hold(
+                header.topic, header.queue_id, header.queue_offset, remaining_ms,
+                lambda: int(ctx.store.get_max_offset_in_queue(header.topic, header.queue_id)),
+            )
+            if future is None:
+                if ctx.hold.held_count >= ctx.config.max_suspended_pulls:
+                    ctx.stats.busy_rejects += 1
+                    return request.make_response(
+                        ResponseCode.SYSTEM_BUSY,
+                        f"[REJECTREQUEST]system busy, too many suspended pulls ({ctx.hold.held_count})",
+                    )
+                return response  # shutting down: answer with what the store has
+            if not await asyncio.shield(future):
+                suspend = False  # timed out or shutdown: one last read, then answer
+
+    def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | frozenset[int] | None:
+        """A ready error response, or the tag codes to filter by (None = every message)."""
+        ctx = self.ctx
+        if not ctx.readable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] pulling message is forbidden"
+            )
+        sgc = ctx.groups.find(header.consumer_group)
+        if sgc is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist, apply first please!",
+            )
+        if not sgc.consume_enable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
+            )
+        tc = ctx.topics.select(header.topic)
+        if tc is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
+        if not tc.is_readable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+            )
+        if not 0 <= header.queue_id < tc.read_queue_nums:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{header.consumer_group}]",
+            )
+        sub = self._subscription(request, header)
+        if isinstance(sub, RemotingCommand):
+            return sub
+        if sub.expression_type.upper() != "TAG":
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
+        return None if sub.is_all else sub.code_set
+
+    def _subscription(self, request: RemotingCommand, header: PullMessageRequestHeader) -> SubscriptionData | RemotingCommand:
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            return build_subscription(header.topic, header.subscription, header.expression_type, header.sub_version)
+        group = self.ctx.consumers.get(header.consumer_group)
+        if group is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info not exist, group: {header.consumer_group}",
+            )
+        sub = group.subscriptions.get(header.topic)
+        if sub is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist, group: {header.consumer_group} topic: {header.topic}",
+            )
+        if sub.sub_version < header.sub_version:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                f"the consumer's subscription not latest, group: {header.consumer_group}",
+            )
+        return sub
+
+    async def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
+                    tag_codes: frozenset[int] | None) -> tuple[RemotingCommand, ResponseCode]:
+        ctx = self.ctx
+        cfg = ctx.config
+        max_nums = max(1, min(header.max_msg_nums, cfg.max_transfer_count_on_message_in_memory))
+        max_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        if header.max_msg_bytes is not None and header.max_msg_bytes > 0:
+            max_bytes = min(max_bytes, header.max_msg_bytes)
+        store = ctx.store
+
+        def read() -> tuple[Any, bytes]:
+            result = store.get_message(header.consumer_group, header.topic, header.queue_id,
+                                       header.queue_offset, max_nums, max_bytes, tag_codes)
+            try:
+                body = b"".join(result.buffers) if result.buffers else b""
+            finally:
+                result.release()
+            return result, body
+
+        result, body = await ctx.pull_executor.run(read)
+        status_name = result.status.name
+        code = response_code_for(status_name, header.queue_offset)
+        response_header = PullMessageResponseHeader(
+            suggest_which_broker_id=MASTER_ID,
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        )
+        if code == ResponseCode.SUCCESS:
+            ctx.stats.get_found += 1
+            ctx.stats.get_messages += result.msg_count
+        else:
+            body = b""
+        remark = None if code == ResponseCode.SUCCESS else status_name
+        response = request.make_response(code, remark, response_header.to_ext_fields(), body)
+        return response, code

@@ -1,0 +1,278 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+Checks, in RocketMQ's order: broker write permission, topic name, system topics, topic existence
+(auto-creating it from ``defaultTopic`` = ``TBW102`` when allowed, see ``topic_manager``), queue
+id, body and properties size.  The put runs on the bounded send executor (a SYNC_FLUSH put waits
+for the group commit), and the store's ``PutMessageStatus`` becomes the response code (B.4):
+
+=====================================  ===================================================
+PUT_OK                                 SUCCESS
+FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE   10 / 12 / 11 (message stored)
+MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED   MESSAGE_ILLEGAL (13), remark with limit and size
+SERVICE_NOT_AVAILABLE                  SERVICE_NOT_AVAILABLE (14)
+OS_PAGE_CACHE_BUSY                     SYSTEM_BUSY ``[PC_SYNCHRONIZED]…``
+CREATE_MAPPED_FILE_FAILED, UNKNOWN     SYSTEM_ERROR
+=====================================  ===================================================
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rocketq.broker.executor import Busy
+from rocketq.broker.processor.context import BrokerContext, peer_host
+from rocketq.broker.topic_manager import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+    is_system_topic,
+    validate_topic,
+)
+from rocketq.client.errors import HeaderError, MessageFormatError
+from rocketq.client.remoting.batch import decode_batch
+from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import (
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    parse_send_message_request,
+)
+from rocketq.client.remoting.message import SysFlag
+from rocketq.client.remoting.properties import (
+    MAX_PROPERTIES_SIZE,
+    MessageConst,
+    decode_properties,
+    encode_properties,
+)
+
+__all__ = ["SendMessageProcessor"]
+
+_FAQ = "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+_PROPERTY_CLUSTER = f"{MessageConst.CLUSTER}\x01"
+
+
+def _put_status_response(request: RemotingCommand, status_name: str, detail: str) -> RemotingCommand | None:
+    """The error response for a non-stored put, or None for the statuses that mean "stored"."""
+    if status_name in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
+        return None
+    if status_name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+        return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal, maybe msg body or properties length not matched. {detail}".rstrip())
+    if status_name == "SERVICE_NOT_AVAILABLE":
+        return request.make_response(
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+            "full, messages are put to the slave, message store has been shut down, etc.",
+        )
+    if status_name == "OS_PAGE_CACHE_BUSY":
+        return request.make_response(
+            ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        )
+    if status_name == "CREATE_MAPPED_FILE_FAILED":
+        return request.make_response(ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken.")
+    return request.make_response(ResponseCode.SYSTEM_ERROR, f"UNKNOWN_ERROR: {status_name}")
+
+
+_STORED_CODES = {
+    "PUT_OK": ResponseCode.SUCCESS,
+    "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+
+class SendMessageProcessor:
+    """Stores produced messages; one instance per broker, registered for codes 10, 310, 320."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        try:
+            header = parse_send_message_request(request.code, request.ext_fields)
+        except HeaderError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        error, tc = self._check(request, header)
+        if error is not None:
+            return error
+        assert tc is not None
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(tc.write_queue_nums)
+        properties = header.properties or ""
+        if request.code == 320 or header.batch:
+            return await self._send_batch(request, channel, header, queue_id)
+        error = self._check_sizes(request, len(request.body), len(properties.encode("utf-8")))
+        if error is not None:
+            return error
+        if MessageConst.TRANSACTION_PREPARED in properties:
+            props = decode_properties(properties)
+            if props.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
+                return request.make_response(
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{self.ctx.broker_addr}] sending transaction message is forbidden",
+                )
+        if _PROPERTY_CLUSTER not in properties:
+            properties += f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
+        msg = self._to_store(header, channel, queue_id, request.body, properties, header.flag)
+        return await self._put(request, [msg], batch=False, queue_id=queue_id)
+
+    # ------------------------------------------------------------------ checks
+    def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> tuple[RemotingCommand | None, TopicConfig | None]:
+        ctx = self.ctx
+        if not ctx.writeable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending message is forbidden"
+            ), None
+        remark = validate_topic(header.topic)
+        if remark is not None:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark), None
+        if is_system_topic(header.topic):
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."
+            ), None
+        tc = self._find_or_create_topic(header)
+        if tc is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please! {_FAQ}",
+            ), None
+        if not tc.is_writeable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] sending message is forbidden",
+            ), None
+        valid_ids = max(tc.write_queue_nums, tc.read_queue_nums)
+        if header.queue_id >= valid_ids:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{header.queue_id}] is illegal, {tc.topic_name} "
+                f"(writeQueueNums={tc.write_queue_nums}) Producer: {_producer_of(request)}",
+            ), None
+        return None, tc
+
+    def _find_or_create_topic(self, header: SendMessageRequestHeader) -> TopicConfig | None:
+        topics = self.ctx.topics
+        tc = topics.select(header.topic)
+        if tc is not None:
+            return tc
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or header.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            group = header.topic.split("%", 2)[-1]
+            sgc = self.ctx.groups.find(group)
+            if sgc is not None:
+                return topics.create_retry_topic(header.topic, max(1, sgc.retry_queue_nums))
+            return None
+        return topics.create_in_send_process(
+            header.topic, header.default_topic, header.default_topic_queue_nums, 0
+        )
+
+    def _check_sizes(self, request: RemotingCommand, body_len: int, props_len: int) -> RemotingCommand | None:
+        limit = self.ctx.config.max_message_size
+        if body_len > limit:
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size {body_len} bytes is larger than the limit maxMessageSize={limit} bytes",
+            )
+        if props_len > MAX_PROPERTIES_SIZE:
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message properties size {props_len} bytes is larger than the limit {MAX_PROPERTIES_SIZE} bytes",
+            )
+        return None
+
+    # ------------------------------------------------------------------ store
+    def _to_store(self, header: SendMessageRequestHeader, channel: Any, queue_id: int, body: bytes,
+                  properties: str, flag: int) -> Any:
+        from rocketq.broker.store.message_store import MessageToStore
+
+        sys_flag = header.sys_flag & ~int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+        born = peer_host(channel)
+        if ":" in born[0]:
+            sys_flag |= int(SysFlag.BORNHOST_V6)
+        if ":" in self.ctx.store_host[0]:
+            sys_flag |= int(SysFlag.STOREHOST_V6)
+        return MessageToStore(
+            topic=header.topic,
+            queue_id=queue_id,
+            flag=flag,
+            body=body,
+            properties=properties,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born,
+            store_host=self.ctx.store_host,
+            reconsume_times=header.reconsume_times or 0,
+        )
+
+    async def _send_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
+                          queue_id: int) -> RemotingCommand:
+        if len(request.body) > self.ctx.config.max_message_size:
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the batch body size {len(request.body)} bytes is larger than the limit "
+                f"maxMessageSize={self.ctx.config.max_message_size} bytes",
+            )
+        try:
+            entries = decode_batch_body(request.body)
+        except MessageFormatError as exc:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}")
+        if not entries:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
+        msgs = []
+        for flag, body, props in entries:
+            error = self._check_sizes(request, len(body), len(props.encode("utf-8")))
+            if error is not None:
+                return error
+            if MessageConst.DELAY_TIME_LEVEL + "\x01" in props:
+                return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "batch messages do not support delay levels")
+            if _PROPERTY_CLUSTER not in props:
+                props += cluster
+            msgs.append(self._to_store(header, channel, queue_id, body, props, flag))
+        return await self._put(request, msgs, batch=True, queue_id=queue_id)
+
+    async def _put(self, request: RemotingCommand, msgs: Sequence[Any], *, batch: bool, queue_id: int) -> RemotingCommand:
+        store = self.ctx.store
+        started = time.monotonic()
+        try:
+            if batch:
+                result = await self.ctx.send_executor.run(lambda: store.put_messages(msgs))
+            else:
+                result = await self.ctx.send_executor.run(lambda: store.put_message(msgs[0]))
+        except Busy as busy:
+            self.ctx.stats.busy_rejects += 1
+            return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
+        status_name = result.status.name
+        detail = f"(put took {(time.monotonic() - started) * 1000:.0f} ms)" if status_name == "OS_PAGE_CACHE_BUSY" else ""
+        if status_name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+            detail = self._illegal_detail(msgs)
+        error = _put_status_response(request, status_name, detail)
+        if error is not None:
+            return error
+        append = result.append_result
+        if request.is_oneway or append is None:
+            return request.make_response(_STORED_CODES[status_name])
+        self.ctx.stats.put_messages += len(msgs)
+        self.ctx.stats.put_bytes += append.wrote_bytes
+        response_header = SendMessageResponseHeader(
+            msg_id=append.msg_id, queue_id=queue_id, queue_offset=append.queue_offset,
+            msg_region="DefaultRegion", trace_on=True,
+        )
+        return request.make_response(_STORED_CODES[status_name], ext_fields=response_header.to_ext_fields())
+
+    def _illegal_detail(self, msgs: Sequence[Any]) -> str:
+        body = max(len(m.body) for m in msgs)
+        props = max(len(m.properties.encode("utf-8")) if isinstance(m.properties, str) else 0 for m in msgs)
+        return (f"maxMessageSize={self.ctx.config.max_message_size} bytes, body={body} bytes, "
+                f"properties={props} bytes (limit {MAX_PROPERTIES_SIZE})")
+
+
+def _producer_of(request: RemotingCommand) -> str:
+    return request.ext_fields.get("a") or request.ext_fields.get("producerGroup") or "unknown"
+
+
+def decode_batch_body(body: bytes) -> list[tuple[int, bytes, str]]:
+    """``[(flag, body, properties)]`` of a SEND_BATCH_MESSAGE body (A.3.2)."""
+    return [(m.flag, m.body, encode_properties(m.properties)) for m in decode_batch(body)]

@@ -1,0 +1,283 @@
+"""BrokerController: wires the store, the managers, the request processors, the NameServer
+registration and the housekeeping tasks into one broker.
+
+Theory of operation.  Everything except store calls runs on one asyncio event loop: the managers
+are plain objects mutated only on that thread, which is what makes topic auto-creation race-free.
+Store calls that may block (puts that wait for a SYNC_FLUSH group commit, reads that fault pages
+in) run on bounded executors (``executor.py``); the store's reput thread reports arrivals to the
+long-polling service, which hops to the loop.  Background tasks: NameServer registration every
+``registerNameServerPeriod``, consumer offsets persisted every ``flushConsumerOffsetInterval``,
+client channels expired every 10 s, stale queue locks dropped.  ``shutdown()`` is the clean stop
+(SIGTERM): unregister from the NameServers, answer parked pulls, drain running requests, persist
+the metadata, then shut the store down, which flushes and removes the ``abort`` file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rocketq.broker.client_manager import ConsumerManager, ProducerManager
+from rocketq.broker.config import BrokerConfig, build_store_config
+from rocketq.broker.executor import BoundedExecutor
+from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.namesrv_registration import NamesrvRegistrar
+from rocketq.broker.offset_manager import ConsumerOffsetManager
+from rocketq.broker.processor.admin import AdminProcessor
+from rocketq.broker.processor.client_manage import ClientManageProcessor
+from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
+from rocketq.broker.processor.context import BrokerContext
+from rocketq.broker.processor.offsets import OffsetQueryProcessor
+from rocketq.broker.processor.pull import PullMessageProcessor
+from rocketq.broker.processor.query import QueryMessageProcessor
+from rocketq.broker.processor.rebalance import RebalanceProcessor
+from rocketq.broker.processor.send import SendMessageProcessor
+from rocketq.broker.processor.stats import StatsProcessor
+from rocketq.broker.rebalance_lock import RebalanceLockManager
+from rocketq.broker.store.metadata import (
+    CONSUMER_OFFSET_JSON,
+    SUBSCRIPTION_GROUP_JSON,
+    TOPICS_JSON,
+    load_json_file,
+    persist_json_file,
+)
+from rocketq.broker.subscription_manager import SubscriptionGroupManager
+from rocketq.broker.topic_manager import TopicConfigManager
+from rocketq.client.remoting.codes import RequestCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.transport.aio import RemotingClient, RemotingServer
+
+__all__ = ["BrokerController", "build_context"]
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand | None]]
+CLIENT_SCAN_INTERVAL_S = 10.0
+NOTIFY_TIMEOUT_MS = 3_000
+
+
+def build_context(config: BrokerConfig, store: Any, loop: asyncio.AbstractEventLoop, *,
+                  config_dir: str | None = None,
+                  on_ids_changed: Callable[[str, list[Any]], None] | None = None) -> BrokerContext:
+    """The managers and executors around an already started store (used by the server and tests).
+
+    With ``config_dir`` the metadata is loaded from (and persisted to) RocketMQ's ``config/`` files.
+    """
+    def persister(name: str) -> Callable[[dict[str, Any]], None] | None:
+        if config_dir is None:
+            return None
+        path = os.path.join(config_dir, name)
+        return lambda doc: persist_json_file(path, doc)
+
+    topics = TopicConfigManager(config, persist=persister(TOPICS_JSON))
+    groups = SubscriptionGroupManager(auto_create=config.auto_create_subscription_group,
+                                      persist=persister(SUBSCRIPTION_GROUP_JSON))
+    offsets = ConsumerOffsetManager()
+    if config_dir is not None:
+        topics.load(load_json_file(os.path.join(config_dir, TOPICS_JSON)))
+        groups.load(load_json_file(os.path.join(config_dir, SUBSCRIPTION_GROUP_JSON)))
+        offsets.load(load_json_file(os.path.join(config_dir, CONSUMER_OFFSET_JSON)))
+    return BrokerContext(
+        config=config,
+        store=store,
+        topics=topics,
+        offsets=offsets,
+        groups=groups,
+        consumers=ConsumerManager(channel_expired_timeout_ms=config.channel_expired_timeout_ms,
+                                  on_ids_changed=on_ids_changed),
+        producers=ProducerManager(channel_expired_timeout_ms=config.channel_expired_timeout_ms),
+        locks=RebalanceLockManager(max_live_time_ms=config.rebalance_lock_max_live_time_ms),
+        hold=PullRequestHoldService(loop, max_suspended=config.max_suspended_pulls),
+        send_executor=BoundedExecutor("send", threads=config.send_message_thread_pool_nums,
+                                      capacity=config.send_thread_pool_queue_capacity,
+                                      max_wait_ms=config.wait_time_ms_in_send_queue),
+        pull_executor=BoundedExecutor("pull", threads=config.pull_message_thread_pool_nums,
+                                      capacity=config.pull_thread_pool_queue_capacity,
+                                      max_wait_ms=config.wait_time_ms_in_pull_queue),
+        query_executor=BoundedExecutor("query", threads=2, capacity=config.query_thread_pool_queue_capacity),
+    )
+
+
+def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
+    """Request code -> processor coroutine for every code the broker serves."""
+    send = SendMessageProcessor(ctx).process
+    pull = PullMessageProcessor(ctx).process
+    query = QueryMessageProcessor(ctx)
+    offsets = OffsetQueryProcessor(ctx)
+    consumer = ConsumerManageProcessor(ctx)
+    client = ClientManageProcessor(ctx)
+    admin = AdminProcessor(ctx)
+    stats = StatsProcessor(ctx)
+    rebalance = RebalanceProcessor(ctx)
+    rc = RequestCode
+    return {
+        rc.SEND_MESSAGE: send, rc.SEND_MESSAGE_V2: send, rc.SEND_BATCH_MESSAGE: send,
+        rc.PULL_MESSAGE: pull, rc.LITE_PULL_MESSAGE: pull,
+        rc.QUERY_MESSAGE: query.query_message, rc.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
+        rc.GET_MAX_OFFSET: offsets.get_max_offset, rc.GET_MIN_OFFSET: offsets.get_min_offset,
+        rc.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset_by_timestamp,
+        rc.GET_EARLIEST_MSG_STORETIME: offsets.get_earliest_msg_storetime,
+        rc.QUERY_CONSUMER_OFFSET: consumer.query_consumer_offset,
+        rc.UPDATE_CONSUMER_OFFSET: consumer.update_consumer_offset,
+        rc.GET_CONSUMER_LIST_BY_GROUP: consumer.get_consumer_list_by_group,
+        rc.HEART_BEAT: client.heart_beat, rc.UNREGISTER_CLIENT: client.unregister_client,
+        rc.CHECK_CLIENT_CONFIG: client.check_client_config,
+        rc.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic, rc.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+        rc.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+        rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
+        rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group,
+        rc.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
+        rc.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
+        rc.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info, rc.GET_BROKER_CONFIG: admin.get_broker_config,
+        rc.GET_TOPIC_STATS_INFO: stats.get_topic_stats_info, rc.GET_CONSUME_STATS: stats.get_consume_stats,
+        rc.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connection_list,
+        rc.INVOKE_BROKER_TO_RESET_OFFSET: stats.invoke_broker_to_reset_offset,
+        rc.LOCK_BATCH_MQ: rebalance.lock_batch_mq, rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,
+    }
+
+
+class BrokerController:
+    """One broker: ``await start()`` returns the bound ``(host, port)``; ``await shutdown()`` stops it."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.store: Any = None
+        self.ctx: BrokerContext | None = None
+        self.server: RemotingServer | None = None
+        self.registrar: NamesrvRegistrar | None = None
+        self._client: RemotingClient | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._notify_tasks: set[asyncio.Task[None]] = set()
+        self._config_dir = ""
+        self._stopped = False
+
+    @property
+    def broker_addr(self) -> str:
+        return self.ctx.broker_addr if self.ctx is not None else self.config.broker_addr
+
+    async def start(self) -> tuple[str, int]:
+        from rocketq.broker.store.message_store import MessageStore
+
+        loop = asyncio.get_running_loop()
+        store_config = build_store_config(self.config)
+        self._config_dir = str(store_config.config_dir)
+        self.store = MessageStore(store_config)
+        await asyncio.to_thread(self.store.start)
+        ctx = build_context(self.config, self.store, loop, config_dir=self._config_dir,
+                            on_ids_changed=self._notify_ids_changed)
+        self.ctx = ctx
+        self.store.add_arrival_listener(ctx.hold.arrival_listener)
+        self.server = RemotingServer(
+            host=self.config.bind_address, port=self.config.listen_port,
+            max_inflight_per_connection=1024,
+            max_queued_requests=self.config.max_suspended_pulls + self.config.send_thread_pool_queue_capacity + 1000,
+            on_channel_close=self._channel_closed,
+        )
+        for code, processor in processor_table(ctx).items():
+            self.server.register(code, processor)
+        host, port = await self.server.start()
+        ctx.with_port(port)
+        self.config = ctx.config
+        self._client = RemotingClient()
+        self.registrar = NamesrvRegistrar(
+            self._client, self.config.namesrv_addr, identity=self._identity,
+            topic_wrapper=ctx.topics.encode, timeout_ms=self.config.register_broker_timeout_ms,
+        )
+        ctx.topics.add_listener(lambda _tc: self.registrar.trigger() if self.registrar else None)
+        await self.registrar.register_all()
+        self._tasks = [
+            loop.create_task(self._every(self.config.register_period_s, self.registrar.register_all)),
+            loop.create_task(self._every(self.config.flush_consumer_offset_interval_ms / 1000.0, self.persist_offsets)),
+            loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._scan_clients)),
+        ]
+        log.info("broker %s listening on %s:%d, advertised as %s", self.config.broker_name, host, port,
+                 self.broker_addr)
+        return host, port
+
+    def _identity(self) -> tuple[str, str, str, int, str]:
+        cfg = self.config
+        return (cfg.broker_cluster_name, cfg.broker_name, self.broker_addr, cfg.broker_id,
+                f"{cfg.broker_ip2 or cfg.broker_ip1}:{cfg.ha_listen_port}")
+
+    async def _every(self, period_s: float, fn: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                await fn()
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    async def _scan_clients(self) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        for group, client_id in ctx.consumers.scan_not_active():
+            log.info("consumer %s of group %s expired (no heartbeat)", client_id, group)
+        ctx.producers.scan_not_active()
+        ctx.locks.scan_expired()
+
+    async def persist_offsets(self) -> None:
+        """Write consumerOffset.json if it changed (the JSON is built on the loop, written off it)."""
+        ctx = self.ctx
+        if ctx is None or not ctx.offsets.dirty:
+            return
+        doc = ctx.offsets.encode()
+        ctx.offsets.dirty = False
+        path = os.path.join(self._config_dir, CONSUMER_OFFSET_JSON)
+        try:
+            await asyncio.to_thread(persist_json_file, path, doc)
+        except OSError:
+            ctx.offsets.dirty = True
+            raise
+
+    def _notify_ids_changed(self, group: str, channels: list[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        for ch in channels:
+            cmd = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True)
+            task = loop.create_task(self._oneway(ch, cmd))
+            self._notify_tasks.add(task)
+            task.add_done_callback(self._notify_tasks.discard)
+
+    @staticmethod
+    async def _oneway(channel: Any, cmd: RemotingCommand) -> None:
+        try:
+            await asyncio.wait_for(channel.invoke_oneway(cmd), NOTIFY_TIMEOUT_MS / 1000.0)
+        except Exception as exc:  # a dead client must not disturb the others
+            log.debug("notify %s failed: %s", getattr(channel, "remote_address", "?"), exc)
+
+    def _channel_closed(self, channel: Any) -> None:
+        ctx = self.ctx
+        if ctx is not None:
+            ctx.consumers.channel_closed(channel)
+            ctx.producers.channel_closed(channel)
+
+    async def shutdown(self, grace_s: float = 5.0) -> None:
+        """Clean stop: unregister, answer parked pulls, drain requests, persist, flush the store."""
+        if self._stopped:
+            return
+        self._stopped = True
+        ctx = self.ctx
+        if self.registrar is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.registrar.unregister_all(), 5.0)
+        if ctx is not None:
+            ctx.hold.shutdown()
+        if self.server is not None:
+            await self.server.stop(grace_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if ctx is not None:
+            with contextlib.suppress(Exception):
+                await self.persist_offsets()
+            for ex in (ctx.send_executor, ctx.pull_executor, ctx.query_executor):
+                ex.shutdown(wait=True)
+        if self._client is not None:
+            await self._client.close()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.shutdown)
+        log.info("broker %s shut down", self.config.broker_name)

@@ -1,0 +1,124 @@
+"""Subscription group configs (``config/subscriptionGroup.json``).
+
+A consumer group must exist on the broker before it may pull.  With
+``autoCreateSubscriptionGroup=true`` (RocketMQ's default) a group is created with default settings
+the first time it is seen; otherwise it must be created with UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+and pulls from unknown groups fail with SUBSCRIPTION_GROUP_NOT_EXIST.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rocketq.broker.topic_manager import DataVersion
+
+__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
+
+_SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRACE")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubscriptionGroupConfig:
+    """RocketMQ's ``SubscriptionGroupConfig`` with its defaults."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerId": self.broker_id,
+            "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": self.consume_from_min_enable,
+            "groupName": self.group_name,
+            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> SubscriptionGroupConfig:
+        name = obj.get("groupName")
+        if not isinstance(name, str) or not name:
+            raise ValueError("subscription group config has no groupName")
+        return cls(
+            group_name=name,
+            consume_enable=bool(obj.get("consumeEnable", True)),
+            consume_from_min_enable=bool(obj.get("consumeFromMinEnable", True)),
+            consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
+            retry_queue_nums=int(obj.get("retryQueueNums", 1)),
+            retry_max_times=int(obj.get("retryMaxTimes", 16)),
+            broker_id=int(obj.get("brokerId", 0)),
+            which_broker_when_consume_slowly=int(obj.get("whichBrokerWhenConsumeSlowly", 1)),
+            notify_consumer_ids_changed_enable=bool(obj.get("notifyConsumerIdsChangedEnable", True)),
+        )
+
+
+class SubscriptionGroupManager:
+    """The group table; ``persist`` receives the subscriptionGroup.json document after each change."""
+
+    def __init__(self, *, auto_create: bool = True,
+                 persist: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self._auto_create = auto_create
+        self._persist = persist
+        self._table: dict[str, SubscriptionGroupConfig] = {
+            g: SubscriptionGroupConfig(group_name=g) for g in _SYSTEM_GROUPS
+        }
+        self.data_version = DataVersion(timestamp=int(time.time() * 1000))
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, auto-creating it when allowed; None if it does not exist."""
+        sgc = self._table.get(group)
+        if sgc is None and self._auto_create:
+            sgc = SubscriptionGroupConfig(group_name=group)
+            self.update(sgc)
+        return sgc
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self._table.get(group)
+
+    def update(self, sgc: SubscriptionGroupConfig) -> None:
+        if self._table.get(sgc.group_name) == sgc:
+            return
+        self._table[sgc.group_name] = sgc
+        self._changed()
+
+    def delete(self, group: str) -> bool:
+        if self._table.pop(group, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def groups(self) -> list[str]:
+        return sorted(self._table)
+
+    def _changed(self) -> None:
+        self.data_version.next_version()
+        if self._persist is not None:
+            self._persist(self.encode())
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "subscriptionGroupTable": {g: c.to_json() for g, c in sorted(self._table.items())},
+        }
+
+    def load(self, doc: Mapping[str, Any] | None) -> None:
+        if not doc:
+            return
+        for name, obj in (doc.get("subscriptionGroupTable") or {}).items():
+            if isinstance(obj, Mapping):
+                self._table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **obj})
+        self.data_version = DataVersion.from_json(doc.get("dataVersion"))
