@@ -1,0 +1,158 @@
+"""NameServer configuration: a frozen dataclass and a loader for RocketMQ properties files.
+
+``NamesrvConfig`` holds every setting in snake_case with units in the names.  The loader reads a
+Java ``.properties`` file with RocketMQ's camelCase keys (``listenPort``,
+``scanNotActiveBrokerInterval``, ``kvConfigPath``...) so that a RocketMQ user's
+``namesrv.properties`` works unchanged; keys RocketMQ knows but rocketq does not need (thread pool
+sizes and the like) are accepted and ignored, truly unknown keys are reported to the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocketq.client.remoting.command import SerializeType
+from rocketq.namesrv.errors import NamesrvConfigError
+
+DEFAULT_LISTEN_PORT = 9876
+DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
+DEFAULT_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS = 5_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NamesrvConfig:
+    """Effective NameServer settings."""
+
+    listen_port: int = DEFAULT_LISTEN_PORT
+    bind_address: str = "127.0.0.1"
+    scan_not_active_broker_interval_ms: int = DEFAULT_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS
+    broker_channel_expired_time_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
+    kv_config_path: str | None = None
+    order_message_enable: bool = False
+    serialize_type: SerializeType = SerializeType.JSON
+    max_inflight_per_connection: int = 64
+    max_queued_requests: int = 10_000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise NamesrvConfigError(f"listenPort must be in 0..65535, got {self.listen_port}")
+        if self.scan_not_active_broker_interval_ms <= 0:
+            raise NamesrvConfigError("scanNotActiveBrokerInterval must be > 0 ms")
+        if self.broker_channel_expired_time_ms <= 0:
+            raise NamesrvConfigError("brokerChannelExpiredTime must be > 0 ms")
+        if self.max_inflight_per_connection <= 0 or self.max_queued_requests <= 0:
+            raise NamesrvConfigError("maxInflightPerConnection and maxQueuedRequests must be > 0")
+
+
+# camelCase key -> (field name, parser)
+def _parse_bool(text: str) -> bool:
+    # Java Boolean.parseBoolean: only "true" (any case) is true.
+    return text.strip().lower() == "true"
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_str(text: str) -> str:
+    return text.strip()
+
+
+def _parse_opt_str(text: str) -> str | None:
+    return text.strip() or None
+
+
+def _parse_serialize_type(text: str) -> SerializeType:
+    try:
+        return SerializeType[text.strip().upper()]
+    except KeyError:
+        raise NamesrvConfigError(f"serializeType must be JSON or ROCKETMQ, got {text!r}") from None
+
+
+_KEYS = {
+    "listenPort": ("listen_port", _parse_int),
+    "bindAddress": ("bind_address", _parse_str),
+    "scanNotActiveBrokerInterval": ("scan_not_active_broker_interval_ms", _parse_int),
+    "brokerChannelExpiredTime": ("broker_channel_expired_time_ms", _parse_int),
+    "kvConfigPath": ("kv_config_path", _parse_opt_str),
+    "orderMessageEnable": ("order_message_enable", _parse_bool),
+    "serializeType": ("serialize_type", _parse_serialize_type),
+    "maxInflightPerConnection": ("max_inflight_per_connection", _parse_int),
+    "maxQueuedRequests": ("max_queued_requests", _parse_int),
+}
+
+# Keys of RocketMQ's NamesrvConfig / NettyServerConfig that rocketq accepts and ignores.
+IGNORED_KEYS = frozenset(
+    {
+        "rocketmqHome", "configStorePath", "productEnvName", "clusterTest", "returnOrderTopicConfigToBroker",
+        "clientRequestThreadPoolNums", "defaultThreadPoolNums", "clientRequestThreadPoolQueueCapacity",
+        "defaultThreadPoolQueueCapacity", "serverWorkerThreads", "serverCallbackExecutorThreads",
+        "serverSelectorThreads", "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue",
+        "serverChannelMaxIdleTimeSeconds", "serverSocketSndBufSize", "serverSocketRcvBufSize",
+        "serverPooledByteBufAllocatorEnable", "useEpollNativeSelector", "needWaitForService",
+        "enableTopicList", "enableAllTopicList", "notifyMinBrokerIdChanged", "waitSecondsForService",
+    }
+)  # fmt: skip
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
+    result: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        positions = [p for p in (line.find("="), line.find(":")) if p >= 0]
+        if not positions:
+            result[line] = ""
+            continue
+        sep = min(positions)
+        result[line[:sep].strip()] = line[sep + 1 :].strip()
+    return result
+
+
+def config_from_properties(
+    props: Mapping[str, str], base: NamesrvConfig | None = None
+) -> tuple[NamesrvConfig, list[str]]:
+    """Apply camelCase ``props`` over ``base``; returns the config and the unknown keys."""
+    changes: dict[str, object] = {}
+    unknown: list[str] = []
+    for key, value in props.items():
+        if key in _KEYS:
+            field, parse = _KEYS[key]
+            try:
+                changes[field] = parse(value)
+            except ValueError:
+                raise NamesrvConfigError(f"bad value for {key}: {value!r}") from None
+        elif key not in IGNORED_KEYS:
+            unknown.append(key)
+    return dataclasses.replace(base or NamesrvConfig(), **changes), unknown  # type: ignore[arg-type]
+
+
+def load_config_file(path: str | Path, base: NamesrvConfig | None = None) -> tuple[NamesrvConfig, list[str]]:
+    """Read a ``namesrv.properties`` file; returns the config and the unknown keys."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise NamesrvConfigError(f"cannot read config file {path}: {exc}") from exc
+    return config_from_properties(parse_properties(text), base)
+
+
+def config_to_properties(config: NamesrvConfig) -> str:
+    """The effective config as camelCase properties text (what ``mqnamesrv -p`` prints)."""
+    lines = []
+    for key, (field, _) in _KEYS.items():
+        value = getattr(config, field)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, SerializeType):
+            text = value.name
+        elif value is None:
+            text = ""
+        else:
+            text = str(value)
+        lines.append(f"{key}={text}")
+    return "\n".join(lines) + "\n"
