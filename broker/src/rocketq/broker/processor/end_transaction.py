@@ -1,0 +1,67 @@
+"""END_TRANSACTION (37): the producer's commit or rollback of a half message.
+
+The Java producer sends it oneway (``endTransactionOneway``), both after its local transaction and
+in answer to CHECK_TRANSACTION_STATE (``fromTransactionCheck=true``); a oneway request gets no
+response whatever happens.  ``commitOrRollback`` 0 ("unknown") is logged and ignored, as RocketMQ
+does; a slave refuses with SLAVE_NOT_AVAILABLE.  The store work runs off the event loop (a
+SYNC_FLUSH put waits for the group commit): through ``offload`` when the broker passes its send
+executor's ``run``, else ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from rocketq.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionalMessageService
+from rocketq.client.errors import HeaderError
+from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import EndTransactionRequestHeader
+
+__all__ = ["process_end_transaction"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+Offload = Callable[[Callable[[], _T]], Awaitable[_T]]
+
+
+async def _to_thread(fn: Callable[[], _T]) -> _T:
+    return await asyncio.to_thread(fn)
+
+
+def _reply(cmd: RemotingCommand, code: int, remark: str | None) -> RemotingCommand | None:
+    return None if cmd.is_oneway else cmd.make_response(code, remark)
+
+
+async def process_end_transaction(
+    service: TransactionalMessageService,
+    cmd: RemotingCommand,
+    *,
+    offload: Offload[tuple[ResponseCode, str | None]] | None = None,
+    is_slave: bool = False,
+) -> RemotingCommand | None:
+    """Handle one END_TRANSACTION request; None for oneway requests."""
+    try:
+        header = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
+    except HeaderError as exc:
+        log.warning("END_TRANSACTION with a bad header: %s", exc)
+        return _reply(cmd, ResponseCode.SYSTEM_ERROR, str(exc))
+    if is_slave:
+        log.warning("END_TRANSACTION refused: this broker is a slave")
+        return _reply(cmd, ResponseCode.SLAVE_NOT_AVAILABLE, "end transaction is forbidden on a slave")
+    kind = header.commit_or_rollback
+    source = "check answer" if header.from_transaction_check else "producer"
+    if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
+        log.warning("END_TRANSACTION (%s) with state %d for %s: transaction still unknown, ignored "
+                    "(remark: %s)", source, kind, header.transaction_id or header.msg_id, cmd.remark)
+        return _reply(cmd, ResponseCode.SUCCESS, None)
+    if kind == ROLLBACK_TYPE or header.from_transaction_check:
+        log.info("END_TRANSACTION (%s): %s %s", source, "commit" if kind == COMMIT_TYPE else "rollback",
+                 header.transaction_id or header.msg_id)
+    run = offload if offload is not None else _to_thread
+    code, remark = await run(lambda: service.end_transaction(header))
+    return _reply(cmd, code, remark)

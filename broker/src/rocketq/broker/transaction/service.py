@@ -1,0 +1,373 @@
+"""TransactionalMessageService: prepare, END_TRANSACTION and the check-back pass.
+
+Theory of operation.  A prepared send is stored as a *half message* in queue 0 of
+``RMQ_SYS_TRANS_HALF_TOPIC`` (:mod:`.half_message`).  END_TRANSACTION names one stored half record
+(``commitLogOffset`` + ``tranStateTableOffset``); commit writes the real message and then an op
+message, rollback only the op message (:mod:`.op_log`).
+
+The check pass walks the half queue from the persisted progress (:mod:`.progress`) up to the
+queue's end *as it was when the pass started*, so copies appended during the pass wait for the next
+one.  For each record, in RocketMQ's order:
+
+* finished (its offset or its origin's offset is in the op log) -> skip;
+* superseded (a newer copy of the same transaction exists further on) -> skip;
+* checked ``transaction_check_max`` times already, or older than the CommitLog retention ->
+  *parked*: copied to ``TRANS_CHECK_MAX_TIME_TOPIC`` and never checked again;
+* ``CHECK_IMMUNITY_TIME_IN_SECONDS`` set and not yet elapsed -> re-appended unchanged, move on;
+* younger than ``transaction_timeout_ms`` (no immunity property) -> stop the pass here;
+* otherwise re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and ``send_check`` is called with
+  the new copy's offsets.  The new copy is what the producer's answer will name.
+
+Every copy carries ``TRAN_PREPARED_QUEUE_OFFSET`` = the half offset of the transaction's first
+record (its *origin*), and every op message lists the ended copy's offset and the origin, so a
+transaction is finished as soon as *any* of its copies is ended; a second END_TRANSACTION for any
+copy is an idempotent no-op.  A check whose producer group has no live channel (``send_check``
+returns False) still counts, as in RocketMQ: that bounds how often a dead group's messages are
+copied and parks them after ``transaction_check_max`` passes, where a late END_TRANSACTION can
+still commit them.
+
+State rebuilt at start (:meth:`recover`) from the log alone: the finished-offset bitmap from the
+whole op queue, the newest copy of every transaction from the half queue above the progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
+from rocketq.broker.transaction.config import TransactionConfig
+from rocketq.broker.transaction.half_message import (
+    HALF_QUEUE_ID,
+    HALF_TOPIC,
+    OP_TOPIC,
+    check_request_body,
+    check_times,
+    immunity_ms,
+    origin_offset,
+    real_queue,
+    renew_half_message,
+    restore_real_message,
+    to_half_message,
+    to_parked_message,
+)
+from rocketq.broker.transaction.op_log import (
+    OP_QUEUE_ID,
+    DoneOffsets,
+    iter_queue_records,
+    make_op_message,
+    read_op_offsets,
+)
+from rocketq.broker.transaction.progress import CheckProgress, OffsetTable
+from rocketq.client.errors import MessageFormatError
+from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketq.client.remoting.message import StoredMessage, SysFlag, decode_stored_message
+from rocketq.client.remoting.properties import MessageConst
+
+__all__ = ["CheckStats", "SendCheck", "TransactionalMessageService"]
+
+log = logging.getLogger(__name__)
+
+#: send_check(producer group, CHECK_TRANSACTION_STATE body, header) -> a live producer was found
+SendCheck = Callable[[str, bytes, CheckTransactionStateRequestHeader], bool]
+
+COMMIT_TYPE = int(SysFlag.TRANSACTION_COMMIT)
+ROLLBACK_TYPE = int(SysFlag.TRANSACTION_ROLLBACK)
+_FIND_FAILED = "Find prepared transaction message failed"
+
+_PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (ResponseCode.SYSTEM_ERROR, "Create mapped file failed."),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "The message is illegal, maybe msg body or properties length not matched.",
+    ),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "The message is illegal, maybe msg body or properties length not matched.",
+    ),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."),
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: (
+        ResponseCode.SYSTEM_ERROR,
+        "OS page cache busy, please try another machine",
+    ),
+}
+
+
+def put_error(status: PutMessageStatus) -> tuple[ResponseCode, str]:
+    """The END_TRANSACTION response for a put that did not store the message."""
+    return _PUT_ERRORS.get(status, (ResponseCode.SYSTEM_ERROR, status.value))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckStats:
+    """What one check pass did."""
+
+    begin_offset: int  # half-queue progress before the pass
+    end_offset: int  # half-queue progress after the pass
+    scanned: int = 0
+    skipped_done: int = 0
+    skipped_superseded: int = 0
+    renewed_immune: int = 0
+    checked: int = 0  # CHECK_TRANSACTION_STATE handed to a live producer
+    no_producer: int = 0  # checks counted although no producer of the group was online
+    parked: int = 0
+    stop_reason: str = "caught up"
+
+
+class _Step(Enum):
+    NEXT = "next"
+    STOP = "stop"
+
+
+class _Counters:
+    __slots__ = ("checked", "no_producer", "parked", "renewed_immune", "scanned", "skipped_done",
+                 "skipped_superseded", "stop_reason")
+
+    def __init__(self) -> None:
+        self.scanned = self.skipped_done = self.skipped_superseded = self.renewed_immune = 0
+        self.checked = self.no_producer = self.parked = 0
+        self.stop_reason = "caught up"
+
+
+class TransactionalMessageService:
+    """Half messages over a ``MessageStore``; thread-safe (one lock around state changes)."""
+
+    def __init__(self, store: Any, config: TransactionConfig | None = None, *,
+                 offsets: OffsetTable | None = None, clock_ms: Callable[[], int] | None = None) -> None:
+        self.store = store
+        self.config = config or TransactionConfig()
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._lock = threading.RLock()
+        self._pass_lock = threading.Lock()  # one check pass at a time
+        self._done = DoneOffsets()
+        self._latest: dict[int, int] = {}  # origin half offset -> newest copy's half offset
+        self._progress = CheckProgress(store.config.config_dir, offsets)
+        self._next_half = 0
+        self._recovered = False
+        hours = float(getattr(store.config, "file_reserved_time_hours", 72))
+        self._max_age_ms = int(hours * 3_600_000)
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self) -> None:
+        """Rebuild the in-memory state from the log (idempotent; call after ``store.start()``)."""
+        with self._lock:
+            if self._recovered:
+                return
+            store = self.store
+            min_half = store.get_min_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
+            max_half = store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
+            self._done = DoneOffsets(min_half)
+            ops = read_op_offsets(store, self._done)
+            self._next_half = max(self._progress.load(), min_half)
+            self._latest.clear()
+            copies = 0
+            for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, self._next_half, max_half):
+                origin = origin_offset(rec)
+                if origin != rec.queue_offset:
+                    copies += 1
+                    if rec.queue_offset > self._latest.get(origin, -1):
+                        self._latest[origin] = rec.queue_offset
+            self._recovered = True
+            log.info("transactions recovered: half queue [%d, %d), check progress %d, %d op records, "
+                     "%d check copies pending", min_half, max_half, self._next_half, ops, copies)
+
+    @property
+    def check_progress(self) -> int:
+        """The next half-queue offset the check pass will examine."""
+        return self._next_half
+
+    def is_finished(self, half_offset: int) -> bool:
+        """True if the op log marks this half-queue offset committed or rolled back."""
+        return half_offset in self._done
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(self, msg: MessageToStore) -> PutMessageResult:
+        """Store a prepared send as a half message (the result's queue offset is the half offset)."""
+        return self.store.put_message(to_half_message(msg))  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ end transaction
+    def end_transaction(self, header: EndTransactionRequestHeader) -> tuple[ResponseCode, str | None]:
+        """Commit or roll back the half message ``header`` names; (response code, remark)."""
+        kind = header.commit_or_rollback
+        if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
+            return ResponseCode.SUCCESS, None  # unknown (0) or garbage: RocketMQ ignores it
+        self.recover()
+        half = self._find_half(header.commit_log_offset)
+        if half is None:
+            return ResponseCode.SYSTEM_ERROR, _FIND_FAILED
+        error = _validate(half, header)
+        if error is not None:
+            log.warning("END_TRANSACTION rejected (%s): %s", error, header)
+            return ResponseCode.SYSTEM_ERROR, error
+        qo, origin = half.queue_offset, origin_offset(half)
+        with self._lock:
+            if qo in self._done or origin in self._done:
+                log.info("END_TRANSACTION for finished half offset %d (origin %d): no-op", qo, origin)
+                return ResponseCode.SUCCESS, None
+            if kind == COMMIT_TYPE:
+                real = restore_real_message(half, commit_log_offset=half.physical_offset, prepared_queue_offset=origin)
+                result: PutMessageResult = self.store.put_message(real)
+                if not result.is_ok:
+                    log.error("commit of half offset %d failed: %s", qo, result.status.value)
+                    return put_error(result.status)
+            op = make_op_message([qo, origin], store_host=half.store_host, now_ms=self._clock_ms())
+            op_result: PutMessageResult = self.store.put_message(op)
+            if not op_result.is_ok:
+                log.error("op message for half offset %d not written: %s", qo, op_result.status.value)
+                if kind == ROLLBACK_TYPE:
+                    return put_error(op_result.status)
+            self._done.add(qo)
+            self._done.add(origin)
+            self._latest.pop(origin, None)
+        return ResponseCode.SUCCESS, None
+
+    def _find_half(self, commit_log_offset: int) -> StoredMessage | None:
+        raw = self.store.look_message_by_offset(commit_log_offset)
+        if raw is None:
+            return None
+        try:
+            half = decode_stored_message(raw, decompress=False)
+        except MessageFormatError as exc:
+            log.warning("END_TRANSACTION names offset %d, which holds no record: %s", commit_log_offset, exc)
+            return None
+        if half.topic != HALF_TOPIC or real_queue(half) is None:
+            log.warning("END_TRANSACTION names offset %d, a %s record, not a half message", commit_log_offset,
+                        half.topic)
+            return None
+        return half
+
+    # ------------------------------------------------------------------ check pass
+    def check(self, now_ms: int, send_check: SendCheck) -> CheckStats:
+        """One check pass over the half queue (see the module docstring); never raises for a record."""
+        self.recover()
+        with self._pass_lock:
+            return self._check_pass(now_ms, send_check)
+
+    def _check_pass(self, now_ms: int, send_check: SendCheck) -> CheckStats:
+        store = self.store
+        started = time.monotonic()
+        budget_s = self.config.max_check_pass_ms / 1000
+        min_half = store.get_min_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
+        end = store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
+        with self._lock:
+            begin = max(self._next_half, min_half)
+            self._done.trim(min_half)
+        c = _Counters()
+        offset = begin
+        for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, begin, end):
+            if time.monotonic() - started > budget_s:
+                c.stop_reason = "time budget exhausted"
+                break
+            c.scanned += 1
+            try:
+                step = self._check_one(rec, now_ms, send_check, c)
+            except Exception:
+                log.exception("check of half offset %d failed", rec.queue_offset)
+                c.stop_reason = "error"
+                break
+            if step is _Step.STOP:
+                c.scanned -= 1
+                break
+            offset = rec.queue_offset + 1
+        with self._lock:
+            self._next_half = max(self._next_half, offset)
+            self._progress.save(self._next_half, store.get_max_offset_in_queue(OP_TOPIC, OP_QUEUE_ID))
+        return CheckStats(begin_offset=begin, end_offset=self._next_half, scanned=c.scanned,
+                          skipped_done=c.skipped_done, skipped_superseded=c.skipped_superseded,
+                          renewed_immune=c.renewed_immune, checked=c.checked, no_producer=c.no_producer,
+                          parked=c.parked, stop_reason=c.stop_reason)
+
+    def _check_one(self, rec: StoredMessage, now_ms: int, send_check: SendCheck, c: _Counters) -> _Step:
+        cfg = self.config
+        qo, origin = rec.queue_offset, origin_offset(rec)
+        with self._lock:
+            if qo in self._done or origin in self._done:
+                c.skipped_done += 1
+                self._latest.pop(origin, None)
+                return _Step.NEXT
+            if self._latest.get(origin, qo) > qo:
+                c.skipped_superseded += 1
+                return _Step.NEXT
+            times = check_times(rec)
+            age = now_ms - rec.born_timestamp
+            if times >= cfg.transaction_check_max or age > self._max_age_ms:
+                return self._park(rec, origin, times, c)
+            immunity = immunity_ms(rec, cfg.transaction_timeout_ms)
+            if immunity is not None and age < immunity:
+                if self._renew(rec, origin, None) is None:
+                    c.stop_reason = "store refused a half copy"
+                    return _Step.STOP
+                c.renewed_immune += 1
+                return _Step.NEXT
+            if immunity is None and 0 <= age < cfg.transaction_timeout_ms:
+                c.stop_reason = "younger than the transaction timeout"
+                return _Step.STOP
+            renewed = self._renew(rec, origin, times + 1)
+            if renewed is None:
+                c.stop_reason = "store refused a half copy"
+                return _Step.STOP
+        copy, stored = renewed
+        group, body, header = _check_request(copy, stored)
+        try:
+            live = send_check(group, body, header)
+        except Exception:
+            log.exception("send_check failed for half offset %d of group %s", stored.queue_offset, group)
+            live = False
+        if live:
+            c.checked += 1
+        else:
+            c.no_producer += 1
+            log.warning("no live producer of group %s to check half offset %d (check %d of %d)", group,
+                        stored.queue_offset, times + 1, cfg.transaction_check_max)
+        return _Step.NEXT
+
+    def _renew(self, rec: StoredMessage, origin: int,
+               times: int | None) -> tuple[MessageToStore, AppendMessageResult] | None:
+        """Append a copy of ``rec`` to the half queue (caller holds the lock)."""
+        copy = renew_half_message(rec, origin=origin, check_times=times)
+        result: PutMessageResult = self.store.put_message(copy)
+        if not result.is_ok or result.append_result is None:
+            log.error("cannot re-append half offset %d: %s", rec.queue_offset, result.status.value)
+            return None
+        self._latest[origin] = result.append_result.queue_offset
+        return copy, result.append_result
+
+    def _park(self, rec: StoredMessage, origin: int, times: int, c: _Counters) -> _Step:
+        result: PutMessageResult = self.store.put_message(to_parked_message(rec, origin=origin))
+        if not result.is_ok:
+            log.error("cannot park half offset %d: %s", rec.queue_offset, result.status.value)
+            c.stop_reason = "store refused a parked copy"
+            return _Step.STOP
+        self._latest.pop(origin, None)
+        c.parked += 1
+        log.warning("half message %s (half offset %d, origin %d) parked in TRANS_CHECK_MAX_TIME_TOPIC after "
+                    "%d checks", rec.uniq_key, rec.queue_offset, origin, times)
+        return _Step.NEXT
+
+
+def _validate(half: StoredMessage, header: EndTransactionRequestHeader) -> str | None:
+    """RocketMQ's ``checkPrepareMessage``: the remark of the first mismatch, or None."""
+    if half.properties.get(MessageConst.PRODUCER_GROUP) != header.producer_group:
+        return "The producer group wrong"
+    if half.queue_offset != header.tran_state_table_offset:
+        return "The transaction state table offset wrong"
+    if half.physical_offset != header.commit_log_offset:
+        return "The commit log offset wrong"
+    return None
+
+
+def _check_request(copy: MessageToStore, stored: AppendMessageResult) -> tuple[str, bytes, CheckTransactionStateRequestHeader]:
+    props = copy.properties if not isinstance(copy.properties, str) else {}
+    uniq = props.get(MessageConst.UNIQ_KEY)
+    header = CheckTransactionStateRequestHeader(
+        tran_state_table_offset=stored.queue_offset, commit_log_offset=stored.wrote_offset, msg_id=uniq,
+        transaction_id=uniq, offset_msg_id=stored.msg_id, topic=props.get(MessageConst.REAL_TOPIC),
+    )
+    return props.get(MessageConst.PRODUCER_GROUP, ""), check_request_body(copy, stored), header
