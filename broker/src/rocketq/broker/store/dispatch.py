@@ -1,0 +1,254 @@
+"""Dispatch (RocketMQ's ``ReputMessageService``): tail the CommitLog, build ConsumeQueues and the index.
+
+Theory of operation.  ``reput_from_offset`` is the CommitLog offset up to which everything has been
+dispatched.  Each round reads the written part of the current segment from there, decodes record
+headers (no body copy), groups the ConsumeQueue units of consecutive records per queue into one
+buffer, appends them in bulk, indexes ``KEYS``/``UNIQ_KEY``, then advances the offset and tells the
+arrival listeners ``(topic, queue_id, new max offset)``.  A blank record moves to the next segment.
+A record that does not decode in the middle of written data is a bug or corruption: it is logged
+with its position and dispatch stops there rather than skipping data.  The same code runs
+synchronously during recovery to rebuild derived data; ConsumeQueue and index writes are
+idempotent, so replaying already-dispatched records is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+
+import numpy as np
+from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, CommitLog, DispatchHint, enters_consume_queue
+from rocketq.broker.store.config import CQ_UNIT_SIZE
+from rocketq.broker.store.consume_queue import CQ_DTYPE, UNIT, ConsumeQueue
+from rocketq.broker.store.index_file import IndexService
+from rocketq.client.errors import MessageFormatError
+from rocketq.client.remoting.javahash import tags_hash_code
+from rocketq.client.remoting.message import BLANK_MAGIC, TRANSACTION_TYPE_MASK, SysFlag, record_header_fields
+from rocketq.client.remoting.properties import split_keys
+
+log = logging.getLogger(__name__)
+
+ArrivalListener = Callable[[str, int, int], None]
+_ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
+_UNITS_PER_ROUND = 8192
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 10s ..."`` -> delays in ms, level 1 first."""
+    out = []
+    for item in text.split():
+        m = _DURATION.match(item)
+        if m is None:
+            raise ValueError(f"bad delay level {item!r}")
+        out.append(int(m.group(1)) * _UNIT_MS[m.group(2)])
+    return out
+
+
+class Dispatcher:
+    """Turns CommitLog records into ConsumeQueue units and index entries."""
+
+    def __init__(self, commit_log: CommitLog, find_or_create_cq: Callable[[str, int], ConsumeQueue],
+                 index_service: IndexService | None, delay_levels_ms: list[int]) -> None:
+        self.commit_log = commit_log
+        self.find_or_create_cq = find_or_create_cq
+        self.index_service = index_service
+        self.delay_levels_ms = delay_levels_ms
+        self.reput_from_offset = 0
+        self.listeners: list[ArrivalListener] = []
+        self.last_dispatched_timestamp = 0
+        self.error: str | None = None
+
+    @property
+    def behind(self) -> int:
+        return self.commit_log.max_offset - self.reput_from_offset
+
+    def _tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
+        if topic == SCHEDULE_TOPIC:
+            level = int(props.get("DELAY", "0") or 0)
+            if level > 0 and self.delay_levels_ms:
+                level = min(level, len(self.delay_levels_ms))
+                return store_ts + self.delay_levels_ms[level - 1]
+        return tags_hash_code(props.get("TAGS"))
+
+    def do_reput(self) -> int:
+        """Dispatch one round; return the number of records dispatched."""
+        if self.reput_from_offset < self.commit_log.min_offset:
+            log.warning("reput offset %d is below the commit log minimum %d; moving it up",
+                        self.reput_from_offset, self.commit_log.min_offset)
+            self.reput_from_offset = self.commit_log.min_offset
+        touched: dict[tuple[str, int], int] = {}
+        n = 0
+        hints = self.commit_log.hints
+        while n < _UNITS_PER_ROUND:
+            offset = self.reput_from_offset
+            while hints and hints[0].base < offset:
+                hints.popleft()  # dispatched by the parsing path already
+            if hints and hints[0].base == offset:
+                hint = hints[0]
+                if offset + hint.total > self.commit_log.max_offset:
+                    break
+                hints.popleft()
+                n += self._dispatch_hint(hint, touched)
+                continue
+            stop_at = hints[0].base if hints else None
+            n += self._dispatch_parsed(offset, stop_at, touched)
+            if self.reput_from_offset == offset:
+                break
+        if touched and self.listeners:
+            self._notify(touched)
+        return n
+
+    def _dispatch_hint(self, hint: DispatchHint, touched: dict[tuple[str, int], int]) -> int:
+        count = len(hint.sizes)
+        base = hint.base
+        phys = [base + start for start in hint.starts]
+        if hint.in_cq:
+            if count < 8:
+                units = bytearray(count * CQ_UNIT_SIZE)
+                for i in range(count):
+                    UNIT.pack_into(units, i * CQ_UNIT_SIZE, phys[i], hint.sizes[i], hint.tags_codes[i])
+                data: bytes | bytearray = units
+            else:
+                arr = np.empty(count, dtype=CQ_DTYPE)
+                arr["offset"] = phys
+                arr["size"] = hint.sizes
+                arr["tags_code"] = hint.tags_codes
+                data = arr.tobytes()
+            key = (hint.topic, hint.queue_id)
+            self.find_or_create_cq(*key).put_units(hint.first_queue_offset, data, base + hint.total)
+            touched[key] = hint.first_queue_offset + count
+        if self.index_service is not None and hint.keys and any(hint.keys):
+            self.index_service.build_index_bulk(hint.topic, hint.keys, phys, hint.store_timestamp)
+        self.last_dispatched_timestamp = hint.store_timestamp
+        self.reput_from_offset = base + hint.total
+        return count
+
+    def _dispatch_parsed(self, offset: int, stop_at: int | None, touched: dict[tuple[str, int], int]) -> int:
+        """Decode and dispatch records from ``offset`` to the end of its segment (or ``stop_at``)."""
+        tail = self.commit_log.segment_tail(offset)
+        if tail is None:
+            return 0
+        mf, pos, view = tail
+        base = offset - pos  # the segment's start offset
+        runs: dict[tuple[str, int], tuple[int, int, bytearray, int]] = {}
+        n = 0
+        p = 0
+        index = self.index_service
+        limit = len(view) if stop_at is None else min(len(view), stop_at - offset)
+        while p < limit and n < _UNITS_PER_ROUND:
+            if p + 8 <= limit and int.from_bytes(view[p + 4:p + 8], "big") == BLANK_MAGIC:
+                p = mf.file_size - pos  # go to the next segment
+                break
+            try:
+                h = record_header_fields(view, p)
+            except MessageFormatError as exc:
+                self._stop_on_corruption(offset + p, exc)
+                break
+            phy = offset + p
+            props = h.properties
+            if enters_consume_queue(h.sys_flag):
+                key = (h.topic, h.queue_id)
+                unit = UNIT.pack(phy, h.total_size, self._tags_code(h.topic, props, h.store_timestamp))
+                run = runs.get(key)
+                if run is not None and run[1] + 1 == h.queue_offset:
+                    run[2].extend(unit)
+                    runs[key] = (run[0], h.queue_offset, run[2], phy + h.total_size)
+                else:
+                    if run is not None:
+                        self._put_run(key, run)
+                    runs[key] = (h.queue_offset, h.queue_offset, bytearray(unit), phy + h.total_size)
+            if index is not None and (h.sys_flag & TRANSACTION_TYPE_MASK) != _ROLLBACK:
+                keys = split_keys(props.get("KEYS"))
+                uniq = props.get("UNIQ_KEY")
+                if uniq:
+                    keys.append(uniq)
+                if keys:
+                    index.build_index(h.topic, keys, phy, h.store_timestamp)
+            self.last_dispatched_timestamp = h.store_timestamp
+            p += h.total_size
+            n += 1
+        for key, run in runs.items():
+            self._put_run(key, run)
+            touched[key] = run[1] + 1
+        self.reput_from_offset = base + pos + p
+        return n
+
+    def _put_run(self, key: tuple[str, int], run: tuple[int, int, bytearray, int]) -> None:
+        self.find_or_create_cq(*key).put_units(run[0], run[2], run[3])
+
+    def _notify(self, touched: dict[tuple[str, int], int]) -> None:
+        for (topic, queue_id), max_offset in touched.items():
+            for listener in self.listeners:
+                try:
+                    listener(topic, queue_id, max_offset)
+                except Exception:
+                    log.exception("arrival listener failed for %s-%d", topic, queue_id)
+
+    def _stop_on_corruption(self, offset: int, exc: Exception) -> None:
+        msg = f"cannot dispatch the CommitLog record at offset {offset}: {exc}"
+        if self.error != msg:
+            log.error("%s; dispatch stops here", msg)
+        self.error = msg
+
+    def dispatch_all(self) -> int:
+        """Dispatch until caught up with the CommitLog (used by recovery, never with hints)."""
+        self.commit_log.hints.clear()
+        total = 0
+        while True:
+            before = self.reput_from_offset
+            total += self.do_reput()
+            if self.reput_from_offset == before:
+                return total
+
+
+class ReputService:
+    """The background thread running :meth:`Dispatcher.do_reput`."""
+
+    def __init__(self, dispatcher: Dispatcher, idle_wait_ms: int) -> None:
+        self.dispatcher = dispatcher
+        self.idle_wait_s = idle_wait_ms / 1000
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        d = self.dispatcher
+        while not self._stop.is_set():
+            try:
+                if d.do_reput() == 0 and d.reput_from_offset >= d.commit_log.max_offset:
+                    self._wake.wait(self.idle_wait_s)
+                    self._wake.clear()
+                elif d.error is not None:
+                    self._stop.wait(0.5)
+            except Exception:
+                log.exception("reput round failed")
+                self._stop.wait(0.1)
+
+    def halt(self) -> None:
+        """Stop at once, without catching up (crash simulation)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def shutdown(self) -> None:
+        # Let dispatch catch up before stopping, as RocketMQ does (bounded wait).
+        for _ in range(500):
+            d = self.dispatcher
+            if d.reput_from_offset >= d.commit_log.max_offset or d.error is not None:
+                break
+            self._stop.wait(0.01)
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)

@@ -1,0 +1,176 @@
+"""Flush services: group commit for SYNC_FLUSH, periodic flush for ASYNC_FLUSH and ConsumeQueues.
+
+Theory of operation.
+* ``GroupCommitService`` (SYNC_FLUSH): an appending thread asks for its end offset to be durable
+  and waits on a condition.  The service thread msyncs once for everything appended so far and
+  wakes every waiter whose offset is covered, so concurrent appends share one fsync.  A waiter
+  that is not covered within ``sync_flush_timeout_ms`` gets False (FLUSH_DISK_TIMEOUT).
+* ``FlushRealTimeService`` (ASYNC_FLUSH): every ``flush_interval_commit_log_ms`` it flushes when at
+  least ``flush_commit_log_least_pages`` pages are dirty, and unconditionally every
+  ``flush_commit_log_thorough_interval_ms``.
+* ``FlushConsumeQueueService``: flushes ConsumeQueues and the index the same way, then writes the
+  checkpoint, including the dispatched offset that recovery replays from.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from rocketq.broker.store.commit_log import CommitLog
+
+log = logging.getLogger(__name__)
+
+
+class _Service:
+    name = "service"
+
+    def __init__(self) -> None:
+        self._skip_final = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("%s round failed", self.name)
+                self._stop.wait(0.1)
+        if self._skip_final:
+            return
+        try:
+            self.final_round()
+        except Exception:
+            log.exception("%s final round failed", self.name)
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+    def final_round(self) -> None:
+        """Called once after stop; flush everything."""
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self.wakeup()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def wakeup(self) -> None:
+        pass
+
+    def halt(self) -> None:
+        """Stop without the final flush (crash simulation)."""
+        self._skip_final = True
+        self.shutdown()
+
+
+class GroupCommitService(_Service):
+    name = "GroupCommitService"
+
+    def __init__(self, commit_log: CommitLog, on_flushed: Callable[[int], None]) -> None:
+        super().__init__()
+        self.commit_log = commit_log
+        self.on_flushed = on_flushed
+        self._cv = threading.Condition()
+        self._wanted = 0
+        self._flushed = commit_log.flushed_where
+
+    def wait_for_flush(self, offset: int, timeout_s: float) -> bool:
+        """Block until the CommitLog is durable up to ``offset``; False on timeout."""
+        with self._cv:
+            if self._flushed >= offset:
+                return True
+            if offset > self._wanted:
+                self._wanted = offset
+                self._cv.notify_all()
+            deadline = time.monotonic() + timeout_s
+            while self._flushed < offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cv.wait(remaining)
+            return True
+
+    def run_once(self) -> None:
+        with self._cv:
+            while self._wanted <= self._flushed and not self._stop.is_set():
+                self._cv.wait(0.01)
+        ts = self.commit_log.last_store_timestamp
+        self.commit_log.flush(0)
+        self.on_flushed(ts)
+        with self._cv:
+            self._flushed = self.commit_log.flushed_where
+            self._cv.notify_all()
+
+    def final_round(self) -> None:
+        ts = self.commit_log.last_store_timestamp
+        self.commit_log.flush(0)
+        self.on_flushed(ts)
+        with self._cv:
+            self._flushed = self.commit_log.flushed_where
+            self._cv.notify_all()
+
+    def wakeup(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
+
+class FlushRealTimeService(_Service):
+    name = "FlushRealTimeService"
+
+    def __init__(self, commit_log: CommitLog, interval_ms: int, least_pages: int, thorough_interval_ms: int,
+                 on_flushed: Callable[[int], None]) -> None:
+        super().__init__()
+        self.commit_log = commit_log
+        self.interval_s = interval_ms / 1000
+        self.least_pages = least_pages
+        self.thorough_interval_s = thorough_interval_ms / 1000
+        self.on_flushed = on_flushed
+        self._last_thorough = time.monotonic()
+
+    def run_once(self) -> None:
+        self._stop.wait(self.interval_s)
+        least = self.least_pages
+        now = time.monotonic()
+        if now - self._last_thorough >= self.thorough_interval_s:
+            least = 0
+            self._last_thorough = now
+        ts = self.commit_log.last_store_timestamp
+        if self.commit_log.flush(least):
+            self.on_flushed(ts)
+
+    def final_round(self) -> None:
+        ts = self.commit_log.last_store_timestamp
+        self.commit_log.flush(0)
+        self.on_flushed(ts)
+
+
+class FlushConsumeQueueService(_Service):
+    name = "FlushConsumeQueueService"
+
+    def __init__(self, flush_all: Callable[[int], None], interval_ms: int, least_pages: int,
+                 thorough_interval_ms: int) -> None:
+        super().__init__()
+        self.flush_all = flush_all
+        self.interval_s = interval_ms / 1000
+        self.least_pages = least_pages
+        self.thorough_interval_s = thorough_interval_ms / 1000
+        self._last_thorough = time.monotonic()
+
+    def run_once(self) -> None:
+        self._stop.wait(self.interval_s)
+        least = self.least_pages
+        now = time.monotonic()
+        if now - self._last_thorough >= self.thorough_interval_s:
+            least = 0
+            self._last_thorough = now
+        self.flush_all(least)
+
+    def final_round(self) -> None:
+        self.flush_all(0)

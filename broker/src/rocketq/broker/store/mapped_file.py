@@ -1,0 +1,168 @@
+"""MappedFile: one fixed-size, memory-mapped segment named by its 20-digit start offset.
+
+Theory of operation: a segment is created at its full size (preallocated with ``posix_fallocate``
+when possible, so a full disk fails here with ENOSPC instead of a SIGBUS on a later page fault)
+and mapped shared.  The single writer copies bytes into the map and then advances
+``wrote_position``; readers only look below ``wrote_position`` and get ``memoryview`` slices, so a
+read never copies.  ``flush`` msyncs the dirty page range (page-aligned) and advances
+``flushed_position``.  Destroying a segment unlinks it; if readers still hold views the map stays
+alive until the last view is dropped (Linux keeps unlinked mappings valid).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import time
+
+from rocketq.broker.store.errors import StoreIOError
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = mmap.PAGESIZE
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A segment file and its shared mapping."""
+
+    __slots__ = ("_fd", "_mm", "_view", "file_from_offset", "file_name", "file_size", "flushed_position",
+                 "last_modified_ms", "path", "wrote_position")
+
+    def __init__(self, path: str, file_size: int, *, create: bool = True, preallocate: bool = True,
+                 file_from_offset: int | None = None) -> None:
+        self.path = path
+        self.file_name = os.path.basename(path)
+        self.file_size = file_size
+        self.file_from_offset = int(self.file_name) if file_from_offset is None else file_from_offset
+        self.wrote_position = 0
+        self.flushed_position = 0
+        exists = os.path.exists(path)
+        try:
+            self._fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        except OSError as exc:
+            raise StoreIOError(f"cannot open segment {path}: {exc}") from exc
+        try:
+            if os.fstat(self._fd).st_size < file_size:
+                self._allocate(preallocate and not exists)
+            self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            if not exists:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise
+        self._view = memoryview(self._mm)
+        self.last_modified_ms = int(os.stat(path).st_mtime * 1000)
+
+    def _allocate(self, preallocate: bool) -> None:
+        try:
+            if preallocate and hasattr(os, "posix_fallocate"):
+                try:
+                    os.posix_fallocate(self._fd, 0, self.file_size)
+                    return
+                except OSError as exc:
+                    if exc.errno not in (95, 22):  # EOPNOTSUPP / EINVAL: filesystem cannot preallocate
+                        raise
+            os.ftruncate(self._fd, self.file_size)
+        except OSError as exc:
+            raise StoreIOError(f"cannot allocate segment {self.path} ({self.file_size} bytes): {exc}") from exc
+
+    # -- writing ---------------------------------------------------------------------------
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position (one memcpy); return the position it was written at."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self._mm[pos:pos + len(data)] = data
+
+    def flush(self, least_pages: int = 0) -> bool:
+        """msync the dirty range if at least ``least_pages`` pages are dirty; True if it flushed."""
+        wrote, flushed = self.wrote_position, self.flushed_position
+        if wrote <= flushed:
+            return False
+        if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
+            return False
+        start = flushed - flushed % OS_PAGE_SIZE
+        try:
+            self._mm.flush(start, wrote - start)
+        except (OSError, ValueError) as exc:
+            raise StoreIOError(f"msync failed on {self.path}: {exc}") from exc
+        self.flushed_position = wrote
+        self.last_modified_ms = int(time.time() * 1000)
+        return True
+
+    # -- reading ---------------------------------------------------------------------------
+    def view(self, pos: int, size: int) -> memoryview:
+        """A zero-copy view of ``size`` bytes at ``pos`` (the caller checks the bounds)."""
+        return self._view[pos:pos + size]
+
+    @property
+    def buffer(self) -> memoryview:
+        return self._view
+
+    def read(self, pos: int, size: int) -> bytes:
+        return self._mm[pos:pos + size]
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def truncate_to(self, pos: int, *, zero_tail: bool = True) -> None:
+        """Zero everything from ``pos`` on and make it the write position (recovery of a torn tail).
+
+        Zeroing matters: stale records behind a torn one must never be resurrected by a later scan
+        that happens to land on their boundary.  Chunks that are already zero are only read.
+        """
+        chunk = 1 << 20
+        zero = bytes(chunk)
+        p = pos if zero_tail else self.file_size
+        while p < self.file_size:
+            n = min(chunk, self.file_size - p)
+            if self._mm[p:p + n] != zero[:n]:
+                self._mm[p:p + n] = zero[:n]
+            p += n
+        self.wrote_position = pos
+        with contextlib.suppress(OSError, ValueError):
+            self._mm.flush()
+        self.flushed_position = pos
+
+    def close(self) -> None:
+        """Unmap and close; if readers still hold views the map is left to the garbage collector."""
+        try:
+            self._view.release()
+            self._mm.close()
+        except BufferError:
+            log.debug("segment %s still has readers; unmapping deferred", self.path)
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreIOError(f"cannot delete segment {self.path}: {exc}") from exc
+        log.info("deleted segment %s", self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+

@@ -1,0 +1,469 @@
+"""MessageStore: the storage engine's facade (RocketMQ's ``DefaultMessageStore``).
+
+Theory of operation.  ``start`` takes the lock file, notes whether the last exit was clean (no
+``abort`` file) and creates ``abort``, loads the CommitLog, ConsumeQueues, index files and the
+checkpoint, runs recovery (:mod:`.recovery`), re-dispatches synchronously until derived data is
+complete, rebuilds the per-queue offset table from the ConsumeQueues, then starts the reput,
+flush and clean threads.  Appends go through the CommitLog under one lock; with SYNC_FLUSH the
+caller then waits for the group commit.  Reads are lock-free and return views of the mapped
+records.  ``shutdown`` lets dispatch catch up, flushes everything, writes the checkpoint, deletes
+``abort`` and releases the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+
+from rocketq.broker.store import reader
+from rocketq.broker.store.checkpoint import StoreCheckpoint
+from rocketq.broker.store.clean import CleanService, DiskUsageProbe
+from rocketq.broker.store.commit_log import CommitLog, MessageToStore
+from rocketq.broker.store.config import FlushDiskType, StoreConfig
+from rocketq.broker.store.consume_queue import ConsumeQueue
+from rocketq.broker.store.dispatch import ArrivalListener, Dispatcher, ReputService, parse_delay_levels
+from rocketq.broker.store.errors import StoreCorruptError, StoreError, StoreLockedError
+from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rocketq.broker.store.index_file import IndexService
+from rocketq.broker.store.recovery import recover_commit_log, recover_consume_queues
+from rocketq.broker.store.status import (
+    AppendMessageStatus,
+    GetMessageResult,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MessageStore", "MessageToStore"]
+
+
+def _waits_for_store(props: Mapping[str, str] | str) -> bool:
+    if isinstance(props, str):
+        return "WAIT\x01false\x02" not in props
+    return props.get("WAIT", "true") != "false"
+
+
+class MessageStore:
+    """CommitLog + ConsumeQueues + index + services, behind the API the broker's processors use."""
+
+    def __init__(self, config: StoreConfig, *, disk_usage_probe: DiskUsageProbe | None = None) -> None:
+        self.config = config
+        self.commit_log = CommitLog(config)
+        self.index_service = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num,
+                                          preallocate=config.preallocate_files) if config.message_index_enable else None
+        self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._queues_lock = threading.Lock()
+        self.dispatcher = Dispatcher(self.commit_log, self.find_or_create_consume_queue, self.index_service,
+                                     parse_delay_levels(config.message_delay_level))
+        self.clean_service = CleanService(config, self.commit_log, self.consume_queues, self.index_service,
+                                          disk_usage_probe)
+        self.checkpoint: StoreCheckpoint | None = None
+        self._reput: ReputService | None = None
+        self._group_commit: GroupCommitService | None = None
+        self._flush_cl: FlushRealTimeService | None = None
+        self._flush_cq: FlushConsumeQueueService | None = None
+        self._lock_fd = -1
+        self._running = False
+        self._cq_flush_lock = threading.Lock()
+        self.last_exit_ok = True
+
+    # -- paths -----------------------------------------------------------------------------------
+    def _path(self, name: str) -> str:
+        return os.path.join(self.config.store_path_root_dir, name)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        os.makedirs(self.config.store_path_root_dir, exist_ok=True)
+        self._acquire_lock()
+        try:
+            self._load_and_recover()
+        except BaseException:
+            self._close_files()
+            self._release_lock()
+            raise
+        cfg = self.config
+        self._reput = ReputService(self.dispatcher, cfg.reput_idle_wait_ms)
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitService(self.commit_log, self._on_commit_log_flushed)
+            self._group_commit.start()
+        else:
+            self._flush_cl = FlushRealTimeService(self.commit_log, cfg.flush_interval_commit_log_ms,
+                                                  cfg.flush_commit_log_least_pages,
+                                                  cfg.flush_commit_log_thorough_interval_ms,
+                                                  self._on_commit_log_flushed)
+            self._flush_cl.start()
+        self._flush_cq = FlushConsumeQueueService(self.flush_consume_queues, cfg.flush_interval_consume_queue_ms,
+                                                  cfg.flush_consume_queue_least_pages,
+                                                  cfg.flush_consume_queue_thorough_interval_ms)
+        self._reput.start()
+        self._flush_cq.start()
+        self.clean_service.check_disk()
+        self.clean_service.start()
+        self._running = True
+        log.info("message store started at %s: commit log [%d, %d)", cfg.store_path_root_dir,
+                 self.commit_log.min_offset, self.commit_log.max_offset)
+
+    def _acquire_lock(self) -> None:
+        fd = os.open(self._path("lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreLockedError(f"the store {self.config.store_path_root_dir} is locked by another broker") from exc
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _load_and_recover(self) -> None:
+        abort = self._path("abort")
+        self.last_exit_ok = not os.path.exists(abort)
+        with open(abort, "w") as f:
+            f.flush()
+            os.fsync(f.fileno())
+        if not self.last_exit_ok:
+            log.warning("the abort file exists: the last shutdown was not clean, running abnormal recovery")
+        cl = self.commit_log
+        cl.mfq.load()
+        cq_dir_missing = self._load_consume_queues()
+        if self.index_service is not None:
+            self.index_service.load()
+        self.checkpoint = cp = StoreCheckpoint(self._path("checkpoint"))
+        end, seen = recover_commit_log(cl, last_exit_ok=self.last_exit_ok, checkpoint=cp)
+        recover_consume_queues(self.consume_queues(), end, cl.min_offset)
+        lowest = self.index_service.remove_from(end) if self.index_service is not None else end
+        start = cp.dispatched_phy_offset if cp.dispatched_phy_offset >= 0 else cl.min_offset
+        if cq_dir_missing and cl.max_offset > cl.min_offset:
+            log.warning("the consume queue directory %s is missing or empty: rebuilding every consume queue "
+                        "from the commit log", self.config.consume_queue_dir)
+            start = cl.min_offset
+        start = max(min(start, end, lowest), cl.min_offset)
+        self._redispatch(start, seen)
+        cl.recover_topic_queue_table({(cq.topic, cq.queue_id): cq.max_offset_in_queue for cq in self.consume_queues()})
+        self.flush_consume_queues(0)
+
+    def _redispatch(self, start: int, seen: dict[tuple[str, int], int]) -> None:
+        d = self.dispatcher
+        d.reput_from_offset = start
+        n = d.dispatch_all()
+        gapped = [cq for cq in self.consume_queues() if cq.gap_filled]
+        for (topic, queue_id), max_queue_offset in seen.items():
+            cq = self.find_consume_queue(topic, queue_id)
+            if cq is None or cq.max_offset_in_queue <= max_queue_offset:
+                gapped.append(self.find_or_create_consume_queue(topic, queue_id))
+        if gapped and start > self.commit_log.min_offset:
+            log.warning("consume queues %s are missing data: rebuilding them from the commit log",
+                        ", ".join(f"{cq.topic}-{cq.queue_id}" for cq in gapped))
+            for cq in {id(q): q for q in gapped}.values():
+                self._drop_queue(cq)
+            d.reput_from_offset = self.commit_log.min_offset
+            n += d.dispatch_all()
+        for cq in self.consume_queues():
+            cq.gap_filled = False
+        if d.error is not None:
+            raise StoreCorruptError(d.error)
+        log.info("recovery re-dispatched %d records from offset %d", n, start)
+
+    def _load_consume_queues(self) -> bool:
+        """Map the ConsumeQueue files; True if the directory is missing or holds no queue."""
+        root = self.config.consume_queue_dir
+        if not os.path.isdir(root):
+            return True
+        found = False
+        for topic in sorted(os.listdir(root)):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qid in sorted(os.listdir(tdir)):
+                if not qid.lstrip("-").isdigit():
+                    continue
+                cq = self.find_or_create_consume_queue(topic, int(qid))
+                cq.load()
+                found = found or bool(cq.mfq.files)
+        return not found
+
+    def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self.clean_service.shutdown()
+        if self._reput is not None:
+            self._reput.shutdown()
+        for svc in (self._group_commit, self._flush_cl, self._flush_cq):
+            if svc is not None:
+                svc.shutdown()
+        self.commit_log.flush(0)
+        self.flush_consume_queues(0)
+        if self.checkpoint is not None:
+            self.checkpoint.shutdown()
+        clean = self.dispatcher.reput_from_offset >= self.commit_log.max_offset and self.dispatcher.error is None
+        self._close_files()
+        if clean:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path("abort"))
+        else:
+            log.warning("dispatch did not catch up before shutdown; the abort file is kept for recovery")
+        self._release_lock()
+        log.info("message store at %s shut down", self.config.store_path_root_dir)
+
+    def halt(self) -> None:
+        """Stop as if the process died: no flush, no checkpoint, the abort file stays.
+
+        Writes already in the page cache survive, as they do when a broker is killed; tests use
+        this to exercise abnormal recovery in-process.
+        """
+        if not self._running:
+            return
+        self._running = False
+        self.clean_service.shutdown()
+        if self._reput is not None:
+            self._reput.halt()
+        for svc in (self._group_commit, self._flush_cl, self._flush_cq):
+            if svc is not None:
+                svc.halt()
+        self._close_files()
+        self._release_lock()
+
+    def _close_files(self) -> None:
+        self.commit_log.mfq.close()
+        for cq in self.consume_queues():
+            cq.close()
+        if self.index_service is not None:
+            self.index_service.close()
+
+    # -- flushing ---------------------------------------------------------------------------------
+    def _on_commit_log_flushed(self, store_timestamp: int) -> None:
+        if self.checkpoint is not None and store_timestamp > 0:
+            self.checkpoint.physic_msg_timestamp = store_timestamp
+
+    def flush_consume_queues(self, least_pages: int = 0) -> None:
+        """Flush ConsumeQueues and the index, then the checkpoint (with the dispatched offset)."""
+        with self._cq_flush_lock:
+            dispatched = self.dispatcher.reput_from_offset
+            ts = self.dispatcher.last_dispatched_timestamp
+            queues = self.consume_queues()
+            for cq in queues:
+                cq.flush(least_pages)
+            if self.index_service is not None:
+                self.index_service.flush()
+            cp = self.checkpoint
+            if cp is None:
+                return
+            if least_pages == 0 or all(cq.mfq.flushed_where >= cq.mfq.max_offset for cq in queues):
+                cp.dispatched_phy_offset = dispatched
+                if ts > 0:
+                    cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
+            cp.flush()
+
+    # -- writing ---------------------------------------------------------------------------------
+    def _check_writable(self) -> PutMessageStatus | None:
+        if not self._running:
+            log.warning("put message refused: the message store is not running")
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.clean_service.disk_full:
+            log.warning("put message refused: disk usage %.1f%% is above %d%%", self.clean_service.last_usage_percent,
+                        self.config.disk_space_warning_level_ratio_percent)
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.commit_log.is_os_page_cache_busy():
+            return PutMessageStatus.OS_PAGE_CACHE_BUSY
+        return None
+
+    def put_message(self, msg: MessageToStore) -> PutMessageResult:
+        return self.put_messages((msg,))
+
+    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
+        """Append a batch of messages of one topic and queue contiguously."""
+        bad = self._check_writable()
+        if bad is not None:
+            return PutMessageResult(status=bad)
+        if not msgs:
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
+        first = msgs[0]
+        batch = self.commit_log.encode_batch(msgs)
+        if isinstance(batch, PutMessageStatus):
+            return PutMessageResult(status=batch)
+        if len(msgs) > 1 and len(batch.buf) > self.config.max_message_size_bytes:
+            log.warning("put messages illegal: batch of %d bytes exceeds %d", len(batch.buf),
+                        self.config.max_message_size_bytes)
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
+        try:
+            result = self.commit_log.append(batch, first.topic, first.queue_id, first.store_host)
+        except StoreError as exc:
+            log.error("cannot create a commit log segment: %s", exc)
+            return PutMessageResult(status=PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+        if result.status is not AppendMessageStatus.PUT_OK:
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL, append_result=result)
+        if self._group_commit is not None and _waits_for_store(first.properties):
+            ok = self._group_commit.wait_for_flush(result.wrote_offset + result.wrote_bytes,
+                                                   self.config.sync_flush_timeout_ms / 1000)
+            if not ok:
+                log.error("sync flush timed out after %d ms for offset %d", self.config.sync_flush_timeout_ms,
+                          result.wrote_offset)
+                return PutMessageResult(status=PutMessageStatus.FLUSH_DISK_TIMEOUT, append_result=result)
+        return PutMessageResult(status=PutMessageStatus.PUT_OK, append_result=result)
+
+    # -- consume queues --------------------------------------------------------------------------
+    def find_or_create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queues = self._queues.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        if cq is not None:
+            return cq
+        with self._queues_lock:
+            queues = self._queues.setdefault(topic, {})
+            cq = queues.get(queue_id)
+            if cq is None:
+                cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id,
+                                  self.config.mapped_file_size_consume_queue_units,
+                                  preallocate=self.config.preallocate_files)
+                queues[queue_id] = cq
+            return cq
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        queues = self._queues.get(topic)
+        return queues.get(queue_id) if queues is not None else None
+
+    def consume_queues(self) -> list[ConsumeQueue]:
+        return [cq for queues in list(self._queues.values()) for cq in list(queues.values())]
+
+    def _drop_queue(self, cq: ConsumeQueue) -> None:
+        with self._queues_lock:
+            queues = self._queues.get(cq.topic, {})
+            queues.pop(cq.queue_id, None)
+            if not queues:
+                self._queues.pop(cq.topic, None)
+        cq.destroy()
+
+    def topics(self) -> list[str]:
+        return sorted(self._queues)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(self._queues.get(topic, {}))
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            for qid in self.queue_ids(topic):
+                cq = self.find_consume_queue(topic, qid)
+                if cq is not None:
+                    self._drop_queue(cq)
+            self.commit_log.remove_queue_offsets(topic)
+            log.info("deleted the consume queues of topic %s", topic)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    max_total_bytes: int, tag_codes: frozenset[int] | None = None) -> GetMessageResult:
+        return reader.get_message(self.commit_log, self.find_consume_queue(topic, queue_id), offset,
+                                  max_msg_nums, max_total_bytes, tag_codes)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.max_offset_in_queue if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.min_offset_in_queue if cq is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at, self.commit_log.min_offset)
+
+    def get_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.unit_at(offset) if cq is not None else None
+        if unit is None or unit[1] == 0x7FFFFFFF:
+            return -1
+        return self.commit_log.store_timestamp_at(unit[0], unit[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.get_store_time(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
+
+    def look_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        size = self.commit_log.record_size_at(commit_log_offset)
+        view = self.commit_log.view(commit_log_offset, size) if size > 0 else None
+        return bytes(view) if view is not None else None
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+        if self.index_service is None:
+            return QueryMessageResult()
+        max_num = min(max_num, self.config.default_query_max_num) if max_num > 0 else self.config.default_query_max_num
+        offsets, last_ts, last_phy = self.index_service.query_offsets(topic, key, max_num, begin_ts, end_ts)
+        seen: set[int] = set()
+        buffers, found = [], []
+        for off in offsets:
+            if off in seen or off < self.commit_log.min_offset:
+                continue
+            seen.add(off)
+            size = self.commit_log.record_size_at(off)
+            view = self.commit_log.view(off, size) if size > 0 else None
+            if view is not None:
+                buffers.append(view)
+                found.append(off)
+        return QueryMessageResult(buffers=buffers, phy_offsets=found, index_last_update_timestamp=last_ts,
+                                  index_last_update_phy_offset=last_phy)
+
+    def add_arrival_listener(self, cb: ArrivalListener) -> None:
+        self.dispatcher.listeners.append(cb)
+
+    # -- state -----------------------------------------------------------------------------------
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.dispatcher.behind
+
+    def runtime_info(self) -> dict[str, str]:
+        cl = self.commit_log
+        return {
+            "commitLogMinOffset": str(cl.min_offset),
+            "commitLogMaxOffset": str(cl.max_offset),
+            "commitLogFlushedOffset": str(cl.flushed_where),
+            "dispatchBehindBytes": str(self.dispatcher.behind),
+            "commitLogDiskRatio": f"{self.clean_service.last_usage_percent / 100:.4f}",
+            "diskFull": str(self.clean_service.disk_full).lower(),
+            "flushDiskType": self.config.flush_disk_type.value,
+            "consumeQueueCount": str(len(self.consume_queues())),
+            "indexFileCount": str(len(self.index_service.files) if self.index_service else 0),
+            "lastExitOK": str(self.last_exit_ok).lower(),
+        }
+
+    def clean_expired_files(self, force: bool = False) -> int:
+        """Run one retention round now (manual trigger); return the CommitLog segments deleted."""
+        return self.clean_service.run_once(manual=True, force=force)
+
+    def wait_dispatched(self, timeout_s: float = 5.0) -> bool:
+        """Block until everything appended so far is dispatched (tests and tools)."""
+        import time
+
+        target = self.commit_log.max_offset
+        deadline = time.monotonic() + timeout_s
+        while self.dispatcher.reput_from_offset < target:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def __enter__(self) -> MessageStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+

@@ -1,0 +1,142 @@
+"""config/*.json metadata files, StoreConfig loading, checkpoint layout and index-file bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rocketq.broker.store.checkpoint import StoreCheckpoint
+from rocketq.broker.store.config import FlushDiskType, StoreConfig
+from rocketq.broker.store.errors import MetadataError, StoreConfigError
+from rocketq.broker.store.index_file import IndexFile, bulk_index_key_hash
+from rocketq.broker.store.metadata import (
+    ConsumerOffsetTable,
+    DelayOffsetTable,
+    MetadataFiles,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    TopicConfig,
+    TopicConfigTable,
+    persist_json_file,
+)
+from rocketq.client.remoting.javahash import index_key_hash
+from rocketq.client.remoting.route import DataVersion
+
+
+def test_topics_round_trip_and_backup(tmp_path: Path) -> None:
+    files = MetadataFiles(str(tmp_path / "config"))
+    table = TopicConfigTable({"TopicA": TopicConfig("TopicA", 4, 4)}, DataVersion(1700000000000, 3))
+    files.persist_topics(table)
+    raw = json.loads((tmp_path / "config" / "topics.json").read_text())
+    assert raw["topicConfigTable"]["TopicA"]["readQueueNums"] == 4 and raw["dataVersion"]["counter"] == 3
+    files.persist_topics(TopicConfigTable({**table.topic_config_table, "B": TopicConfig("B")}, table.data_version))
+    assert json.loads((tmp_path / "config" / "topics.json.bak").read_text()) == raw
+    loaded = files.load_topics()
+    assert set(loaded.topic_config_table) == {"TopicA", "B"} and loaded.topic_config_table["TopicA"].write_queue_nums == 4
+    assert not (tmp_path / "config" / "topics.json.tmp").exists()
+
+
+def test_corrupt_file_falls_back_to_backup(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    files = MetadataFiles(str(tmp_path))
+    files.persist_consumer_offsets(ConsumerOffsetTable(offset_table={"T@g": {0: 5}}))
+    files.persist_consumer_offsets(ConsumerOffsetTable(offset_table={"T@g": {0: 9, 1: 2}}))
+    (tmp_path / "consumerOffset.json").write_text('{"offsetTable": {"T@g": {0: 9')  # torn
+    assert files.load_consumer_offsets().offset_table == {"T@g": {0: 5}}
+    (tmp_path / "consumerOffset.json.bak").write_text("garbage")
+    with pytest.raises(MetadataError):
+        files.load_consumer_offsets()
+
+
+def test_fastjson_unquoted_keys_and_missing_files(tmp_path: Path) -> None:
+    (tmp_path / "consumerOffset.json").write_text('{"offsetTable":{"TopicTest@please_rename_unique_group_name_4":{0:250,1:249}}}')
+    (tmp_path / "delayOffset.json").write_text('{"offsetTable":{1:0,3:17}}')
+    files = MetadataFiles(str(tmp_path))
+    assert files.load_consumer_offsets().offset_table == {"TopicTest@please_rename_unique_group_name_4": {0: 250, 1: 249}}
+    assert files.load_delay_offsets().offset_table == {1: 0, 3: 17}
+    assert files.load_subscription_groups().subscription_group_table == {}
+    assert files.load_topics().topic_config_table == {}
+
+
+def test_subscription_groups_and_delay_offsets(tmp_path: Path) -> None:
+    files = MetadataFiles(str(tmp_path))
+    t = SubscriptionGroupTable(subscription_group_table={"g": SubscriptionGroupConfig(group_name="g", retry_max_times=3)})
+    t.next_version()
+    files.persist_subscription_groups(t)
+    raw = json.loads((tmp_path / "subscriptionGroup.json").read_text())
+    assert raw["subscriptionGroupTable"]["g"]["retryMaxTimes"] == 3 and raw["dataVersion"]["counter"] == 1
+    assert files.load_subscription_groups().subscription_group_table["g"].retry_max_times == 3
+    files.persist_delay_offsets(DelayOffsetTable(offset_table={2: 7}))
+    assert json.loads((tmp_path / "delayOffset.json").read_text()) == {"offsetTable": {"2": 7}}
+
+
+def test_persist_failure_is_a_metadata_error(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("x")
+    with pytest.raises(MetadataError):
+        persist_json_file(str(tmp_path / "blocker" / "topics.json"), {})
+
+
+def test_store_config_from_broker_conf() -> None:
+    cfg = StoreConfig.from_broker_conf({"storePathRootDir": "/data/store", "flushDiskType": "SYNC_FLUSH",
+                                        "mappedFileSizeCommitLog": "104857600", "mappedFileSizeConsumeQueue": "6000",
+                                        "deleteWhen": "04;16", "fileReservedTime": "48", "brokerName": "ignored",
+                                        "messageIndexEnable": "false"})
+    assert cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH and cfg.mapped_file_size_consume_queue_units == 300
+    assert cfg.delete_hours() == frozenset({4, 16}) and cfg.file_reserved_time_hours == 48
+    assert not cfg.message_index_enable and cfg.mapped_file_size_commit_log_bytes == 100 << 20
+    with pytest.raises(StoreConfigError):
+        StoreConfig(delete_when="25")
+    with pytest.raises(StoreConfigError):
+        StoreConfig(mapped_file_size_commit_log_bytes=1 << 20)  # 4 MiB messages do not fit
+
+
+def test_checkpoint_layout(tmp_path: Path) -> None:
+    cp = StoreCheckpoint(str(tmp_path / "checkpoint"))
+    cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp = 11, 22, 33
+    cp.dispatched_phy_offset = 4096
+    cp.shutdown()
+    raw = (tmp_path / "checkpoint").read_bytes()
+    assert len(raw) == 4096 and struct.unpack_from(">qqq", raw) == (11, 22, 33)
+    again = StoreCheckpoint(str(tmp_path / "checkpoint"))
+    assert again.dispatched_phy_offset == 4096 and again.min_timestamp == 0
+    again.shutdown()
+
+
+def test_index_file_golden_layout(tmp_path: Path) -> None:
+    f = IndexFile(str(tmp_path / "20240101000000000"), 8, 4)
+    assert os.path.getsize(tmp_path / "20240101000000000") == 40 + 8 * 4 + 4 * 20
+    key = "TopicA#k1"
+    h = index_key_hash(key)
+    assert f.put_key(key, 1234, 1_700_000_000_000) and f.put_key(key, 5678, 1_700_000_002_500)
+    buf = bytes(f.mf.buffer)
+    assert struct.unpack_from(">qqqqii", buf, 0) == (1_700_000_000_000, 1_700_000_002_500, 1234, 5678, 1, 3)
+    assert struct.unpack_from(">i", buf, 40 + (h % 8) * 4) == (2,)
+    assert struct.unpack_from(">iqii", buf, 40 + 32 + 1 * 20) == (h, 1234, 0, 0)
+    assert struct.unpack_from(">iqii", buf, 40 + 32 + 2 * 20) == (h, 5678, 2, 1)
+    assert f.put_key("x", 9, 1_700_000_003_000) and not f.put_key("y", 10, 1_700_000_003_000)  # full (entry 0 unused)
+    out: list[int] = []
+    f.select_phy_offsets(key, 32, 0, 1 << 62, out)
+    assert out == [5678, 1234]
+    f.close()
+
+
+@given(st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=50))
+def test_bulk_index_key_hash_matches_reference(keys: list[str]) -> None:
+    assert bulk_index_key_hash(keys).tolist() == [index_key_hash(k) for k in keys]
+
+
+def test_bulk_index_writes_same_bytes_as_single_puts(tmp_path: Path) -> None:
+    keys = [f"T#key{i % 37}" for i in range(90)] + ["T#polygenelubricants"]
+    a = IndexFile(str(tmp_path / "1"), 7, 80)
+    b = IndexFile(str(tmp_path / "2"), 7, 80)
+    for i, k in enumerate(keys[:79]):
+        assert a.put_key(k, 100 + i, 5000)
+    assert b.put_hashes(bulk_index_key_hash(keys), np.arange(100, 100 + len(keys), dtype=np.int64), 5000) == 79
+    assert bytes(a.mf.buffer) == bytes(b.mf.buffer)
+    a.close()
+    b.close()
