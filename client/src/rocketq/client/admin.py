@@ -1,0 +1,340 @@
+"""Admin API: topics, clusters, consumer progress, message queries and offset resets.
+
+:class:`AsyncAdmin` is what ``mqadmin`` runs (RocketMQ's DefaultMQAdminExt, reduced to the
+subcommands rocketq ships).  Each operation is a few MQClientAPI requests:
+
+* topics: UPDATE_AND_CREATE_TOPIC on every master of a cluster (or one broker), deletion on the
+  masters then on every NameServer, the topic list and routes from the NameServer;
+* ``topic_status`` / ``consumer_progress``: per queue GET_MIN/MAX_OFFSET, the group's committed
+  offset (QUERY_CONSUMER_OFFSET) and the difference, the lag;
+* ``query_msg_by_key``: QUERY_MESSAGE on every master of the topic; ``query_msg_by_id``: decode
+  an offset msgId and VIEW_MESSAGE_BY_ID at its store host, or a UNIQ_KEY query in the topic;
+* ``reset_offset_by_time``: INVOKE_BROKER_TO_RESET_OFFSET on each master (the broker tells live
+  consumers); a broker without it gets the offsets written directly (SEARCH_OFFSET_BY_TIMESTAMP
+  then UPDATE_CONSUMER_OFFSET), which takes effect for consumers that are offline.
+
+:class:`Admin` is the blocking facade over the background loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rocketq.client.api import MQClientAPI
+from rocketq.client.config import ClientConfig
+from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, ProtocolError
+from rocketq.client.loop import acquire_loop, release_loop
+from rocketq.client.model import MessageExt
+from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.msgid import decode_offset_msg_id
+from rocketq.client.remoting.route import PERM_RW, ClusterInfo, MessageQueue, TopicRouteData
+
+__all__ = ["Admin", "AsyncAdmin", "QueueProgress", "QueueStatus"]
+
+_T = TypeVar("_T")
+_QUERY_WINDOW_MS = 365 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    message_queue: MessageQueue
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """One queue of a group's progress: ``lag = broker_offset - consumer_offset``."""
+
+    message_queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int  # -1: the group has no committed offset here
+
+    @property
+    def lag(self) -> int:
+        return self.broker_offset - max(self.consumer_offset, 0)
+
+
+class AsyncAdmin:
+    """Administrative operations (asyncio)."""
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        *,
+        config: ClientConfig | None = None,
+        api: MQClientAPI | None = None,
+    ) -> None:
+        self.api = api or MQClientAPI(namesrv_addr, config=config)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def __aenter__(self) -> AsyncAdmin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ cluster / routes
+
+    async def cluster_list(self) -> ClusterInfo:
+        return await self.api.get_broker_cluster_info()
+
+    async def topic_list(self) -> list[str]:
+        return await self.api.get_all_topic_list()
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        return await self.api.get_topic_route(topic)
+
+    async def _master_addrs(self, cluster: str | None) -> dict[str, str]:
+        """brokerName -> master address, for one cluster (or all brokers)."""
+        info = await self.cluster_list()
+        if cluster is not None:
+            names = info.cluster_addr_table.get(cluster)
+            if names is None:
+                raise MQClientError(
+                    f"the cluster {cluster!r} does not exist; known: {sorted(info.cluster_addr_table)}"
+                )
+        else:
+            names = list(info.broker_addr_table)
+        result = {}
+        for name in sorted(names):
+            bd = info.broker_addr_table.get(name)
+            if bd is not None and bd.master_addr:
+                result[name] = bd.master_addr
+        if not result:
+            raise MQClientError(f"no master broker found in cluster {cluster or '(any)'}")
+        return result
+
+    async def _route_masters(self, topic: str) -> dict[str, str]:
+        route = await self.topic_route(topic)
+        result = {bd.broker_name: bd.master_addr for bd in route.broker_datas if bd.master_addr}
+        if not result:
+            raise NoRouteError(topic, "no master broker in the route")
+        return result
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = int(PERM_RW),
+        order: bool = False,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC on one broker or every master of ``cluster``; the addresses."""
+        header = h.CreateTopicRequestHeader(
+            topic=topic,
+            default_topic="TBW102",
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            order=order,
+        )
+        addrs = [broker_addr] if broker_addr else list((await self._master_addrs(cluster)).values())
+        for addr in addrs:
+            cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
+            self.api.check(await self.api.invoke(addr, cmd), addr)
+        return addrs
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        """DELETE_TOPIC_IN_BROKER on the cluster's masters, then DELETE_TOPIC_IN_NAMESRV everywhere."""
+        masters = await self._master_addrs(cluster)
+        for addr in masters.values():
+            cmd = RemotingCommand.request(
+                RequestCode.DELETE_TOPIC_IN_BROKER, h.DeleteTopicRequestHeader(topic=topic).to_ext_fields()
+            )
+            self.api.check(await self.api.invoke(addr, cmd), addr)
+        ns_header = h.DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster)
+        for ns in self.api.namesrv_addrs:
+            cmd = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, ns_header.to_ext_fields())
+            self.api.check(await self.api.invoke(ns, cmd), ns)
+        return list(masters.values())
+
+    async def topic_status(self, topic: str) -> list[QueueStatus]:
+        route = await self.topic_route(topic)
+        result = []
+        for mq in route.readable_queues(topic):
+            addr = route.master_addr(mq.broker_name)
+            if addr is None:
+                continue
+            low = await self.api.get_min_offset(addr, topic, mq.queue_id)
+            high = await self.api.get_max_offset(addr, topic, mq.queue_id)
+            result.append(QueueStatus(mq, low, high))
+        return result
+
+    # ------------------------------------------------------------------ groups
+
+    async def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
+        route = await self.topic_route(topic)
+        result = []
+        for mq in route.readable_queues(topic):
+            addr = route.master_addr(mq.broker_name)
+            if addr is None:
+                continue
+            broker_offset = await self.api.get_max_offset(addr, topic, mq.queue_id)
+            committed = await self.api.query_consumer_offset(addr, group, topic, mq.queue_id)
+            result.append(QueueProgress(mq, broker_offset, -1 if committed is None else committed))
+        return result
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move ``group`` on ``topic`` to the first message stored at/after ``timestamp_ms``."""
+        route = await self.topic_route(topic)
+        header = h.ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
+        result: dict[MessageQueue, int] = {}
+        for bd in route.broker_datas:
+            addr = bd.master_addr
+            if addr is None:
+                continue
+            cmd = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_ext_fields())
+            response = await self.api.invoke(addr, cmd, 15_000)
+            if response.code == ResponseCode.SUCCESS:
+                result.update(parse_offset_table(response.body))
+                continue
+            if response.code not in (
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                ResponseCode.CONSUMER_NOT_ONLINE,
+            ):
+                raise MQBrokerError.for_code(response.code, response.remark, addr)
+            for mq in route.readable_queues(topic):
+                if mq.broker_name == bd.broker_name:
+                    offset = await self.api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
+                    await self.api.update_consumer_offset(addr, group, topic, mq.queue_id, offset)
+                    result[mq] = offset
+        return result
+
+    # ------------------------------------------------------------------ messages
+
+    async def query_msg_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 64,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        unique_key: bool = False,
+    ) -> list[MessageExt]:
+        end = end_ms if end_ms is not None else int(time.time() * 1000) + _QUERY_WINDOW_MS
+        found: list[MessageExt] = []
+        for addr in (await self._route_masters(topic)).values():
+            found.extend(
+                await self.api.query_message(addr, topic, key, max_num, begin_ms, end, unique_key=unique_key)
+            )
+        if unique_key:
+            found = [m for m in found if m.uniq_key == key]
+        return sorted(found, key=lambda m: m.store_timestamp)[:max_num]
+
+    async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """An offset msgId (decoded to store host + offset), or a UNIQ_KEY when ``topic`` is given."""
+        try:
+            host, port, offset = decode_offset_msg_id(msg_id)
+        except ProtocolError:
+            host = ""
+        if host:
+            try:
+                return await self.api.view_message(f"{host}:{port}", offset)
+            except (MQBrokerError, ProtocolError, MQClientError):
+                if topic is None:
+                    raise
+        if topic is None:
+            raise MQClientError(
+                f"{msg_id} is not an offset msgId; give the topic to look it up as a UNIQ_KEY"
+            )
+        msgs = await self.query_msg_by_key(topic, msg_id, unique_key=True)
+        if not msgs:
+            raise MQClientError(f"no message with id {msg_id} in topic {topic}")
+        return msgs[0]
+
+
+def parse_offset_table(body: bytes) -> dict[MessageQueue, int]:
+    """ResetOffsetBody ``{"offsetTable":{<MessageQueue object>: offset}}`` (fastjson object keys)."""
+    if not body:
+        return {}
+    from rocketq.client.remoting.lenient_json import loads, thaw
+
+    data = loads(body)
+    table: dict[MessageQueue, int] = {}
+    for key, value in (data.get("offsetTable") or {}).items():
+        obj = thaw(key) if isinstance(key, tuple) else key
+        if isinstance(obj, dict):
+            table[MessageQueue.from_obj(obj)] = int(value)
+    return table
+
+
+class Admin:
+    """Blocking facade of :class:`AsyncAdmin` (same methods, run on the background loop)."""
+
+    def __init__(self, namesrv_addr: str | Sequence[str], *, config: ClientConfig | None = None) -> None:
+        self._loop = acquire_loop()
+
+        async def make() -> AsyncAdmin:
+            return AsyncAdmin(namesrv_addr, config=config)
+
+        try:
+            self.async_admin = self._loop.run(make())
+        except BaseException:
+            release_loop(self._loop)
+            raise
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return self._loop.run(coro)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self._run(self.async_admin.close())
+            finally:
+                release_loop(self._loop)
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def cluster_list(self) -> ClusterInfo:
+        return self._run(self.async_admin.cluster_list())
+
+    def topic_list(self) -> list[str]:
+        return self._run(self.async_admin.topic_list())
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        return self._run(self.async_admin.topic_route(topic))
+
+    def create_topic(self, topic: str, **kwargs: Any) -> list[str]:
+        return self._run(self.async_admin.create_topic(topic, **kwargs))
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        return self._run(self.async_admin.delete_topic(topic, cluster=cluster))
+
+    def topic_status(self, topic: str) -> list[QueueStatus]:
+        return self._run(self.async_admin.topic_status(topic))
+
+    def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
+        return self._run(self.async_admin.consumer_progress(group, topic))
+
+    def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        return self._run(self.async_admin.reset_offset_by_time(group, topic, timestamp_ms, force=force))
+
+    def query_msg_by_key(self, topic: str, key: str, **kwargs: Any) -> list[MessageExt]:
+        return self._run(self.async_admin.query_msg_by_key(topic, key, **kwargs))
+
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        return self._run(self.async_admin.query_msg_by_id(msg_id, topic))

@@ -1,0 +1,231 @@
+"""What the push and lite-pull consumers share: client instance, offsets, rebalance, one pull.
+
+:class:`ConsumerBase` owns the consumer's :class:`~rocketq.client.instance.ClientInstance` (or
+joins one given to it), its offset store (broker-side for clustering, a local file for
+broadcasting), its :class:`~rocketq.client.consumer.rebalance.RebalanceImpl`, and implements the
+``Member`` interface the instance drives (heartbeat data, route changes, the periodic rebalance and
+offset persistence).  :meth:`ConsumerBase.pull_once` is one PULL_MESSAGE against the right
+replica: the master unless a previous answer's ``suggestWhichBrokerId`` pointed elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from rocketq.client.api import PullSysFlag
+from rocketq.client.config import ConsumerConfig, MessageModel
+from rocketq.client.consumer.allocate import AllocateFn, allocate_strategy
+from rocketq.client.consumer.offset_store import (
+    InstanceOffsetBroker,
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+)
+from rocketq.client.consumer.process_queue import ProcessQueue
+from rocketq.client.consumer.rebalance import RebalanceImpl
+from rocketq.client.consumer.subscription import SubscriptionData, build_subscription
+from rocketq.client.errors import MQClientError, NoRouteError
+from rocketq.client.instance import ClientInstance
+from rocketq.client.model import PullResult
+from rocketq.client.remoting.headers import PullMessageRequestHeader
+from rocketq.client.remoting.route import MessageQueue, TopicRouteData
+
+__all__ = ["ConsumerBase"]
+
+log = logging.getLogger("rocketq.client")
+
+
+class ConsumerBase:
+    """Shared machinery; subclasses set ``consume_type`` and implement the rebalance hooks."""
+
+    consume_type = "CONSUME_ACTIVELY"
+    orderly = False
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        config: ConsumerConfig | None = None,
+        *,
+        instance: ClientInstance | None = None,
+        allocate: AllocateFn | None = None,
+        **settings: Any,
+    ) -> None:
+        if config is None:
+            config = ConsumerConfig(**settings)
+        elif settings:
+            config = dataclasses.replace(config, **settings)
+        self.config = config
+        self._namesrv_addr = namesrv_addr
+        self._instance = instance
+        self._own_instance = instance is None
+        self._allocate = allocate or allocate_strategy(config.allocate_strategy)
+        self._offset_store: OffsetStore | None = None
+        self._rebalance: RebalanceImpl | None = None
+        self._suggested_broker: dict[MessageQueue, int] = {}
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self.running = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def group(self) -> str:
+        return self.config.consumer_group
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance (created on first use; its background jobs start with ``start()``)."""
+        if self._instance is None:
+            self._instance = ClientInstance(self._namesrv_addr, config=self.config.client)
+        return self._instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        if self._offset_store is None:
+            raise MQClientError("the consumer is not started; call start() first")
+        return self._offset_store
+
+    @property
+    def rebalance(self) -> RebalanceImpl:
+        if self._rebalance is None:
+            raise MQClientError("the consumer is not started; call start() first")
+        return self._rebalance
+
+    async def _start_base(self) -> None:
+        inst = self.instance
+        if self.config.message_model is MessageModel.BROADCASTING:
+            self._offset_store = LocalFileOffsetStore(
+                self.config.offset_store_dir, inst.client_id, self.group
+            )
+        else:
+            self._offset_store = RemoteBrokerOffsetStore(InstanceOffsetBroker(inst), self.group)
+        await self._offset_store.load()
+        self._rebalance = RebalanceImpl(
+            self.config, inst, self._offset_store, self._allocate, self, orderly=self.orderly
+        )
+        self._rebalance.subscriptions = self._subscriptions  # one table, shared
+        inst.register(self)
+        await inst.start()
+        self.running = True
+
+    async def _stop_base(self) -> None:
+        self.running = False
+        inst = self.instance
+        await self.persist_offsets()
+        inst.unregister(self)
+        await inst.unregister_from_brokers(consumer_group=self.group)
+        if self._own_instance:
+            await inst.close()
+
+    def _add_subscription(self, topic: str, expression: str | None) -> SubscriptionData:
+        sub = build_subscription(topic, expression)
+        self._subscriptions[topic] = sub
+        return sub
+
+    def subscriptions(self) -> dict[str, SubscriptionData]:
+        return dict(self._subscriptions)
+
+    # ------------------------------------------------------------------ Member
+
+    def topics_in_use(self) -> set[str]:
+        return set(self.subscriptions())
+
+    def heartbeat_data(self) -> tuple[str, dict[str, Any]]:
+        return "consumer", {
+            "consumeFromWhere": self.config.consume_from_where.value,
+            "consumeType": self.consume_type,
+            "groupName": self.group,
+            "messageModel": self.config.message_model.value,
+            "subscriptionDataSet": [s.to_json() for s in self.subscriptions().values()],
+            "unitMode": False,
+        }
+
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if self._rebalance is not None:
+            self._rebalance.on_route_changed(topic, route)
+
+    async def periodic(self, what: str) -> None:
+        if not self.running:
+            return
+        if what == "rebalance":
+            await self.do_rebalance()
+        elif what == "persist":
+            await self.persist_offsets()
+
+    async def do_rebalance(self) -> None:
+        await self.rebalance.do_rebalance()
+
+    async def persist_offsets(self) -> None:
+        if self._offset_store is None or self._rebalance is None:
+            return
+        await self._offset_store.persist_all(list(self.assigned_queues()))
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        return set(self.rebalance.process_queue_table)
+
+    # ------------------------------------------------------------------ queues
+
+    async def fetch_message_queues(self, topic: str) -> set[MessageQueue]:
+        """The readable queues of ``topic`` (refreshing its route)."""
+        from rocketq.client.consumer.rebalance import readable_queues
+
+        route = await self.instance.update_topic_route(topic)
+        mqs = readable_queues(topic, route)
+        if not mqs:
+            raise NoRouteError(topic, "the route has no readable queue")
+        return mqs
+
+    async def pull_once(
+        self,
+        mq: MessageQueue,
+        sub: SubscriptionData,
+        offset: int,
+        max_nums: int,
+        *,
+        block: bool,
+        commit_offset: int | None = None,
+    ) -> PullResult:
+        """One PULL_MESSAGE; ``block`` long-polls for ``broker_suspend_max_time_ms``."""
+        c = self.config
+        broker_id = self._suggested_broker.get(mq, 0)
+        addr = self.instance.find_broker_addr(mq.broker_name, broker_id)
+        if addr is None:
+            addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        is_master = self.instance.find_broker_addr(mq.broker_name, 0, only_this=True) == addr
+        flag = PullSysFlag.SUBSCRIPTION
+        if block:
+            flag |= PullSysFlag.SUSPEND
+        if commit_offset is not None and commit_offset >= 0 and is_master:
+            flag |= PullSysFlag.COMMIT_OFFSET
+        if self.consume_type == "CONSUME_ACTIVELY":
+            flag |= PullSysFlag.LITE_PULL
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=int(flag),
+            commit_offset=commit_offset if commit_offset is not None and commit_offset >= 0 else 0,
+            suspend_timeout_millis=c.broker_suspend_max_time_ms if block else 0,
+            subscription=sub.sub_string,
+            sub_version=sub.sub_version,
+            expression_type=sub.expression_type,
+        )
+        timeout = c.consumer_timeout_when_suspend_ms if block else c.consumer_pull_timeout_ms
+        result = await self.instance.api.pull_message(addr, header, timeout, tags_filter=sub.tags_filter())
+        self._suggested_broker[mq] = result.suggest_which_broker_id
+        return result
+
+    # ------------------------------------------------------------------ rebalance hooks (overridden)
+
+    async def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        raise NotImplementedError
+
+    async def remove_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        raise NotImplementedError
+
+    def queues_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        return None

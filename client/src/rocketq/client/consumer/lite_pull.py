@@ -1,0 +1,350 @@
+"""AsyncLitePullConsumer: assign or subscribe, seek, poll, commit (DefaultLitePullConsumer).
+
+Theory of operation.  Queues come either from :meth:`assign` (an explicit set, no rebalance) or
+from :meth:`subscribe` (the group's rebalance hands queues in and out).  Each owned queue has a
+background pull task that long-polls the broker and appends what it finds to the queue's
+ProcessQueue and to one shared buffer of batches; :meth:`poll` takes batches from that buffer.
+A queue's *consumed* offset advances when its messages are polled; :meth:`commit` copies consumed
+offsets to the offset store and persists them (auto-commit does that every
+``auto_commit_interval_ms`` from inside ``poll``, as the Java client does).
+
+:meth:`seek` moves a queue: it bumps the queue's generation, so batches and pull results of the
+old position are discarded, empties its ProcessQueue, and the pull task restarts from the new
+offset.  :meth:`pull` is a one-shot, buffer-free pull of a given queue and offset (what a Spark
+partition reader of a fixed offset range needs).  Flow control pauses a queue's pull task while
+its ProcessQueue holds ``pull_threshold_for_queue`` messages or the whole buffer holds
+``pull_threshold_for_all``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketq.client.config import ConsumerConfig
+from rocketq.client.consumer.allocate import AllocateFn
+from rocketq.client.consumer.base import ConsumerBase
+from rocketq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
+from rocketq.client.consumer.process_queue import ProcessQueue
+from rocketq.client.consumer.subscription import SubscriptionData, build_subscription
+from rocketq.client.errors import MQClientError, RocketQError
+from rocketq.client.instance import ClientInstance
+from rocketq.client.model import MessageExt, PullResult, PullStatus
+from rocketq.client.remoting.route import MessageQueue
+
+__all__ = ["AsyncLitePullConsumer"]
+
+log = logging.getLogger("rocketq.client")
+
+_FLOW_CONTROL_DELAY_S = 0.05
+_PAUSED_DELAY_S = 0.2
+
+
+@dataclass(eq=False)
+class _QueueState:
+    mq: MessageQueue
+    pq: ProcessQueue
+    pull_offset: int  # next offset to pull
+    consumed_offset: int  # next offset to hand to poll() callers (committable)
+    generation: int = 0
+    paused: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class AsyncLitePullConsumer(ConsumerBase):
+    """The asyncio lite-pull consumer."""
+
+    consume_type = "CONSUME_ACTIVELY"
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        config: ConsumerConfig | None = None,
+        *,
+        instance: ClientInstance | None = None,
+        allocate: AllocateFn | None = None,
+        **settings: Any,
+    ) -> None:
+        """``settings`` are ConsumerConfig fields (``consumer_group="cg"``...)."""
+        super().__init__(namesrv_addr, config, instance=instance, allocate=allocate, **settings)
+        self._states: dict[MessageQueue, _QueueState] = {}
+        self._buffer: asyncio.Queue[tuple[_QueueState, int, list[MessageExt]]] = asyncio.Queue()
+        self._buffered = 0
+        self._assigned_mode: bool | None = None
+        self._last_auto_commit = time.monotonic()
+        self._pending_assign: set[MessageQueue] | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression; the group's rebalance assigns queues."""
+        if self._assigned_mode is True:
+            raise MQClientError("subscribe and assign are mutually exclusive")
+        self._assigned_mode = False
+        self._add_subscription(topic, expression)
+        if self.running:
+            self.instance.rebalance_immediately()
+
+    async def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no rebalance); their start offset is the committed one,
+        else ``consume_from_where``, unless :meth:`seek` sets it."""
+        if self._assigned_mode is False:
+            raise MQClientError("subscribe and assign are mutually exclusive")
+        self._assigned_mode = True
+        wanted = set(mqs)
+        for mq in wanted:
+            if mq.topic not in self._subscriptions:
+                self._subscriptions[mq.topic] = build_subscription(mq.topic, "*")
+        if self.running:
+            await self._apply_assignment(wanted)
+        else:
+            self._pending_assign = wanted
+
+    async def _apply_assignment(self, wanted: set[MessageQueue]) -> None:
+        table = self.rebalance.process_queue_table
+        for mq in list(table):
+            if mq not in wanted:
+                pq = table.pop(mq)
+                pq.dropped = True
+                await self.remove_queue(mq, pq)
+        for mq in sorted(wanted - set(table)):
+            next_offset = await self.rebalance.compute_pull_from_where(mq)
+            pq = ProcessQueue()
+            table[mq] = pq
+            await self.start_queue(mq, pq, next_offset)
+
+    async def start(self) -> None:
+        if self.running:
+            return
+        await self._start_base()
+        pending = self._pending_assign
+        self._pending_assign = None
+        if pending is not None:
+            await self._apply_assignment(pending)
+        await self.instance.update_all_routes()
+        await self.instance.send_heartbeat_to_all_brokers()
+        if self._assigned_mode is False:
+            await self.do_rebalance()
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        for state in list(self._states.values()):
+            await self._stop_task(state)
+        if self.config.auto_commit:
+            self._commit_consumed()
+        await self._stop_base()
+
+    async def __aenter__(self) -> AsyncLitePullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    async def do_rebalance(self) -> None:
+        if self._assigned_mode is False:
+            await super().do_rebalance()
+
+    # ------------------------------------------------------------------ rebalance hooks
+
+    async def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        state = _QueueState(mq, pq, next_offset, next_offset)
+        old = self._states.get(mq)
+        if old is not None:
+            await self._stop_task(old)
+        self._states[mq] = state
+        state.task = asyncio.get_running_loop().create_task(self._pull_loop(state), name=f"lite-pull {mq}")
+
+    async def remove_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        state = self._states.pop(mq, None)
+        if state is not None:
+            await self._stop_task(state)
+            self.offset_store.update_offset(mq, state.consumed_offset)
+            with contextlib.suppress(RocketQError):
+                await self.offset_store.persist(mq)
+        self.offset_store.remove_offset(mq)
+        return True
+
+    async def _stop_task(self, state: _QueueState) -> None:
+        state.generation += 1
+        state.pq.dropped = True
+        if state.task is not None:
+            state.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await state.task
+            state.task = None
+
+    # ------------------------------------------------------------------ the pull task
+
+    async def _pull_loop(self, state: _QueueState) -> None:
+        c = self.config
+        while self.running and not state.pq.dropped:
+            if state.paused:
+                await asyncio.sleep(_PAUSED_DELAY_S)
+                continue
+            if state.pq.msg_count > c.pull_threshold_for_queue or self._buffered > c.pull_threshold_for_all:
+                await asyncio.sleep(_FLOW_CONTROL_DELAY_S)
+                continue
+            sub = self._subscriptions.get(state.mq.topic) or build_subscription(state.mq.topic, "*")
+            generation, offset = state.generation, state.pull_offset
+            try:
+                result = await self.pull_once(state.mq, sub, offset, c.pull_batch_size, block=True)
+            except asyncio.CancelledError:
+                raise
+            except (RocketQError, OSError) as exc:
+                log.warning("pull of %s at %d failed: %s", state.mq, offset, exc)
+                await asyncio.sleep(c.pull_time_delay_when_exception_ms / 1000)
+                continue
+            if generation != state.generation:
+                continue  # a seek happened meanwhile: drop this result
+            self._on_pull_result(state, generation, result)
+            if c.pull_interval_ms:
+                await asyncio.sleep(c.pull_interval_ms / 1000)
+
+    def _on_pull_result(self, state: _QueueState, generation: int, result: PullResult) -> None:
+        if result.status is PullStatus.FOUND:
+            msgs = result.messages
+            if msgs:
+                state.pq.put_messages(msgs)
+                self._buffered += len(msgs)
+                self._buffer.put_nowait((state, generation, msgs))
+        elif result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning(
+                "offset %d of %s is illegal; moving to %d",
+                state.pull_offset,
+                state.mq,
+                result.next_begin_offset,
+            )
+            if state.pq.msg_count == 0:
+                state.consumed_offset = result.next_begin_offset
+        state.pull_offset = result.next_begin_offset
+
+    # ------------------------------------------------------------------ user API
+
+    async def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
+        """The next batch of messages (possibly empty after ``timeout_ms``)."""
+        if not self.running:
+            raise MQClientError("the consumer is not started; call start() first")
+        timeout = (self.config.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        deadline = time.monotonic() + timeout
+        self._maybe_auto_commit()
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    state, generation, msgs = self._buffer.get_nowait()
+                else:
+                    state, generation, msgs = await asyncio.wait_for(self._buffer.get(), remaining)
+            except (asyncio.QueueEmpty, TimeoutError):
+                return []
+            self._buffered -= len(msgs)
+            if generation != state.generation or state.pq.dropped or self._states.get(state.mq) is not state:
+                continue
+            offset = state.pq.remove_messages(msgs)
+            if offset >= 0:
+                state.consumed_offset = offset
+            return msgs
+
+    def _maybe_auto_commit(self) -> None:
+        if (
+            self.config.auto_commit
+            and time.monotonic() - self._last_auto_commit >= self.config.auto_commit_interval_ms / 1000
+        ):
+            self._last_auto_commit = time.monotonic()
+            self._commit_consumed()
+
+    def _commit_consumed(self) -> None:
+        for mq, state in self._states.items():
+            self.offset_store.update_offset(mq, state.consumed_offset)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None, *, persist: bool = True) -> None:
+        """Commit the consumed offsets (or the given ones: ``mq -> next offset to consume``)."""
+        if offsets is None:
+            self._commit_consumed()
+            mqs: Iterable[MessageQueue] = list(self._states)
+        else:
+            for mq, off in offsets.items():
+                self.offset_store.update_offset(mq, off)
+            mqs = list(offsets)
+        if persist:
+            store = self.offset_store
+            for mq in mqs:
+                offset = store.offset_table.get(mq)
+                if isinstance(store, RemoteBrokerOffsetStore) and offset is not None:
+                    await store.commit_sync(mq, offset)
+                else:
+                    await store.persist(mq)
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset committed on the broker (-1 if none)."""
+        return await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+
+    def _state(self, mq: MessageQueue) -> _QueueState:
+        state = self._states.get(mq)
+        if state is None:
+            raise MQClientError(f"the message queue is not assigned to this consumer: {mq}")
+        return state
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` from ``offset`` (checked against the queue's min/max offsets)."""
+        state = self._state(mq)
+        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        low = await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id)
+        high = await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)
+        if not low <= offset <= high:
+            raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
+        await self._reposition(state, offset)
+
+    async def _reposition(self, state: _QueueState, offset: int) -> None:
+        await self._stop_task(state)
+        pq = ProcessQueue()
+        self.rebalance.process_queue_table[state.mq] = pq
+        new = _QueueState(state.mq, pq, offset, offset, state.generation + 1, state.paused)
+        self._states[state.mq] = new
+        new.task = asyncio.get_running_loop().create_task(self._pull_loop(new), name=f"lite-pull {state.mq}")
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        state = self._state(mq)
+        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        await self._reposition(state, await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        state = self._state(mq)
+        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        await self._reposition(state, await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id))
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        return await self.instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)
+
+    def pause(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            self._state(mq).paused = True
+
+    def resume(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            self._state(mq).paused = False
+
+    def assignment(self) -> set[MessageQueue]:
+        return set(self._states)
+
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        expression: str | None = "*",
+        block: bool = False,
+    ) -> PullResult:
+        """One pull of ``mq`` at ``offset``, outside the buffer (no assignment needed)."""
+        if not self.running:
+            raise MQClientError("the consumer is not started; call start() first")
+        sub: SubscriptionData = build_subscription(mq.topic, expression)
+        return await self.pull_once(mq, sub, offset, max_nums, block=block)

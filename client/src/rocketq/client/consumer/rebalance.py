@@ -1,0 +1,244 @@
+"""Rebalance: deciding which queues this consumer owns, and starting/stopping work on them.
+
+Theory of operation (RebalanceImpl).  For each subscribed topic the consumer knows the topic's
+readable queues (from the route: ``readQueueNums`` of every readable broker).  In clustering
+mode it asks a broker for the group's live client ids (GET_CONSUMER_LIST_BY_GROUP), sorts both
+lists and runs the allocation strategy; in broadcasting mode it takes every queue.  Then it
+reconciles the process-queue table with the result: queues it lost are marked dropped and handed
+to the owner's ``remove_queue`` (which persists the offset, unlocks orderly queues), queues it
+gained get their start offset (``compute_pull_from_where``: the committed offset, else
+``consume_from_where``) and a new ProcessQueue, and the owner starts pulling them.  Orderly
+consumers only take a new queue once the broker lock (LOCK_BATCH_MQ) is held, and re-lock all
+their queues every ``lock_interval_ms``.
+
+The owner (push or lite-pull consumer) implements :class:`RebalanceOwner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Protocol
+
+from rocketq.client.config import ConsumeFromWhere, ConsumerConfig, MessageModel
+from rocketq.client.consumer.allocate import AllocateFn, mq_sort_key
+from rocketq.client.consumer.offset_store import OffsetStore, ReadOffsetType
+from rocketq.client.consumer.process_queue import ProcessQueue
+from rocketq.client.consumer.subscription import SubscriptionData
+from rocketq.client.errors import RocketQError
+from rocketq.client.instance import ClientInstance
+from rocketq.client.remoting.route import MessageQueue, TopicRouteData
+
+__all__ = ["RETRY_GROUP_TOPIC_PREFIX", "RebalanceImpl", "RebalanceOwner", "readable_queues"]
+
+log = logging.getLogger("rocketq.client")
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+_HALF_HOUR_MS = 30 * 60 * 1000
+
+
+def readable_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
+    """``topicRouteData2TopicSubscribeInfo``: readQueueNums of every readable broker."""
+    return set(route.readable_queues(topic))
+
+
+class RebalanceOwner(Protocol):
+    async def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None: ...
+
+    async def remove_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Stop work on a queue that is no longer ours; False keeps it (e.g. orderly, busy)."""
+        ...
+
+    def queues_changed(
+        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
+    ) -> None: ...
+
+
+class RebalanceImpl:
+    """Queue assignment of one consumer group on one client instance."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        instance: ClientInstance,
+        offset_store: OffsetStore,
+        allocate: AllocateFn,
+        owner: RebalanceOwner,
+        *,
+        orderly: bool = False,
+        now_ms: int | None = None,
+    ) -> None:
+        self.config = config
+        self.group = config.consumer_group
+        self.instance = instance
+        self.offset_store = offset_store
+        self.allocate = allocate
+        self.owner = owner
+        self.orderly = orderly
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}
+        self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
+        self._lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ rebalance
+
+    async def do_rebalance(self) -> None:
+        """One rebalance round; rounds never overlap (a broker notification can arrive mid-round)."""
+        async with self._lock:
+            for topic in list(self.subscriptions):
+                try:
+                    await self.rebalance_by_topic(topic)
+                except RocketQError as exc:
+                    log.warning("rebalance of %s for group %s failed: %s", topic, self.group, exc)
+            self._truncate_unsubscribed()
+
+    async def rebalance_by_topic(self, topic: str) -> None:
+        mq_set = self.topic_subscribe_info.get(topic)
+        if mq_set is None:
+            route = await self.instance.update_topic_route(topic)
+            mq_set = self.topic_subscribe_info[topic] = readable_queues(topic, route)
+        if self.config.message_model is MessageModel.BROADCASTING:
+            allocated = set(mq_set)
+        else:
+            cids = await self.find_consumer_id_list(topic)
+            if not cids:
+                log.warning("no consumer of group %s found for topic %s", self.group, topic)
+                return
+            mq_all = sorted(mq_set, key=mq_sort_key)
+            allocated = set(self.allocate(self.group, self.instance.client_id, mq_all, sorted(cids)))
+        if await self.update_process_queue_table(topic, allocated):
+            self.owner.queues_changed(topic, set(mq_set), allocated)
+
+    async def find_consumer_id_list(self, topic: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP against one broker of the topic (any replica)."""
+        route = await self.instance.get_route(topic)
+        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = self.instance.find_broker_addr(bd.broker_name)
+            if addr is None:
+                continue
+            try:
+                return await self.instance.api.get_consumer_id_list(addr, self.group)
+            except RocketQError as exc:
+                log.warning("GET_CONSUMER_LIST_BY_GROUP on %s failed: %s", addr, exc)
+        return []
+
+    async def update_process_queue_table(self, topic: str, mq_set: set[MessageQueue]) -> bool:
+        changed = False
+        for mq, pq in list(self.process_queue_table.items()):
+            if mq.topic != topic:
+                continue
+            if mq not in mq_set or pq.is_pull_expired():
+                pq.dropped = True
+                if await self.owner.remove_queue(mq, pq):
+                    del self.process_queue_table[mq]
+                    changed = True
+        for mq in sorted(mq_set - set(self.process_queue_table), key=mq_sort_key):
+            if self.orderly and not await self.lock(mq):
+                continue
+            self.offset_store.remove_offset(mq)  # forget a stale in-memory value
+            try:
+                next_offset = await self.compute_pull_from_where(mq)
+            except RocketQError as exc:
+                log.warning("cannot find where to start %s: %s", mq, exc)
+                continue
+            if next_offset < 0:
+                continue
+            pq = ProcessQueue()
+            if self.orderly:
+                pq.locked = True
+            self.process_queue_table[mq] = pq
+            await self.owner.start_queue(mq, pq, next_offset)
+            changed = True
+        return changed
+
+    def _truncate_unsubscribed(self) -> None:
+        for mq, pq in list(self.process_queue_table.items()):
+            if mq.topic not in self.subscriptions:
+                pq.dropped = True
+                del self.process_queue_table[mq]
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The committed offset, else the start chosen by ``consume_from_where``."""
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        if last >= 0:
+            return last
+        api = self.instance.api
+        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        where = self.config.consume_from_where
+        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET:
+            return 0 if is_retry else await api.get_max_offset(addr, mq.topic, mq.queue_id)
+        if is_retry:
+            return await api.get_max_offset(addr, mq.topic, mq.queue_id)
+        ts = self.config.consume_timestamp_ms
+        if ts is None:
+            ts = int(time.time() * 1000) - _HALF_HOUR_MS
+        return await api.search_offset(addr, mq.topic, mq.queue_id, ts)
+
+    # ------------------------------------------------------------------ orderly locks
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        addr = self.instance.find_broker_addr(mq.broker_name, 0, only_this=True)
+        if addr is None:
+            return False
+        try:
+            locked = await self.instance.api.lock_batch_mq(addr, self.group, [mq])
+        except RocketQError as exc:
+            log.warning("LOCK_BATCH_MQ of %s failed: %s", mq, exc)
+            return False
+        pq = self.process_queue_table.get(mq)
+        if pq is not None and mq in locked:
+            pq.locked = True
+            pq.last_lock_timestamp = _now_ms()
+        return mq in locked
+
+    async def lock_all(self) -> None:
+        """Re-lock every queue we hold, one LOCK_BATCH_MQ per broker."""
+        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
+        for mq in self.process_queue_table:
+            by_broker[mq.broker_name].append(mq)
+        for broker_name, mqs in by_broker.items():
+            addr = self.instance.find_broker_addr(broker_name, 0, only_this=True)
+            if addr is None:
+                continue
+            try:
+                locked = await self.instance.api.lock_batch_mq(addr, self.group, mqs)
+            except RocketQError as exc:
+                log.warning("LOCK_BATCH_MQ on %s failed: %s", addr, exc)
+                continue
+            now = _now_ms()
+            for mq in mqs:
+                pq = self.process_queue_table.get(mq)
+                if pq is None:
+                    continue
+                pq.locked = mq in locked
+                if pq.locked:
+                    pq.last_lock_timestamp = now
+
+    async def unlock(self, mqs: Iterable[MessageQueue], *, oneway: bool = True) -> None:
+        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
+        for mq in mqs:
+            by_broker[mq.broker_name].append(mq)
+        for broker_name, items in by_broker.items():
+            addr = self.instance.find_broker_addr(broker_name, 0, only_this=True)
+            if addr is None:
+                continue
+            try:
+                await self.instance.api.unlock_batch_mq(addr, self.group, items, oneway=oneway)
+            except RocketQError as exc:
+                log.warning("UNLOCK_BATCH_MQ on %s failed: %s", addr, exc)
+
+    # ------------------------------------------------------------------ routes
+
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self.subscriptions:
+            self.topic_subscribe_info[topic] = readable_queues(topic, route)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -1,0 +1,274 @@
+"""ClientInstance: the shared state and background tasks of one client (Java's MQClientInstance).
+
+A client instance owns the :class:`~rocketq.client.api.MQClientAPI` (and so the connections and
+the ``client_id``), the route cache (``topic -> TopicRouteData``) and the broker address table
+(``brokerName -> {brokerId: addr}``) built from it, and the producers and consumers registered
+on it.  Its background tasks are the ones RocketMQ runs:
+
+* every ``poll_name_server_interval_ms`` (30 s): refresh the route of every topic in use and tell
+  the members when a route changed;
+* every ``heartbeat_broker_interval_ms`` (30 s): HEART_BEAT to the brokers (masters only when
+  there is no consumer) with the HeartbeatData of every member;
+* every ``persist_consumer_offset_interval_ms`` (5 s): ask each consumer to persist its offsets;
+* every ``rebalance_interval_ms`` (20 s), and at once when a broker sends
+  NOTIFY_CONSUMER_IDS_CHANGED: rebalance each consumer.
+
+A member is any object with the small interface of :class:`Member` (producers and consumers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from rocketq.client.api import MQClientAPI
+from rocketq.client.config import ClientConfig
+from rocketq.client.errors import NoRouteError, RocketQError
+from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.route import TopicRouteData
+
+__all__ = ["ClientInstance", "Member"]
+
+log = logging.getLogger("rocketq.client")
+
+MASTER_ID = 0
+REBALANCE_INTERVAL_MS = 20_000
+
+
+class Member(Protocol):
+    """What a producer or consumer exposes to its client instance."""
+
+    @property
+    def group(self) -> str: ...
+
+    def topics_in_use(self) -> set[str]: ...
+
+    def heartbeat_data(self) -> tuple[str, dict[str, Any]]:
+        """("producer"|"consumer", the group's entry of HeartbeatData)."""
+        ...
+
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None: ...
+
+    async def periodic(self, what: str) -> None:
+        """Run the periodic job ``what`` ("rebalance" or "persist"); producers ignore it."""
+        ...
+
+
+class ClientInstance:
+    """Route cache, broker table, heartbeats and periodic jobs shared by producers/consumers."""
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        *,
+        config: ClientConfig | None = None,
+        api: MQClientAPI | None = None,
+    ) -> None:
+        self.config = config or ClientConfig()
+        self.api = api or MQClientAPI(namesrv_addr, config=self.config)
+        self.topic_routes: dict[str, TopicRouteData] = {}
+        self.broker_addr_table: dict[str, dict[int, str]] = {}
+        self.members: dict[str, Member] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._route_lock = asyncio.Lock()
+        self._rebalance_wakeup = asyncio.Event()
+        self._started = False
+        self._closed = False
+        self.api.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
+        self.api.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+
+    @property
+    def client_id(self) -> str:
+        return self.api.client_id
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        c = self.config
+        self._tasks = [
+            asyncio.create_task(
+                self._every(c.poll_name_server_interval_ms, self.update_all_routes), name="route"
+            ),
+            asyncio.create_task(
+                self._every(c.heartbeat_broker_interval_ms, self.send_heartbeat_to_all_brokers),
+                name="heartbeat",
+            ),
+            asyncio.create_task(
+                self._every(c.persist_consumer_offset_interval_ms, self._persist_all), name="persist"
+            ),
+            asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+        ]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5.0)  # bounded: shutdown must never hang
+        await self.api.close()
+
+    def register(self, member: Member) -> None:
+        if member.group in self.members:
+            raise RocketQError(f"the group {member.group!r} is already registered on client {self.client_id}")
+        self.members[member.group] = member
+
+    def unregister(self, member: Member) -> None:
+        self.members.pop(member.group, None)
+
+    async def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a periodic job must survive one failed round
+                log.exception("periodic client job %s failed", getattr(job, "__name__", job))
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(REBALANCE_INTERVAL_MS / 1000):
+                    await self._rebalance_wakeup.wait()
+            except TimeoutError:
+                pass
+            self._rebalance_wakeup.clear()
+            await self.run_members("rebalance")
+
+    def rebalance_immediately(self) -> None:
+        self._rebalance_wakeup.set()
+
+    async def run_members(self, what: str) -> None:
+        for member in list(self.members.values()):
+            try:
+                await member.periodic(what)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s of group %s failed", what, member.group)
+
+    async def _persist_all(self) -> None:
+        await self.run_members("persist")
+
+    # ------------------------------------------------------------------ routes
+
+    async def update_topic_route(self, topic: str) -> TopicRouteData:
+        """Fetch ``topic``'s route, update the tables and tell the members if it changed."""
+        route = await self.api.get_topic_route(topic)
+        async with self._route_lock:
+            old = self.topic_routes.get(topic)
+            for bd in route.broker_datas:
+                self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+            self.topic_routes[topic] = route
+        if old != route:
+            for member in list(self.members.values()):
+                if topic in member.topics_in_use():
+                    member.on_route_changed(topic, route)
+        return route
+
+    async def get_route(self, topic: str) -> TopicRouteData:
+        """The cached route, fetched on first use."""
+        route = self.topic_routes.get(topic)
+        return route if route is not None else await self.update_topic_route(topic)
+
+    async def update_all_routes(self) -> None:
+        topics: set[str] = set()
+        for member in list(self.members.values()):
+            topics |= member.topics_in_use()
+        for topic in sorted(topics):
+            try:
+                await self.update_topic_route(topic)
+            except NoRouteError:
+                log.debug("no route for topic %s during the periodic refresh", topic)
+            except RocketQError as exc:
+                log.warning("route refresh of %s failed: %s", topic, exc)
+
+    def find_broker_addr(
+        self, broker_name: str, broker_id: int = MASTER_ID, *, only_this: bool = False
+    ) -> str | None:
+        """The address of ``broker_id`` of ``broker_name``; else (unless ``only_this``) any replica,
+        the master first."""
+        addrs = self.broker_addr_table.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        if addr or only_this:
+            return addr
+        for bid in sorted(addrs):
+            return addrs[bid]
+        return None
+
+    async def find_broker_addr_or_refresh(
+        self, broker_name: str, topic: str, broker_id: int = MASTER_ID
+    ) -> str:
+        addr = self.find_broker_addr(broker_name, broker_id)
+        if addr is None:
+            await self.update_topic_route(topic)
+            addr = self.find_broker_addr(broker_name, broker_id)
+        if addr is None:
+            raise NoRouteError(topic, f"the broker {broker_name} is not in the route")
+        return addr
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def heartbeat_body(self) -> tuple[dict[str, Any], bool]:
+        producers: list[dict[str, Any]] = []
+        consumers: list[dict[str, Any]] = []
+        for member in self.members.values():
+            kind, data = member.heartbeat_data()
+            (consumers if kind == "consumer" else producers).append(data)
+        body = {"clientID": self.client_id, "consumerDataSet": consumers, "producerDataSet": producers}
+        return body, bool(consumers)
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        body, has_consumer = self.heartbeat_body()
+        if not body["consumerDataSet"] and not body["producerDataSet"]:
+            return
+        for broker_name, addrs in list(self.broker_addr_table.items()):
+            for broker_id, addr in sorted(addrs.items()):
+                if broker_id != MASTER_ID and not has_consumer:
+                    continue
+                try:
+                    await self.api.send_heartbeat(addr, body)
+                except RocketQError as exc:
+                    log.warning("heartbeat to %s (%s) failed: %s", broker_name, addr, exc)
+
+    async def unregister_from_brokers(
+        self, *, producer_group: str | None = None, consumer_group: str | None = None
+    ) -> None:
+        for addrs in list(self.broker_addr_table.values()):
+            for addr in addrs.values():
+                with contextlib.suppress(RocketQError):
+                    await self.api.unregister_client(
+                        addr, producer_group=producer_group, consumer_group=consumer_group
+                    )
+
+    # ------------------------------------------------------------------ broker -> client
+
+    async def _on_consumer_ids_changed(self, cmd: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        with contextlib.suppress(RocketQError):
+            group = h.NotifyConsumerIdsChangedRequestHeader.from_ext_fields(cmd.ext_fields).consumer_group
+            log.info("broker says the members of %s changed; rebalancing", group)
+        self.rebalance_immediately()
+        return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _on_reset_offset(self, cmd: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        """RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): move a group's queues."""
+        header = h.ResetConsumerClientOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        member = self.members.get(header.group)
+        reset = getattr(member, "reset_offset", None)
+        if reset is not None:
+            from rocketq.client.admin import parse_offset_table
+
+            await reset(header.topic, parse_offset_table(cmd.body))
+        return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)

@@ -1,0 +1,167 @@
+"""Public data types of the client API: Message, SendResult, PullResult and their status enums.
+
+``Message`` is what an application builds and sends; :meth:`Message.wire_properties` merges its
+fields (tags, keys, delay level, wait flag) with the user properties into the property map that
+goes on the wire (B.6).  ``MessageExt`` is a received message: the decoded CommitLog record
+(:class:`~rocketq.client.remoting.message.StoredMessage`) with its queue id and offsets; its
+``uniq_key`` is the client message id that ``SendResult.msg_id`` returned, ``offset_msg_id`` the
+broker's.  ``PullResult`` keeps the raw pull body and decodes it lazily, on first access to
+``messages``: decompressed, tag-filtered client-side when the pull had a tag subscription (the
+broker filters by tag *hash*, which can collide), and stamped with ``MIN_OFFSET``/``MAX_OFFSET``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from rocketq.client.errors import ClientError
+from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.route import MessageQueue
+
+__all__ = [
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "PullResult",
+    "PullStatus",
+    "SendResult",
+    "SendStatus",
+]
+
+MessageExt = StoredMessage
+"""A received message (one decoded CommitLog record)."""
+
+#: Property keys the Message fields own; users set them through the fields, not ``properties``.
+_RESERVED = frozenset(
+    {
+        MessageConst.TAGS,
+        MessageConst.KEYS,
+        MessageConst.WAIT_STORE_MSG_OK,
+        MessageConst.DELAY_TIME_LEVEL,
+        MessageConst.UNIQ_KEY,
+        MessageConst.SHARDING_KEY,
+    }
+)
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send.
+
+    ``keys`` are business keys (indexed by the broker for ``queryMsgByKey``); ``tags`` is the one
+    tag consumers filter on; ``delay_time_level`` 1..18 delays delivery (1s ... 2h);
+    ``sharding_key`` is the default argument of the hash selector for ordered sends.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | Sequence[str] | None = None
+    flag: int = 0
+    delay_time_level: int = 0
+    wait_store_msg_ok: bool = True
+    sharding_key: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.body, (bytes, bytearray, memoryview)):
+            raise ClientError(f"Message.body must be bytes, got {type(self.body).__name__}")
+        self.body = bytes(self.body)
+        if not self.topic:
+            raise ClientError("Message.topic must not be empty")
+        if not 0 <= self.delay_time_level <= 255:
+            raise ClientError(f"delay_time_level must be 0..255, got {self.delay_time_level}")
+
+    @property
+    def keys_str(self) -> str | None:
+        """``keys`` as the wire's space-separated string."""
+        if self.keys is None:
+            return None
+        if isinstance(self.keys, str):
+            return self.keys or None
+        joined = " ".join(k for k in self.keys if k)
+        return joined or None
+
+    def put_user_property(self, key: str, value: str) -> None:
+        if key in _RESERVED:
+            raise ClientError(f"the property {key!r} is reserved; set it through the Message fields")
+        self.properties[key] = value
+
+    def wire_properties(self) -> dict[str, str]:
+        """The property map sent to the broker (user properties plus the fields above)."""
+        props = dict(self.properties)
+        if self.tags:
+            props[MessageConst.TAGS] = self.tags
+        keys = self.keys_str
+        if keys:
+            props[MessageConst.KEYS] = keys
+        if self.delay_time_level > 0:
+            props[MessageConst.DELAY_TIME_LEVEL] = str(self.delay_time_level)
+        if self.sharding_key:
+            props[MessageConst.SHARDING_KEY] = self.sharding_key
+        props[MessageConst.WAIT_STORE_MSG_OK] = "true" if self.wait_store_msg_ok else "false"
+        return props
+
+
+class SendStatus(enum.Enum):
+    """Outcome of a stored send; the three non-OK values still mean the message *was* stored."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Result of a send: ``msg_id`` is the UNIQ_KEY (comma-joined for a batch)."""
+
+    send_status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None = None
+    region_id: str | None = None
+    trace_on: bool = True
+
+
+class PullStatus(enum.Enum):
+    """Outcome of a pull (B.4 mapping of the response code)."""
+
+    FOUND = "FOUND"  # SUCCESS
+    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  # PULL_OFFSET_MOVED: adopt next_begin_offset
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """Result of PULL_MESSAGE: offsets from the response header and the raw record bytes."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int = 0
+    body: bytes = b""
+    tags_filter: frozenset[str] | None = None  # client-side re-check of a tag subscription
+
+    @cached_property
+    def messages(self) -> list[MessageExt]:
+        """The found messages, decoded, decompressed and tag-filtered (empty unless FOUND)."""
+        if self.status is not PullStatus.FOUND or not self.body:
+            return []
+        out: list[MessageExt] = []
+        min_s, max_s = str(self.min_offset), str(self.max_offset)
+        for msg in iter_stored_messages(self.body):
+            if self.tags_filter is not None and msg.tags not in self.tags_filter:
+                continue
+            msg.properties[MessageConst.MIN_OFFSET] = min_s
+            msg.properties[MessageConst.MAX_OFFSET] = max_s
+            out.append(msg)
+        return out

@@ -1,0 +1,85 @@
+"""Batch sends: validate a list of messages, give each a UNIQ_KEY, split it, encode the bodies.
+
+RocketMQ's ``MessageBatch.generateFromList`` rules: every message of a batch has the same topic
+and the same ``wait_store_msg_ok``; delay messages and retry topics are not allowed.  The body of
+SEND_BATCH_MESSAGE concatenates one record per message (:mod:`rocketq.client.remoting.batch`),
+and one request may carry at most ``max_message_size`` (4 MiB) of records, so a longer list is
+split into consecutive chunks (the ``ListSplitter`` of RocketMQ's batch example, exact about the
+record size: :func:`rocketq.client.remoting.batch.split_batches`).  The batch request's own
+properties carry only ``WAIT``; its SendResult's ``msg_id`` is the chunk's UNIQ_KEYs joined by
+commas, as in the Java client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rocketq.client.errors import MessageFormatError, MQClientError
+from rocketq.client.model import Message
+from rocketq.client.remoting.batch import DEFAULT_MAX_BATCH_BYTES, BatchItem, encode_batch, split_batches
+from rocketq.client.remoting.msgid import UniqKeyGenerator
+from rocketq.client.remoting.properties import MessageConst
+
+__all__ = ["EncodedBatch", "prepare_batches"]
+_MESSAGE_ILLEGAL = 13
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """One SEND_BATCH_MESSAGE request: the carrier message, the encoded body and the ids."""
+
+    message: Message
+    body: bytes
+    msg_id: str
+    count: int
+
+
+def _check_batch(msgs: Sequence[Message]) -> None:
+    first = msgs[0]
+    for m in msgs:
+        if m.delay_time_level > 0:
+            raise MQClientError("TimeDelayLevel is not supported for batching", code=_MESSAGE_ILLEGAL)
+        if m.topic.startswith("%RETRY%"):
+            raise MQClientError("Retry Group is not supported for batching", code=_MESSAGE_ILLEGAL)
+        if m.topic != first.topic:
+            raise MQClientError(
+                "The topic of the messages in one batch should be the same", code=_MESSAGE_ILLEGAL
+            )
+        if m.wait_store_msg_ok != first.wait_store_msg_ok:
+            raise MQClientError(
+                "The waitStoreMsgOK of the messages in one batch should the same", code=_MESSAGE_ILLEGAL
+            )
+
+
+def prepare_batches(
+    msgs: Sequence[Message], uniq: UniqKeyGenerator, max_size: int = DEFAULT_MAX_BATCH_BYTES
+) -> list[EncodedBatch]:
+    """Validate, assign UNIQ_KEYs, split into requests of at most ``max_size`` bytes, encode."""
+    if not msgs:
+        return []
+    _check_batch(msgs)
+    items: list[BatchItem] = []
+    for m in msgs:
+        props = m.wire_properties()
+        props[MessageConst.UNIQ_KEY] = m.properties.get(MessageConst.UNIQ_KEY) or uniq.next_id()
+        items.append((m.flag, m.body, props))
+    try:
+        chunks = split_batches(items, max_size)
+    except MessageFormatError as exc:
+        raise MQClientError(f"cannot batch: {exc}", code=_MESSAGE_ILLEGAL) from exc
+    first = msgs[0]
+    wait = "true" if first.wait_store_msg_ok else "false"
+    batches = []
+    for chunk in chunks:
+        carrier = Message(first.topic, b"\0", wait_store_msg_ok=first.wait_store_msg_ok)
+        carrier.properties[MessageConst.WAIT_STORE_MSG_OK] = wait
+        ids = ",".join(_uniq_of(item) for item in chunk)
+        batches.append(EncodedBatch(carrier, encode_batch(chunk), ids, len(chunk)))
+    return batches
+
+
+def _uniq_of(item: BatchItem) -> str:
+    props = item[2]
+    assert isinstance(props, dict)
+    return str(props[MessageConst.UNIQ_KEY])

@@ -1,0 +1,476 @@
+"""AsyncProducer: sync, async and oneway sends, ordered sends through a selector, batches.
+
+Theory of operation (DefaultMQProducerImpl): a send validates the message, finds the topic's
+:class:`~rocketq.client.producer.fault.TopicPublishInfo` (route cache; when the NameServer has no
+route, the ``TBW102`` template route so that a broker with ``autoCreateTopicEnable`` creates the
+topic), picks a queue with the fault strategy, and sends SEND_MESSAGE_V2 to the queue's master.
+Plain sends retry ``retry_times_when_send_failed`` times (async sends
+``retry_times_when_send_async_failed``), each time on another broker when there is one, within
+one overall ``send_msg_timeout_ms``; transport errors and the retriable response codes (errors'
+``retriable``) lead to a retry, other broker answers are raised at once.  Every send records its
+latency with the fault strategy (a failure isolates the broker), which avoids slow brokers when
+``send_latency_fault_enable`` is on.  Sends to an explicit queue or through a selector are not
+retried (the queue choice is the caller's).
+
+Bodies over ``compress_msg_body_over_howmuch`` bytes are compressed (zlib level 5 by default, LZ4
+with ``compression_type``) and flagged in the sysFlag; batches are never compressed.  Each
+message gets a ``UNIQ_KEY`` (the ``msg_id`` of its SendResult).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rocketq.client.config import CompressionType, ProducerConfig
+from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, RemotingError, RocketQError
+from rocketq.client.instance import ClientInstance
+from rocketq.client.model import Message, SendResult
+from rocketq.client.producer.batch import EncodedBatch, prepare_batches
+from rocketq.client.producer.fault import MQFaultStrategy, TopicPublishInfo
+from rocketq.client.producer.selector import MessageQueueSelector
+from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
+from rocketq.client.remoting.message import SysFlag, compress_body, with_compression
+from rocketq.client.remoting.msgid import UniqKeyGenerator
+from rocketq.client.remoting.properties import MessageConst, encode_properties
+from rocketq.client.remoting.route import MessageQueue, TopicRouteData
+
+__all__ = ["AsyncProducer", "check_topic"]
+
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_TOPIC_MAX_LENGTH = 127
+_MESSAGE_ILLEGAL = 13
+_RETRY_PREFIX = "%RETRY%"
+
+
+def check_topic(topic: str) -> None:
+    """RocketMQ's Validators.checkTopic."""
+    if not topic or not topic.strip():
+        raise MQClientError("The specified topic is blank", code=_MESSAGE_ILLEGAL)
+    if len(topic) > _TOPIC_MAX_LENGTH:
+        raise MQClientError(
+            f"The specified topic is longer than {_TOPIC_MAX_LENGTH} characters", code=_MESSAGE_ILLEGAL
+        )
+    if not _TOPIC_RE.match(topic):
+        raise MQClientError(
+            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            code=_MESSAGE_ILLEGAL,
+        )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AsyncProducer:
+    """The asyncio producer.  ``await start()`` before sending, ``await shutdown()`` at the end."""
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        config: ProducerConfig | None = None,
+        *,
+        instance: ClientInstance | None = None,
+        **settings: Any,
+    ) -> None:
+        """``settings`` are ProducerConfig fields (``producer_group="pg"``...) overriding ``config``."""
+        base = config or ProducerConfig()
+        self.config = dataclasses.replace(base, **settings) if settings else base
+        self._own_instance = instance is None
+        self._namesrv_addr = namesrv_addr
+        self._instance = instance
+        self.publish_info: dict[str, TopicPublishInfo] = {}
+        c = self.config
+        self.fault_strategy = MQFaultStrategy(
+            enabled=c.send_latency_fault_enable,
+            latency_max_ms=c.latency_max_ms,
+            not_available_duration_ms=c.not_available_duration_ms,
+        )
+        self._uniq: UniqKeyGenerator | None = None
+        self._running = False
+
+    # ------------------------------------------------------------------ lifecycle / Member
+
+    @property
+    def group(self) -> str:
+        return self.config.producer_group
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance (created on first use; its background jobs start with ``start()``)."""
+        if self._instance is None:
+            self._instance = ClientInstance(self._namesrv_addr, config=self.config.client)
+        return self._instance
+
+    async def start(self) -> None:
+        if self._running:
+            return
+        inst = self.instance
+        inst.register(self)
+        await inst.start()
+        self._uniq = UniqKeyGenerator(inst.api.client_ip)
+        self._running = True
+
+    async def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        inst = self.instance
+        inst.unregister(self)
+        await inst.unregister_from_brokers(producer_group=self.group)
+        if self._own_instance:
+            await inst.close()
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def topics_in_use(self) -> set[str]:
+        return set(self.publish_info)
+
+    def heartbeat_data(self) -> tuple[str, dict[str, Any]]:
+        return "producer", {"groupName": self.group}
+
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
+        info = TopicPublishInfo.from_route(topic, route)
+        if info.ok():
+            self.publish_info[topic] = info
+
+    async def periodic(self, what: str) -> None:
+        return None
+
+    # ------------------------------------------------------------------ routes
+
+    async def _publish_info_of(self, topic: str, *, refresh: bool = False) -> TopicPublishInfo:
+        info = self.publish_info.get(topic)
+        if info is not None and info.ok() and not refresh:
+            return info
+        try:
+            route = await self.instance.update_topic_route(topic)
+            info = TopicPublishInfo.from_route(topic, route)
+        except NoRouteError:
+            info = await self._default_topic_publish_info(topic)
+        if not info.ok():
+            raise NoRouteError(topic, "the route has no writable queue")
+        self.publish_info[topic] = info
+        return info
+
+    async def _default_topic_publish_info(self, topic: str) -> TopicPublishInfo:
+        """The TBW102 route with each broker's queue count capped at default_topic_queue_nums."""
+        template = await self.instance.update_topic_route(self.config.create_topic_key)
+        nums = self.config.default_topic_queue_nums
+        queue_datas = [
+            dataclasses.replace(
+                qd,
+                read_queue_nums=min(nums, qd.read_queue_nums),
+                write_queue_nums=min(nums, qd.read_queue_nums),
+            )
+            for qd in template.queue_datas
+        ]
+        route = dataclasses.replace(template, queue_datas=queue_datas)
+        return dataclasses.replace(TopicPublishInfo.from_route(topic, route), from_template=True)
+
+    async def _after_failure(self, topic: str, info: TopicPublishInfo) -> TopicPublishInfo:
+        """A send built on the TBW102 template failed: the broker may have created (and
+        registered) the topic with another queue count meanwhile, so look the route up again."""
+        if not info.from_template:
+            return info
+        try:
+            return await self._publish_info_of(topic, refresh=True)
+        except NoRouteError:
+            return info
+
+    async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of ``topic`` (what a selector chooses among)."""
+        return list((await self._publish_info_of(topic)).message_queues)
+
+    # ------------------------------------------------------------------ public sends
+
+    async def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer.  ``queue`` or ``selector`` fix the queue."""
+        timeout = timeout_ms or self.config.send_msg_timeout_ms
+        if queue is not None or selector is not None:
+            return await self._send_to_chosen_queue(msg, queue, selector, arg, timeout)
+        return await self._send_default(msg, self.config.retry_times_when_send_failed, timeout)
+
+    def send_async(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+        on_success: Callable[[SendResult], None] | None = None,
+        on_exception: Callable[[BaseException], None] | None = None,
+    ) -> asyncio.Task[SendResult]:
+        """Start a send in the background; the task's result is the SendResult.  Callbacks, if
+        given, run on the event loop when it finishes."""
+
+        async def run() -> SendResult:
+            timeout = timeout_ms or self.config.send_msg_timeout_ms
+            if queue is not None or selector is not None:
+                return await self._send_to_chosen_queue(msg, queue, selector, arg, timeout)
+            return await self._send_default(msg, self.config.retry_times_when_send_async_failed, timeout)
+
+        task = asyncio.get_running_loop().create_task(run())
+        if on_success is not None or on_exception is not None:
+            task.add_done_callback(lambda t: _dispatch(t, on_success, on_exception))
+        return task
+
+    async def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Send without waiting for (or getting) an answer; no retry."""
+        self._check_running()
+        self._validate(msg)
+        info = await self._publish_info_of(msg.topic)
+        mq = self._choose(info, msg, queue, selector, arg)
+        await self._send_kernel(msg, mq, self.config.send_msg_timeout_ms, oneway=True)
+
+    async def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout_ms: int | None = None
+    ) -> list[SendResult]:
+        """Send messages of one topic as SEND_BATCH_MESSAGE requests of at most 4 MiB each.
+
+        Returns one SendResult per request; its ``msg_id`` lists the UNIQ_KEYs, comma-joined.
+        """
+        self._check_running()
+        if not msgs:
+            return []
+        assert self._uniq is not None
+        timeout = timeout_ms or self.config.send_msg_timeout_ms
+        for m in msgs:
+            self._validate(m)
+        results: list[SendResult] = []
+        for batch in prepare_batches(msgs, self._uniq, self.config.max_message_size):
+            if queue is not None:
+                sent = await self._send_kernel(batch.message, queue, timeout, batch=batch)
+                assert sent is not None
+                results.append(sent)
+            else:
+                results.append(
+                    await self._send_default(
+                        batch.message, self.config.retry_times_when_send_failed, timeout, batch=batch
+                    )
+                )
+        return results
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise MQClientError("the producer is not started; call start() first")
+
+    def _validate(self, msg: Message) -> None:
+        check_topic(msg.topic)
+        if msg.topic == self.config.create_topic_key:
+            raise MQClientError(f"the topic {msg.topic} is reserved for auto-creation", code=_MESSAGE_ILLEGAL)
+        if not msg.body:
+            raise MQClientError("the message body is empty", code=_MESSAGE_ILLEGAL)
+        if len(msg.body) > self.config.max_message_size:
+            raise MQClientError(
+                f"the message body size over max value, MAX: {self.config.max_message_size}",
+                code=_MESSAGE_ILLEGAL,
+            )
+
+    def _choose(
+        self,
+        info: TopicPublishInfo,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+    ) -> MessageQueue:
+        if queue is not None:
+            if queue.topic != msg.topic:
+                raise MQClientError(f"message topic {msg.topic} differs from the queue's {queue.topic}")
+            return queue
+        if selector is not None:
+            mq = selector(list(info.message_queues), msg, arg)
+            if mq is None:
+                raise MQClientError("the selector returned no message queue")
+            return mq
+        return self.fault_strategy.select_one_message_queue(info, None)
+
+    async def _send_to_chosen_queue(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        timeout_ms: int,
+    ) -> SendResult:
+        self._check_running()
+        self._validate(msg)
+        begin = time.monotonic()
+        info = await self._publish_info_of(msg.topic)
+        mq = self._choose(info, msg, queue, selector, arg)
+        remaining = timeout_ms - int((time.monotonic() - begin) * 1000)
+        if remaining <= 0:
+            raise MQClientError("send timed out before the message could be sent", code=-1006)
+        result = await self._send_kernel(msg, mq, remaining)
+        assert result is not None
+        return result
+
+    async def _send_default(
+        self, msg: Message, retries: int, timeout_ms: int, *, batch: EncodedBatch | None = None
+    ) -> SendResult:
+        """sendDefaultImpl: up to 1 + retries attempts, another broker each time, one deadline."""
+        self._check_running()
+        if batch is None:
+            self._validate(msg)
+        begin = time.monotonic()
+        info = await self._publish_info_of(msg.topic)
+        last_broker: str | None = None
+        last_error: BaseException | None = None
+        brokers_sent: list[str] = []
+        for attempt in range(1 + retries):
+            mq = self.fault_strategy.select_one_message_queue(info, last_broker)
+            last_broker = mq.broker_name
+            brokers_sent.append(mq.broker_name)
+            start = time.monotonic()
+            remaining = timeout_ms - int((start - begin) * 1000)
+            if remaining <= 0:
+                last_error = last_error or MQClientError("sendDefaultImpl call timeout", code=-1006)
+                break
+            try:
+                result = await self._send_kernel(msg, mq, remaining, batch=batch)
+            except (RemotingError, MQClientError) as exc:
+                self._record_latency(mq, start, isolation=True)
+                last_error = exc
+                info = await self._after_failure(msg.topic, info)
+                continue
+            except MQBrokerError as exc:
+                self._record_latency(mq, start, isolation=True)
+                last_error = exc
+                if exc.retriable:
+                    info = await self._after_failure(msg.topic, info)
+                    continue
+                raise
+            self._record_latency(mq, start, isolation=False)
+            assert result is not None
+            if (
+                result.send_status.value != "SEND_OK"
+                and self.config.retry_another_broker_when_not_store_ok
+                and attempt < retries
+            ):
+                continue
+            return result
+        cost = int((time.monotonic() - begin) * 1000)
+        text = (
+            f"Send [{len(brokers_sent)}] times, still failed, cost [{cost}]ms, Topic: {msg.topic}, "
+            f"BrokersSent: {brokers_sent}"
+        )
+        if isinstance(last_error, MQBrokerError):
+            last_error.add_note(text)
+            raise last_error
+        code = last_error.code if isinstance(last_error, MQClientError) else -1
+        raise MQClientError(f"{text}: {last_error}", code=code) from last_error
+
+    def _record_latency(self, mq: MessageQueue, start: float, *, isolation: bool) -> None:
+        latency = int((time.monotonic() - start) * 1000)
+        self.fault_strategy.update_fault_item(mq.broker_name, latency, isolation)
+
+    async def _send_kernel(
+        self,
+        msg: Message,
+        mq: MessageQueue,
+        timeout_ms: int,
+        *,
+        oneway: bool = False,
+        batch: EncodedBatch | None = None,
+    ) -> SendResult | None:
+        """sendKernelImpl: build the header (UNIQ_KEY, compression, retry fields) and send."""
+        inst = self.instance
+        addr = await inst.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        if batch is not None:
+            props = dict(msg.properties)
+            body, sys_flag, msg_id = batch.body, 0, batch.msg_id
+        else:
+            props = msg.wire_properties()
+            if MessageConst.UNIQ_KEY not in props:
+                assert self._uniq is not None
+                props[MessageConst.UNIQ_KEY] = self._uniq.next_id()
+            body, sys_flag = self._maybe_compress(msg.body)
+            msg_id = props[MessageConst.UNIQ_KEY]
+        reconsume_times: int | None = None
+        max_reconsume: int | None = None
+        if mq.topic.startswith(_RETRY_PREFIX):
+            reconsume = props.pop(MessageConst.RECONSUME_TIME, None)
+            reconsume_times = int(reconsume) if reconsume else 0
+            max_text = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
+            max_reconsume = int(max_text) if max_text else None
+        header = SendMessageRequestHeaderV2(
+            producer_group=self.group,
+            topic=mq.topic,
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=_now_ms(),
+            flag=msg.flag,
+            properties=encode_properties(props),
+            reconsume_times=reconsume_times if reconsume_times is not None else 0,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume,
+            batch=batch is not None,
+            broker_name=mq.broker_name,
+        )
+        api = inst.api
+        if oneway:
+            await api.send_message_oneway(addr, msg, header, body=body)
+            return None
+        sent = dataclasses.replace(msg, properties=props) if batch is None else msg
+        try:
+            return await api.send_message(
+                addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id
+            )
+        except RocketQError:
+            raise
+
+    def _maybe_compress(self, body: bytes) -> tuple[bytes, int]:
+        c = self.config
+        if len(body) <= c.compress_msg_body_over_howmuch:
+            return body, 0
+        data = compress_body(body, c.compression_type, c.compress_level)
+        if c.compression_type is CompressionType.ZLIB:
+            return data, int(SysFlag.COMPRESSED)  # 4.x flags zlib by bit 0 alone
+        return data, with_compression(0, c.compression_type)
+
+
+def _dispatch(
+    task: asyncio.Task[SendResult],
+    on_success: Callable[[SendResult], None] | None,
+    on_exception: Callable[[BaseException], None] | None,
+) -> None:
+    if task.cancelled():
+        if on_exception is not None:
+            on_exception(asyncio.CancelledError())
+        return
+    exc = task.exception()
+    if exc is not None:
+        if on_exception is not None:
+            on_exception(exc)
+    elif on_success is not None:
+        on_success(task.result())
