@@ -114,6 +114,9 @@ class BrokerConfig:
     channel_expired_timeout_ms: int = 120_000
     rebalance_lock_max_live_time_ms: int = 60_000
     flush_consumer_offset_interval_ms: int = 5_000
+    # delay levels, retry, filters (the levels themselves are the store key messageDelayLevel)
+    flush_delay_offset_interval_ms: int = 10_000
+    enable_property_filter: bool = False
     # raw camelCase store keys, converted by build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
@@ -133,6 +136,7 @@ class BrokerConfig:
             ("maxSuspendedPulls", self.max_suspended_pulls),
             ("maxTransferCountOnMessageInMemory", self.max_transfer_count_on_message_in_memory),
             ("maxTransferBytesOnMessageInMemory", self.max_transfer_bytes_on_message_in_memory),
+            ("flushDelayOffsetInterval", self.flush_delay_offset_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
         for addr in self.namesrv_addr:
@@ -259,14 +263,17 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "channelExpiredTimeout": ("channel_expired_timeout_ms", _parse_int),
     "rebalanceLockMaxLiveTime": ("rebalance_lock_max_live_time_ms", _parse_int),
     "flushConsumerOffsetInterval": ("flush_consumer_offset_interval_ms", _parse_int),
+    "flushDelayOffsetInterval": ("flush_delay_offset_interval_ms", _parse_int),
+    "enablePropertyFilter": ("enable_property_filter", _parse_bool),
 }
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
 _ACCEPTED_NOOP_KEYS = frozenset(
-    {"aclEnable", "traceTopicEnable", "enablePropertyFilter", "slaveReadEnable", "clusterTopicEnable",
+    {"aclEnable", "traceTopicEnable", "filterSupportRetry", "enableCalcFilterBitMap", "slaveReadEnable",
+     "clusterTopicEnable",
      "brokerTopicEnable", "transientStorePoolEnable", "vipChannelEnabled", "compressedRegister",
      "forceRegister", "serverWorkerThreads", "serverSelectorThreads", "waitTimeMillsInHeartbeatQueue",
-     "isEnableBatchPush", "enableDLegerCommitLog", "messageDelayLevel"}
+     "isEnableBatchPush", "enableDLegerCommitLog"}
 )
 
 
@@ -394,11 +401,22 @@ def config_from_properties(
     if kwargs.get("broker_ip1", "127.0.0.1") not in ("127.0.0.1", "localhost") and "bind_address" not in kwargs:
         # Advertising a routable address but listening on loopback would make the broker unreachable.
         kwargs["bind_address"] = "0.0.0.0"
+    if "messageDelayLevel" in store_options:
+        _check_delay_levels(store_options["messageDelayLevel"])
     kwargs["store_options"] = tuple(sorted(store_options.items()))
     config = BrokerConfig(**kwargs)
     if store_cls is not None:
         build_store_config(config)  # rejects bad store values now, with the key named
     return config
+
+
+def _check_delay_levels(raw: str) -> None:
+    from rocketq.broker.schedule.delay import parse_delay_levels
+
+    try:
+        parse_delay_levels(raw)
+    except ValueError as exc:
+        raise BrokerConfigError("messageDelayLevel", str(exc)) from None
 
 
 _STORE_BASE_KEYS = frozenset({"storePathRootDir", "flushDiskType", "maxMessageSize"})

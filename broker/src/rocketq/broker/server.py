@@ -7,7 +7,8 @@ Store calls that may block (puts that wait for a SYNC_FLUSH group commit, reads 
 in) run on bounded executors (``executor.py``); the store's reput thread reports arrivals to the
 long-polling service, which hops to the loop.  Background tasks: NameServer registration every
 ``registerNameServerPeriod``, consumer offsets persisted every ``flushConsumerOffsetInterval``,
-client channels expired every 10 s, stale queue locks dropped.  ``shutdown()`` is the clean stop
+client channels expired every 10 s, stale queue locks dropped; on a master, the
+ScheduleMessageService thread delivers delayed messages (and retries) when they are due.  ``shutdown()`` is the clean stop
 (SIGTERM): unregister from the NameServers, answer parked pulls, drain running requests, persist
 the metadata, then shut the store down, which flushes and removes the ``abort`` file.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -30,14 +32,17 @@ from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
-from rocketq.broker.processor.context import BrokerContext
+from rocketq.broker.processor.context import DEFAULT_DELAY_LEVELS_MS, BrokerContext
 from rocketq.broker.processor.offsets import OffsetQueryProcessor
 from rocketq.broker.processor.pull import PullMessageProcessor
 from rocketq.broker.processor.query import QueryMessageProcessor
 from rocketq.broker.processor.rebalance import RebalanceProcessor
 from rocketq.broker.processor.send import SendMessageProcessor
+from rocketq.broker.processor.send_back import SendMessageBackProcessor
 from rocketq.broker.processor.stats import StatsProcessor
 from rocketq.broker.rebalance_lock import RebalanceLockManager
+from rocketq.broker.schedule.delay import parse_delay_levels
+from rocketq.broker.schedule.service import ScheduleMessageService
 from rocketq.broker.store.metadata import (
     CONSUMER_OFFSET_JSON,
     SUBSCRIPTION_GROUP_JSON,
@@ -47,7 +52,7 @@ from rocketq.broker.store.metadata import (
 )
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
 from rocketq.broker.topic_manager import TopicConfigManager
-from rocketq.client.remoting.codes import RequestCode
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.transport.aio import RemotingClient, RemotingServer
 
@@ -77,6 +82,8 @@ def build_context(config: BrokerConfig, store: Any, loop: asyncio.AbstractEventL
     groups = SubscriptionGroupManager(auto_create=config.auto_create_subscription_group,
                                       persist=persister(SUBSCRIPTION_GROUP_JSON))
     offsets = ConsumerOffsetManager()
+    delay_text = getattr(getattr(store, "config", None), "message_delay_level", None)
+    delay_levels_ms = tuple(parse_delay_levels(delay_text)) if isinstance(delay_text, str) else DEFAULT_DELAY_LEVELS_MS
     if config_dir is not None:
         topics.load(load_json_file(os.path.join(config_dir, TOPICS_JSON)))
         groups.load(load_json_file(os.path.join(config_dir, SUBSCRIPTION_GROUP_JSON)))
@@ -99,6 +106,7 @@ def build_context(config: BrokerConfig, store: Any, loop: asyncio.AbstractEventL
                                       capacity=config.pull_thread_pool_queue_capacity,
                                       max_wait_ms=config.wait_time_ms_in_pull_queue),
         query_executor=BoundedExecutor("query", threads=2, capacity=config.query_thread_pool_queue_capacity),
+        delay_levels_ms=delay_levels_ms,
     )
 
 
@@ -113,10 +121,17 @@ def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
     admin = AdminProcessor(ctx)
     stats = StatsProcessor(ctx)
     rebalance = RebalanceProcessor(ctx)
+    send_back = SendMessageBackProcessor(ctx).process
+
+    async def get_all_delay_offset(request: RemotingCommand, channel: Any) -> RemotingCommand:
+        doc = ctx.schedule.encode() if ctx.schedule is not None else {"offsetTable": {}}
+        return request.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
+
     rc = RequestCode
     return {
         rc.SEND_MESSAGE: send, rc.SEND_MESSAGE_V2: send, rc.SEND_BATCH_MESSAGE: send,
         rc.PULL_MESSAGE: pull, rc.LITE_PULL_MESSAGE: pull,
+        rc.CONSUMER_SEND_MSG_BACK: send_back, rc.GET_ALL_DELAY_OFFSET: get_all_delay_offset,
         rc.QUERY_MESSAGE: query.query_message, rc.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         rc.GET_MAX_OFFSET: offsets.get_max_offset, rc.GET_MIN_OFFSET: offsets.get_min_offset,
         rc.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset_by_timestamp,
@@ -171,6 +186,10 @@ class BrokerController:
                             on_ids_changed=self._notify_ids_changed)
         self.ctx = ctx
         self.store.add_arrival_listener(ctx.hold.arrival_listener)
+        if self.config.is_master:
+            ctx.schedule = ScheduleMessageService(self.store, list(ctx.delay_levels_ms), config_dir=self._config_dir,
+                                                  flush_interval_ms=self.config.flush_delay_offset_interval_ms)
+            await asyncio.to_thread(ctx.schedule.start)
         self.server = RemotingServer(
             host=self.config.bind_address, port=self.config.listen_port,
             max_inflight_per_connection=1024,
@@ -276,6 +295,11 @@ class BrokerController:
                 await self.persist_offsets()
             for ex in (ctx.send_executor, ctx.pull_executor, ctx.query_executor):
                 ex.shutdown(wait=True)
+            if ctx.schedule is not None:
+                try:
+                    await asyncio.to_thread(ctx.schedule.shutdown)
+                except Exception:
+                    log.exception("cannot persist the delay offsets")
         if self._client is not None:
             await self._client.close()
         if self.store is not None:

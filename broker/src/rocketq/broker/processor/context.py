@@ -28,6 +28,10 @@ from rocketq.client.remoting.headers import CommandHeader
 __all__ = ["BrokerContext", "BrokerStats", "parse_header", "peer_host"]
 
 _H = TypeVar("_H", bound=CommandHeader)
+DEFAULT_DELAY_LEVELS_MS: tuple[int, ...] = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000, 480_000,
+    540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+)
 
 
 @dataclass(slots=True)
@@ -60,6 +64,10 @@ class BrokerContext:
     query_executor: BoundedExecutor
     stats: BrokerStats = field(default_factory=BrokerStats)
     broker_permission: int = PERM_READ | PERM_WRITE
+    #: delay of each level in ms, level 1 first (the store's ``messageDelayLevel``)
+    delay_levels_ms: tuple[int, ...] = DEFAULT_DELAY_LEVELS_MS
+    #: the ScheduleMessageService (None on a slave or in tests without one)
+    schedule: Any = None
 
     @property
     def store_host(self) -> tuple[str, int]:

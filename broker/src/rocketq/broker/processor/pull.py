@@ -1,4 +1,4 @@
-"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling and tag filtering.
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling, tag and SQL92 filtering.
 
 Theory of operation: the request is checked (broker readable, subscription group, topic, queue
 id, subscription), the piggy-backed offset commit (sysFlag COMMIT_OFFSET) is applied, and the
@@ -9,6 +9,13 @@ or the client's smaller ``maxMsgBytes``), so a pull response is always bounded. 
 in the :class:`~rocketq.broker.long_polling.PullRequestHoldService` for up to
 ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when long polling is off) and re-read when a
 message arrives.  The response body is the records joined once into one ``bytes``.
+
+Filters: a TAG subscription is applied to the ConsumeQueue tag codes by the store; a SQL92
+subscription (``expressionType=SQL92``, only with ``enablePropertyFilter=true``) is compiled once
+(cached) and evaluated on each candidate record's properties by
+:func:`rocketq.broker.filter.message_filter.read_matching`; ``nextBeginOffset`` moves past the
+records it filtered out.  A disabled filter or an expression that does not parse is answered
+SUBSCRIPTION_PARSE_FAILED with a remark saying why (and where).
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from typing import Any
 
 from rocketq.broker.client_manager import SubscriptionData
 from rocketq.broker.executor import Busy
+from rocketq.broker.filter.expression import Node
+from rocketq.broker.filter.message_filter import FilteredRead, read_matching
+from rocketq.broker.filter.sql92 import Sql92ParseError, compile_sql92
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
@@ -49,9 +59,14 @@ _STATUS_CODES = {
 }
 
 
+Filter = frozenset[int] | Node | None  # tag codes, a compiled SQL92 expression, or everything
+
+
 def build_subscription(topic: str, sub_string: str | None, expression_type: str | None, sub_version: int) -> SubscriptionData:
-    """A TAG subscription from ``"TagA || TagB"`` (or ``*``), with Java hash codes."""
+    """A TAG subscription from ``"TagA || TagB"`` (or ``*``) with Java hash codes; SQL92 text as is."""
     text = (sub_string or "*").strip()
+    if (expression_type or "TAG").upper() == "SQL92":
+        return SubscriptionData(topic=topic, sub_string=text, sub_version=sub_version, expression_type="SQL92")
     if text in ("", "*"):
         return SubscriptionData(topic=topic, sub_string="*", sub_version=sub_version,
                                 expression_type=expression_type or "TAG")
@@ -82,7 +97,7 @@ class PullMessageProcessor:
         checked = self._check(request, header)
         if isinstance(checked, RemotingCommand):
             return checked
-        tag_codes = checked
+        msg_filter = checked
         ctx = self.ctx
         if header.sys_flag & FLAG_COMMIT_OFFSET and ctx.config.is_master:
             ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
@@ -91,7 +106,7 @@ class PullMessageProcessor:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while True:
             try:
-                response, code = await self._read(request, header, tag_codes)
+                response, code = await self._read(request, header, msg_filter)
             except Busy as busy:
                 ctx.stats.busy_rejects += 1
                 return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
@@ -113,8 +128,8 @@ class PullMessageProcessor:
             if not await asyncio.shield(future):
                 suspend = False  # timed out or shutdown: one last read, then answer
 
-    def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | frozenset[int] | None:
-        """A ready error response, or the tag codes to filter by (None = every message)."""
+    def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | Filter:
+        """A ready error response, or the filter to apply (None = every message)."""
         ctx = self.ctx
         if not ctx.readable:
             return request.make_response(
@@ -148,12 +163,27 @@ class PullMessageProcessor:
         sub = self._subscription(request, header)
         if isinstance(sub, RemotingCommand):
             return sub
-        if sub.expression_type.upper() != "TAG":
+        expression_type = sub.expression_type.upper()
+        if expression_type == "SQL92":
+            return self._sql92(request, sub.sub_string)
+        if expression_type != "TAG":
             return request.make_response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                 f"The broker does not support consumer to filter message by {sub.expression_type}",
             )
         return None if sub.is_all else sub.code_set
+
+    def _sql92(self, request: RemotingCommand, text: str) -> RemotingCommand | Node:
+        if not self.ctx.config.enable_property_filter:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                "The broker does not support consumer to filter message by SQL92: set enablePropertyFilter=true "
+                "in broker.conf to enable SQL92 property filtering",
+            )
+        try:
+            return compile_sql92(text)
+        except Sql92ParseError as exc:
+            return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"{exc} in [{text}]")
 
     def _subscription(self, request: RemotingCommand, header: PullMessageRequestHeader) -> SubscriptionData | RemotingCommand:
         if header.sys_flag & FLAG_SUBSCRIPTION:
@@ -178,7 +208,7 @@ class PullMessageProcessor:
         return sub
 
     async def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
-                    tag_codes: frozenset[int] | None) -> tuple[RemotingCommand, ResponseCode]:
+                    msg_filter: Filter) -> tuple[RemotingCommand, ResponseCode]:
         ctx = self.ctx
         cfg = ctx.config
         max_nums = max(1, min(header.max_msg_nums, cfg.max_transfer_count_on_message_in_memory))
@@ -188,8 +218,12 @@ class PullMessageProcessor:
         store = ctx.store
 
         def read() -> tuple[Any, bytes]:
+            if isinstance(msg_filter, Node):
+                filtered = read_matching(store, header.consumer_group, header.topic, header.queue_id,
+                                         header.queue_offset, max_nums, max_bytes, msg_filter)
+                return filtered, filtered.body
             result = store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                       header.queue_offset, max_nums, max_bytes, tag_codes)
+                                       header.queue_offset, max_nums, max_bytes, msg_filter)
             try:
                 body = b"".join(result.buffers) if result.buffers else b""
             finally:
@@ -197,7 +231,7 @@ class PullMessageProcessor:
             return result, body
 
         result, body = await ctx.pull_executor.run(read)
-        status_name = result.status.name
+        status_name = result.status_name if isinstance(result, FilteredRead) else result.status.name
         code = response_code_for(status_name, header.queue_offset)
         response_header = PullMessageResponseHeader(
             suggest_which_broker_id=MASTER_ID,

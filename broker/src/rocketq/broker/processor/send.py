@@ -13,6 +13,12 @@ SERVICE_NOT_AVAILABLE                  SERVICE_NOT_AVAILABLE (14)
 OS_PAGE_CACHE_BUSY                     SYSTEM_BUSY ``[PC_SYNCHRONIZED]…``
 CREATE_MAPPED_FILE_FAILED, UNKNOWN     SYSTEM_ERROR
 =====================================  ===================================================
+
+Before the put, a message for ``%RETRY%<group>`` whose ``reconsumeTimes`` reached the group's
+maximum goes to ``%DLQ%<group>`` instead (the client's fallback when CONSUMER_SEND_MSG_BACK
+failed), and a message with a ``DELAY`` level is rewritten to SCHEDULE_TOPIC_XXXX
+(:func:`rocketq.broker.schedule.delay.apply_delay_level`).  The response still names the
+requested queue id, with the queue offset of the stored (possibly SCHEDULE_TOPIC_XXXX) record.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, peer_host
+from rocketq.broker.processor.send_back import DLQ_QUEUE_NUMS, dlq_topic, max_reconsume_times
+from rocketq.broker.schedule.delay import apply_delay_level
 from rocketq.broker.topic_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -116,8 +124,30 @@ class SendMessageProcessor:
                 )
         if _PROPERTY_CLUSTER not in properties:
             properties += f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
-        msg = self._to_store(header, channel, queue_id, request.body, properties, header.flag)
+        routed = self._route(request, header, queue_id, properties)
+        if isinstance(routed, RemotingCommand):
+            return routed
+        topic, store_queue_id, properties = routed
+        msg = self._to_store(header, channel, store_queue_id, request.body, properties, header.flag, topic=topic)
         return await self._put(request, [msg], batch=False, queue_id=queue_id)
+
+    def _route(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+               properties: str) -> tuple[str, int, str] | RemotingCommand:
+        """Where the message is stored: its topic, the group's DLQ, or SCHEDULE_TOPIC_XXXX."""
+        topic = header.topic
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            sgc = self.ctx.groups.find(group)
+            if sgc is None:
+                return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                             f"subscription group not exist, {group} {_FAQ}")
+            if (header.reconsume_times or 0) >= max_reconsume_times(sgc, header.max_reconsume_times):
+                topic = self.ctx.topics.create_retry_topic(dlq_topic(group), DLQ_QUEUE_NUMS).topic_name
+                queue_id = random.randrange(DLQ_QUEUE_NUMS)
+                props = decode_properties(properties)
+                props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+                return topic, queue_id, encode_properties(props)
+        return apply_delay_level(topic, queue_id, properties, len(self.ctx.delay_levels_ms))
 
     # ------------------------------------------------------------------ checks
     def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> tuple[RemotingCommand | None, TopicConfig | None]:
@@ -184,7 +214,7 @@ class SendMessageProcessor:
 
     # ------------------------------------------------------------------ store
     def _to_store(self, header: SendMessageRequestHeader, channel: Any, queue_id: int, body: bytes,
-                  properties: str, flag: int) -> Any:
+                  properties: str, flag: int, *, topic: str | None = None) -> Any:
         from rocketq.broker.store.message_store import MessageToStore
 
         sys_flag = header.sys_flag & ~int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
@@ -194,7 +224,7 @@ class SendMessageProcessor:
         if ":" in self.ctx.store_host[0]:
             sys_flag |= int(SysFlag.STOREHOST_V6)
         return MessageToStore(
-            topic=header.topic,
+            topic=topic or header.topic,
             queue_id=queue_id,
             flag=flag,
             body=body,
