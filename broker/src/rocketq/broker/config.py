@@ -117,6 +117,11 @@ class BrokerConfig:
     # delay levels, retry, filters (the levels themselves are the store key messageDelayLevel)
     flush_delay_offset_interval_ms: int = 10_000
     enable_property_filter: bool = False
+    # transactional messages (half messages, check-back; see docs/transactions.md)
+    transaction_timeout_ms: int = 6_000
+    transaction_check_max: int = 15
+    transaction_check_interval_ms: int = 60_000
+    reject_transaction_message: bool = False
     # raw camelCase store keys, converted by build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
@@ -137,6 +142,9 @@ class BrokerConfig:
             ("maxTransferCountOnMessageInMemory", self.max_transfer_count_on_message_in_memory),
             ("maxTransferBytesOnMessageInMemory", self.max_transfer_bytes_on_message_in_memory),
             ("flushDelayOffsetInterval", self.flush_delay_offset_interval_ms),
+            ("transactionTimeOut", self.transaction_timeout_ms),
+            ("transactionCheckMax", self.transaction_check_max),
+            ("transactionCheckInterval", self.transaction_check_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
         for addr in self.namesrv_addr:
@@ -265,6 +273,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "flushConsumerOffsetInterval": ("flush_consumer_offset_interval_ms", _parse_int),
     "flushDelayOffsetInterval": ("flush_delay_offset_interval_ms", _parse_int),
     "enablePropertyFilter": ("enable_property_filter", _parse_bool),
+    "transactionTimeOut": ("transaction_timeout_ms", _parse_int),
+    "transactionCheckMax": ("transaction_check_max", _parse_int),
+    "transactionCheckInterval": ("transaction_check_interval_ms", _parse_int),
+    "rejectTransactionMessage": ("reject_transaction_message", _parse_bool),
 }
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.

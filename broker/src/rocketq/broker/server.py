@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketq.broker.processor.context import DEFAULT_DELAY_LEVELS_MS, BrokerContext
+from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.processor.offsets import OffsetQueryProcessor
 from rocketq.broker.processor.pull import PullMessageProcessor
 from rocketq.broker.processor.query import QueryMessageProcessor
@@ -51,7 +53,10 @@ from rocketq.broker.store.metadata import (
     persist_json_file,
 )
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
-from rocketq.broker.topic_manager import TopicConfigManager
+from rocketq.broker.topic_manager import TRANS_CHECK_MAX_TIME_TOPIC, TopicConfigManager
+from rocketq.broker.transaction.check_service import TransactionCheckService
+from rocketq.broker.transaction.config import TransactionConfig
+from rocketq.broker.transaction.service import TransactionalMessageService
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.transport.aio import RemotingClient, RemotingServer
@@ -127,8 +132,16 @@ def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
         doc = ctx.schedule.encode() if ctx.schedule is not None else {"offsetTable": {}}
         return request.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
+    async def end_transaction(request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        if ctx.txn is None:
+            return None if request.is_oneway else request.make_response(
+                ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] does not serve transactions (slave?)")
+        return await process_end_transaction(ctx.txn, request, offload=ctx.send_executor.run,
+                                             is_slave=not ctx.config.is_master)
+
     rc = RequestCode
     return {
+        rc.END_TRANSACTION: end_transaction,
         rc.SEND_MESSAGE: send, rc.SEND_MESSAGE_V2: send, rc.SEND_BATCH_MESSAGE: send,
         rc.PULL_MESSAGE: pull, rc.LITE_PULL_MESSAGE: pull,
         rc.CONSUMER_SEND_MSG_BACK: send_back, rc.GET_ALL_DELAY_OFFSET: get_all_delay_offset,
@@ -169,6 +182,7 @@ class BrokerController:
         self._notify_tasks: set[asyncio.Task[None]] = set()
         self._config_dir = ""
         self._stopped = False
+        self._txn_checker: TransactionCheckService | None = None
 
     @property
     def broker_addr(self) -> str:
@@ -190,6 +204,7 @@ class BrokerController:
             ctx.schedule = ScheduleMessageService(self.store, list(ctx.delay_levels_ms), config_dir=self._config_dir,
                                                   flush_interval_ms=self.config.flush_delay_offset_interval_ms)
             await asyncio.to_thread(ctx.schedule.start)
+            await self._start_transactions(ctx, loop)
         self.server = RemotingServer(
             host=self.config.bind_address, port=self.config.listen_port,
             max_inflight_per_connection=1024,
@@ -216,6 +231,33 @@ class BrokerController:
         log.info("broker %s listening on %s:%d, advertised as %s", self.config.broker_name, host, port,
                  self.broker_addr)
         return host, port
+
+    async def _start_transactions(self, ctx: BrokerContext, loop: asyncio.AbstractEventLoop) -> None:
+        """Rebuild the half-message state from the log and start the check-back thread."""
+        cfg = self.config
+        txn = TransactionalMessageService(self.store, TransactionConfig(
+            transaction_timeout_ms=cfg.transaction_timeout_ms, transaction_check_max=cfg.transaction_check_max,
+            transaction_check_interval_ms=cfg.transaction_check_interval_ms), offsets=ctx.offsets)
+        await asyncio.to_thread(txn.recover)
+        ctx.txn = txn
+        ctx.topics.create_retry_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+
+        def send_check(group: str, body: bytes, header: Any) -> bool:
+            # Runs on the check thread: pick a live producer of the group, send on the loop, never block.
+            try:
+                infos = list(ctx.producers.get(group).values())
+            except RuntimeError:  # the table changed under us; the next pass retries
+                return False
+            if not infos:
+                return False
+            cmd = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body=body,
+                                          oneway=True)
+            channel = random.choice(infos).channel
+            asyncio.run_coroutine_threadsafe(self._oneway(channel, cmd), loop)
+            return True
+
+        self._txn_checker = TransactionCheckService(txn, send_check)
+        self._txn_checker.start()
 
     def _identity(self) -> tuple[str, str, str, int, str]:
         cfg = self.config
@@ -290,6 +332,8 @@ class BrokerController:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._txn_checker is not None:
+            await asyncio.to_thread(self._txn_checker.shutdown)
         if ctx is not None:
             with contextlib.suppress(Exception):
                 await self.persist_offsets()

@@ -68,6 +68,8 @@ class BrokerContext:
     delay_levels_ms: tuple[int, ...] = DEFAULT_DELAY_LEVELS_MS
     #: the ScheduleMessageService (None on a slave or in tests without one)
     schedule: Any = None
+    #: the TransactionalMessageService (None on a slave or in tests without one)
+    txn: Any = None
 
     @property
     def store_host(self) -> tuple[str, int]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rocketq.broker.executor import Busy
@@ -115,13 +115,13 @@ class SendMessageProcessor:
         error = self._check_sizes(request, len(request.body), len(properties.encode("utf-8")))
         if error is not None:
             return error
-        if MessageConst.TRANSACTION_PREPARED in properties:
-            props = decode_properties(properties)
-            if props.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
-                return request.make_response(
-                    ResponseCode.NO_PERMISSION,
-                    f"the broker[{self.ctx.broker_addr}] sending transaction message is forbidden",
-                )
+        prepared = MessageConst.TRANSACTION_PREPARED in properties and decode_properties(properties).get(
+            MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
+        if prepared and (self.ctx.txn is None or self.ctx.config.reject_transaction_message):
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.ctx.broker_addr}] sending transaction message is forbidden",
+            )
         if _PROPERTY_CLUSTER not in properties:
             properties += f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
         routed = self._route(request, header, queue_id, properties)
@@ -129,6 +129,10 @@ class SendMessageProcessor:
             return routed
         topic, store_queue_id, properties = routed
         msg = self._to_store(header, channel, store_queue_id, request.body, properties, header.flag, topic=topic)
+        if prepared:
+            # A half message: stored in RMQ_SYS_TRANS_HALF_TOPIC until END_TRANSACTION (docs/transactions.md).
+            txn = self.ctx.txn
+            return await self._put(request, [msg], batch=False, queue_id=queue_id, put=lambda: txn.prepare(msg))
         return await self._put(request, [msg], batch=False, queue_id=queue_id)
 
     def _route(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
@@ -263,14 +267,14 @@ class SendMessageProcessor:
             msgs.append(self._to_store(header, channel, queue_id, body, props, flag))
         return await self._put(request, msgs, batch=True, queue_id=queue_id)
 
-    async def _put(self, request: RemotingCommand, msgs: Sequence[Any], *, batch: bool, queue_id: int) -> RemotingCommand:
+    async def _put(self, request: RemotingCommand, msgs: Sequence[Any], *, batch: bool, queue_id: int,
+                   put: Callable[[], Any] | None = None) -> RemotingCommand:
         store = self.ctx.store
         started = time.monotonic()
+        if put is None:
+            put = (lambda: store.put_messages(msgs)) if batch else (lambda: store.put_message(msgs[0]))
         try:
-            if batch:
-                result = await self.ctx.send_executor.run(lambda: store.put_messages(msgs))
-            else:
-                result = await self.ctx.send_executor.run(lambda: store.put_message(msgs[0]))
+            result = await self.ctx.send_executor.run(put)
         except Busy as busy:
             self.ctx.stats.busy_rejects += 1
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
