@@ -226,6 +226,29 @@ class MQClientAPI:
             trace_on=rh.trace_on is not False,
         )
 
+    async def end_transaction(
+        self,
+        addr: str,
+        header: h.EndTransactionRequestHeader,
+        remark: str | None = None,
+        *,
+        oneway: bool = True,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """END_TRANSACTION (37): commit, roll back or report "unknown" for a half message.
+
+        Oneway by default, as Java's ``endTransactionOneway`` (the broker answers nothing and a
+        lost request is recovered by the broker's check-back); ``oneway=False`` waits for the
+        answer and raises MQBrokerError when it is not SUCCESS.  ``remark`` carries the text of a
+        local-transaction failure, as the Java client does.
+        """
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=oneway)
+        cmd.remark = remark
+        if oneway:
+            await self.invoke_oneway(addr, cmd)
+        else:
+            self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+
     # ------------------------------------------------------------------ pull and offsets
 
     async def pull_message(
@@ -501,6 +524,17 @@ class BlockingMQClientAPI:
         return self._loop.run(
             self.api.send_message(addr, broker_name, msg, header, timeout_ms, body=body, msg_id=msg_id)
         )
+
+    def end_transaction(
+        self,
+        addr: str,
+        header: h.EndTransactionRequestHeader,
+        remark: str | None = None,
+        *,
+        oneway: bool = True,
+        timeout_ms: int | None = None,
+    ) -> None:
+        self._loop.run(self.api.end_transaction(addr, header, remark, oneway=oneway, timeout_ms=timeout_ms))
 
     def pull_message(
         self,

@@ -14,6 +14,11 @@ on it.  Its background tasks are the ones RocketMQ runs:
   NOTIFY_CONSUMER_IDS_CHANGED: rebalance each consumer.
 
 A member is any object with the small interface of :class:`Member` (producers and consumers).
+Brokers call the client back over the same connections: NOTIFY_CONSUMER_IDS_CHANGED (rebalance
+now), RESET_CONSUMER_CLIENT_OFFSET (handed to the group's consumer) and CHECK_TRANSACTION_STATE
+(decoded and handed to the ``check_transaction_state`` of the producer of the half message's
+``PGROUP``; that producer must be in the HeartbeatData's producerDataSet, which every registered
+producer is, so that the broker has a live channel of the group to ask).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from rocketq.client.errors import NoRouteError, RocketQError
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.message import iter_stored_messages
+from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import TopicRouteData
 
 __all__ = ["ClientInstance", "Member"]
@@ -81,6 +88,7 @@ class ClientInstance:
         self._closed = False
         self.api.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self.api.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        self.api.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
 
     @property
     def client_id(self) -> str:
@@ -243,6 +251,11 @@ class ClientInstance:
                 except RocketQError as exc:
                     log.warning("heartbeat to %s (%s) failed: %s", broker_name, addr, exc)
 
+    async def send_heartbeat_to(self, addr: str) -> None:
+        """One HEART_BEAT with every member's data to ``addr`` (a broker just started using)."""
+        body, _ = self.heartbeat_body()
+        await self.api.send_heartbeat(addr, body)
+
     async def unregister_from_brokers(
         self, *, producer_group: str | None = None, consumer_group: str | None = None
     ) -> None:
@@ -272,3 +285,34 @@ class ClientInstance:
 
             await reset(header.topic, parse_offset_table(cmd.body))
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _on_check_transaction_state(self, cmd: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        """CHECK_TRANSACTION_STATE (oneway): hand the half message to its group's producer.
+
+        As Java's ClientRemotingProcessor, nothing is ever answered here: the producer replies
+        later with a oneway END_TRANSACTION (``fromTransactionCheck=true``) to the asking broker.
+        """
+        peer = getattr(channel, "remote_address", "?")
+        try:
+            header = h.CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
+            msg = next(iter_stored_messages(cmd.body), None)
+        except Exception as exc:  # bad bytes from the wire: log, never answer
+            log.warning("CHECK_TRANSACTION_STATE from %s cannot be decoded: %s", peer, exc)
+            return None
+        if msg is None:
+            log.warning("CHECK_TRANSACTION_STATE from %s carries no message", peer)
+            return None
+        group = msg.properties.get(MessageConst.PRODUCER_GROUP)
+        member = self.members.get(group) if group else None
+        check = getattr(member, "check_transaction_state", None)
+        if check is None:
+            log.warning(
+                "CHECK_TRANSACTION_STATE from %s for group %r: no transaction producer of that "
+                "group on client %s",
+                peer,
+                group,
+                self.client_id,
+            )
+            return None
+        check(peer, msg, header)
+        return None

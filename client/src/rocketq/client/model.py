@@ -8,6 +8,8 @@ goes on the wire (B.6).  ``MessageExt`` is a received message: the decoded Commi
 broker's.  ``PullResult`` keeps the raw pull body and decodes it lazily, on first access to
 ``messages``: decompressed, tag-filtered client-side when the pull had a tag subscription (the
 broker filters by tag *hash*, which can collide), and stamped with ``MIN_OFFSET``/``MAX_OFFSET``.
+``LocalTransactionState`` and ``TransactionSendResult`` are the transactional producer's outcome
+types (the state's ``commit_or_rollback`` is the END_TRANSACTION wire value).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import MessageQueue
 
 __all__ = [
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageQueue",
@@ -30,6 +33,7 @@ __all__ = [
     "PullStatus",
     "SendResult",
     "SendStatus",
+    "TransactionSendResult",
 ]
 
 MessageExt = StoredMessage
@@ -128,6 +132,35 @@ class SendResult:
     transaction_id: str | None = None
     region_id: str | None = None
     trace_on: bool = True
+
+
+class LocalTransactionState(enum.Enum):
+    """What a local transaction (or a check of it) decided; RocketMQ spells the last one UNKNOW."""
+
+    COMMIT_MESSAGE = "COMMIT_MESSAGE"
+    ROLLBACK_MESSAGE = "ROLLBACK_MESSAGE"
+    UNKNOW = "UNKNOW"
+
+    @property
+    def commit_or_rollback(self) -> int:
+        """END_TRANSACTION's ``commitOrRollback``: 8 commit, 12 rollback, 0 not yet known."""
+        return _COMMIT_OR_ROLLBACK[self]
+
+
+_COMMIT_OR_ROLLBACK = {
+    LocalTransactionState.COMMIT_MESSAGE: 0x8,  # MessageSysFlag.TRANSACTION_COMMIT_TYPE
+    LocalTransactionState.ROLLBACK_MESSAGE: 0xC,  # TRANSACTION_ROLLBACK_TYPE
+    LocalTransactionState.UNKNOW: 0x0,  # TRANSACTION_NOT_TYPE
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSendResult(SendResult):
+    """Result of ``send_message_in_transaction``: the half message's SendResult plus the state the
+    local transaction returned (what END_TRANSACTION told the broker).  ``msg_id`` and
+    ``transaction_id`` are both the message's UNIQ_KEY."""
+
+    local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
 
 
 class PullStatus(enum.Enum):

@@ -1,7 +1,14 @@
-"""Producers: :class:`AsyncProducer` (asyncio) and :class:`Producer` (blocking), selectors, results."""
+"""Producers: :class:`AsyncProducer` (asyncio) and :class:`Producer` (blocking), their transactional
+kinds :class:`AsyncTransactionProducer` / :class:`TransactionProducer`, selectors, results."""
 
-from rocketq.client.model import Message, SendResult, SendStatus
-from rocketq.client.producer.blocking import Producer
+from rocketq.client.model import (
+    LocalTransactionState,
+    Message,
+    SendResult,
+    SendStatus,
+    TransactionSendResult,
+)
+from rocketq.client.producer.blocking import Producer, TransactionProducer
 from rocketq.client.producer.core import AsyncProducer
 from rocketq.client.producer.selector import (
     MessageQueueSelector,
@@ -9,9 +16,12 @@ from rocketq.client.producer.selector import (
     SelectMessageQueueByRandom,
     SelectMessageQueueByRoundRobin,
 )
+from rocketq.client.producer.transaction import AsyncTransactionProducer, TransactionListener
 
 __all__ = [
     "AsyncProducer",
+    "AsyncTransactionProducer",
+    "LocalTransactionState",
     "Message",
     "MessageQueueSelector",
     "Producer",
@@ -20,4 +30,7 @@ __all__ = [
     "SelectMessageQueueByRoundRobin",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -4,23 +4,38 @@ Every method submits the matching coroutine of :class:`~rocketq.client.producer.
 to the process's client event-loop thread (:mod:`rocketq.client.loop`) and waits for it, so the
 blocking and asyncio producers share one implementation.  ``send_async`` returns a
 ``concurrent.futures.Future``; its callbacks run on the loop thread, so keep them short.
-(``TransactionProducer`` will subclass this with the two-phase send.)
+
+:class:`TransactionProducer` adds the two-phase send of
+:class:`~rocketq.client.producer.transaction.AsyncTransactionProducer`, step by step: the half
+message is sent and the transaction ended on the loop, while the local transaction runs in the
+caller's thread (as Java runs it), so thread-bound resources such as a database session work.
+Check-backs run in the async producer's check thread pool.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from rocketq.client.config import ProducerConfig
+from rocketq.client.errors import MQClientError
 from rocketq.client.loop import acquire_loop, release_loop
-from rocketq.client.model import Message, SendResult
+from rocketq.client.model import LocalTransactionState, Message, SendResult, SendStatus, TransactionSendResult
 from rocketq.client.producer.core import AsyncProducer
 from rocketq.client.producer.selector import MessageQueueSelector
+from rocketq.client.producer.transaction import (
+    DEFAULT_CHECK_REQUEST_HOLD_MAX,
+    AsyncTransactionProducer,
+    CheckListener,
+    LocalTransaction,
+    TransactionListener,
+    run_local_transaction,
+)
 from rocketq.client.remoting.route import MessageQueue
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "TransactionProducer"]
 
 
 class Producer:
@@ -34,7 +49,7 @@ class Producer:
         self._loop = acquire_loop()
 
         async def make() -> AsyncProducer:
-            return AsyncProducer(namesrv_addr, config, **settings)
+            return self._new_async_producer(namesrv_addr, config, settings)
 
         try:
             self._producer = self._loop.run(make())
@@ -42,6 +57,12 @@ class Producer:
             release_loop(self._loop)
             raise
         self._released = False
+
+    def _new_async_producer(
+        self, namesrv_addr: str | Sequence[str], config: ProducerConfig | None, settings: dict[str, Any]
+    ) -> AsyncProducer:
+        """Build the asyncio twin (runs on the loop thread); subclasses build their own kind."""
+        return AsyncProducer(namesrv_addr, config, **settings)
 
     @property
     def config(self) -> ProducerConfig:
@@ -128,3 +149,72 @@ class Producer:
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self._producer.fetch_publish_message_queues(topic))
+
+
+class TransactionProducer(Producer):
+    """Blocking transactional producer (Java's TransactionMQProducer); see AsyncTransactionProducer.
+
+    ``send_message_in_transaction(msg, local_transaction, arg)`` runs ``local_transaction`` in the
+    calling thread; ``check_listener`` (or ``transaction_listener.check_local_transaction``) runs in
+    a pool of ``check_thread_pool_max_size`` threads when a broker checks a transaction back.
+    """
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        config: ProducerConfig | None = None,
+        *,
+        transaction_listener: TransactionListener | None = None,
+        check_listener: CheckListener | None = None,
+        check_thread_pool_min_size: int = 1,
+        check_thread_pool_max_size: int = 1,
+        check_request_hold_max: int = DEFAULT_CHECK_REQUEST_HOLD_MAX,
+        **settings: Any,
+    ) -> None:
+        self._tx_options: dict[str, Any] = {
+            "transaction_listener": transaction_listener,
+            "check_listener": check_listener,
+            "check_thread_pool_min_size": check_thread_pool_min_size,
+            "check_thread_pool_max_size": check_thread_pool_max_size,
+            "check_request_hold_max": check_request_hold_max,
+        }
+        super().__init__(namesrv_addr, config, **settings)
+
+    def _new_async_producer(
+        self, namesrv_addr: str | Sequence[str], config: ProducerConfig | None, settings: dict[str, Any]
+    ) -> AsyncProducer:
+        return AsyncTransactionProducer(namesrv_addr, config, **self._tx_options, **settings)
+
+    @property
+    def async_producer(self) -> AsyncTransactionProducer:
+        producer = self._producer
+        assert isinstance(producer, AsyncTransactionProducer)
+        return producer
+
+    def __enter__(self) -> TransactionProducer:
+        self.start()
+        return self
+
+    def send_message_in_transaction(
+        self,
+        msg: Message,
+        local_transaction: LocalTransaction | None = None,
+        arg: Any = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> TransactionSendResult:
+        """Send a half message, run ``local_transaction(msg, arg)`` here, end the transaction.
+
+        The function returns a LocalTransactionState (None or an exception = UNKNOW: the broker
+        checks back later).  Raises when the half message cannot be sent.
+        """
+        producer = self.async_producer
+        fn = producer.local_transaction_of(local_transaction)
+        if inspect.iscoroutinefunction(fn):
+            raise MQClientError("a coroutine local transaction needs AsyncTransactionProducer")
+        half, result = self._loop.run(producer.send_half_message(msg, timeout_ms=timeout_ms))
+        if result.send_status is SendStatus.SEND_OK:
+            state, error = run_local_transaction(fn, half, arg)
+        else:
+            state, error = LocalTransactionState.ROLLBACK_MESSAGE, None
+        return self._loop.run(producer.end_transaction(half, result, state, error))

@@ -27,7 +27,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rocketq.client.config import CompressionType, ProducerConfig
-from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, RemotingError, RocketQError
+from rocketq.client.errors import (
+    MQBrokerError,
+    MQClientError,
+    NoRouteError,
+    RemotingConnectError,
+    RemotingError,
+    RocketQError,
+)
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Message, SendResult
 from rocketq.client.producer.batch import EncodedBatch, prepare_batches
@@ -334,9 +341,20 @@ class AsyncProducer:
         return result
 
     async def _send_default(
-        self, msg: Message, retries: int, timeout_ms: int, *, batch: EncodedBatch | None = None
+        self,
+        msg: Message,
+        retries: int,
+        timeout_ms: int,
+        *,
+        batch: EncodedBatch | None = None,
+        retry_if_maybe_stored: bool = True,
     ) -> SendResult:
-        """sendDefaultImpl: up to 1 + retries attempts, another broker each time, one deadline."""
+        """sendDefaultImpl: up to 1 + retries attempts, another broker each time, one deadline.
+
+        ``retry_if_maybe_stored=False`` (transaction half messages) retries only failures that
+        certainly stored nothing (no connection, a refusal by the broker, no route): after a
+        timeout or a lost connection, or a stored-but-not-OK status, a second copy could be stored.
+        """
         self._check_running()
         if batch is None:
             self._validate(msg)
@@ -359,6 +377,8 @@ class AsyncProducer:
             except (RemotingError, MQClientError) as exc:
                 self._record_latency(mq, start, isolation=True)
                 last_error = exc
+                if not retry_if_maybe_stored and _maybe_stored(exc):
+                    break
                 info = await self._after_failure(msg.topic, info)
                 continue
             except MQBrokerError as exc:
@@ -373,6 +393,7 @@ class AsyncProducer:
             if (
                 result.send_status.value != "SEND_OK"
                 and self.config.retry_another_broker_when_not_store_ok
+                and retry_if_maybe_stored
                 and attempt < retries
             ):
                 continue
@@ -413,6 +434,8 @@ class AsyncProducer:
                 assert self._uniq is not None
                 props[MessageConst.UNIQ_KEY] = self._uniq.next_id()
             body, sys_flag = self._maybe_compress(msg.body)
+            if props.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
+                sys_flag |= int(SysFlag.TRANSACTION_PREPARED)  # a half message (Boolean.parseBoolean)
             msg_id = props[MessageConst.UNIQ_KEY]
         reconsume_times: int | None = None
         max_reconsume: int | None = None
@@ -457,6 +480,11 @@ class AsyncProducer:
         if c.compression_type is CompressionType.ZLIB:
             return data, int(SysFlag.COMPRESSED)  # 4.x flags zlib by bit 0 alone
         return data, with_compression(0, c.compression_type)
+
+
+def _maybe_stored(exc: BaseException) -> bool:
+    """Whether a failed send may nevertheless have reached the broker (sent, then no answer)."""
+    return isinstance(exc, RemotingError) and not isinstance(exc, RemotingConnectError)
 
 
 def _dispatch(
