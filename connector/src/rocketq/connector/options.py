@@ -1,0 +1,378 @@
+"""Parsing of the ``rocketmq`` data source options, once, into frozen dataclasses.
+
+Spark hands options over as a case-insensitive mapping of strings (keys arrive lower-cased).
+:func:`parse_source_options` and :func:`parse_sink_options` validate everything up front, on the
+driver when the query starts, and raise :class:`OptionError` naming the offending option.  The
+result is a frozen dataclass of plain values, so it pickles cheaply into executor tasks.
+
+Starting position precedence is Kafka's: ``startingTimestamp`` > ``startingOffsetsByTimestamp``
+> ``startingOffsets``; they only matter when a query starts without a checkpoint.
+docs/connector.md lists every option with its default.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rocketq.connector.errors import OptionError
+from rocketq.connector.offsets import OffsetMap
+
+SPARK_INJECTED = frozenset({"path", "checkpointlocation", "queryname"})
+TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+MAX_PULL_BYTES = 15 * 1024 * 1024  # a pull response must fit in one 16 MiB remoting frame
+DEFAULT_PULL_BATCH_SIZE = 8192
+DEFAULT_PULL_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_PULL_TIMEOUT_MS = 10_000
+DEFAULT_PRODUCER_GROUP = "spark-rocketmq-sink"
+DEFAULT_SEND_TIMEOUT_MS = 3000
+DEFAULT_SEND_RETRIES = 2
+DEFAULT_BATCH_MAX_MESSAGES = 1024
+DEFAULT_BATCH_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_INFLIGHT_QUEUES = 16
+
+SOURCE_KEYS = frozenset(
+    {
+        "nameserver", "namesrvaddr", "topic", "topicpattern", "group", "startingoffsets",
+        "startingtimestamp", "startingoffsetsbytimestamp", "endingoffsets", "maxmessagespertrigger",
+        "minmessagespertrigger", "maxtriggerdelay", "subexpression", "failondataloss",
+        "minpartitions", "maxpartitions", "pullbatchsize", "pullmaxbytes", "pulltimeoutms",
+        "commitoffsets",
+    }
+)  # fmt: skip
+SINK_KEYS = frozenset(
+    {
+        "nameserver", "namesrvaddr", "topic", "producergroup", "sendtimeoutms", "sendretries",
+        "batchmaxmessages", "batchmaxbytes", "deliveryguarantee", "maxinflightqueues",
+    }
+)  # fmt: skip
+
+
+class StartMode(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    COMMITTED = "committed"
+    OFFSETS = "offsets"  # explicit JSON
+    TIMESTAMP = "timestamp"  # one timestamp for every queue
+    TIMESTAMP_PER_QUEUE = "timestamp_per_queue"
+
+
+class DeliveryGuarantee(enum.Enum):
+    AT_LEAST_ONCE = "at_least_once"
+
+
+@dataclass(frozen=True, slots=True)
+class StartSpec:
+    """Where a query without a checkpoint (or a batch read) begins."""
+
+    mode: StartMode
+    offsets: OffsetMap | None = None  # OFFSETS (may hold -2/-1) and TIMESTAMP_PER_QUEUE (ms)
+    timestamp_ms: int | None = None  # TIMESTAMP
+
+
+@dataclass(frozen=True, slots=True)
+class EndSpec:
+    """Where a batch read stops: ``latest`` or explicit offsets (``-1`` = latest)."""
+
+    latest: bool = True
+    offsets: OffsetMap | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceOptions:
+    name_server: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    group: str
+    group_is_default: bool = True
+    starting: StartSpec = StartSpec(StartMode.LATEST)
+    ending: EndSpec = EndSpec()
+    max_messages_per_trigger: int | None = None
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    sub_expression: str = "*"
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_partitions: int = 2
+    pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+    pull_max_bytes: int = DEFAULT_PULL_MAX_BYTES
+    pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
+    commit_offsets: bool = True
+
+    def __post_init__(self) -> None:
+        if bool(self.topics) == bool(self.topic_pattern):
+            raise OptionError("topic", "give exactly one of 'topic' and 'topicPattern'")
+        if self.min_partitions is not None and self.min_partitions > self.max_partitions:
+            raise OptionError("minPartitions", f"{self.min_partitions} exceeds maxPartitions={self.max_partitions}")
+
+    @property
+    def tags(self) -> frozenset[str] | None:
+        """The tag set of ``subExpression``, or None for ``*`` (everything)."""
+        return parse_tag_expression(self.sub_expression)
+
+    def matches_topic(self, topic: str) -> bool:
+        if self.topic_pattern is not None:
+            return re.fullmatch(self.topic_pattern, topic) is not None
+        return topic in self.topics
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SinkOptions:
+    name_server: str
+    topic: str | None = None
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    send_retries: int = DEFAULT_SEND_RETRIES
+    batch_max_messages: int = DEFAULT_BATCH_MAX_MESSAGES
+    batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    max_inflight_queues: int = DEFAULT_MAX_INFLIGHT_QUEUES
+
+
+# -- small typed getters ---------------------------------------------------------------------
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    """Spark passes a case-insensitive dict; normalise any mapping to lower-case keys."""
+    return {str(k).lower(): v for k, v in options.items()}
+
+
+def _get(options: Mapping[str, str], key: str) -> str | None:
+    value = options.get(key.lower())
+    if value is None:
+        return None
+    value = str(value).strip()
+    return value or None
+
+
+def _int(options: Mapping[str, str], key: str, default: int | None, *, low: int = 0) -> int | None:
+    text = _get(options, key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(key, f"expected an integer, got {text!r}") from None
+    if value < low:
+        raise OptionError(key, f"must be >= {low}, got {value}")
+    return value
+
+
+def _req_int(options: Mapping[str, str], key: str, default: int, *, low: int = 0) -> int:
+    value = _int(options, key, default, low=low)
+    assert value is not None
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    text = _get(options, key)
+    if text is None:
+        return default
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise OptionError(key, f"expected true or false, got {text!r}")
+
+
+def parse_duration_ms(key: str, text: str) -> int:
+    """``"15m"``, ``"30s"``, ``"500ms"``, ``"1h"``, ``"2d"``; a bare number is milliseconds."""
+    match = _DURATION_RE.match(text)
+    if not match:
+        raise OptionError(key, f"expected a duration such as '30s', '15m' or '500ms', got {text!r}")
+    return int(match.group(1)) * _DURATION_UNITS_MS[(match.group(2) or "ms").lower()]
+
+
+def parse_tag_expression(expression: str) -> frozenset[str] | None:
+    """``"*"`` -> None; ``"TagA || TagB"`` -> {"TagA", "TagB"} (RocketMQ's TAG expression)."""
+    text = expression.strip()
+    if not text or text == "*":
+        return None
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    return tags or None
+
+
+def _check_unknown(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
+    for key in options:
+        low = str(key).lower()
+        if low not in known and low not in SPARK_INJECTED:
+            raise OptionError(str(key), f"unknown {what} option; known options: {', '.join(sorted(known))}")
+
+
+def _name_server(options: Mapping[str, str]) -> str:
+    value = _get(options, "nameServer") or _get(options, "namesrvAddr")
+    if value is None:
+        raise OptionError("nameServer", "required (the NameServer address, e.g. '127.0.0.1:9876')")
+    for addr in value.replace(",", ";").split(";"):
+        host, sep, port = addr.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise OptionError("nameServer", f"expected 'host:port[;host:port...]', got {value!r}")
+    return value
+
+
+# -- source ----------------------------------------------------------------------------------
+
+
+def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    topic_text = _get(options, "topic")
+    pattern = _get(options, "topicPattern")
+    if topic_text and pattern:
+        raise OptionError("topic", "give only one of 'topic' and 'topicPattern'")
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError("topicPattern", f"not a valid regular expression: {exc}") from None
+        return (), pattern
+    if not topic_text:
+        raise OptionError("topic", "required: a topic, several comma-separated, or use 'topicPattern'")
+    topics = tuple(sorted({t.strip() for t in topic_text.split(",") if t.strip()}))
+    for topic in topics:
+        if not TOPIC_RE.match(topic) or len(topic) > 127:
+            raise OptionError("topic", f"{topic!r} is not a valid RocketMQ topic name")
+    return topics, None
+
+
+def _offsets_json(key: str, text: str, *, allow_sentinels: bool) -> OffsetMap:
+    try:
+        return OffsetMap.from_json(text, allow_sentinels=allow_sentinels)
+    except ValueError as exc:
+        raise OptionError(key, f"{exc}; expected JSON like {{\"topic\": {{\"broker-a:0\": 42}}}}") from None
+
+
+def _starting(options: Mapping[str, str], *, batch: bool | None) -> StartSpec:
+    ts_text = _get(options, "startingTimestamp")
+    if ts_text is not None:
+        ts = _int(options, "startingTimestamp", None)
+        return StartSpec(StartMode.TIMESTAMP, timestamp_ms=ts)
+    by_ts = _get(options, "startingOffsetsByTimestamp")
+    if by_ts is not None:
+        return StartSpec(StartMode.TIMESTAMP_PER_QUEUE, offsets=_offsets_json("startingOffsetsByTimestamp", by_ts, allow_sentinels=False))
+    text = _get(options, "startingOffsets")
+    if text is None:
+        return StartSpec(StartMode.LATEST if batch is False else StartMode.EARLIEST)
+    if text.startswith("{"):
+        return StartSpec(StartMode.OFFSETS, offsets=_offsets_json("startingOffsets", text, allow_sentinels=True))
+    try:
+        mode = StartMode(text.lower())
+    except ValueError:
+        mode = StartMode.OFFSETS
+    if mode in (StartMode.OFFSETS, StartMode.TIMESTAMP, StartMode.TIMESTAMP_PER_QUEUE):
+        raise OptionError("startingOffsets", f"expected earliest, latest, committed or a JSON object, got {text!r}")
+    if batch and mode is StartMode.LATEST:
+        raise OptionError("startingOffsets", "'latest' is not allowed for batch reads (nothing would be read)")
+    return StartSpec(mode)
+
+
+def _ending(options: Mapping[str, str], *, batch: bool | None) -> EndSpec:
+    text = _get(options, "endingOffsets")
+    if text is None:
+        return EndSpec()
+    if batch is False:
+        raise OptionError("endingOffsets", "only applies to batch reads (spark.read), not to streaming")
+    if text.lower() == "latest":
+        return EndSpec()
+    if not text.startswith("{"):
+        raise OptionError("endingOffsets", f"expected 'latest' or a JSON object, got {text!r}")
+    offsets = _offsets_json("endingOffsets", text, allow_sentinels=True)
+    bad = [str(q) for q, o in offsets.items() if o == -2]
+    if bad:
+        raise OptionError("endingOffsets", f"-2 (earliest) is not allowed as an ending offset ({', '.join(bad)})")
+    return EndSpec(latest=False, offsets=offsets)
+
+
+def default_group(topics: tuple[str, ...], pattern: str | None, sub_expression: str) -> str:
+    """The consumer group used for committed offsets when ``group`` is not given.
+
+    Derived from what the query reads (topics or pattern, and the tag filter), so a restarted
+    query, and ``startingOffsets=committed`` in a new query over the same topics, use the same
+    group.  Give ``group`` explicitly when several queries read the same topics.
+    """
+    what = json.dumps({"topics": list(topics), "pattern": pattern, "sub": sub_expression.strip()}, sort_keys=True)
+    digest = hashlib.sha1(what.encode("utf-8")).hexdigest()[:12]
+    return f"spark-rocketmq-{digest}"
+
+
+def default_max_partitions() -> int:
+    """Default for ``maxPartitions``: the driver's CPU count, at least 2 (see docs/connector.md)."""
+    return max(2, os.cpu_count() or 2)
+
+
+def parse_source_options(options: Mapping[str, str], *, batch: bool | None = False) -> SourceOptions:
+    """Validate the source options.
+
+    ``batch=True`` applies spark.read rules (endingOffsets allowed, no 'latest' start),
+    ``False`` streaming rules, ``None`` only the checks common to both (used by ``schema()``,
+    which runs at ``load()`` before Spark says which kind of read it is).
+    """
+    options = _lower(options)
+    _check_unknown(options, SOURCE_KEYS, "source")
+    name_server = _name_server(options)
+    topics, pattern = _topics(options)
+    sub_expression = _get(options, "subExpression") or "*"
+    if "|" in sub_expression.replace("||", "") or sub_expression.strip().startswith("||"):
+        raise OptionError("subExpression", f"expected '*' or 'TagA || TagB', got {sub_expression!r}")
+    group = _get(options, "group")
+    max_parts = _req_int(options, "maxPartitions", default_max_partitions(), low=1)
+    min_parts = _int(options, "minPartitions", None, low=1)
+    delay_text = _get(options, "maxTriggerDelay")
+    max_rows = _int(options, "maxMessagesPerTrigger", None, low=1)
+    min_rows = _int(options, "minMessagesPerTrigger", None, low=1)
+    if max_rows is not None and min_rows is not None and min_rows > max_rows:
+        raise OptionError("minMessagesPerTrigger", f"{min_rows} exceeds maxMessagesPerTrigger={max_rows}")
+    pull_max_bytes = _req_int(options, "pullMaxBytes", DEFAULT_PULL_MAX_BYTES, low=1024)
+    if pull_max_bytes > MAX_PULL_BYTES:
+        raise OptionError("pullMaxBytes", f"must be <= {MAX_PULL_BYTES} (one remoting frame)")
+    return SourceOptions(
+        name_server=name_server,
+        topics=topics,
+        topic_pattern=pattern,
+        group=group or default_group(topics, pattern, sub_expression),
+        group_is_default=group is None,
+        starting=_starting(options, batch=batch),
+        ending=_ending(options, batch=batch),
+        max_messages_per_trigger=max_rows,
+        min_messages_per_trigger=min_rows,
+        max_trigger_delay_ms=(
+            parse_duration_ms("maxTriggerDelay", delay_text) if delay_text else DEFAULT_MAX_TRIGGER_DELAY_MS
+        ),
+        sub_expression=sub_expression.strip(),
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+        min_partitions=min_parts,
+        max_partitions=max(max_parts, min_parts or 0) if _get(options, "maxPartitions") is None else max_parts,
+        pull_batch_size=_req_int(options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, low=1),
+        pull_max_bytes=pull_max_bytes,
+        pull_timeout_ms=_req_int(options, "pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, low=100),
+        commit_offsets=_bool(options, "commitOffsets", True),
+    )
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Validate the sink options."""
+    options = _lower(options)
+    _check_unknown(options, SINK_KEYS, "sink")
+    topic = _get(options, "topic")
+    if topic is not None and not TOPIC_RE.match(topic):
+        raise OptionError("topic", f"{topic!r} is not a valid RocketMQ topic name")
+    guarantee = (_get(options, "deliveryGuarantee") or "atLeastOnce").replace("_", "").replace("-", "").lower()
+    if guarantee != "atleastonce":
+        raise OptionError("deliveryGuarantee", "only 'atLeastOnce' is supported by this version")
+    batch_bytes = _req_int(options, "batchMaxBytes", DEFAULT_BATCH_MAX_BYTES, low=1024)
+    if batch_bytes > 4 * 1024 * 1024:
+        raise OptionError("batchMaxBytes", "must be <= 4194304 (the broker's maxMessageSize)")
+    return SinkOptions(
+        name_server=_name_server(options),
+        topic=topic,
+        producer_group=_get(options, "producerGroup") or DEFAULT_PRODUCER_GROUP,
+        send_timeout_ms=_req_int(options, "sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS, low=1),
+        send_retries=_req_int(options, "sendRetries", DEFAULT_SEND_RETRIES, low=0),
+        batch_max_messages=_req_int(options, "batchMaxMessages", DEFAULT_BATCH_MAX_MESSAGES, low=1),
+        batch_max_bytes=batch_bytes,
+        max_inflight_queues=_req_int(options, "maxInflightQueues", DEFAULT_MAX_INFLIGHT_QUEUES, low=1),
+    )

@@ -1,0 +1,133 @@
+"""Executor side of the source: pull exactly the planned ranges and yield Arrow record batches.
+
+``read_partition`` runs in a Spark executor's Python worker on a pickled reader; it sees only the
+:class:`RocketMQInputPartition` (plain data) and the parsed options.  For each queue range
+``[start, end)`` it pulls from the broker with large requests (``pullBatchSize`` messages /
+``pullMaxBytes`` bytes), decodes each response in bulk (:mod:`rocketq.connector.records`) and
+yields one RecordBatch per pull, cut at ``end``.  Reading is deterministic: the same range gives
+the same rows, so a replayed micro-batch reads the same messages.
+
+Data loss.  The pull response carries the queue's current ``minOffset``; when the range starts
+below it (retention deleted the messages) or the broker reports the offset as illegal, the
+reader raises :class:`DataLossError` naming topic, queue and offsets, or with
+``failOnDataLoss=false`` logs a warning and continues from the first offset still stored.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+from rocketq.client.model import PullResult, PullStatus
+from rocketq.connector.access import BrokerAccess, executor_access
+from rocketq.connector.errors import DataLossError
+from rocketq.connector.offsets import QueueRef
+from rocketq.connector.options import SourceOptions
+from rocketq.connector.planning import QueueRange, RocketMQInputPartition
+from rocketq.connector.records import decode_pull_body
+
+log = logging.getLogger("rocketq.connector")
+
+# A pull that finds "no new message" below the planned end means the data is not there (yet):
+# the broker may still be dispatching it to the ConsumeQueue; give it this long before deciding.
+NO_NEW_MSG_GRACE_S = 5.0
+
+
+def _lost(opts: SourceOptions, queue: QueueRef, start: int, until: int, why: str) -> None:
+    detail = f"offsets [{start}, {until}) are no longer available ({why})"
+    if opts.fail_on_data_loss:
+        raise DataLossError(queue.topic, queue.key, detail)
+    log.warning("rocketmq source: skipping lost messages of %s: %s", queue, detail)
+
+
+class _Puller:
+    """Pulls for one partition, with one request prefetched while the previous one is decoded."""
+
+    def __init__(self, access: BrokerAccess, opts: SourceOptions) -> None:
+        self.access = access
+        self.opts = opts
+        self.pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocketmq-prefetch")
+        self.ahead: tuple[QueueRange, int, cf.Future[PullResult]] | None = None
+
+    def _pull(self, r: QueueRange, offset: int) -> PullResult:
+        queue = QueueRef(r.topic, r.broker_name, r.queue_id)
+        return self.access.pull(
+            queue, r.broker_addr, offset, group=self.opts.group, max_nums=min(self.opts.pull_batch_size, r.end - offset),
+            max_bytes=self.opts.pull_max_bytes, sub_expression=self.opts.sub_expression,
+            timeout_ms=self.opts.pull_timeout_ms,
+        )  # fmt: skip
+
+    def pull(self, r: QueueRange, offset: int) -> PullResult:
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[0] == r and ahead[1] == offset:
+            return ahead[2].result()
+        if ahead is not None:
+            ahead[2].cancel()
+        return self._pull(r, offset)
+
+    def prefetch(self, r: QueueRange, offset: int) -> None:
+        if offset < r.end:
+            self.ahead = (r, offset, self.pool.submit(self._pull, r, offset))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def read_range(puller: _Puller, opts: SourceOptions, r: QueueRange) -> Iterator[pa.RecordBatch]:
+    """Yield the rows of one queue range, one RecordBatch per pull."""
+    queue = QueueRef(r.topic, r.broker_name, r.queue_id)
+    tags = opts.tags
+    offset = r.start
+    waited_since: float | None = None
+    while offset < r.end:
+        res = puller.pull(r, offset)
+        if offset < res.min_offset and res.status is not PullStatus.NO_NEW_MSG:
+            _lost(opts, queue, offset, min(res.min_offset, r.end), f"the queue now starts at {res.min_offset}")
+            offset = res.min_offset
+            continue
+        if res.status is PullStatus.FOUND:
+            waited_since = None
+            if res.next_begin_offset > offset:
+                puller.prefetch(r, res.next_begin_offset)
+            chunk = decode_pull_body(res.body, topic=r.topic, broker_name=r.broker_name, end_offset=r.end, tags=tags)
+            if chunk.batch.num_rows:
+                yield chunk.batch
+            nxt = max(res.next_begin_offset, chunk.last_queue_offset + 1)
+        elif res.status is PullStatus.NO_MATCHED_MSG:
+            waited_since = None
+            nxt = res.next_begin_offset
+        elif res.status is PullStatus.OFFSET_ILLEGAL:
+            if offset >= res.max_offset:
+                _lost(opts, queue, max(offset, res.max_offset), r.end, f"the queue now ends at {res.max_offset}")
+                return
+            nxt = res.next_begin_offset
+        else:  # NO_NEW_MSG below the planned end
+            if offset < res.min_offset:
+                _lost(opts, queue, offset, min(res.min_offset, r.end), f"the queue now starts at {res.min_offset}")
+                offset = res.min_offset
+                continue
+            if res.max_offset <= offset:
+                now = time.monotonic()
+                waited_since = waited_since or now
+                if now - waited_since < NO_NEW_MSG_GRACE_S:
+                    time.sleep(0.05)
+                    continue
+                _lost(opts, queue, offset, r.end, f"the queue's max offset is {res.max_offset}")
+                return
+            nxt = res.next_begin_offset
+        if nxt <= offset:
+            raise DataLossError(queue.topic, queue.key, f"the broker did not advance past offset {offset} ({res.status})")
+        offset = nxt
+
+
+def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> Iterator[pa.RecordBatch]:
+    """``read()`` body shared by the stream and batch readers."""
+    puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms), opts)
+    try:
+        for r in partition.ranges:
+            yield from read_range(puller, opts, r)
+    finally:
+        puller.close()

@@ -1,0 +1,351 @@
+"""Bulk decoding of pulled record bytes into Arrow record batches in the source schema.
+
+A pull response body is the broker's CommitLog records concatenated (see the field diagram in
+:mod:`rocketq.client.remoting.message`).  The fast path here never builds a Python object per
+message: one Python loop finds the record starts (TOTALSIZE chain), then numpy gathers every
+fixed-position field for all records at once, bodies and properties are cut out of the buffer
+with a single mask, and the ``k\\x01v\\x02`` properties of all records are tokenised together into
+one Arrow ``map<string,string>`` column from which ``tags``, ``keys`` and ``uniqKey`` are taken.
+
+Theory of operation.  The fast path covers what a pull normally returns: IPv4 hosts and
+well-formed properties (each entry exactly one ``\\x01`` and one ``\\x02``, non-empty key and
+value, valid UTF-8).  Compressed bodies (zlib, LZ4) are decompressed one by one.  Anything else
+(IPv6 hosts, odd properties) goes through :func:`rocketq.client.remoting.message.
+decode_records_columnar`, the client's reference decoder, so both paths give the same rows; the
+unit tests compare them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+from rocketq.client.errors import MessageFormatError
+from rocketq.client.remoting.message import (
+    MAGIC_V1,
+    MAGIC_V2,
+    decode_records_columnar,
+    decompress_body,
+)
+from rocketq.client.remoting.properties import split_keys
+from rocketq.connector.schema import ARROW_SCHEMA
+
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+
+# Byte positions inside an IPv4 record (see rocketq.client.remoting.message).
+QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG = 12, 16, 20, 28, 36
+BORNTS, BORNHOST, STORETS, STOREHOST, RECONSUME, BODYLEN, BODY = 40, 48, 56, 64, 72, 84, 88
+_SIZE = struct.Struct(">i")
+_V6_BITS = 0x30
+_COMPRESSED = 0x1
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_TS_TYPE = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedChunk:
+    """Rows of one pull (after the range cut and tag filter) and where the pull stopped."""
+
+    batch: pa.RecordBatch
+    last_queue_offset: int  # queue offset of the last record decoded (before filtering), -1 if none
+    records_seen: int  # records inside the range (before the tag filter)
+
+
+def record_starts(buf: bytes | memoryview) -> list[int]:
+    """Start positions of the concatenated records (validates the TOTALSIZE chain)."""
+    starts: list[int] = []
+    append = starts.append
+    unpack = _SIZE.unpack_from
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        if pos + 4 > n:
+            raise MessageFormatError(f"truncated record at {pos}: {bytes(buf[pos:pos + 16]).hex()}")
+        size = unpack(buf, pos)[0]
+        if size < BODY + 3 or pos + size > n:
+            raise MessageFormatError(f"bad record size {size} at {pos}: {bytes(buf[pos:pos + 16]).hex()}")
+        append(pos)
+        pos += size
+    return starts
+
+
+# The fixed 88-byte head of an IPv4 record, read for all records at once as one structured array.
+_HEAD = np.dtype(
+    [
+        ("total", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+        ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
+        ("born_host", ">u8"), ("store_ts", ">i8"), ("store_host", ">u8"), ("reconsume", ">i4"),
+        ("prepared", ">i8"), ("body_len", ">i4"),
+    ]
+)  # fmt: skip
+assert _HEAD.itemsize == BODY
+assert _HEAD.fields is not None and _HEAD.fields["store_host"][1] == STOREHOST
+
+
+def _native(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    return column.astype(column.dtype.newbyteorder("="))
+
+
+def _slice_mask(total: int, starts: I64, lengths: I64) -> npt.NDArray[np.bool_]:
+    """Boolean mask over ``total`` bytes selecting the sorted, non-overlapping slices."""
+    n = len(starts)
+    segments = np.empty(2 * n + 1, dtype=np.int64)
+    ends = starts + lengths
+    segments[0] = starts[0] if n else total
+    if n:
+        segments[2:-1:2] = starts[1:] - ends[:-1]
+        segments[1:-1:2] = lengths
+        segments[-1] = total - ends[-1]
+    pattern = np.zeros(2 * n + 1, dtype=np.bool_)
+    pattern[1::2] = True
+    return np.repeat(pattern, segments)
+
+
+def gather_slices(a: U8, starts: I64, lengths: I64) -> tuple[U8, npt.NDArray[np.int32]]:
+    """Concatenate ``a[starts[i]:starts[i]+lengths[i]]`` (sorted, non-overlapping slices).
+
+    One ``np.repeat`` builds a byte mask and one boolean index copies the bytes: about 2 ns a
+    byte, where a Python slice per record would cost ~300 ns each.
+    """
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] == 0:
+        return np.zeros(0, dtype=np.uint8), offsets.astype(np.int32)
+    return a[_slice_mask(len(a), starts, lengths)], offsets.astype(np.int32)
+
+
+def read_heads(a: U8, starts: I64) -> npt.NDArray[Any]:
+    """The 88-byte heads of the records at ``starts`` as a structured array (IPv4 layout)."""
+    data, _ = gather_slices(a, starts, np.full(len(starts), BODY, dtype=np.int64))
+    return data.view(_HEAD)
+
+
+def _binary_array(typ: Any, data: U8, offsets: npt.NDArray[np.int32]) -> pa.Array:
+    return pa.Array.from_buffers(typ, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _constant_string(value: str, n: int) -> pa.Array:
+    raw = np.frombuffer(value.encode("utf-8"), dtype=np.uint8)
+    offsets = (np.arange(n + 1, dtype=np.int32) * len(raw)).astype(np.int32)
+    return _binary_array(pa.string(), np.tile(raw, n), offsets)
+
+
+def _hex_strings(raw: U8) -> pa.Array:
+    """Upper-case hex of each row of a (n, w) uint8 matrix, as a string array."""
+    n, width = raw.shape
+    out = np.empty((n, 2 * width), dtype=np.uint8)
+    out[:, 0::2] = _HEX[raw >> 4]
+    out[:, 1::2] = _HEX[raw & 0x0F]
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(2 * width)
+    return _binary_array(pa.string(), out.ravel(), offsets)
+
+
+def _host_strings(ip_port: npt.NDArray[np.uint64]) -> pa.Array:
+    """``"a.b.c.d:port"`` for packed ``ip << 32 | port`` values (few distinct values)."""
+    uniq, inverse = np.unique(ip_port, return_inverse=True)
+    labels = []
+    for v in uniq.tolist():
+        ip, port = v >> 32, v & 0xFFFFFFFF
+        labels.append(f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}:{port}")
+    indices = pa.array(inverse.astype(np.int32).ravel())
+    return pa.DictionaryArray.from_arrays(indices, pa.array(labels, pa.string())).dictionary_decode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Props:
+    map_array: pa.Array
+    tags: pa.Array
+    uniq: pa.Array
+    keys: pa.Array
+
+
+def _lookup(names: pa.Array, values: pa.Array, rec_of_entry: I64, n: int, key: str) -> pa.Array:
+    """Per record, the value of property ``key`` (null if absent)."""
+    hit = np.asarray(pc.equal(names, key).to_numpy(zero_copy_only=False), dtype=bool)
+    idx = np.full(n, -1, dtype=np.int64)
+    idx[rec_of_entry[hit]] = np.flatnonzero(hit)
+    return values.take(pa.array(idx, mask=idx < 0))
+
+
+def parse_properties_bulk(data: U8, offsets: npt.NDArray[np.int32]) -> _Props | None:
+    """Tokenise the concatenated properties of all records; None if the fast path does not apply."""
+    n = len(offsets) - 1
+    pos1 = np.flatnonzero(data == 1)
+    pos2 = np.flatnonzero(data == 2)
+    m = len(pos2)
+    if len(pos1) != m or not (pos1 < pos2).all() or not (pos2[:-1] < pos1[1:]).all():
+        return None
+    ends = offsets[1:].astype(np.int64)
+    nonempty = ends > offsets[:-1]
+    if (m and not (data[ends[nonempty] - 1] == 2).all()) or (not m and nonempty.any()):
+        return None
+    entry_starts = np.empty(m, dtype=np.int64)
+    if m:
+        entry_starts[0] = 0
+        entry_starts[1:] = pos2[:-1] + 1
+    key_len = pos1 - entry_starts
+    value_len = pos2 - pos1 - 1
+    if m and (key_len.min() == 0 or value_len.min() == 0):
+        return None  # an empty key or value: Java drops such entries; leave it to the slow path
+    names = _binary_array(pa.string(), *gather_slices(data, entry_starts, key_len))
+    values = _binary_array(pa.string(), *gather_slices(data, pos1 + 1, value_len))
+    try:
+        names.validate(full=True)
+        values.validate(full=True)
+    except pa.ArrowInvalid:
+        return None  # not UTF-8
+    entry_offsets = np.searchsorted(pos2, offsets, side="left").astype(np.int32)
+    map_array = pa.MapArray.from_arrays(pa.array(entry_offsets), names, values)
+    rec_of_entry = np.repeat(np.arange(n, dtype=np.int64), np.diff(entry_offsets))
+    keys_text = _lookup(names, values, rec_of_entry, n, "KEYS")
+    keys = pc.split_pattern(keys_text, " ")
+    flat = keys.flatten()
+    if len(flat) and pc.any(pc.equal(pc.utf8_length(flat), 0)).as_py():
+        keys = pa.array([None if k is None else split_keys(k) for k in keys_text.to_pylist()], pa.list_(pa.string()))
+    return _Props(
+        map_array=map_array,
+        tags=_lookup(names, values, rec_of_entry, n, "TAGS"),
+        uniq=_lookup(names, values, rec_of_entry, n, "UNIQ_KEY"),
+        keys=keys.cast(ARROW_SCHEMA.field("keys").type),
+    )
+
+
+def _bodies(a: U8, starts: I64, body_len: I64, sys_flag: npt.NDArray[np.int32]) -> pa.Array:
+    data, offsets = gather_slices(a, starts + BODY, body_len)
+    body = _binary_array(pa.binary(), data, offsets)
+    compressed = np.flatnonzero(sys_flag & _COMPRESSED)
+    if len(compressed) == 0:
+        return body
+    values: list[bytes] = body.to_pylist()
+    for i in compressed.tolist():
+        values[i] = decompress_body(values[i], int(sys_flag[i]))
+    return pa.array(values, pa.binary())
+
+
+def _props_ranges(a: U8, starts: I64, heads: npt.NDArray[Any]) -> tuple[I64, I64] | None:
+    body_len = _native(heads["body_len"]).astype(np.int64)
+    tpos = starts + BODY + body_len
+    v2 = heads["magic"] == MAGIC_V2
+    tlen = a[tpos].astype(np.int64)
+    if v2.any():
+        tlen = np.where(v2, (tlen << 8) | a[np.minimum(tpos + 1, len(a) - 1)], tlen)
+    ppos = tpos + np.where(v2, 2, 1) + tlen
+    if len(ppos) and int(ppos.max()) + 2 > len(a):
+        return None
+    plen = (a[ppos].astype(np.int64) << 8) | a[ppos + 1]
+    pstart = ppos + 2
+    if not (pstart + plen == starts + _native(heads["total"])).all():
+        return None
+    return pstart, plen
+
+
+def _fast_batch(a: U8, starts: I64, heads: npt.NDArray[Any], topic: str, broker_name: str) -> pa.RecordBatch | None:
+    sys_flag = _native(heads["sys_flag"])
+    if not np.isin(heads["magic"], (MAGIC_V1, MAGIC_V2)).all() or (sys_flag & _V6_BITS).any():
+        return None
+    ranges = _props_ranges(a, starts, heads)
+    if ranges is None:
+        return None
+    pdata, poffsets = gather_slices(a, ranges[0], ranges[1])
+    props = parse_properties_bulk(pdata, poffsets)
+    if props is None:
+        return None
+    n = len(starts)
+    msg_id_raw = np.empty((n, 16), dtype=np.uint8)
+    msg_id_raw[:, :8] = np.ascontiguousarray(heads["store_host"]).view(np.uint8).reshape(n, 8)
+    msg_id_raw[:, 8:] = np.ascontiguousarray(heads["physical_offset"]).view(np.uint8).reshape(n, 8)
+    columns = [
+        _constant_string(topic, n),
+        _constant_string(broker_name, n),
+        pa.array(_native(heads["queue_id"])),
+        pa.array(_native(heads["queue_offset"])),
+        _hex_strings(msg_id_raw),
+        props.uniq,
+        props.tags,
+        props.keys,
+        _bodies(a, starts, _native(heads["body_len"]).astype(np.int64), sys_flag),
+        props.map_array,
+        pa.array(_native(heads["born_ts"]) * 1000, _TS_TYPE),
+        pa.array(_native(heads["store_ts"]) * 1000, _TS_TYPE),
+        _host_strings(_native(heads["born_host"])),
+        _host_strings(_native(heads["store_host"])),
+        pa.array(_native(heads["reconsume"])),
+        pa.array(_native(heads["flag"])),
+        pa.array(sys_flag),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def batch_from_columns(cols: dict[str, list[Any]], broker_name: str) -> pa.RecordBatch:
+    """Build a batch from :func:`decode_records_columnar` output (the reference/slow path)."""
+    n = len(cols["queue_offset"])
+    props: list[dict[str, str]] = cols["properties"]
+    physical, store_hosts = cols["physical_offset"], cols["store_host"]
+    msg_ids = []
+    for host, offset in zip(store_hosts, physical, strict=True):
+        from rocketq.client.remoting.msgid import encode_offset_msg_id
+
+        ip, _, port = host.rpartition(":")
+        msg_ids.append(encode_offset_msg_id(ip, int(port), offset))
+    keys = [split_keys(p.get("KEYS")) if "KEYS" in p else None for p in props]
+    arrays = [
+        pa.array(cols["topic"], pa.string()),
+        pa.array([broker_name] * n, pa.string()),
+        pa.array(cols["queue_id"], pa.int32()),
+        pa.array(cols["queue_offset"], pa.int64()),
+        pa.array(msg_ids, pa.string()),
+        pa.array([p.get("UNIQ_KEY") for p in props], pa.string()),
+        pa.array([p.get("TAGS") for p in props], pa.string()),
+        pa.array(keys, ARROW_SCHEMA.field("keys").type),
+        pa.array(cols["body"], pa.binary()),
+        pa.array([list(p.items()) for p in props], ARROW_SCHEMA.field("properties").type),
+        pa.array(np.asarray(cols["born_timestamp"], dtype=np.int64) * 1000, _TS_TYPE),
+        pa.array(np.asarray(cols["store_timestamp"], dtype=np.int64) * 1000, _TS_TYPE),
+        pa.array(cols["born_host"], pa.string()),
+        pa.array(store_hosts, pa.string()),
+        pa.array(cols["reconsume_times"], pa.int32()),
+        pa.array(cols["flag"], pa.int32()),
+        pa.array(cols["sys_flag"], pa.int32()),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def decode_pull_body(
+    buf: bytes,
+    *,
+    topic: str,
+    broker_name: str,
+    end_offset: int | None = None,
+    tags: frozenset[str] | None = None,
+    force_slow: bool = False,
+) -> DecodedChunk:
+    """Decode a pull body into rows with ``queueOffset < end_offset`` whose tag is in ``tags``."""
+    a = np.frombuffer(buf, dtype=np.uint8)
+    starts = np.asarray(record_starts(buf), dtype=np.int64)
+    if not len(starts):
+        return DecodedChunk(empty_batch(), -1, 0)
+    heads = read_heads(a, starts)  # queue offsets sit at the same place in v4 and v6
+    qoff = _native(heads["queue_offset"])
+    if end_offset is not None:
+        cut = int(np.searchsorted(qoff, end_offset, side="left"))
+        if cut < len(starts):
+            starts, heads, qoff = starts[:cut], heads[:cut], qoff[:cut]
+    if not len(starts):
+        return DecodedChunk(empty_batch(), -1, 0)
+    batch = None if force_slow else _fast_batch(a, starts, heads, topic, broker_name)
+    if batch is None:
+        stop = int(starts[-1]) + int(_native(heads["total"])[-1])
+        batch = batch_from_columns(decode_records_columnar(memoryview(buf)[:stop]), broker_name)
+    if tags is not None:
+        batch = batch.filter(pc.fill_null(pc.is_in(batch.column("tags"), pa.array(sorted(tags), pa.string())), False))
+    return DecodedChunk(batch, int(qoff[-1]), len(starts))
+
+
+def empty_batch() -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)

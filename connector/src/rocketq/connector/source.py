@@ -1,0 +1,271 @@
+"""The ``rocketmq`` data source: the DataSource class, the streaming reader and the batch reader.
+
+Where things run (see shared/reference/pyspark-datasource-api.md): ``initialOffset``,
+``latestOffset``, ``partitions`` and ``commit`` run on the driver in one long-lived Python process
+per query run, on one reader object, which therefore keeps a :class:`BrokerAccess` and the memo of
+the initial offsets (Spark calls ``initialOffset`` twice).  ``read`` runs on executors on a
+*pickled copy* of a second reader: it uses only the partition and the options.
+
+Offsets are :class:`OffsetMap`\\ s serialised canonically; ``latestOffset`` returns ``start``
+itself when nothing is new, so Spark does not run empty micro-batches.  Queues that appear in the
+route (new topics matching ``topicPattern``, queues added to a topic) join at their earliest
+offset; queues that disappear are data loss (fail, or warn and drop with
+``failOnDataLoss=false``).  Committed offsets go to the broker for ``group`` when Spark commits a
+batch (and, since Spark never commits the last batch of an AvailableNow run, also when
+``latestOffset`` is called with a start that is already processed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+from rocketq.connector.access import BrokerAccess
+from rocketq.connector.errors import DataLossError
+from rocketq.connector.offsets import OffsetMap, QueueRef
+from rocketq.connector.options import SourceOptions, parse_source_options
+from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
+from rocketq.connector.positions import limit_offsets, resolve_end, resolve_start, start_of
+from rocketq.connector.reader import read_partition
+from rocketq.connector.schema import check_requested_schema, spark_schema
+
+log = logging.getLogger("rocketq.connector")
+
+
+class RocketMQDataSource(DataSource):  # type: ignore[misc]
+    """``spark.readStream.format("rocketmq")`` / ``spark.read`` / ``writeStream`` / ``write``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq"
+
+    def schema(self) -> StructType:
+        # Runs at load(): validating here makes bad options fail before the query starts.
+        parse_source_options(self.options, batch=None)
+        return spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        check_requested_schema(schema)
+        return RocketMQBatchReader(parse_source_options(self.options, batch=True))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        check_requested_schema(schema)
+        return RocketMQStreamReader(parse_source_options(self.options, batch=False))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from rocketq.connector.sink import RocketMQBatchWriter
+
+        return RocketMQBatchWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from rocketq.connector.sink import RocketMQStreamWriter
+
+        return RocketMQStreamWriter(self.options, schema)
+
+
+class _DriverSide:
+    """State and broker access shared by the stream and batch readers on the driver."""
+
+    opts: SourceOptions
+    _access: BrokerAccess | None
+    _addrs: dict[QueueRef, str]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The executor copy needs only the options; never pickle a live client.
+        return {"opts": self.opts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._init(state["opts"])
+
+    def _init(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._access = None
+        self._addrs = {}
+
+    @property
+    def access(self) -> BrokerAccess:
+        if self._access is None:
+            self._access = BrokerAccess(self.opts.name_server, timeout_ms=self.opts.pull_timeout_ms)
+        return self._access
+
+    def discover(self, *, missing_ok: bool) -> dict[QueueRef, str]:
+        queues = self.access.discover(self.opts.topics, self.opts.topic_pattern, missing_ok=missing_ok)
+        self._addrs.update(queues)
+        return queues
+
+    def addr_of(self, queue: QueueRef) -> str:
+        if queue not in self._addrs:
+            self._addrs.update(self.access.read_queues(queue.topic, missing_ok=True))
+        if queue not in self._addrs:
+            raise DataLossError(queue.topic, queue.key, "the queue is no longer in the topic's route")
+        return self._addrs[queue]
+
+    def ranges(self, start: Mapping[QueueRef, int], end: Mapping[QueueRef, int]) -> list[QueueRange]:
+        out = []
+        for queue, until in end.items():
+            begin = start.get(queue)
+            if begin is None or until <= begin:
+                continue
+            addr = self.addr_of(queue)
+            out.append(QueueRange(queue.topic, queue.broker_name, queue.queue_id, addr, begin, until))
+        return out
+
+    def plan(self, start: Mapping[QueueRef, int], end: Mapping[QueueRef, int]) -> list[RocketMQInputPartition]:
+        o = self.opts
+        return plan_partitions(self.ranges(start, end), min_partitions=o.min_partitions, max_partitions=o.max_partitions)
+
+
+class RocketMQBatchReader(_DriverSide, DataSourceReader):  # type: ignore[misc]
+    """``spark.read.format("rocketmq")``: from startingOffsets (earliest) to endingOffsets (latest)."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self._init(opts)
+
+    def partitions(self) -> list[RocketMQInputPartition]:
+        queues = self.discover(missing_ok=False)
+        start = resolve_start(self.access, self.opts, self.opts.starting, queues)
+        end = resolve_end(self.access, self.opts, self.opts.ending, queues)
+        return self.plan(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RocketMQInputPartition)
+        return read_partition(self.opts, partition)
+
+
+class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Micro-batch reader with admission control, AvailableNow, offset commit and lag reporting."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self._init(opts)
+
+    def _init(self, opts: SourceOptions) -> None:
+        super()._init(opts)
+        self._initial: OffsetMap | None = None
+        self._latest: OffsetMap | None = None
+        self._available_now: OffsetMap | None = None
+        self._new_starts: dict[QueueRef, int] = {}
+        self._committed: OffsetMap | None = None
+        self._last_batch_at = time.monotonic()
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        if self._initial is None:
+            queues = self.discover(missing_ok=False)
+            self._initial = resolve_start(self.access, self.opts, self.opts.starting, queues)
+        return self._initial.to_json_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_messages_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        queues = self.discover(missing_ok=True)
+        self._available_now = OffsetMap({q: self.access.max_offset(q, a) for q, a in queues.items()})
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return self._latest.to_json_dict() if self._latest is not None else None
+
+    def _start_of_new(self, queue: QueueRef, addr: str) -> int:
+        if queue not in self._new_starts:
+            from rocketq.connector.options import StartMode, StartSpec
+
+            self._new_starts[queue] = start_of(self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr)
+        return self._new_starts[queue]
+
+    def _bases(self, start: OffsetMap, queues: Mapping[QueueRef, str]) -> dict[QueueRef, int]:
+        bases = dict(start)
+        vanished = [q for q in start if q not in queues]
+        for queue in vanished:
+            detail = f"the queue left the route at offset {start[queue]}"
+            if self.opts.fail_on_data_loss:
+                raise DataLossError(queue.topic, queue.key, detail)
+            log.warning("rocketmq source: %s: %s; it is no longer read", queue, detail)
+            del bases[queue]
+        for queue, addr in queues.items():
+            if queue not in bases:
+                bases[queue] = self._start_of_new(queue, addr)
+        return bases
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        start_map = OffsetMap.from_json_dict(start)
+        self._commit_quietly(start_map)
+        queues = self.discover(missing_ok=True)
+        latest = OffsetMap({q: self.access.max_offset(q, a) for q, a in queues.items()})
+        self._latest = latest
+        bases = self._bases(start_map, queues)
+        cap: Mapping[QueueRef, int] = latest
+        if self._available_now is not None:
+            snap = self._available_now
+            cap = {q: min(latest[q], snap[q]) if q in snap else bases[q] for q in latest}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = OffsetMap(limit_offsets(bases, cap, max_rows))
+        if end == start_map:
+            return start
+        if self._too_few(start_map, bases, end):
+            return start
+        self._last_batch_at = time.monotonic()
+        return end.to_json_dict()
+
+    def _too_few(self, start: OffsetMap, bases: Mapping[QueueRef, int], end: OffsetMap) -> bool:
+        """``minMessagesPerTrigger``: wait for more rows unless ``maxTriggerDelay`` has passed.
+
+        A change of the queue set (new or vanished queues) always makes a batch, so the offsets
+        record it.
+        """
+        need = self.opts.min_messages_per_trigger
+        if need is None or self._available_now is not None or set(end) != set(start):
+            return False
+        new_rows = sum(end[q] - bases.get(q, end[q]) for q in end)
+        waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        return new_rows < need and waited_ms < self.opts.max_trigger_delay_ms
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[RocketMQInputPartition]:
+        start_map = OffsetMap.from_json_dict(start)
+        end_map = OffsetMap.from_json_dict(end)
+        begin = dict(start_map)
+        for queue in end_map:
+            if queue not in begin:
+                begin[queue] = self._start_of_new(queue, self.addr_of(queue))
+        return self.plan(begin, end_map)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RocketMQInputPartition)
+        return read_partition(self.opts, partition)
+
+    # -- committed offsets on the broker ----------------------------------------------------
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._commit_quietly(OffsetMap.from_json_dict(end))
+
+    def _commit_quietly(self, offsets: OffsetMap) -> None:
+        if not self.opts.commit_offsets or not offsets:
+            return
+        previous = self._committed or OffsetMap()
+        for queue, offset in offsets.items():
+            if previous.get(queue) == offset:
+                continue
+            try:
+                self.access.commit_offset(queue, self.addr_of(queue), self.opts.group, offset)
+            except Exception as exc:  # best effort: the checkpoint is the source of truth
+                log.warning("rocketmq source: could not commit %s=%d for group %s: %s", queue, offset, self.opts.group, exc)
+                return
+        self._committed = offsets
