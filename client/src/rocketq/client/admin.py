@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, ProtocolError
+from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, ProtocolError, RemotingError
 from rocketq.client.loop import acquire_loop, release_loop
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting import headers as h
@@ -238,20 +238,37 @@ class AsyncAdmin:
         return sorted(found, key=lambda m: m.store_timestamp)[:max_num]
 
     async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
-        """An offset msgId (decoded to store host + offset), or a UNIQ_KEY when ``topic`` is given."""
+        """An offset msgId (decoded to store host + offset), or a UNIQ_KEY when ``topic`` is given.
+
+        Both ids are 32 hex digits, so a UNIQ_KEY also decodes as a (bogus) store host and
+        offset.  With ``topic`` the decoded host is only asked when it is one of the topic's
+        brokers; otherwise, and when that lookup fails, the id is looked up as a UNIQ_KEY.
+        """
         try:
             host, port, offset = decode_offset_msg_id(msg_id)
         except ProtocolError:
-            host = ""
-        if host:
+            host, port, offset = "", 0, 0
+        store_addr = f"{host}:{port}" if host and 0 < port < 65536 else ""
+        if store_addr and topic is not None:
             try:
-                return await self.api.view_message(f"{host}:{port}", offset)
-            except (MQBrokerError, ProtocolError, MQClientError):
+                routed = set((await self._route_masters(topic)).values())
+            except NoRouteError:
+                routed = set()
+            if store_addr not in routed:
+                store_addr = ""
+        if store_addr:
+            try:
+                return await self.api.view_message(store_addr, offset)
+            except (MQBrokerError, ProtocolError, MQClientError, RemotingError) as exc:
                 if topic is None:
-                    raise
+                    raise MQClientError(
+                        f"no message at offset {offset} of the store host {store_addr} decoded from "
+                        f"{msg_id} ({exc}); if {msg_id} is a client msgId (UNIQ_KEY), give the topic"
+                    ) from exc
         if topic is None:
             raise MQClientError(
-                f"{msg_id} is not an offset msgId; give the topic to look it up as a UNIQ_KEY"
+                f"{msg_id} is not an offset msgId of a reachable broker; give the topic to look it "
+                "up as a client msgId (UNIQ_KEY)"
             )
         msgs = await self.query_msg_by_key(topic, msg_id, unique_key=True)
         if not msgs:

@@ -61,6 +61,8 @@ _R = TypeVar("_R")
 _LOCAL_RETRY_DELAY_S = 5.0
 _FLOW_CONTROL_DELAY_S = 0.05
 _LOCK_RETRY_DELAY_S = 0.1
+_CANCEL_GRACE_S = 10.0  # how long a cancelled orderly task waits for its running listener
+_REMOVE_LOCK_WAIT_S = 1.0  # how long rebalance waits for an orderly batch before keeping the queue
 
 
 class AsyncPushConsumer(ConsumerBase):
@@ -88,6 +90,7 @@ class AsyncPushConsumer(ConsumerBase):
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self._local_retries: dict[tuple[MessageQueue, int], int] = {}
+        self._consume_locks: dict[int, asyncio.Lock] = {}  # id(ProcessQueue) -> consume lock
 
     # ------------------------------------------------------------------ setup
 
@@ -137,6 +140,11 @@ class AsyncPushConsumer(ConsumerBase):
         if not self.running:
             return
         self.running = False
+        for task in self._pull_tasks.values():
+            task.cancel()
+        orderly = [t for t in self._orderly_tasks.values() if not t.done()]
+        if orderly:  # they stop after the batch in flight (running is False), then commit it
+            await asyncio.wait(orderly, timeout=_CANCEL_GRACE_S)
         tasks = [*self._pull_tasks.values(), *self._orderly_tasks.values(), *self._consume_tasks]
         if self._lock_task is not None:
             tasks.append(self._lock_task)
@@ -145,7 +153,8 @@ class AsyncPushConsumer(ConsumerBase):
         if tasks:
             await asyncio.wait(tasks, timeout=10.0)
         if self.orderly and self._clustering:
-            await self.rebalance.unlock(list(self.rebalance.process_queue_table), oneway=True)
+            await self.rebalance.stop()  # a round in progress could lock a queue after the unlock
+            await self.rebalance.unlock(list(self.rebalance.process_queue_table), oneway=False)
         await self._stop_base()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -172,15 +181,32 @@ class AsyncPushConsumer(ConsumerBase):
         task = self._pull_tasks.pop(mq, None)
         if task is not None:
             task.cancel()
+        if self.orderly and self._clustering:
+            # Java's removeUnnecessaryMessageQueue: wait (briefly) for the batch in flight, so that
+            # its offset is persisted and no other consumer gets the queue while it still runs.
+            lock = self._consume_lock(pq)
+            try:
+                await asyncio.wait_for(lock.acquire(), _REMOVE_LOCK_WAIT_S)
+            except TimeoutError:
+                log.info("%s is still being consumed; keeping it until the next rebalance", mq)
+                return False
+            try:
+                orderly = self._orderly_tasks.pop(mq, None)
+                if orderly is not None:
+                    orderly.cancel()
+                await self._persist_and_forget(mq)
+                await self.rebalance.unlock([mq])
+            finally:
+                lock.release()
+                self._consume_locks.pop(id(pq), None)
+            return True
+        await self._persist_and_forget(mq)
+        return True
+
+    async def _persist_and_forget(self, mq: MessageQueue) -> None:
         with contextlib.suppress(RocketQError):
             await self.offset_store.persist(mq)
         self.offset_store.remove_offset(mq)
-        if self.orderly and self._clustering:
-            orderly = self._orderly_tasks.pop(mq, None)
-            if orderly is not None:
-                orderly.cancel()
-            await self.rebalance.unlock([mq])
-        return True
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """The broker asks to move queues (resetOffsetByTime): drop them, store the new offsets,
@@ -369,6 +395,13 @@ class AsyncPushConsumer(ConsumerBase):
 
     # ------------------------------------------------------------------ orderly
 
+    def _consume_lock(self, pq: ProcessQueue) -> asyncio.Lock:
+        """The lock held while an orderly batch runs and commits (Java's ``consumeLock``)."""
+        lock = self._consume_locks.get(id(pq))
+        if lock is None:
+            lock = self._consume_locks[id(pq)] = asyncio.Lock()
+        return lock
+
     async def _consume_orderly(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         assert self._orderly_listener is not None and self._semaphore is not None
         c = self.config
@@ -377,32 +410,54 @@ class AsyncPushConsumer(ConsumerBase):
                 if not await self.rebalance.lock(mq):
                     await asyncio.sleep(_LOCK_RETRY_DELAY_S)
                     continue
-            msgs = pq.take_messages(c.consume_message_batch_max_size)
-            if not msgs:
-                return
-            ctx = ConsumeOrderlyContext(mq)
-            async with self._semaphore:
-                try:
-                    status = await self._call(self._orderly_listener, msgs, ctx)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("the orderly listener of %s raised; suspending the queue", self.group)
-                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-            if pq.dropped:
-                return
-            if status is ConsumeOrderlyStatus.SUCCESS:
-                for m in msgs:
-                    self._local_retries.pop((mq, m.queue_offset), None)
-                offset = pq.commit()
-                if offset >= 0:
-                    self.offset_store.update_offset(mq, offset)
-                continue
-            await self._suspend_orderly(mq, pq, msgs, ctx)
+            async with self._consume_lock(pq):
+                if pq.dropped:
+                    return
+                msgs = pq.take_messages(c.consume_message_batch_max_size)
+                if not msgs:
+                    return
+                ctx = ConsumeOrderlyContext(mq)
+                status = await self._call_orderly(msgs, ctx)
+                if status is ConsumeOrderlyStatus.SUCCESS:
+                    # Committed even if the queue was dropped meanwhile: remove_queue waits for
+                    # this lock before it persists the offset, so the batch is not redelivered.
+                    for m in msgs:
+                        self._local_retries.pop((mq, m.queue_offset), None)
+                    offset = pq.commit()
+                    if offset >= 0:
+                        self.offset_store.update_offset(mq, offset)
+                    continue
+                if pq.dropped:
+                    pq.make_messages_to_consume_again(msgs)
+                    return
+                delay = await self._suspend_orderly(mq, pq, msgs, ctx)
+            if delay > 0:
+                await asyncio.sleep(delay / 1000)
+
+    async def _call_orderly(self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        assert self._orderly_listener is not None and self._semaphore is not None
+        async with self._semaphore:
+            call = asyncio.ensure_future(self._call(self._orderly_listener, msgs, ctx))
+            try:
+                # shielded: a listener running in a thread cannot be stopped, so a cancelled
+                # consumer task still waits for it before it lets go of the consume lock
+                status = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(call), _CANCEL_GRACE_S)
+                raise
+            except Exception:
+                log.exception("the orderly listener of %s raised; suspending the queue", self.group)
+                return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        if not isinstance(status, ConsumeOrderlyStatus):
+            log.warning("the orderly listener returned %r; treated as SUSPEND_CURRENT_QUEUE_A_MOMENT", status)
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return status
 
     async def _suspend_orderly(
         self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext
-    ) -> None:
+    ) -> int:
+        """Handle a failed orderly batch; returns how long (ms) to suspend the queue."""
         max_times = self.config.max_reconsume_times
         to_dlq = []
         for m in msgs:
@@ -415,10 +470,10 @@ class AsyncPushConsumer(ConsumerBase):
                 offset = pq.commit()
                 if offset >= 0:
                     self.offset_store.update_offset(mq, offset)
-                return
+                return 0
         pq.make_messages_to_consume_again(msgs)
         delay = ctx.suspend_current_queue_time_ms
-        await asyncio.sleep((delay if delay > 0 else self.config.suspend_current_queue_time_ms) / 1000)
+        return delay if delay > 0 else self.config.suspend_current_queue_time_ms
 
 
 def _monotonic_ms() -> int:

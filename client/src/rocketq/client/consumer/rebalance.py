@@ -82,18 +82,26 @@ class RebalanceImpl:
         self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
         self._lock = asyncio.Lock()
+        self._stopped = False
 
     # ------------------------------------------------------------------ rebalance
 
     async def do_rebalance(self) -> None:
         """One rebalance round; rounds never overlap (a broker notification can arrive mid-round)."""
         async with self._lock:
+            if self._stopped:
+                return
             for topic in list(self.subscriptions):
                 try:
                     await self.rebalance_by_topic(topic)
                 except RocketQError as exc:
                     log.warning("rebalance of %s for group %s failed: %s", topic, self.group, exc)
             self._truncate_unsubscribed()
+
+    async def stop(self) -> None:
+        """No more rounds; waits for the one in progress (which may still take and lock queues)."""
+        async with self._lock:
+            self._stopped = True
 
     async def rebalance_by_topic(self, topic: str) -> None:
         mq_set = self.topic_subscribe_info.get(topic)
@@ -130,7 +138,8 @@ class RebalanceImpl:
         for mq, pq in list(self.process_queue_table.items()):
             if mq.topic != topic:
                 continue
-            if mq not in mq_set or pq.is_pull_expired():
+            # a dropped queue is one whose removal was refused last round (orderly, busy): retry
+            if mq not in mq_set or pq.is_pull_expired() or pq.dropped:
                 pq.dropped = True
                 if await self.owner.remove_queue(mq, pq):
                     del self.process_queue_table[mq]

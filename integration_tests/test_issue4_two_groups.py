@@ -1,0 +1,134 @@
+"""Issue 4: two broker groups behind two NameServers, a topic spread across both.
+
+Both brokers register with both NameServers (``namesrvAddr=ns1;ns2``); each NameServer, asked
+alone, has both routes; a producer given ``"ns1;ns2"`` spreads its messages over both broker
+names; a consumer reads all of them; with one NameServer stopped, clients still find the routes
+through the other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from rocketq.client.admin import Admin
+from rocketq.client.config import ConsumeFromWhere
+from rocketq.client.consumer import ConsumeConcurrentlyStatus, LitePullConsumer, PushConsumer
+from rocketq.client.errors import NoRouteError
+from rocketq.client.model import Message, MessageExt
+from rocketq.client.producer import Producer
+from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+SMALL: dict[str, Any] = {"mappedFileSizeCommitLog": 16 << 20, "mappedFileSizeConsumeQueue": 20 * 20_000,
+                         "maxHashSlotNum": 2000, "maxIndexNum": 8000}
+TOPIC = "I4Spread"
+
+
+@pytest.fixture(scope="module")
+def two_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerProcess]]:
+    tmp = tmp_path_factory.mktemp("issue4-two-groups")
+    with spawn_namesrv(tmp / "ns1") as ns1, spawn_namesrv(tmp / "ns2") as ns2:
+        both = f"{ns1.addr};{ns2.addr}"
+        with spawn_broker(tmp / "a", both, brokerName="broker-a", **SMALL) as a, \
+                spawn_broker(tmp / "b", both, brokerName="broker-b", **SMALL) as b:
+            yield [ns1, ns2, a, b]
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout_s} s")
+        time.sleep(0.05)
+
+
+def _route_brokers(ns_addr: str, topic: str) -> set[str]:
+    with Admin(ns_addr) as admin:
+        try:
+            return {bd.broker_name for bd in admin.topic_route(topic).broker_datas}
+        except NoRouteError:
+            return set()
+
+
+def test_topic_spread_over_two_groups_and_two_namesrvs(two_groups: list[ServerProcess]) -> None:
+    ns1, ns2, broker_a, broker_b = two_groups
+    both = f"{ns1.addr};{ns2.addr}"
+    for ns in (ns1, ns2):  # every broker registered with every NameServer
+        with Admin(ns.addr) as admin:
+            info = admin.cluster_list()
+            assert set(info.cluster_addr_table["DefaultCluster"]) == {"broker-a", "broker-b"}
+            assert {bd.master_addr for bd in info.broker_addr_table.values()} == {broker_a.addr, broker_b.addr}
+    with Admin(both) as admin:
+        masters = admin.create_topic(TOPIC, cluster="DefaultCluster", read_queue_nums=4, write_queue_nums=4)
+        assert sorted(masters) == sorted([broker_a.addr, broker_b.addr])
+    for ns_addr in (ns1.addr, ns2.addr):
+        def spread(addr: str = ns_addr) -> bool:
+            return _route_brokers(addr, TOPIC) == {"broker-a", "broker-b"}
+
+        _wait(spread, what=f"route on {ns_addr}")
+
+    total = 200
+    sent_to: Counter[str] = Counter()
+    with Producer(both, producer_group="pg-i4-spread") as producer:
+        queues = producer.fetch_publish_message_queues(TOPIC)
+        assert {mq.broker_name for mq in queues} == {"broker-a", "broker-b"} and len(queues) == 8
+        for i in range(total - 20):
+            sent_to[producer.send(Message(TOPIC, b"s-%03d" % i)).message_queue.broker_name] += 1
+        for r in producer.send_batch([Message(TOPIC, b"s-%03d" % i) for i in range(total - 20, total)]):
+            sent_to[r.message_queue.broker_name] += len(r.msg_id.split(","))
+    assert set(sent_to) == {"broker-a", "broker-b"}
+    assert min(sent_to.values()) >= total // 4, f"sends not spread: {sent_to}"
+
+    seen: Counter[bytes] = Counter()
+    from_broker: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
+        with lock:
+            for m in msgs:
+                seen[m.body] += 1
+                from_broker[ctx.message_queue.broker_name] += 1
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    push = PushConsumer(both, consumer_group="cg-i4-spread", consume_from_where=FIRST)
+    push.subscribe(TOPIC, "*")
+    push.register_message_listener(listener)
+    push.start()
+    try:
+        _wait(lambda: len(seen) >= total, what="every message consumed")
+        assert {mq.broker_name for mq in push.async_consumer.assigned_queues() if mq.topic == TOPIC} == {
+            "broker-a", "broker-b"}
+    finally:
+        push.shutdown()
+    assert set(seen) == {b"s-%03d" % i for i in range(total)}
+    assert from_broker == sent_to
+
+
+def test_one_namesrv_down_clients_use_the_other(tmp_path_factory: pytest.TempPathFactory,
+                                                 two_groups: list[ServerProcess]) -> None:
+    ns1, ns2, _, _ = two_groups
+    both = f"{ns1.addr};{ns2.addr}"
+    topic = "I4Failover"
+    with Admin(both) as admin:
+        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+    _wait(lambda: _route_brokers(ns2.addr, topic) == {"broker-a", "broker-b"}, what="route on ns2")
+    ns1.terminate()
+    with Producer(both, producer_group="pg-i4-failover") as producer:
+        names = {producer.send(Message(topic, b"f-%d" % i)).message_queue.broker_name for i in range(20)}
+    assert names == {"broker-a", "broker-b"}
+    consumer = LitePullConsumer(both, consumer_group="cg-i4-failover", consume_from_where=FIRST)
+    consumer.subscribe(topic, "*")
+    consumer.start()
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            got.extend(m.body for m in consumer.poll(300))
+    finally:
+        consumer.shutdown()
+    assert sorted(got) == sorted(b"f-%d" % i for i in range(20))
