@@ -15,6 +15,11 @@ one process share it through :class:`~rocketq.client.instance.ClientInstance`) a
 :class:`BlockingMQClientAPI` offers the same methods as blocking calls, running the asyncio
 instance on the background loop (:mod:`rocketq.client.loop`).  Broker/NameServer bodies that
 are JSON are parsed leniently (fastjson writes unquoted and object keys).
+
+rocketq's batched transactions (:mod:`rocketq.client.remoting.txn_batch`) are feature-detected
+per broker with :meth:`MQClientAPI.supports_transaction_batch` (GET_BROKER_RUNTIME_INFO, cached per
+address) and ended with :meth:`MQClientAPI.end_transaction_ranges`; the producer-level API is
+:mod:`rocketq.client.producer.transaction_batch`.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from __future__ import annotations
 import enum
 import json
 import random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, TypeVar
 
 from rocketq.client.config import ClientConfig, local_ip, make_client_id, parse_namesrv_addr
 from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, RemotingError
@@ -37,6 +42,13 @@ from rocketq.client.remoting.lenient_json import loads as lenient_loads
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import ClusterInfo, MessageQueue, TopicRouteData
+from rocketq.client.remoting.txn_batch import (
+    ENDED_FIELD,
+    FEATURE_KEY,
+    RANGES_FIELD,
+    SKIPPED_FIELD,
+    encode_ranges_body,
+)
 from rocketq.client.transport.aio import RemotingClient
 
 __all__ = [
@@ -49,6 +61,7 @@ __all__ = [
 ]
 
 Processor = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand | None]]
+_T = TypeVar("_T")
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -91,6 +104,7 @@ class MQClientAPI:
         self.remoting = remoting or RemotingClient(serialize_type=serialize)
         self.client_id = make_client_id(self.config)
         self.client_ip = self.client_id.split("@", 1)[0]
+        self._txn_batch_support: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -248,6 +262,47 @@ class MQClientAPI:
             await self.invoke_oneway(addr, cmd)
         else:
             self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+
+    async def supports_transaction_batch(self, addr: str, timeout_ms: int | None = None) -> bool:
+        """Whether the broker at ``addr`` serves rocketq's batched transactions (cached per address).
+
+        Reads ``rocketqTransactionBatch`` from GET_BROKER_RUNTIME_INFO; an Apache RocketMQ broker
+        (no such key) or a refused request gives False.  Transport errors raise and are not cached.
+        """
+        cached = self._txn_batch_support.get(addr)
+        if cached is not None:
+            return cached
+        cmd = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        response = await self.invoke(addr, cmd, timeout_ms)
+        supported = False
+        if response.code == ResponseCode.SUCCESS and response.body:
+            try:
+                data = lenient_loads(response.body)
+            except ValueError:
+                data = None
+            table = data.get("table") if isinstance(data, dict) else None
+            supported = isinstance(table, dict) and str(table.get(FEATURE_KEY, "")) == "1"
+        self._txn_batch_support[addr] = supported
+        return supported
+
+    async def end_transaction_ranges(
+        self,
+        addr: str,
+        header: h.EndTransactionRequestHeader,
+        ranges: Sequence[tuple[int, int]],
+        timeout_ms: int | None = None,
+    ) -> tuple[int, int]:
+        """Ranged END_TRANSACTION (rocketq extension), two-way: ``(ended, skipped)`` half messages.
+
+        ``header`` names the first half message of the first range; raises MQBrokerError (code
+        and remark of the broker) unless the answer is SUCCESS.
+        """
+        ext = header.to_ext_fields()
+        ext[RANGES_FIELD] = "true"
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, ext, encode_ranges_body(ranges))
+        response = self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+        fields = response.ext_fields
+        return int(fields.get(ENDED_FIELD) or 0), int(fields.get(SKIPPED_FIELD) or 0)
 
     # ------------------------------------------------------------------ pull and offsets
 
@@ -535,6 +590,22 @@ class BlockingMQClientAPI:
         timeout_ms: int | None = None,
     ) -> None:
         self._loop.run(self.api.end_transaction(addr, header, remark, oneway=oneway, timeout_ms=timeout_ms))
+
+    def supports_transaction_batch(self, addr: str, timeout_ms: int | None = None) -> bool:
+        return self._loop.run(self.api.supports_transaction_batch(addr, timeout_ms))
+
+    def end_transaction_ranges(
+        self,
+        addr: str,
+        header: h.EndTransactionRequestHeader,
+        ranges: Sequence[tuple[int, int]],
+        timeout_ms: int | None = None,
+    ) -> tuple[int, int]:
+        return self._loop.run(self.api.end_transaction_ranges(addr, header, ranges, timeout_ms))
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+        """Run a coroutine using :attr:`api` on the background loop and wait for its result."""
+        return self._loop.run(coro, timeout_s)
 
     def pull_message(
         self,

@@ -19,6 +19,7 @@ from rocketq.broker.topic_manager import TopicConfig, validate_topic
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from rocketq.client.remoting.txn_batch import FEATURE_KEY as TRANSACTION_BATCH_FEATURE
 
 __all__ = ["AdminProcessor", "dumps"]
 
@@ -137,5 +138,7 @@ class AdminProcessor:
             "topicCount": str(len(ctx.topics)),
             "consumerGroupCount": str(len(ctx.consumers.groups())),
             "producerChannelCount": str(ctx.producers.channel_count()),
+            # rocketq extension (docs/transactions.md): prepared batches and ranged END_TRANSACTION
+            TRANSACTION_BATCH_FEATURE: "1" if ctx.txn is not None else "0",
         })
         return table

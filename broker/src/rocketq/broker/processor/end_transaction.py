@@ -6,6 +6,12 @@ response whatever happens.  ``commitOrRollback`` 0 ("unknown") is logged and ign
 does; a slave refuses with SLAVE_NOT_AVAILABLE.  The store work runs off the event loop (a
 SYNC_FLUSH put waits for the group commit): through ``offload`` when the broker passes its send
 executor's ``run``, else ``asyncio.to_thread``.
+
+rocketq extension: with the ext field ``rqRanges=true`` the body lists half-offset ranges
+(:mod:`rocketq.client.remoting.txn_batch`) and the request ends all of them
+(``TransactionalMessageService.end_transaction_ranges``); the response (when not oneway) carries
+``rqEnded`` / ``rqSkipped`` and a remark with the counts.  A body that is not a valid ranges list
+is answered MESSAGE_ILLEGAL.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from rocketq.broker.transaction.ranged import RangedEndResult
 from rocketq.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionalMessageService
-from rocketq.client.errors import HeaderError
+from rocketq.client.errors import HeaderError, MessageFormatError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import EndTransactionRequestHeader
+from rocketq.client.remoting.txn_batch import ENDED_FIELD, RANGES_FIELD, SKIPPED_FIELD, decode_ranges_body
 
 __all__ = ["process_end_transaction"]
 
@@ -27,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 Offload = Callable[[Callable[[], _T]], Awaitable[_T]]
+AnyOffload = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 
 async def _to_thread(fn: Callable[[], _T]) -> _T:
@@ -41,10 +50,10 @@ async def process_end_transaction(
     service: TransactionalMessageService,
     cmd: RemotingCommand,
     *,
-    offload: Offload[tuple[ResponseCode, str | None]] | None = None,
+    offload: AnyOffload | None = None,
     is_slave: bool = False,
 ) -> RemotingCommand | None:
-    """Handle one END_TRANSACTION request; None for oneway requests."""
+    """Handle one END_TRANSACTION request (ranged with ``rqRanges=true``); None for oneway requests."""
     try:
         header = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
     except HeaderError as exc:
@@ -53,6 +62,8 @@ async def process_end_transaction(
     if is_slave:
         log.warning("END_TRANSACTION refused: this broker is a slave")
         return _reply(cmd, ResponseCode.SLAVE_NOT_AVAILABLE, "end transaction is forbidden on a slave")
+    if cmd.ext_fields.get(RANGES_FIELD, "").lower() == "true":
+        return await _ranged(service, cmd, header, offload)
     kind = header.commit_or_rollback
     source = "check answer" if header.from_transaction_check else "producer"
     if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
@@ -65,3 +76,23 @@ async def process_end_transaction(
     run = offload if offload is not None else _to_thread
     code, remark = await run(lambda: service.end_transaction(header))
     return _reply(cmd, code, remark)
+
+
+async def _ranged(service: TransactionalMessageService, cmd: RemotingCommand, header: EndTransactionRequestHeader,
+                  offload: AnyOffload | None) -> RemotingCommand | None:
+    try:
+        ranges = decode_ranges_body(cmd.body)
+    except MessageFormatError as exc:
+        log.warning("ranged END_TRANSACTION with a bad body: %s", exc)
+        return _reply(cmd, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if ranges[0][0] != header.tran_state_table_offset:
+        return _reply(cmd, ResponseCode.MESSAGE_ILLEGAL,
+                      "tranStateTableOffset must be the first half offset of the first range")
+    run = offload if offload is not None else _to_thread
+    result: RangedEndResult = await run(lambda: service.end_transaction_ranges(header, ranges))
+    log.info("ranged END_TRANSACTION (%d ranges, state %d) of group %s: %s", len(ranges),
+             header.commit_or_rollback, header.producer_group, result.remark)
+    if cmd.is_oneway:
+        return None
+    return cmd.make_response(result.code, result.remark,
+                             {ENDED_FIELD: str(result.ended), SKIPPED_FIELD: str(result.skipped)})

@@ -19,6 +19,14 @@ maximum goes to ``%DLQ%<group>`` instead (the client's fallback when CONSUMER_SE
 failed), and a message with a ``DELAY`` level is rewritten to SCHEDULE_TOPIC_XXXX
 (:func:`rocketq.broker.schedule.delay.apply_delay_level`).  The response still names the
 requested queue id, with the queue offset of the stored (possibly SCHEDULE_TOPIC_XXXX) record.
+A prepared (half) message keeps its ``DELAY`` untouched: as in RocketMQ, the delay applies when
+the transaction commits.
+
+Transactional batches (rocketq extension, docs/transactions.md): a SEND_BATCH_MESSAGE whose sysFlag
+has TRANSACTION_PREPARED, or whose inner messages carry ``TRAN_MSG=true``, must have
+``TRAN_MSG=true`` and one ``PGROUP`` on every inner message (else MESSAGE_ILLEGAL); it is stored as
+half messages in one append (``TransactionalMessageService.prepare_half_batch``) and answered with
+the comma-joined offset msgIds, the first half-queue offset, the real queue id and ``rqHalfCount``.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from rocketq.broker.topic_manager import (
     is_system_topic,
     validate_topic,
 )
+from rocketq.broker.transaction.ranged import check_half_batch
 from rocketq.client.errors import HeaderError, MessageFormatError
 from rocketq.client.remoting.batch import decode_batch
 from rocketq.client.remoting.codes import ResponseCode
@@ -55,11 +64,14 @@ from rocketq.client.remoting.properties import (
     decode_properties,
     encode_properties,
 )
+from rocketq.client.remoting.txn_batch import HALF_COUNT_FIELD
 
 __all__ = ["SendMessageProcessor"]
 
 _FAQ = "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 _PROPERTY_CLUSTER = f"{MessageConst.CLUSTER}\x01"
+_TRAN_MARK = f"{MessageConst.TRANSACTION_PREPARED}\x01"
+_PREPARED_FLAG = int(SysFlag.TRANSACTION_PREPARED)
 
 
 def _put_status_response(request: RemotingCommand, status_name: str, detail: str) -> RemotingCommand | None:
@@ -124,7 +136,7 @@ class SendMessageProcessor:
             )
         if _PROPERTY_CLUSTER not in properties:
             properties += f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
-        routed = self._route(request, header, queue_id, properties)
+        routed = self._route(request, header, queue_id, properties, delay=not prepared)
         if isinstance(routed, RemotingCommand):
             return routed
         topic, store_queue_id, properties = routed
@@ -136,7 +148,7 @@ class SendMessageProcessor:
         return await self._put(request, [msg], batch=False, queue_id=queue_id)
 
     def _route(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-               properties: str) -> tuple[str, int, str] | RemotingCommand:
+               properties: str, *, delay: bool = True) -> tuple[str, int, str] | RemotingCommand:
         """Where the message is stored: its topic, the group's DLQ, or SCHEDULE_TOPIC_XXXX."""
         topic = header.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -151,6 +163,8 @@ class SendMessageProcessor:
                 props = decode_properties(properties)
                 props.pop(MessageConst.DELAY_TIME_LEVEL, None)
                 return topic, queue_id, encode_properties(props)
+        if not delay:
+            return topic, queue_id, properties
         return apply_delay_level(topic, queue_id, properties, len(self.ctx.delay_levels_ms))
 
     # ------------------------------------------------------------------ checks
@@ -254,6 +268,8 @@ class SendMessageProcessor:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}")
         if not entries:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        if header.sys_flag & _PREPARED_FLAG or any(_TRAN_MARK in props for _, _, props in entries):
+            return await self._send_half_batch(request, channel, header, queue_id, entries)
         cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
         msgs = []
         for flag, body, props in entries:
@@ -267,8 +283,30 @@ class SendMessageProcessor:
             msgs.append(self._to_store(header, channel, queue_id, body, props, flag))
         return await self._put(request, msgs, batch=True, queue_id=queue_id)
 
+    async def _send_half_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
+                               queue_id: int, entries: list[tuple[int, bytes, str]]) -> RemotingCommand:
+        """A transactional batch: every inner message stored as a half message, in one append."""
+        ctx = self.ctx
+        txn = ctx.txn
+        if txn is None or ctx.config.reject_transaction_message:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending transaction message is forbidden")
+        remark = check_half_batch([decode_properties(props) for _, _, props in entries])
+        if remark is not None:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark)
+        cluster = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02"
+        msgs = []
+        for flag, body, props in entries:
+            error = self._check_sizes(request, len(body), len(props.encode("utf-8")))
+            if error is not None:
+                return error
+            msgs.append(self._to_store(header, channel, queue_id, body,
+                                       props if _PROPERTY_CLUSTER in props else props + cluster, flag))
+        return await self._put(request, msgs, batch=True, queue_id=queue_id, put=lambda: txn.prepare_half_batch(msgs),
+                               ext={HALF_COUNT_FIELD: str(len(msgs))})
+
     async def _put(self, request: RemotingCommand, msgs: Sequence[Any], *, batch: bool, queue_id: int,
-                   put: Callable[[], Any] | None = None) -> RemotingCommand:
+                   put: Callable[[], Any] | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
         store = self.ctx.store
         started = time.monotonic()
         if put is None:
@@ -294,7 +332,10 @@ class SendMessageProcessor:
             msg_id=append.msg_id, queue_id=queue_id, queue_offset=append.queue_offset,
             msg_region="DefaultRegion", trace_on=True,
         )
-        return request.make_response(_STORED_CODES[status_name], ext_fields=response_header.to_ext_fields())
+        fields = response_header.to_ext_fields()
+        if ext:
+            fields.update(ext)
+        return request.make_response(_STORED_CODES[status_name], ext_fields=fields)
 
     def _illegal_detail(self, msgs: Sequence[Any]) -> str:
         body = max(len(m.body) for m in msgs)

@@ -3,7 +3,9 @@
 A frozen keyword-only dataclass with the unit in each name.  :meth:`TransactionConfig.from_broker_conf`
 reads RocketMQ's ``BrokerConfig`` keys as found in ``broker.conf`` (``transactionTimeOut``,
 ``transactionCheckMax``, ``transactionCheckInterval``, all in the units RocketMQ uses: milliseconds
-and a count) so a RocketMQ user's file works unchanged; other keys are ignored by that loader.
+and a count) so a RocketMQ user's file works unchanged, plus the limits of rocketq's ranged
+END_TRANSACTION (``transactionBatchMaxMessages``, ``transactionBatchMaxBytes``); other keys are
+ignored by that loader.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ _JAVA_KEYS = {
     "transactionTimeOut": "transaction_timeout_ms",
     "transactionCheckMax": "transaction_check_max",
     "transactionCheckInterval": "transaction_check_interval_ms",
+    "transactionBatchMaxMessages": "transaction_batch_max_messages",
+    "transactionBatchMaxBytes": "transaction_batch_max_bytes",
 }
 
 
@@ -37,6 +41,10 @@ class TransactionConfig:
     transaction_check_interval_ms: int = 60_000
     #: Upper bound of one check pass; the rest of the half queue waits for the next pass.
     max_check_pass_ms: int = 60_000
+    #: Most half messages one ranged END_TRANSACTION may end (rocketq extension).
+    transaction_batch_max_messages: int = 100_000
+    #: Most bytes of half records (as stored) one ranged END_TRANSACTION may load.
+    transaction_batch_max_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.transaction_timeout_ms < 0:
@@ -47,6 +55,10 @@ class TransactionConfig:
             raise TransactionConfigError("transaction_check_interval_ms must be > 0")
         if self.max_check_pass_ms <= 0:
             raise TransactionConfigError("max_check_pass_ms must be > 0")
+        if self.transaction_batch_max_messages <= 0:
+            raise TransactionConfigError("transaction_batch_max_messages must be > 0")
+        if self.transaction_batch_max_bytes <= 0:
+            raise TransactionConfigError("transaction_batch_max_bytes must be > 0")
 
     @classmethod
     def from_broker_conf(cls, conf: Mapping[str, str], **overrides: Any) -> TransactionConfig:

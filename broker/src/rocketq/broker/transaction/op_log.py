@@ -48,10 +48,7 @@ _READ_BYTES: Final = 4 * 1024 * 1024
 
 def encode_op_body(half_offsets: Iterable[int]) -> bytes:
     """``b"12"`` or ``b"12,3"``: distinct offsets in the given order."""
-    seen: list[int] = []
-    for off in half_offsets:
-        if off not in seen:
-            seen.append(off)
+    seen = list(dict.fromkeys(half_offsets))  # distinct, first occurrence order
     if not seen:
         raise ValueError("an op message needs at least one half offset")
     return ",".join(str(o) for o in seen).encode("ascii")

@@ -28,6 +28,12 @@ still commit them.
 
 State rebuilt at start (:meth:`recover`) from the log alone: the finished-offset bitmap from the
 whole op queue, the newest copy of every transaction from the half queue above the progress.
+
+rocketq's batched transactions (:mod:`.ranged`) add :meth:`prepare_half_batch` (a prepared batch
+in one append) and :meth:`end_transaction_ranges` (commit or roll back ranges of half offsets
+with one append per destination queue and one op message); each half message of a batch is
+otherwise an ordinary half message, checked back and ended one by one like any other.  Committed
+messages carrying ``DELAY`` go to ``SCHEDULE_TOPIC_XXXX`` as RocketMQ's commit does.
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
 from rocketq.broker.transaction.config import TransactionConfig
@@ -53,7 +60,6 @@ from rocketq.broker.transaction.half_message import (
     origin_offset,
     real_queue,
     renew_half_message,
-    restore_real_message,
     to_half_message,
     to_parked_message,
 )
@@ -65,6 +71,14 @@ from rocketq.broker.transaction.op_log import (
     read_op_offsets,
 )
 from rocketq.broker.transaction.progress import CheckProgress, OffsetTable
+from rocketq.broker.transaction.ranged import (
+    RangedEndResult,
+    RangedRefused,
+    append_runs,
+    committed_message,
+    load_ranges,
+    to_half_batch,
+)
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -153,6 +167,10 @@ class TransactionalMessageService:
         self._recovered = False
         hours = float(getattr(store.config, "file_reserved_time_hours", 72))
         self._max_age_ms = int(hours * 3_600_000)
+        delay_text = getattr(store.config, "message_delay_level", None)
+        self._max_delay_level = len(parse_delay_levels(delay_text)) if isinstance(delay_text, str) else 18
+        #: the store's batch limit: larger groups of committed messages take several appends
+        self._max_batch_bytes = int(getattr(store.config, "max_message_size_bytes", 4 * 1024 * 1024))
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -192,6 +210,15 @@ class TransactionalMessageService:
         """Store a prepared send as a half message (the result's queue offset is the half offset)."""
         return self.store.put_message(to_half_message(msg))  # type: ignore[no-any-return]
 
+    def prepare_half_batch(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
+        """Store prepared messages of one topic and queue as half messages in ONE append.
+
+        The result's queue offset is the first half offset (the others follow contiguously) and
+        its msg_id the comma-joined offset msgIds.  The caller checks ``TRAN_MSG``/``PGROUP``
+        (:func:`.ranged.check_half_batch`).
+        """
+        return self.store.put_messages(to_half_batch(msgs))  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ end transaction
     def end_transaction(self, header: EndTransactionRequestHeader) -> tuple[ResponseCode, str | None]:
         """Commit or roll back the half message ``header`` names; (response code, remark)."""
@@ -212,7 +239,7 @@ class TransactionalMessageService:
                 log.info("END_TRANSACTION for finished half offset %d (origin %d): no-op", qo, origin)
                 return ResponseCode.SUCCESS, None
             if kind == COMMIT_TYPE:
-                real = restore_real_message(half, commit_log_offset=half.physical_offset, prepared_queue_offset=origin)
+                real = committed_message(half, origin, self._max_delay_level)
                 result: PutMessageResult = self.store.put_message(real)
                 if not result.is_ok:
                     log.error("commit of half offset %d failed: %s", qo, result.status.value)
@@ -227,6 +254,105 @@ class TransactionalMessageService:
             self._done.add(origin)
             self._latest.pop(origin, None)
         return ResponseCode.SUCCESS, None
+
+    def end_transaction_ranges(self, header: EndTransactionRequestHeader,
+                               ranges: Sequence[tuple[int, int]]) -> RangedEndResult:
+        """Commit or roll back every half message of ``ranges`` (``(first half offset, count)``).
+
+        The header names the first half message (``tranStateTableOffset``, ``commitLogOffset``)
+        and the producer group every half message must carry.  Offsets already ended are
+        skipped.  A commit appends the real messages per destination queue (:func:`.ranged.append_runs`),
+        then one op message lists every offset ended (more only if it exceeds the store's
+        message size); a rollback writes only the op message.
+        """
+        kind = header.commit_or_rollback
+        if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
+            return RangedEndResult(code=ResponseCode.SUCCESS, remark="state unknown: nothing ended")
+        self.recover()
+        cfg = self.config
+        try:
+            halves = load_ranges(self.store, ranges, header.producer_group,
+                                 max_messages=cfg.transaction_batch_max_messages,
+                                 max_bytes=cfg.transaction_batch_max_bytes)
+        except RangedRefused as refused:
+            log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
+            return RangedEndResult(code=refused.code, remark=refused.remark)
+        first = halves[0]
+        if first.queue_offset != header.tran_state_table_offset:
+            return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The transaction state table offset wrong")
+        if first.physical_offset != header.commit_log_offset:
+            return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The commit log offset wrong")
+        with self._lock:
+            todo = self._pending(halves)
+            skipped = len(halves) - len(todo)
+            todo, failure = self._end_pending(kind, todo, first.store_host)
+        verb = "committed" if kind == COMMIT_TYPE else "rolled back"
+        if failure is not None:
+            remark = f"{failure[1]} ({verb} {len(todo)} before the failure, skipped {skipped} already ended)"
+            return RangedEndResult(code=failure[0], remark=remark, ended=len(todo), skipped=skipped)
+        return RangedEndResult(code=ResponseCode.SUCCESS, remark=f"{verb} {len(todo)}, skipped {skipped} already ended",
+                               ended=len(todo), skipped=skipped)
+
+    def _pending(self, halves: list[StoredMessage]) -> list[tuple[StoredMessage, int]]:
+        """(half, origin) of the halves not ended yet, one per transaction (caller holds the lock)."""
+        todo: list[tuple[StoredMessage, int]] = []
+        origins: set[int] = set()
+        for half in halves:
+            qo, origin = half.queue_offset, origin_offset(half)
+            if qo in self._done or origin in self._done or origin in origins:
+                continue
+            origins.add(origin)
+            todo.append((half, origin))
+        return todo
+
+    def _end_pending(self, kind: int, todo: list[tuple[StoredMessage, int]], store_host: tuple[str, int],
+                     ) -> tuple[list[tuple[StoredMessage, int]], tuple[ResponseCode, str] | None]:
+        """Commit (real messages, then ops) or roll back (ops) ``todo``; (what was ended, the error).
+
+        A commit that fails part-way still records the ops of what it stored, so a retry skips it.
+        """
+        failure: tuple[ResponseCode, str] | None = None
+        if kind == COMMIT_TYPE and todo:
+            items = [(h.queue_offset, committed_message(h, o, self._max_delay_level)) for h, o in todo]
+            stored, failed = append_runs(self.store, items, self._max_batch_bytes)
+            if failed is not None:
+                log.error("ranged commit stopped after %d of %d messages: %s", len(stored), len(todo),
+                          failed.status.value)
+                failure = put_error(failed.status)
+                done_now = set(stored)
+                todo = [(h, o) for h, o in todo if h.queue_offset in done_now]
+        if not todo:
+            return todo, failure
+        error = self._append_ops([off for h, o in todo for off in (h.queue_offset, o)], store_host)
+        if error is not None and kind == ROLLBACK_TYPE:
+            return [], error
+        for h, o in todo:
+            self._done.add(h.queue_offset)
+            self._done.add(o)
+            self._latest.pop(o, None)
+        return todo, failure
+
+    def _append_ops(self, offsets: list[int], store_host: tuple[str, int]) -> tuple[ResponseCode, str] | None:
+        """Op message(s) finishing ``offsets``: one, unless its body would exceed the message size."""
+        limit = max(64, self._max_batch_bytes // 2)
+        chunk: list[int] = []
+        size = 0
+        chunks: list[list[int]] = []
+        for off in dict.fromkeys(offsets):
+            width = len(str(off)) + 1
+            if chunk and size + width > limit:
+                chunks.append(chunk)
+                chunk, size = [], 0
+            chunk.append(off)
+            size += width
+        chunks.append(chunk)
+        for part in chunks:
+            result: PutMessageResult = self.store.put_message(
+                make_op_message(part, store_host=store_host, now_ms=self._clock_ms()))
+            if not result.is_ok:
+                log.error("op message for %d half offsets not written: %s", len(part), result.status.value)
+                return put_error(result.status)
+        return None
 
     def _find_half(self, commit_log_offset: int) -> StoredMessage | None:
         raw = self.store.look_message_by_offset(commit_log_offset)

@@ -28,6 +28,12 @@ which queues the check: synchronous checkers run in a thread pool of
 again at its next pass); coroutine checkers are awaited on the event loop, as many at a time.  The
 answer is a oneway END_TRANSACTION with ``fromTransactionCheck=true`` and the offsets of the
 request header.
+
+Batched transactions (rocketq extension, :mod:`.transaction_batch`): :meth:`send_half_batch`
+stores many half messages of one queue in one request, :meth:`end_transaction_batch` ends them
+with one ranged request per queue (module function :func:`.transaction_batch.end_transaction_batch`
+does the same without a producer, e.g. on a Spark driver).  Each half message of a batch is
+checked back individually, through the same check listener.
 """
 
 from __future__ import annotations
@@ -52,13 +58,16 @@ from rocketq.client.model import (
     TransactionSendResult,
 )
 from rocketq.client.producer.core import AsyncProducer
+from rocketq.client.producer.transaction_batch import HalfBatchResult, end_transaction_batch, send_half_batch
 from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.route import MessageQueue
 
 __all__ = [
     "AsyncTransactionProducer",
     "CheckListener",
+    "HalfBatchResult",
     "LocalTransaction",
     "TransactionListener",
     "as_transaction_state",
@@ -296,6 +305,34 @@ class AsyncTransactionProducer(AsyncProducer):
             local_transaction_state=state,
         )
 
+    async def send_half_batch(
+        self, mq: MessageQueue, msgs: Sequence[Message], *, timeout_ms: int | None = None
+    ) -> HalfBatchResult:
+        """Store ``msgs`` as half messages of queue ``mq`` in one request (rocketq brokers), or
+        one by one (other brokers); the handle is picklable. See :mod:`.transaction_batch`."""
+        return await send_half_batch(self, mq, msgs, timeout_ms=timeout_ms)
+
+    async def end_transaction_batch(
+        self,
+        handles: Sequence[HalfBatchResult],
+        state: LocalTransactionState,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit or roll back the half messages of ``handles``: one ranged END_TRANSACTION per
+        queue (two-way); raises MQBrokerError with the broker's code and remark on failure."""
+        await end_transaction_batch(self.instance.api, self.group, handles, state, timeout_ms=timeout_ms)
+
+    async def heartbeat_broker(self, addr: str) -> None:
+        """Heartbeat ``addr`` once, the first time it holds our half messages (see _heartbeat_once)."""
+        if addr in self._heartbeated:
+            return
+        try:
+            await self.instance.send_heartbeat_to(addr)
+            self._heartbeated.add(addr)
+        except RocketQError as exc:
+            log.warning("heartbeat to %s failed (the periodic one will retry): %s", addr, exc)
+
     def _prepare_half(self, msg: Message) -> Message:
         if not isinstance(msg, Message):
             raise MQClientError(
@@ -317,13 +354,8 @@ class AsyncTransactionProducer(AsyncProducer):
         """Register the group with a broker at once the first time it holds our half messages, so
         that an early check-back finds a channel (the periodic heartbeat keeps it registered)."""
         addr = self.instance.find_broker_addr(result.message_queue.broker_name)
-        if addr is None or addr in self._heartbeated:
-            return
-        try:
-            await self.instance.send_heartbeat_to(addr)
-            self._heartbeated.add(addr)
-        except RocketQError as exc:
-            log.warning("heartbeat to %s failed (the periodic one will retry): %s", addr, exc)
+        if addr is not None:
+            await self.heartbeat_broker(addr)
 
     # ------------------------------------------------------------------ check-back
 
