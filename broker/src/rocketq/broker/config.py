@@ -122,6 +122,8 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval_ms: int = 60_000
     reject_transaction_message: bool = False
+    transaction_batch_max_messages: int = 100_000
+    transaction_batch_max_bytes: int = 64 * 1024 * 1024
     # raw camelCase store keys, converted by build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
@@ -145,6 +147,8 @@ class BrokerConfig:
             ("transactionTimeOut", self.transaction_timeout_ms),
             ("transactionCheckMax", self.transaction_check_max),
             ("transactionCheckInterval", self.transaction_check_interval_ms),
+            ("transactionBatchMaxMessages", self.transaction_batch_max_messages),
+            ("transactionBatchMaxBytes", self.transaction_batch_max_bytes),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
         for addr in self.namesrv_addr:
@@ -277,6 +281,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "transactionCheckMax": ("transaction_check_max", _parse_int),
     "transactionCheckInterval": ("transaction_check_interval_ms", _parse_int),
     "rejectTransactionMessage": ("reject_transaction_message", _parse_bool),
+    "transactionBatchMaxMessages": ("transaction_batch_max_messages", _parse_int),
+    "transactionBatchMaxBytes": ("transaction_batch_max_bytes", _parse_int),
 }
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.

@@ -235,15 +235,12 @@ class BrokerController:
     async def _start_transactions(self, ctx: BrokerContext, loop: asyncio.AbstractEventLoop) -> None:
         """Rebuild the half-message state from the log and start the check-back thread."""
         cfg = self.config
-        defaults = TransactionConfig()
         txn = TransactionalMessageService(self.store, TransactionConfig(
             transaction_timeout_ms=cfg.transaction_timeout_ms, transaction_check_max=cfg.transaction_check_max,
             transaction_check_interval_ms=cfg.transaction_check_interval_ms,
             # ranged END_TRANSACTION limits (broker.conf transactionBatchMaxMessages / transactionBatchMaxBytes)
-            transaction_batch_max_messages=int(getattr(cfg, "transaction_batch_max_messages",
-                                                       defaults.transaction_batch_max_messages)),
-            transaction_batch_max_bytes=int(getattr(cfg, "transaction_batch_max_bytes",
-                                                    defaults.transaction_batch_max_bytes)),
+            transaction_batch_max_messages=cfg.transaction_batch_max_messages,
+            transaction_batch_max_bytes=cfg.transaction_batch_max_bytes,
         ), offsets=ctx.offsets)
         await asyncio.to_thread(txn.recover)
         ctx.txn = txn
