@@ -1,13 +1,15 @@
 """CommitLog: the single append-only log of every stored message, and the only source of truth.
 
-Theory of operation.  A record is encoded outside the lock with the client's codec
-(:func:`rocketq.client.remoting.message.encode_stored_message`); a batch is one ``bytearray`` made
-by a single join.  Under the one append lock the store assigns the queue offset(s) from the
-per-queue table, the physical offset and the store timestamp, patches them into the buffer with
-precompiled structs and copies the whole buffer into the mapped segment in one memcpy.  A record
-(or batch) that does not fit, keeping the 8 bytes needed for the end-of-file marker, is preceded by
-a blank record (``TOTALSIZE = remaining``, ``BLANK_MAGIC``) and goes to a new segment.  Prepared
-and rolled-back transaction records get queue offset 0 and never enter a ConsumeQueue.
+Theory of operation.  Records are encoded outside the lock by :mod:`.record_batch` (columns in
+bulk with numpy, or the scalar codec for tiny batches).  Under the one append lock the store
+assigns the queue offsets from the per-queue table, the physical offsets and the store timestamp,
+renders the batch into one buffer and writes it with ``pwrite`` (see :meth:`MappedFile.pwrite`).
+A batch is written contiguously (as RocketMQ does): when it does not fit in the rest of a
+segment, keeping the 8 bytes of the end-of-file marker, the segment is closed with a blank record
+(``TOTALSIZE = remaining``, ``BLANK_MAGIC``) and the batch starts the next segment, which is
+created before the blank is published.  Prepared and rolled-back transaction records get queue offset 0
+and never enter a ConsumeQueue.  Each append leaves a :class:`DispatchHint` so that dispatch need
+not parse the records again.
 """
 
 from __future__ import annotations
@@ -21,35 +23,28 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, StoreConfig
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.broker.store.mapped_file_queue import MappedFileQueue
-from rocketq.broker.store.status import AppendMessageResult, AppendMessageStatus, PutMessageStatus
-from rocketq.client.errors import RocketQError
-from rocketq.client.remoting.javahash import tags_hash_code
-from rocketq.client.remoting.message import (
-    PHYSICALOFFSET_POS,
-    QUEUEOFFSET_POS,
-    TRANSACTION_TYPE_MASK,
-    SysFlag,
-    encode_blank,
-    encode_stored_message,
-    store_timestamp_pos,
-)
+from rocketq.broker.store.props_scan import Buffer
+from rocketq.broker.store.record_batch import SMALL_BATCH, PreparedBatch, enters_consume_queue
+from rocketq.broker.store.status import AppendMessageResult, AppendMessageStatus
+from rocketq.client.remoting.message import encode_blank, store_timestamp_pos
 from rocketq.client.remoting.msgid import ip_to_bytes
-from rocketq.client.remoting.properties import decode_properties, encode_properties, split_keys
+from rocketq.client.remoting.properties import encode_properties
 
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-_QO_PHY = struct.Struct(">qq")
 _INT64 = struct.Struct(">q")
 _SIZE_MAGIC = struct.Struct(">iI")
-assert QUEUEOFFSET_POS + 8 == PHYSICALOFFSET_POS and _QO_PHY.size == 16
-_PREPARED = int(SysFlag.TRANSACTION_PREPARED)
-_ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
+I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,12 +68,6 @@ class MessageToStore:
         return props if isinstance(props, str) else encode_properties(props)
 
 
-def enters_consume_queue(sys_flag: int) -> bool:
-    """False for prepared and rolled-back transaction records."""
-    tran = sys_flag & TRANSACTION_TYPE_MASK
-    return tran != _PREPARED and tran != _ROLLBACK
-
-
 def check_topic(topic: str, max_length: int) -> bool:
     return 0 < len(topic) <= max_length and TOPIC_PATTERN.match(topic) is not None
 
@@ -87,18 +76,7 @@ def offset_msg_id_prefix(store_host: tuple[str, int]) -> str:
     return (ip_to_bytes(store_host[0]) + struct.pack(">i", store_host[1])).hex().upper()
 
 
-@dataclass(slots=True)
-class EncodedBatch:
-    """Records of one topic/queue encoded back to back, plus what dispatch needs to know of them."""
-
-    buf: bytearray
-    layout: list[tuple[int, int]]      # (start in buf, sys_flag) per record
-    sizes: list[int]
-    tags_codes: list[int]
-    keys: list[list[str]]              # KEYS values + UNIQ_KEY per record
-
-
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class DispatchHint:
     """What the appender already knows about a batch, so dispatch need not re-parse it.
 
@@ -106,16 +84,20 @@ class DispatchHint:
     dispatch falls back to decoding records whenever no hint matches its offset.
     """
 
-    base: int
-    total: int
+    base: int                       # offset of the first record
+    end: int                        # offset after the last record (a blank may lie in between)
     topic: str
     queue_id: int
     first_queue_offset: int
-    in_cq: bool
-    starts: list[int]
-    sizes: list[int]
-    tags_codes: list[int]
-    keys: list[list[str]]
+    phys: I64 | list[int]
+    sizes: I64 | list[int]
+    in_cq: npt.NDArray[np.bool_] | list[bool]
+    all_in_cq: bool
+    properties: Sequence[Buffer]    # dispatch extracts tags codes and index keys from these ...
+    plen: I64 | list[int]
+    unindexed: npt.NDArray[np.bool_] | list[bool] | None
+    tags_codes: I64 | list[int] | None  # ... unless the appender handed them over
+    keys: list[list[str]] | None
     store_timestamp: int
 
 
@@ -138,161 +120,105 @@ class CommitLog:
         self.hints: deque[DispatchHint] = deque()
         self.hints_enabled = True
 
-    # -- validation and encoding (outside the lock) ----------------------------------------------
-    def validate(self, msg: MessageToStore, props: bytes) -> PutMessageStatus | None:
-        cfg = self.config
-        if msg.topic not in self._valid_topics:
-            if not check_topic(msg.topic, cfg.max_topic_length):
-                log.warning("put message illegal: bad topic name %r", msg.topic[:300])
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            if len(self._valid_topics) < 100_000:
-                self._valid_topics.add(msg.topic)
-        if len(props) > cfg.max_properties_size_bytes:
-            log.warning("put message illegal: properties of %d bytes for topic %s", len(props), msg.topic)
-            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-        if len(msg.body) > cfg.max_message_size_bytes or msg.queue_id < 0:
-            log.warning("put message illegal: body of %d bytes / queue %d for topic %s",
-                        len(msg.body), msg.queue_id, msg.topic)
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        return None
-
-    def encode_batch(self, msgs: Sequence[MessageToStore]) -> EncodedBatch | PutMessageStatus:
-        """Encode messages of one topic and queue back to back (one join), with their dispatch data."""
-        first = msgs[0]
-        topic, queue_id = first.topic, first.queue_id
-        if topic not in self._valid_topics and self.validate(first, b"") is not None:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        cfg = self.config
-        max_props, max_body = cfg.max_properties_size_bytes, cfg.max_message_size_bytes
-        records: list[bytes] = []
-        layout: list[tuple[int, int]] = []
-        sizes: list[int] = []
-        tags_codes: list[int] = []
-        all_keys: list[list[str]] = []
-        pos = 0
-        for m in msgs:
-            if m.topic != topic or m.queue_id != queue_id:
-                log.warning("put messages illegal: a batch mixes topics or queues")
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            props = m.properties
-            if isinstance(props, str):
-                text = props
-                pmap: Mapping[str, str] = decode_properties(props)
-            else:
-                text = encode_properties(props)
-                pmap = props
-            props_b = text.encode()
-            if len(props_b) > max_props or len(m.body) > max_body or queue_id < 0:
-                return self.validate(m, props_b) or PutMessageStatus.MESSAGE_ILLEGAL
-            try:
-                rec = encode_stored_message(
-                    topic=topic, queue_id=queue_id, flag=m.flag, body=m.body, properties=props_b,
-                    sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
-                    store_host=m.store_host, reconsume_times=m.reconsume_times,
-                    prepared_transaction_offset=m.prepared_transaction_offset)
-            except RocketQError as exc:
-                log.warning("put message illegal: %s", exc)
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            tags = pmap.get("TAGS")
-            tags_codes.append(tags_hash_code(tags) if tags else 0)
-            keys_value = pmap.get("KEYS")
-            keys = split_keys(keys_value) if keys_value else []
-            uniq = pmap.get("UNIQ_KEY")
-            if uniq:
-                keys.append(uniq)
-            all_keys.append(keys)
-            records.append(rec)
-            size = len(rec)
-            layout.append((pos, int.from_bytes(rec[36:40], "big", signed=True)))
-            sizes.append(size)
-            pos += size
-        buf = bytearray(b"".join(records)) if len(records) > 1 else bytearray(records[0])
-        return EncodedBatch(buf=buf, layout=layout, sizes=sizes, tags_codes=tags_codes, keys=all_keys)
-
-    def encode(self, msg: MessageToStore) -> bytes | PutMessageStatus:
-        """The record bytes with zero offsets and store time, or the status that rejects it."""
-        props = msg.properties_text().encode()
-        bad = self.validate(msg, props)
-        if bad is not None:
-            return bad
-        try:
-            record = encode_stored_message(
-                topic=msg.topic, queue_id=msg.queue_id, flag=msg.flag, body=msg.body, properties=props,
-                sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                store_host=msg.store_host, reconsume_times=msg.reconsume_times,
-                prepared_transaction_offset=msg.prepared_transaction_offset)
-        except RocketQError as exc:
-            log.warning("put message illegal: %s", exc)
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        return record
+    # -- validation (outside the lock) ------------------------------------------------------------
+    def topic_ok(self, topic: str) -> bool:
+        """True if ``topic`` is a legal name (cached)."""
+        if topic in self._valid_topics:
+            return True
+        if not check_topic(topic, self.config.max_topic_length):
+            log.warning("put message illegal: bad topic name %r", topic[:300])
+            return False
+        if len(self._valid_topics) < 100_000:
+            self._valid_topics.add(topic)
+        return True
 
     # -- appending (under the lock) --------------------------------------------------------------
     def is_os_page_cache_busy(self) -> bool:
         begin = self.begin_time_in_lock_ms
         return begin > 0 and int(time.time() * 1000) - begin > self.config.os_page_cache_busy_timeout_ms
 
-    def append(self, batch: EncodedBatch, topic: str, queue_id: int,
-               store_host: tuple[str, int]) -> AppendMessageResult:
-        """Append the encoded records of ``batch`` (all of ``topic``/``queue_id``) contiguously.
-
-        Raises StoreError if a new segment cannot be created.
-        """
-        buf, layout = batch.buf, batch.layout
-        total = len(buf)
-        if total + END_FILE_MIN_BLANK_LENGTH > self.mfq.mapped_file_size:
+    def append(self, prep: PreparedBatch) -> AppendMessageResult:
+        """Append the records of ``prep`` in order; raises StoreError if a segment cannot be created."""
+        sizes = prep.sizes
+        biggest = int(sizes.max()) if isinstance(sizes, np.ndarray) else max(sizes)
+        if biggest + END_FILE_MIN_BLANK_LENGTH > self.mfq.mapped_file_size:
             return AppendMessageResult(status=AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        key = (topic, queue_id)
-        sys_flag0 = layout[0][1]
-        in_cq = enters_consume_queue(sys_flag0)
+        key = (prep.topic, prep.queue_id)
         with self.put_lock:
             now = int(time.time() * 1000)
             self.begin_time_in_lock_ms = now
             try:
-                mf = self._writable_file(total)
+                mf = self.mfq.get_last_mapped_file()
                 base = mf.file_from_offset + mf.wrote_position
-                queue_offset = self.topic_queue_table.get(key, 0) if in_cq else 0
-                qo = queue_offset
-                pack_qp, pack_ts = _QO_PHY.pack_into, _INT64.pack_into
-                ts_pos = store_timestamp_pos(sys_flag0)
-                for start, sys_flag in layout:
-                    pack_qp(buf, start + QUEUEOFFSET_POS, qo, base + start)
-                    pack_ts(buf, start + (ts_pos if sys_flag == sys_flag0 else store_timestamp_pos(sys_flag)), now)
-                    if in_cq:
-                        qo += 1
-                mf.append(buf)
-                if in_cq:
-                    self.topic_queue_table[key] = qo
+                first_qo = self.topic_queue_table.get(key, 0)
+                queue_offsets, next_qo = _queue_offsets(prep, first_qo)
+                chunks = self._place(prep, mf)
+                phys = _physical_offsets(prep, chunks)
+                self._write(chunks, prep, prep.render(queue_offsets, phys, now))
+                if next_qo != first_qo:
+                    self.topic_queue_table[key] = next_qo
                 self.last_store_timestamp = now
-                if self.hints_enabled and len(self.hints) < MAX_HINTS and topic != SCHEDULE_TOPIC:
+                end = self.mfq.max_offset
+                if self.hints_enabled and len(self.hints) < MAX_HINTS and prep.topic != SCHEDULE_TOPIC:
                     self.hints.append(DispatchHint(
-                        base=base, total=total, topic=topic, queue_id=queue_id, first_queue_offset=queue_offset,
-                        in_cq=in_cq, starts=[start for start, _ in layout], sizes=batch.sizes,
-                        tags_codes=batch.tags_codes, store_timestamp=now,
-                        keys=batch.keys if sys_flag0 & TRANSACTION_TYPE_MASK != _ROLLBACK else []))
+                        base=base, end=end, topic=prep.topic, queue_id=prep.queue_id, first_queue_offset=first_qo,
+                        phys=phys, sizes=prep.sizes, in_cq=prep.in_cq, all_in_cq=prep.all_in_cq,
+                        properties=prep.properties, plen=prep.plen, unindexed=prep.unindexed,
+                        tags_codes=prep.tags_codes, keys=prep.keys, store_timestamp=now))
             finally:
                 self.begin_time_in_lock_ms = 0
-        msg_ids = self._msg_ids(store_host, base, layout)
-        return AppendMessageResult(status=AppendMessageStatus.PUT_OK, wrote_offset=base, wrote_bytes=total,
-                                   msg_id=msg_ids, queue_offset=queue_offset, store_timestamp=now,
-                                   msg_num=len(layout))
+        first_phy = int(phys[0])
+        return AppendMessageResult(status=AppendMessageStatus.PUT_OK, wrote_offset=first_phy, wrote_bytes=end - first_phy,
+                                   msg_id=self._msg_ids(prep.store_host, phys),
+                                   queue_offset=int(queue_offsets[0]), store_timestamp=now, msg_num=prep.n)
 
-    def _writable_file(self, size: int) -> MappedFile:
-        mf = self.mfq.get_last_mapped_file()
-        remaining = mf.remaining
-        if size + END_FILE_MIN_BLANK_LENGTH > remaining:
-            # Every append leaves >= 8 bytes, so the marker always fits.
-            mf.write_at(mf.wrote_position, encode_blank(remaining))
+    def _place(self, prep: PreparedBatch, mf: MappedFile) -> list[tuple[MappedFile | None, int, int, int]]:
+        """Per-segment chunks ``(segment, or None for the next one, position, i0, i1)`` of the batch.
+
+        As in RocketMQ a batch is written contiguously: if it does not fit in the rest of the
+        segment (keeping the 8 bytes of the end-of-file marker) the segment is closed with a blank
+        record and the whole batch starts the next one.
+        """
+        pos = mf.wrote_position
+        if prep.total + END_FILE_MIN_BLANK_LENGTH <= self.mfq.mapped_file_size - pos:
+            return [(mf, pos, 0, prep.n)]
+        return [(mf, pos, 0, 0), (None, 0, 0, prep.n)]
+
+    def _write(self, chunks: list[tuple[MappedFile | None, int, int, int]], prep: PreparedBatch, data: object) -> None:
+        view = memoryview(data)  # type: ignore[arg-type]
+        starts, total = prep.starts, prep.total
+        mf = chunks[0][0]
+        assert mf is not None
+        for k, (_, pos, i0, i1) in enumerate(chunks):
+            lo, hi = int(starts[i0]), (int(starts[i1]) if i1 < prep.n else total)
+            if hi > lo:
+                mf.pwrite(pos, view[lo:hi])
+            if k + 1 == len(chunks):
+                mf.wrote_position = pos + hi - lo
+                return
+            blank_at = pos + hi - lo
+            mf.write_at(blank_at, encode_blank(mf.file_size - blank_at))
+            try:
+                nxt = self.mfq.create_next()
+            except StoreError:
+                mf.write_at(pos, bytes(blank_at + END_FILE_MIN_BLANK_LENGTH - pos))  # unpublish
+                raise
             mf.wrote_position = mf.file_size
-            mf = self.mfq.get_last_mapped_file()
-        return mf
+            mf = nxt
 
-    def _msg_ids(self, store_host: tuple[str, int], base: int, layout: Sequence[tuple[int, int]]) -> str:
+    def _msg_ids(self, store_host: tuple[str, int], phys: I64 | list[int]) -> str:
         prefix = self._msg_id_prefixes.get(store_host)
         if prefix is None:
             prefix = self._msg_id_prefixes[store_host] = offset_msg_id_prefix(store_host)
-        if len(layout) == 1:
-            return f"{prefix}{base:016X}"
-        return ",".join([f"{prefix}{base + start:016X}" for start, _ in layout])
+        if len(phys) < SMALL_BATCH:
+            return ",".join([f"{prefix}{int(p):016X}" for p in phys])
+        arr = np.asarray(phys, dtype=np.int64)
+        width = len(prefix) + 17
+        out = np.empty((len(arr), width), dtype=np.uint8)
+        out[:, :len(prefix)] = np.frombuffer(prefix.encode(), dtype=np.uint8)
+        out[:, len(prefix):-1] = _HEX[(arr.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & np.uint64(15)]
+        out[:, -1] = 44  # ","
+        return out.tobytes()[:-1].decode("ascii")
 
     # -- reading ---------------------------------------------------------------------------------
     @property
@@ -365,4 +291,40 @@ class CommitLog:
                 del self.topic_queue_table[key]
 
 
-__all__ = ["CommitLog", "DispatchHint", "EncodedBatch", "MessageToStore", "StoreError", "check_topic", "enters_consume_queue"]
+__all__ = ["CommitLog", "DispatchHint", "MessageToStore", "StoreError", "check_topic", "enters_consume_queue"]
+
+
+def _queue_offsets(prep: PreparedBatch, first: int) -> tuple[I64 | list[int], int]:
+    """Queue offset of each record (0 outside ConsumeQueues) and the queue's next offset."""
+    n = prep.n
+    if prep.all_in_cq:
+        if isinstance(prep.starts, np.ndarray):
+            return np.arange(first, first + n, dtype=np.int64), first + n
+        return list(range(first, first + n)), first + n
+    in_cq = prep.in_cq
+    if isinstance(in_cq, np.ndarray):
+        counts = np.cumsum(in_cq)
+        return np.where(in_cq, first + counts - 1, 0).astype(np.int64), first + int(counts[-1])
+    out, qo = [], first
+    for flag in in_cq:
+        out.append(qo if flag else 0)
+        qo += flag
+    return out, qo
+
+
+def _physical_offsets(prep: PreparedBatch, chunks: list[tuple[MappedFile | None, int, int, int]]) -> I64 | list[int]:
+    """Absolute CommitLog offset of each record given its chunk placement."""
+    starts = prep.starts
+    seg_from = chunks[0][0].file_from_offset if chunks[0][0] is not None else 0
+    size = chunks[0][0].file_size if chunks[0][0] is not None else 0
+    shifts = []
+    for k, (_, pos, i0, i1) in enumerate(chunks):
+        shifts.append((seg_from + k * size + pos - int(starts[i0]), i0, i1))
+    if isinstance(starts, np.ndarray):
+        if len(shifts) == 1:
+            return starts + shifts[0][0]
+        phys = np.empty_like(starts)
+        for shift, i0, i1 in shifts:
+            phys[i0:i1] = starts[i0:i1] + shift
+        return phys
+    return [s + shift for shift, i0, i1 in shifts for s in starts[i0:i1]]

@@ -18,10 +18,9 @@ import re
 import threading
 from collections.abc import Callable
 
-import numpy as np
 from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, CommitLog, DispatchHint, enters_consume_queue
-from rocketq.broker.store.config import CQ_UNIT_SIZE
-from rocketq.broker.store.consume_queue import CQ_DTYPE, UNIT, ConsumeQueue
+from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
+from rocketq.broker.store.hint_dispatch import dispatch_hints
 from rocketq.broker.store.index_file import IndexService
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.javahash import tags_hash_code
@@ -83,49 +82,40 @@ class Dispatcher:
         touched: dict[tuple[str, int], int] = {}
         n = 0
         hints = self.commit_log.hints
+        group: list[DispatchHint] = []
+        offset = self.reput_from_offset
         while n < _UNITS_PER_ROUND:
-            offset = self.reput_from_offset
             while hints and hints[0].base < offset:
                 hints.popleft()  # dispatched by the parsing path already
             if hints and hints[0].base == offset:
                 hint = hints[0]
-                if offset + hint.total > self.commit_log.max_offset:
+                if hint.end > self.commit_log.max_offset:
                     break
                 hints.popleft()
-                n += self._dispatch_hint(hint, touched)
+                group.append(hint)
+                n += len(hint.sizes)
+                offset = hint.end
                 continue
+            # Hinted batches are dispatched together, before any parsed record (index entries stay
+            # in CommitLog order); reput_from_offset, which the checkpoint records as dispatched,
+            # only moves once they are written.
+            self._dispatch_group(group, touched, offset)
+            group = []
             stop_at = hints[0].base if hints else None
             n += self._dispatch_parsed(offset, stop_at, touched)
             if self.reput_from_offset == offset:
                 break
+            offset = self.reput_from_offset
+        self._dispatch_group(group, touched, offset)
         if touched and self.listeners:
             self._notify(touched)
         return n
 
-    def _dispatch_hint(self, hint: DispatchHint, touched: dict[tuple[str, int], int]) -> int:
-        count = len(hint.sizes)
-        base = hint.base
-        phys = [base + start for start in hint.starts]
-        if hint.in_cq:
-            if count < 8:
-                units = bytearray(count * CQ_UNIT_SIZE)
-                for i in range(count):
-                    UNIT.pack_into(units, i * CQ_UNIT_SIZE, phys[i], hint.sizes[i], hint.tags_codes[i])
-                data: bytes | bytearray = units
-            else:
-                arr = np.empty(count, dtype=CQ_DTYPE)
-                arr["offset"] = phys
-                arr["size"] = hint.sizes
-                arr["tags_code"] = hint.tags_codes
-                data = arr.tobytes()
-            key = (hint.topic, hint.queue_id)
-            self.find_or_create_cq(*key).put_units(hint.first_queue_offset, data, base + hint.total)
-            touched[key] = hint.first_queue_offset + count
-        if self.index_service is not None and hint.keys and any(hint.keys):
-            self.index_service.build_index_bulk(hint.topic, hint.keys, phys, hint.store_timestamp)
-        self.last_dispatched_timestamp = hint.store_timestamp
-        self.reput_from_offset = base + hint.total
-        return count
+    def _dispatch_group(self, group: list[DispatchHint], touched: dict[tuple[str, int], int], offset: int) -> None:
+        if group:
+            dispatch_hints(group, self.find_or_create_cq, self.index_service, touched)
+            self.last_dispatched_timestamp = group[-1].store_timestamp
+        self.reput_from_offset = offset
 
     def _dispatch_parsed(self, offset: int, stop_at: int | None, touched: dict[tuple[str, int], int]) -> int:
         """Decode and dispatch records from ``offset`` to the end of its segment (or ``stop_at``)."""

@@ -143,41 +143,52 @@ class IndexFile:
         self._write_header()
         return True
 
-    def put_hashes(self, hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64], store_timestamp: int) -> int:
-        """Add many entries (one store time); return how many fit.  Same bytes as repeated put_key."""
+    def put_hashes(self, hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],
+                   store_timestamp: int | npt.NDArray[np.int64]) -> int:
+        """Add many entries; return how many fit.  Same bytes as ``put_key`` called for each in turn.
+
+        Slots are chained with a stable argsort: in each slot's group, the first new entry links to
+        the slot's old head, each later one to the previous entry of the group, and the slot ends
+        up pointing at the group's last entry.
+        """
         k = min(self.max_index - self.index_count, len(hashes))
         if k <= 0:
             return 0
         h, p = hashes[:k], phys[:k]
+        ts = store_timestamp[:k] if isinstance(store_timestamp, np.ndarray) else np.full(k, store_timestamp, np.int64)
         buf = self.mf.buffer
         slot_arr = np.frombuffer(buf, dtype=">i4", count=self.slots, offset=HEADER_SIZE)
         slots = h % self.slots
         count = self.index_count
+        glob = count + np.arange(k, dtype=np.int64)  # the entry number each key gets
         cur = slot_arr[slots].astype(np.int64)
-        cur[(cur <= 0) | (cur > count)] = 0
-        glob = count + np.arange(k, dtype=np.int64)
+        cur[(cur <= 0) | (cur > glob)] = 0  # put_key's check against the index count at its turn
         order = np.argsort(slots, kind="stable")
         ss = slots[order]
         same = np.zeros(k, dtype=bool)
         same[1:] = ss[1:] == ss[:-1]
         prev = np.empty(k, dtype=np.int64)
-        prev[order] = np.where(same, np.concatenate(([0], glob[order][:-1])), cur[order])
+        glob_sorted = glob[order]
+        prev[order] = np.where(same, np.concatenate(([0], glob_sorted[:-1])), cur[order])
         if count <= 1:
             self.begin_phy_offset = int(p[0])
-            self.begin_timestamp = store_timestamp
-        diff = 0 if self.begin_timestamp <= 0 else (store_timestamp - self.begin_timestamp) // 1000
+            self.begin_timestamp = int(ts[0])
+        if self.begin_timestamp <= 0:
+            diff: int | npt.NDArray[np.int64] = 0
+        else:
+            diff = np.clip((ts - self.begin_timestamp) // 1000, 0, _INT32_MAX)
         entries = np.frombuffer(buf, dtype=ENTRY_DTYPE, count=k, offset=self._entries_pos + count * ENTRY_SIZE)
         entries["key_hash"] = h
         entries["phy_offset"] = p
-        entries["time_diff"] = min(max(diff, 0), _INT32_MAX)
+        entries["time_diff"] = diff
         entries["prev_index"] = prev
         last = np.ones(k, dtype=bool)
         last[:-1] = ss[1:] != ss[:-1]
-        slot_arr[ss[last]] = glob[order][last]
+        slot_arr[ss[last]] = glob_sorted[last]
         self.hash_slot_count += int((cur[order][~same] == 0).sum())
         self.index_count = count + k
         self.end_phy_offset = int(p[-1])
-        self.end_timestamp = store_timestamp
+        self.end_timestamp = int(ts[-1])
         self._write_header()
         return k
 
@@ -288,28 +299,17 @@ class IndexService:
                     f = self._writable()
                     f.put_key(full_key, phy_offset, store_timestamp)
 
-    def build_index_bulk(self, topic: str, keys_per_record: list[list[str]], phys: list[int],
-                         store_timestamp: int) -> None:
-        """Index the keys of consecutive records (same store time) with vectorised hashing."""
+    def build_index_hashes(self, hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],
+                           store_timestamps: npt.NDArray[np.int64]) -> None:
+        """Index precomputed key hashes (in CommitLog order); entries below the indexed end are skipped."""
         with self._lock:
             end = self.end_phy_offset
-            full: list[str] = []
-            offsets: list[int] = []
-            prefix = topic + "#"
-            for keys, phy in zip(keys_per_record, phys, strict=True):
-                if phy < end:
-                    continue
-                for key in keys:
-                    if key:
-                        full.append(prefix + key)
-                        offsets.append(phy)
-            if not full:
-                return
-            hashes = bulk_index_key_hash(full)
-            phy_arr = np.array(offsets, dtype=np.int64)
+            if end >= 0 and len(phys) and int(phys[0]) < end:
+                keep = phys >= end
+                hashes, phys, store_timestamps = hashes[keep], phys[keep], store_timestamps[keep]
             while len(hashes):
-                n = self._writable().put_hashes(hashes, phy_arr, store_timestamp)
-                hashes, phy_arr = hashes[n:], phy_arr[n:]
+                n = self._writable().put_hashes(hashes, phys, store_timestamps)
+                hashes, phys, store_timestamps = hashes[n:], phys[n:], store_timestamps[n:]
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
         """(offsets newest first, last update timestamp, last update phy offset)."""

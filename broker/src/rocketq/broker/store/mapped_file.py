@@ -93,6 +93,22 @@ class MappedFile:
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         self._mm[pos:pos + len(data)] = data
 
+    def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at ``pos`` through the file descriptor; the caller moves ``wrote_position``.
+
+        The CommitLog writes this way: a store into a fresh page of a shared mapping takes a
+        write fault per 4 KiB page (~360 MB/s here), while ``pwrite`` copies into the page
+        cache at several GB/s and releases the GIL.  The mapping sees the same page cache.
+        """
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, pos)
+                pos += written
+                view = view[written:]
+        except OSError as exc:
+            raise StoreIOError(f"cannot write {len(view)} bytes at {pos} of {self.path}: {exc}") from exc
+
     def flush(self, least_pages: int = 0) -> bool:
         """msync the dirty range if at least ``least_pages`` pages are dirty; True if it flushed."""
         wrote, flushed = self.wrote_position, self.flushed_position
@@ -102,7 +118,12 @@ class MappedFile:
             return False
         start = flushed - flushed % OS_PAGE_SIZE
         try:
-            self._mm.flush(start, wrote - start)
+            if self._fd >= 0:
+                # fdatasync releases the GIL (mmap.flush's msync does not) and covers pages
+                # dirtied through the mapping and through pwrite alike.
+                os.fdatasync(self._fd)
+            else:
+                self._mm.flush(start, wrote - start)
         except (OSError, ValueError) as exc:
             raise StoreIOError(f"msync failed on {self.path}: {exc}") from exc
         self.flushed_position = wrote

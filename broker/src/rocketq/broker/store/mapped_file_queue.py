@@ -83,6 +83,15 @@ class MappedFileQueue:
             create_offset = last.file_from_offset + self.mapped_file_size
         return self._create(create_offset)
 
+    def create_next(self) -> MappedFile:
+        """Create the segment after the last one even if the last is not full yet.
+
+        The CommitLog uses this to roll over in the middle of a batch: the new segment exists
+        before the old one's tail (records and blank marker) is published.
+        """
+        last = self.last()
+        return self._create(last.file_from_offset + self.mapped_file_size if last is not None else 0)
+
     def _create(self, offset: int) -> MappedFile:
         os.makedirs(self.store_path, exist_ok=True)
         mf = MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)), self.mapped_file_size,

@@ -17,7 +17,7 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from rocketq.broker.store import reader
 from rocketq.broker.store.checkpoint import StoreCheckpoint
@@ -29,6 +29,7 @@ from rocketq.broker.store.dispatch import ArrivalListener, Dispatcher, ReputServ
 from rocketq.broker.store.errors import StoreCorruptError, StoreError, StoreLockedError
 from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rocketq.broker.store.index_file import IndexService
+from rocketq.broker.store.record_batch import MessageBatchToStore, prepare_batch
 from rocketq.broker.store.recovery import recover_commit_log, recover_consume_queues
 from rocketq.broker.store.status import (
     AppendMessageStatus,
@@ -37,16 +38,37 @@ from rocketq.broker.store.status import (
     PutMessageStatus,
     QueryMessageResult,
 )
+from rocketq.client.errors import MessageFormatError
+from rocketq.client.remoting.properties import encode_properties
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MessageStore", "MessageToStore"]
+__all__ = ["MessageBatchToStore", "MessageStore", "MessageToStore", "batch_from_messages"]
 
 
-def _waits_for_store(props: Mapping[str, str] | str) -> bool:
-    if isinstance(props, str):
-        return "WAIT\x01false\x02" not in props
-    return props.get("WAIT", "true") != "false"
+def batch_from_messages(msgs: Sequence[MessageToStore]) -> MessageBatchToStore | None:
+    """The columns of ``msgs`` (None if they mix topics, queues or hosts, or a property is unencodable)."""
+    first = msgs[0]
+    topic, queue_id, born, store = first.topic, first.queue_id, first.born_host, first.store_host
+    props: list[bytes] = []
+    try:
+        for m in msgs:
+            if m.topic != topic or m.queue_id != queue_id or m.born_host != born or m.store_host != store:
+                return None
+            p = m.properties
+            props.append(p.encode() if isinstance(p, str) else encode_properties(p).encode())
+    except MessageFormatError:
+        return None
+    if len(msgs) == 1:
+        return MessageBatchToStore(
+            topic=topic, queue_id=queue_id, born_host=born, store_host=store, bodies=[first.body], properties=props,
+            born_timestamps=first.born_timestamp, flags=first.flag, sys_flags=first.sys_flag,
+            reconsume_times=first.reconsume_times, prepared_transaction_offsets=first.prepared_transaction_offset)
+    return MessageBatchToStore(
+        topic=topic, queue_id=queue_id, born_host=born, store_host=store, bodies=[m.body for m in msgs],
+        properties=props, born_timestamps=[m.born_timestamp for m in msgs], flags=[m.flag for m in msgs],
+        sys_flags=[m.sys_flag for m in msgs], reconsume_times=[m.reconsume_times for m in msgs],
+        prepared_transaction_offsets=[m.prepared_transaction_offset for m in msgs])
 
 
 class MessageStore:
@@ -282,28 +304,37 @@ class MessageStore:
         return self.put_messages((msg,))
 
     def put_messages(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
-        """Append a batch of messages of one topic and queue contiguously."""
+        """Append messages of one topic and queue contiguously (a thin adapter to :meth:`put_batch`)."""
+        if not msgs:
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
+        batch = batch_from_messages(msgs)
+        if batch is None:
+            log.warning("put messages illegal: a batch mixes topics, queues or hosts, or has bad properties")
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
+        return self.put_batch(batch)
+
+    def put_batch(self, batch: MessageBatchToStore) -> PutMessageResult:
+        """Append a column-oriented batch of one topic and queue (see :class:`MessageBatchToStore`)."""
         bad = self._check_writable()
         if bad is not None:
             return PutMessageResult(status=bad)
-        if not msgs:
-            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
-        first = msgs[0]
-        batch = self.commit_log.encode_batch(msgs)
-        if isinstance(batch, PutMessageStatus):
-            return PutMessageResult(status=batch)
-        if len(msgs) > 1 and len(batch.buf) > self.config.max_message_size_bytes:
-            log.warning("put messages illegal: batch of %d bytes exceeds %d", len(batch.buf),
+        prep = prepare_batch(batch, self.config, self.commit_log.topic_ok)
+        if isinstance(prep, PutMessageStatus):
+            return PutMessageResult(status=prep)
+        if prep.n > 1 and prep.total > self.config.max_message_size_bytes:
+            log.warning("put messages illegal: batch of %d bytes exceeds %d", prep.total,
                         self.config.max_message_size_bytes)
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
         try:
-            result = self.commit_log.append(batch, first.topic, first.queue_id, first.store_host)
+            result = self.commit_log.append(prep)
         except StoreError as exc:
             log.error("cannot create a commit log segment: %s", exc)
             return PutMessageResult(status=PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
         if result.status is not AppendMessageStatus.PUT_OK:
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL, append_result=result)
-        if self._group_commit is not None and _waits_for_store(first.properties):
+        if self._reput is not None:
+            self._reput.wakeup()
+        if self._group_commit is not None and prep.wait_store:
             ok = self._group_commit.wait_for_flush(result.wrote_offset + result.wrote_bytes,
                                                    self.config.sync_flush_timeout_ms / 1000)
             if not ok:

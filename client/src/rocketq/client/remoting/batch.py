@@ -11,7 +11,9 @@ Field diagram of one inner message (big-endian); the body is a plain concatenati
 
 Theory of operation.  All messages of a batch share topic and queue (those travel in the request
 header); each entry carries only flag, body and properties.  Decoding checks every length against
-the buffer and raises :class:`MessageFormatError` with the position on truncation.  Batches are
+the buffer and raises :class:`MessageFormatError` with the position on truncation.
+:func:`decode_batch_columns` is the broker's bulk form: flags, zero-copy body slices and raw
+properties bytes as three lists, with no per-message dataclass or property parsing.  Batches are
 never compressed and must stay within the broker's ``maxMessageSize`` (4 MiB by default), which
 :func:`split_batches` enforces on the encoded size.
 """
@@ -93,6 +95,53 @@ def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchMessage]:
         out.append(BatchMessage(flag, body, decode_properties(buf[body_end + 2 : end])))
         pos = end
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class BatchColumns:
+    """A batch body decoded as columns, for the broker's bulk append path.
+
+    ``bodies`` are zero-copy ``memoryview`` slices of the batch body; ``properties`` are the raw
+    ``k\x01v\x02`` bytes of each message as sent (not parsed).
+    """
+
+    flags: list[int]
+    bodies: list[memoryview]
+    properties: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.flags)
+
+
+def decode_batch_columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
+    """Decode a batch body into columns without per-message objects beyond the slices.
+
+    Validation is the same as :func:`decode_batch` (MessageFormatError with the position).
+    """
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    view = memoryview(data)
+    flags: list[int] = []
+    bodies: list[memoryview] = []
+    props: list[bytes] = []
+    unpack = _ENTRY_HEAD.unpack_from
+    n = len(data)
+    pos = 0
+    while pos < n:
+        if pos + ENTRY_OVERHEAD > n:
+            raise _error(data, pos, "truncated batch entry header")
+        total, _magic, _crc, flag, body_len = unpack(data, pos)
+        end = pos + total
+        body_end = pos + 20 + body_len
+        if total < ENTRY_OVERHEAD or end > n or body_len < 0 or body_end + 2 > end:
+            raise _error(data, pos, f"bad batch entry sizes (total {total}, body {body_len})")
+        props_len = (data[body_end] << 8) | data[body_end + 1]
+        if props_len >= 0x8000 or body_end + 2 + props_len != end:
+            raise _error(data, pos, f"properties length {props_len} does not end the entry of {total} bytes")
+        flags.append(flag)
+        bodies.append(view[pos + 20:body_end])
+        props.append(data[body_end + 2:end])
+        pos = end
+    return BatchColumns(flags, bodies, props)
 
 
 def _error(buf: bytes | bytearray | memoryview, pos: int, what: str) -> MessageFormatError:

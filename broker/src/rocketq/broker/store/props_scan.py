@@ -1,0 +1,252 @@
+"""Bulk extraction of what dispatch needs from message properties: tags codes and index key hashes.
+
+Dispatch needs, per record, the ConsumeQueue tags code (Java ``hashCode`` of ``TAGS``) and the
+IndexFile key hashes (``abs(hashCode("topic#" + key))`` for every space-separated ``KEYS`` value and
+the ``UNIQ_KEY``).  Decoding every properties string into a dict costs microseconds per message;
+this module finds the three keys in the raw bytes of a whole batch at once with numpy.
+
+Theory of operation.  The properties of the batch are joined with ``\\x02`` (so messages never
+share a segment) and viewed as one ``uint8`` array.  Segments are the runs between ``\\x02``; a
+segment counts (as in :func:`rocketq.client.remoting.properties.decode_properties`) when its first
+``\\x01`` has a non-empty key before it and a non-empty value after it, and the last counting
+segment of a key wins.  Java's ``String.hashCode`` is a polynomial in 31, so the hash of each value
+is one gather, one multiply by a power table and one segmented sum (``add.reduceat``) in
+wrapping ``uint32`` arithmetic; an index key's hash is ``hash(prefix) * 31**len(key) + hash(key)``,
+so ``"topic#" + key`` strings are never built (:func:`index_key_hashes`).  Values holding non-ASCII bytes (where UTF-8 bytes are
+not UTF-16 code units) fall back to the scalar reference functions, value by value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numpy.lib.stride_tricks import as_strided
+from rocketq.client.remoting.javahash import java_string_hash
+
+Buffer = bytes | bytearray | memoryview
+I64 = npt.NDArray[np.int64]
+
+_pow31_table = np.ones(1, dtype=np.uint32)
+
+
+def pow31(n: int) -> npt.NDArray[np.uint32]:
+    """``31**i mod 2**32`` for ``i < n`` (at least; the table grows on demand)."""
+    global _pow31_table
+    if len(_pow31_table) < n:
+        size = max(n, 2 * len(_pow31_table), 256)
+        table = np.empty(size, dtype=np.uint32)
+        table[0] = 1
+        with np.errstate(over="ignore"):
+            np.multiply.accumulate(np.full(size - 1, 31, dtype=np.uint32), out=table[1:])
+        _pow31_table = table
+    return _pow31_table
+
+
+def _general_hashes(a: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt.NDArray[np.uint32]:
+    """Java hash (mod 2**32) of byte ranges of any length: per-byte gather, powers, segmented sum."""
+    total = int(lens.sum())
+    offs = np.cumsum(lens) - lens
+    pos = np.arange(total)
+    idx = np.repeat(starts - offs, lens) + pos
+    dist = np.repeat(offs + lens - 1, lens) - pos
+    with np.errstate(over="ignore"):
+        prod = a[idx].astype(np.uint32) * pow31(int(lens.max()) + 1)[dist]
+    return np.add.reduceat(prod, offs, dtype=np.uint32)  # type: ignore[no-any-return]
+
+
+_MAX_GROUPS = 12
+_MAX_HORNER = 96
+_PAD = 128
+_ZERO_PAD = bytes(_PAD)
+
+
+def segment_hashes(a: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt.NDArray[np.uint32]:
+    """Java hash (mod 2**32) of the ASCII byte ranges ``a[s:s+len]``; every len must be > 0."""
+    return _padded_hashes(np.concatenate((np.zeros(_PAD, dtype=np.uint8), a)), starts, lens)
+
+
+def _padded_hashes(padded: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt.NDArray[np.uint32]:
+    """:func:`segment_hashes` of ``a = padded[_PAD:]`` (``padded`` starts with ``_PAD`` zero bytes).
+
+    Ranges are grouped by length (keys and tags come in few lengths).  A group of length L is one
+    row gather from a strided window view (L bytes per row), hashed with Horner's rule column by
+    column in wrapping uint32 arithmetic: L vector operations, no per-byte index arrays.  Many
+    distinct or long lengths take the per-byte path.
+    """
+    lengths = np.unique(lens)
+    if len(lengths) > _MAX_GROUPS or int(lengths[-1]) > _MAX_HORNER:
+        return _general_hashes(padded[_PAD:], starts, lens)
+    out = np.empty(len(starts), dtype=np.uint32)
+    for length in lengths.tolist():
+        sel = np.flatnonzero(lens == length) if len(lengths) > 1 else slice(None)
+        windows = as_strided(padded, shape=(len(padded) - length + 1, length), strides=(1, 1))[starts[sel] + _PAD]
+        h = windows[:, 0].astype(np.uint32)
+        for j in range(1, length):
+            h *= np.uint32(31)
+            h += windows[:, j]
+        out[sel] = h
+    return out
+
+
+def _abs_java(h: npt.NDArray[np.uint32]) -> I64:
+    signed = h.view(np.int32).astype(np.int64)
+    return np.where(signed == -(2**31), 0, np.abs(signed))
+
+
+def _last_per_message(msg: I64) -> npt.NDArray[np.bool_]:
+    keep = np.ones(len(msg), dtype=bool)
+    keep[:-1] = msg[1:] != msg[:-1]
+    return keep
+
+
+def _words(joined: bytes, dtype: str) -> npt.NDArray[np.unsignedinteger[Any]]:
+    """A read-only view where element ``p`` is the big-endian word starting at byte ``_PAD + p``."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray(shape=(len(joined) - _PAD - size + 1,), dtype=dtype, buffer=joined, offset=_PAD, strides=(1,))
+
+
+def _matching(words: npt.NDArray[np.unsignedinteger[Any]], seg_start: I64, key_len: I64,
+              valid: npt.NDArray[np.bool_], name: bytes) -> npt.NDArray[np.intp]:
+    """Indexes of the valid segments whose key is exactly ``name`` (4 or 8 bytes)."""
+    cand = np.flatnonzero(valid & (key_len == len(name)))
+    if not len(cand):
+        return cand
+    out: npt.NDArray[np.intp] = cand[words[seg_start[cand]] == int.from_bytes(name, "big")]
+    return out
+
+
+def scan_properties(props: Sequence[Buffer], lens: I64, index_enabled: bool = True) -> tuple[I64, I64, I64, I64]:
+    """``(tags_codes[n], key_hashes[m], key_lengths[m], key_records[m])`` for the properties of many records.
+
+    ``lens`` holds ``len(props[i])``.  Keys are in dispatch order: record by record, the ``KEYS``
+    values left to right, then the ``UNIQ_KEY``.  ``key_hashes`` are the Java hashes of the keys
+    alone (unsigned 32-bit) and ``key_lengths`` their length in UTF-16 units: combine them with the
+    topic prefix with :func:`index_key_hashes`.
+    """
+    n = len(props)
+    tags_codes = np.zeros(n, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    body = b"\x02".join(props)
+    if b"\x01" not in body:
+        return tags_codes, empty, empty, empty
+    joined = b"".join((_ZERO_PAD, body, _ZERO_PAD[:8]))  # trailing pad: 8-byte word reads stay in bounds
+    padded = np.frombuffer(joined, dtype=np.uint8)
+    a = padded[_PAD:_PAD + len(body)]
+    msg_start = np.cumsum(lens + 1) - (lens + 1)
+    marks = np.flatnonzero(a <= 2)  # one pass finds both separators (and NULs, dropped next)
+    kinds = a[marks]
+    seps = marks[kinds == 2]
+    ones = marks[kinds == 1]
+    seg_start = np.concatenate(([0], seps + 1))
+    seg_end = np.append(seps, len(a))
+    first_one = np.append(ones, len(a))[np.searchsorted(ones, seg_start)]
+    key_len = first_one - seg_start
+    valid = (first_one < seg_end) & (key_len > 0) & (seg_end - first_one > 1)
+    ascii_ok = joined.isascii()
+
+    w4 = _words(joined, ">u4")
+    tag_segs = _matching(w4, seg_start, key_len, valid, b"TAGS")
+    if len(tag_segs):
+        t_msg = np.searchsorted(msg_start, seg_start[tag_segs], side="right") - 1
+        keep = _last_per_message(t_msg)
+        tag_segs, t_msg = tag_segs[keep], t_msg[keep]
+        v_start = first_one[tag_segs] + 1
+        hashes, _ = _value_hashes(padded, v_start, seg_end[tag_segs] - v_start, ascii_ok)
+        tags_codes[t_msg] = hashes.astype(np.uint32).view(np.int32)
+    if not index_enabled:
+        return tags_codes, empty, empty, empty
+    return (tags_codes, *_index_keys(joined, padded, msg_start, seg_start, seg_end, first_one, key_len, valid,
+                                     ascii_ok))
+
+
+def index_key_hashes(prefix_hashes: I64, key_hashes: I64, key_lengths: I64) -> I64:
+    """IndexFile hashes ``abs(hashCode(prefix + key))`` from the prefix and key hashes (all uint32 values)."""
+    with np.errstate(over="ignore"):
+        full = prefix_hashes.astype(np.uint32) * pow31(int(key_lengths.max()) + 1)[key_lengths] \
+            + key_hashes.astype(np.uint32)
+    return _abs_java(full.astype(np.uint32))
+
+
+def _value_hashes(padded: npt.NDArray[np.uint8], starts: I64, lens: I64, ascii_ok: bool) -> tuple[I64, I64]:
+    """Java hashes (uint32 values) and UTF-16 lengths of the UTF-8 byte ranges ``a[s:s+len]``."""
+    a = padded[_PAD:]  # (may include the trailing pad: the ranges never reach it)
+    if ascii_ok or not bool((a[_ranges_index(starts, lens)] >= 0x80).any()):
+        return _padded_hashes(padded, starts, lens).astype(np.int64), lens
+    data = a.tobytes()
+    texts = [str(data[s:s + n], "utf-8", "replace") for s, n in zip(starts.tolist(), lens.tolist(), strict=True)]
+    hashes = np.array([java_string_hash(t) & 0xFFFFFFFF for t in texts], dtype=np.int64)
+    units = np.array([len(t.encode("utf-16-be", "surrogatepass")) // 2 for t in texts], dtype=np.int64)
+    return hashes, units
+
+
+def _ranges_index(starts: I64, lens: I64) -> I64:
+    total = int(lens.sum())
+    offs = np.cumsum(lens) - lens
+    return np.repeat(starts - offs, lens) + np.arange(total)
+
+
+def _index_keys(joined: bytes, padded: npt.NDArray[np.uint8], msg_start: I64, seg_start: I64, seg_end: I64, first_one: I64,
+                key_len: I64, valid: npt.NDArray[np.bool_], ascii_ok: bool) -> tuple[I64, I64, I64]:
+    """(hashes, UTF-16 lengths, records) of the KEYS tokens and UNIQ_KEY of each record, in dispatch order."""
+    a = padded[_PAD:]
+    starts_l: list[I64] = []
+    lens_l: list[I64] = []
+    msgs_l: list[I64] = []
+    kinds_l: list[I64] = []
+    key_segs = _matching(_words(joined, ">u4"), seg_start, key_len, valid, b"KEYS")
+    if len(key_segs):
+        k_msg = np.searchsorted(msg_start, seg_start[key_segs], side="right") - 1
+        keep = _last_per_message(k_msg)
+        key_segs, k_msg = key_segs[keep], k_msg[keep]
+        v_start = first_one[key_segs] + 1
+        t_start, t_len, t_msg = _tokens(a, v_start, seg_end[key_segs] - v_start, k_msg)
+        if len(t_start):
+            starts_l.append(t_start)
+            lens_l.append(t_len)
+            msgs_l.append(t_msg)
+            kinds_l.append(np.zeros(len(t_start), dtype=np.int64))
+    uniq_segs = _matching(_words(joined, ">u8"), seg_start, key_len, valid, b"UNIQ_KEY")
+    if len(uniq_segs):
+        u_msg = np.searchsorted(msg_start, seg_start[uniq_segs], side="right") - 1
+        keep = _last_per_message(u_msg)
+        uniq_segs, u_msg = uniq_segs[keep], u_msg[keep]
+        u_start = first_one[uniq_segs] + 1
+        starts_l.append(u_start)
+        lens_l.append(seg_end[uniq_segs] - u_start)
+        msgs_l.append(u_msg)
+        kinds_l.append(np.ones(len(u_start), dtype=np.int64))
+    if not starts_l:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    if len(starts_l) == 1:
+        starts, lens, msgs = starts_l[0], lens_l[0], msgs_l[0]
+    else:
+        starts, lens, msgs = np.concatenate(starts_l), np.concatenate(lens_l), np.concatenate(msgs_l)
+        order = np.argsort(msgs * 2 + np.concatenate(kinds_l), kind="stable")
+        starts, lens, msgs = starts[order], lens[order], msgs[order]
+    hashes, units = _value_hashes(padded, starts, lens, ascii_ok)
+    return hashes, units, msgs
+
+
+def _tokens(a: npt.NDArray[np.uint8], v_start: I64, v_len: I64, v_msg: I64) -> tuple[I64, I64, I64]:
+    """(start, length, record) of the space-separated, non-empty tokens of the given value ranges."""
+    idx = _ranges_index(v_start, v_len)
+    chars = a[idx]
+    spaces = chars == 0x20
+    if not spaces.any():
+        return v_start, v_len, v_msg  # the usual case: one key per value
+    is_tok = ~spaces
+    offs = np.cumsum(v_len) - v_len
+    head = np.zeros(len(chars), dtype=bool)
+    head[offs] = True  # a value's first byte starts a token even if the previous value ended with one
+    prev_tok = np.concatenate(([False], is_tok[:-1])) & ~head
+    tail = np.zeros(len(chars), dtype=bool)
+    tail[offs + v_len - 1] = True
+    next_tok = np.concatenate((is_tok[1:], [False])) & ~tail
+    t0 = np.flatnonzero(is_tok & ~prev_tok)
+    t1 = np.flatnonzero(is_tok & ~next_tok)
+    owner = np.repeat(v_msg, v_len)
+    return idx[t0], t1 - t0 + 1, owner[t0]
