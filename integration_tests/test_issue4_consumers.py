@@ -1,10 +1,9 @@
 """Issue 4, consuming end to end: clustering rebalance, broadcasting, orderly consumption.
 
 One ``mqnamesrv`` and one ``mqbroker`` serve the module.  Client timers are shortened through
-``ClientConfig`` (heartbeat, offset persistence); the periodic rebalance interval is a module
-constant of ``rocketq.client.instance`` (``ConsumerConfig.rebalance_interval_ms`` is not wired
-to it yet), so the tests patch that constant.  Membership changes also trigger an immediate
-rebalance through the broker's NOTIFY_CONSUMER_IDS_CHANGED.
+``ClientConfig`` (heartbeat, offset persistence) and ``ConsumerConfig.rebalance_interval_ms``.
+Membership changes also trigger an immediate rebalance through the broker's
+NOTIFY_CONSUMER_IDS_CHANGED.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rocketq.client import instance as client_instance
 from rocketq.client.admin import Admin
 from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere, MessageModel
@@ -56,8 +54,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
 
 
 @pytest.fixture()
-def ns_addr(cluster: tuple[ServerProcess, ServerProcess], monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(client_instance, "REBALANCE_INTERVAL_MS", 1000)
+def ns_addr(cluster: tuple[ServerProcess, ServerProcess]) -> str:
     return cluster[0].addr
 
 
@@ -98,7 +95,7 @@ def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> Non
 
     def make(name: str) -> PushConsumer:
         consumer = PushConsumer(ns_addr, consumer_group=group, consume_from_where=FIRST,
-                                consume_thread_nums=4, client=ClientConfig(
+                                consume_thread_nums=4, rebalance_interval_ms=1000, client=ClientConfig(
                                     instance_name=name, heartbeat_broker_interval_ms=1000,
                                     persist_consumer_offset_interval_ms=500))
         consumer.subscribe(topic, "*")
@@ -181,7 +178,7 @@ def test_broadcasting_every_consumer_gets_every_message(ns_addr: str, tmp_path: 
         name = f"b{n}"
         consumer = PushConsumer(ns_addr, consumer_group="cg-i4-broadcast", consume_from_where=FIRST,
                                 message_model=MessageModel.BROADCASTING, offset_store_dir=str(tmp_path),
-                                client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
+                                rebalance_interval_ms=1000, client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
                                                     persist_consumer_offset_interval_ms=500))
         consumer.subscribe(topic, "*")
 
@@ -247,7 +244,7 @@ def test_orderly_one_thread_per_queue_in_order_with_broker_locks(
 
     def make(name: str) -> PushConsumer:
         consumer = PushConsumer(ns_addr, consumer_group=group, consume_from_where=FIRST, consume_thread_nums=4,
-                                client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
+                                rebalance_interval_ms=1000, client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
                                                     persist_consumer_offset_interval_ms=500))
         consumer.subscribe(topic, "*")
 

@@ -425,8 +425,6 @@ def test_unknown_topic_with_auto_create_off(no_auto_create: ServerProcess) -> No
         consumer.shutdown()
 
 
-@pytest.mark.xfail(strict=True, reason="producer/core.py _publish_info_of: with auto-creation off the "
-                   "NoRouteError names the template topic TBW102, not the topic sent to")
 def test_unknown_topic_error_names_the_topic(no_auto_create: ServerProcess) -> None:
     with Producer(no_auto_create.addr, producer_group="pg-i4-noauto-name") as producer:
         with pytest.raises(NoRouteError) as info:

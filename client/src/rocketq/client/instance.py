@@ -10,7 +10,8 @@ on it.  Its background tasks are the ones RocketMQ runs:
 * every ``heartbeat_broker_interval_ms`` (30 s): HEART_BEAT to the brokers (masters only when
   there is no consumer) with the HeartbeatData of every member;
 * every ``persist_consumer_offset_interval_ms`` (5 s): ask each consumer to persist its offsets;
-* every ``rebalance_interval_ms`` (20 s), and at once when a broker sends
+* every ``rebalance_interval_ms`` (20 s; the smallest of the registered consumers'
+  ``ConsumerConfig.rebalance_interval_ms``), and at once when a broker sends
   NOTIFY_CONSUMER_IDS_CHANGED: rebalance each consumer.
 
 A member is any object with the small interface of :class:`Member` (producers and consumers).
@@ -66,6 +67,12 @@ class Member(Protocol):
         ...
 
 
+def _member_rebalance_interval(member: Member) -> int | None:
+    """A consumer's ``config.rebalance_interval_ms`` (None for producers)."""
+    value = getattr(getattr(member, "config", None), "rebalance_interval_ms", None)
+    return value if isinstance(value, int) and value > 0 else None
+
+
 class ClientInstance:
     """Route cache, broker table, heartbeats and periodic jobs shared by producers/consumers."""
 
@@ -84,6 +91,7 @@ class ClientInstance:
         self._tasks: list[asyncio.Task[None]] = []
         self._route_lock = asyncio.Lock()
         self._rebalance_wakeup = asyncio.Event()
+        self._waiting_interval_ms = REBALANCE_INTERVAL_MS
         self._started = False
         self._closed = False
         self.api.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
@@ -129,6 +137,11 @@ class ClientInstance:
         if member.group in self.members:
             raise RocketQError(f"the group {member.group!r} is already registered on client {self.client_id}")
         self.members[member.group] = member
+        interval = _member_rebalance_interval(member)
+        if self._started and interval is not None and interval < self._waiting_interval_ms:
+            # the loop waits with a longer interval: wake it (a consumer that joins rebalances at
+            # once anyway, as Java's rebalanceImmediately() at start); it then waits the new one
+            self.rebalance_immediately()
 
     def unregister(self, member: Member) -> None:
         self.members.pop(member.group, None)
@@ -143,10 +156,17 @@ class ClientInstance:
             except Exception:  # a periodic job must survive one failed round
                 log.exception("periodic client job %s failed", getattr(job, "__name__", job))
 
+    def rebalance_interval_ms(self) -> int:
+        """The smallest ``rebalance_interval_ms`` of the registered consumers (REBALANCE_INTERVAL_MS
+        when there is none)."""
+        intervals = [_member_rebalance_interval(m) for m in self.members.values()]
+        return min((i for i in intervals if i is not None), default=REBALANCE_INTERVAL_MS)
+
     async def _rebalance_loop(self) -> None:
         while True:
             try:
-                async with asyncio.timeout(REBALANCE_INTERVAL_MS / 1000):
+                self._waiting_interval_ms = self.rebalance_interval_ms()
+                async with asyncio.timeout(self._waiting_interval_ms / 1000):
                     await self._rebalance_wakeup.wait()
             except TimeoutError:
                 pass

@@ -112,8 +112,10 @@ class AsyncLitePullConsumer(ConsumerBase):
                 pq = table.pop(mq)
                 pq.dropped = True
                 await self.remove_queue(mq, pq)
-        for mq in sorted(wanted - set(table)):
-            next_offset = await self.rebalance.compute_pull_from_where(mq)
+        added = sorted(wanted - set(table))
+        # one round trip for all the start offsets, not one per queue
+        starts = await asyncio.gather(*(self.rebalance.compute_pull_from_where(mq) for mq in added))
+        for mq, next_offset in zip(added, starts, strict=True):
             pq = ProcessQueue()
             table[mq] = pq
             await self.start_queue(mq, pq, next_offset)

@@ -8,6 +8,9 @@ in offset order (:meth:`take_messages`) and commits them all at once (:meth:`com
 them back (:meth:`make_messages_to_consume_again`).  The queue also carries the flow-control
 numbers (count, bytes, offset span), the drop flag set when rebalance takes the queue away, and
 the broker lock state used by orderly consumption (valid 30 s after the last LOCK_BATCH_MQ).
+Adding and removing are bulk-friendly: a pull's messages usually extend the sorted offsets at the
+end and a consumed batch is usually their prefix, so both are list appends and one slice delete;
+sizes come from the record (``LazyMessageExt.body_size``) without decoding the bodies.
 """
 
 from __future__ import annotations
@@ -16,12 +19,20 @@ import bisect
 import time
 from collections.abc import Iterable
 
-from rocketq.client.model import MessageExt
+from rocketq.client.model import LazyMessageExt, MessageExt
 
 __all__ = ["REBALANCE_LOCK_MAX_LIVE_TIME_MS", "ProcessQueue"]
 
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000
 PULL_MAX_IDLE_TIME_MS = 120_000
+
+
+def _body_size(msg: MessageExt) -> int:
+    """The body size for flow control, without decoding a lazy message's body."""
+    return msg.body_size if type(msg) is _LAZY else len(msg.body)
+
+
+_LAZY = LazyMessageExt
 
 
 def _now_ms() -> int:
@@ -52,18 +63,24 @@ class ProcessQueue:
 
     def put_messages(self, msgs: Iterable[MessageExt]) -> bool:
         """Add pulled messages (duplicates ignored); True if an orderly consumer should be started."""
+        table, consuming, offsets = self._msgs, self._consuming, self._offsets
+        last = offsets[-1] if offsets else -1
+        added = 0
         for msg in msgs:
             off = msg.queue_offset
-            if off in self._msgs or off in self._consuming:
+            if off in table or off in consuming:
                 continue
-            self._msgs[off] = msg
-            if not self._offsets or off > self._offsets[-1]:
-                self._offsets.append(off)
+            table[off] = msg
+            if off > last:  # the usual case: a pull continues where the last one ended
+                offsets.append(off)
+                last = off
             else:
-                bisect.insort(self._offsets, off)
-            self.msg_size += len(msg.body)
-            self.queue_offset_max = max(self.queue_offset_max, off)
-        if self._msgs and not self.consuming:
+                bisect.insort(offsets, off)
+            added += _body_size(msg)
+        self.msg_size += added
+        if last > self.queue_offset_max:
+            self.queue_offset_max = last
+        if table and not self.consuming:
             self.consuming = True
             return True
         return False
@@ -77,17 +94,27 @@ class ProcessQueue:
 
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Forget consumed messages; return the offset now safe to commit (-1: nothing pending ever)."""
-        if not self._msgs:
+        table = self._msgs
+        if not table:
             return -1
         result = self.queue_offset_max + 1
+        removed: list[int] = []
+        size = 0
         for msg in msgs:
-            gone = self._msgs.pop(msg.queue_offset, None)
+            gone = table.pop(msg.queue_offset, None)
             if gone is not None:
-                i = bisect.bisect_left(self._offsets, msg.queue_offset)
-                del self._offsets[i]
-                self.msg_size -= len(gone.body)
-        if self._offsets:
-            result = self._offsets[0]
+                removed.append(msg.queue_offset)
+                size += _body_size(gone)
+        self.msg_size -= size
+        offsets = self._offsets
+        k = len(removed)
+        if k and offsets[:k] == removed:  # consumed in pull order: one slice delete
+            del offsets[:k]
+        else:
+            for off in removed:
+                del offsets[bisect.bisect_left(offsets, off)]
+        if offsets:
+            result = offsets[0]
         self.last_consume_timestamp = _now_ms()
         return result
 
@@ -102,9 +129,10 @@ class ProcessQueue:
 
     def take_messages(self, batch_size: int) -> list[MessageExt]:
         """Move the ``batch_size`` lowest-offset messages to the consuming set, in order."""
+        head = self._offsets[:batch_size]
+        del self._offsets[:batch_size]
         taken: list[MessageExt] = []
-        while self._offsets and len(taken) < batch_size:
-            off = self._offsets.pop(0)
+        for off in head:
             msg = self._msgs.pop(off)
             self._consuming[off] = msg
             taken.append(msg)
@@ -119,7 +147,7 @@ class ProcessQueue:
             return -1
         offset = max(self._consuming) + 1
         for msg in self._consuming.values():
-            self.msg_size -= len(msg.body)
+            self.msg_size -= _body_size(msg)
         self._consuming.clear()
         return offset
 

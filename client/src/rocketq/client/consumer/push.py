@@ -282,7 +282,9 @@ class AsyncPushConsumer(ConsumerBase):
                 self.instance.rebalance_immediately()
                 return
             offset = result.next_begin_offset
-            msgs = [self._restore_retry_topic(m) for m in result.messages]
+            msgs = result.messages
+            if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # only retry queues hold moved messages
+                msgs = [self._restore_retry_topic(m) for m in msgs]
             if not msgs:
                 if pq.msg_count == 0 and self._clustering:
                     self.offset_store.update_offset(mq, offset, increase_only=True)
@@ -293,8 +295,10 @@ class AsyncPushConsumer(ConsumerBase):
                 await asyncio.sleep(c.pull_interval_ms / 1000)
 
     def _restore_retry_topic(self, msg: MessageExt) -> MessageExt:
+        if msg.topic != RETRY_GROUP_TOPIC_PREFIX + self.group:
+            return msg
         real = msg.properties.get(MessageConst.RETRY_TOPIC)
-        if real and msg.topic == RETRY_GROUP_TOPIC_PREFIX + self.group:
+        if real:
             return dataclasses.replace(msg, topic=real)
         return msg
 

@@ -19,7 +19,7 @@ from rocketq.client.errors import MessageFormatError, MQClientError
 from rocketq.client.model import Message
 from rocketq.client.remoting.batch import DEFAULT_MAX_BATCH_BYTES, BatchItem, encode_batch, split_batches
 from rocketq.client.remoting.msgid import UniqKeyGenerator
-from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.properties import MessageConst, encode_properties_bytes
 
 __all__ = ["EncodedBatch", "prepare_batches"]
 _MESSAGE_ILLEGAL = 13
@@ -55,31 +55,54 @@ def _check_batch(msgs: Sequence[Message]) -> None:
 def prepare_batches(
     msgs: Sequence[Message], uniq: UniqKeyGenerator, max_size: int = DEFAULT_MAX_BATCH_BYTES
 ) -> list[EncodedBatch]:
-    """Validate, assign UNIQ_KEYs, split into requests of at most ``max_size`` bytes, encode."""
+    """Validate, assign UNIQ_KEYs, split into requests of at most ``max_size`` bytes, encode.
+
+    Each message's properties are encoded to bytes exactly once; :func:`split_batches` and
+    :func:`encode_batch` then only measure and copy them.
+    """
     if not msgs:
         return []
     _check_batch(msgs)
-    items: list[BatchItem] = []
-    for m in msgs:
-        props = m.wire_properties()
-        props[MessageConst.UNIQ_KEY] = m.properties.get(MessageConst.UNIQ_KEY) or uniq.next_id()
-        items.append((m.flag, m.body, props))
+    first = msgs[0]
+    wait = "true" if first.wait_store_msg_ok else "false"
+    items, ids = _encode_items(msgs, uniq, wait)
     try:
         chunks = split_batches(items, max_size)
     except MessageFormatError as exc:
         raise MQClientError(f"cannot batch: {exc}", code=_MESSAGE_ILLEGAL) from exc
-    first = msgs[0]
-    wait = "true" if first.wait_store_msg_ok else "false"
     batches = []
+    start = 0
     for chunk in chunks:
         carrier = Message(first.topic, b"\0", wait_store_msg_ok=first.wait_store_msg_ok)
         carrier.properties[MessageConst.WAIT_STORE_MSG_OK] = wait
-        ids = ",".join(_uniq_of(item) for item in chunk)
-        batches.append(EncodedBatch(carrier, encode_batch(chunk), ids, len(chunk)))
+        end = start + len(chunk)
+        batches.append(EncodedBatch(carrier, encode_batch(chunk), ",".join(ids[start:end]), len(chunk)))
+        start = end
     return batches
 
 
-def _uniq_of(item: BatchItem) -> str:
-    props = item[2]
-    assert isinstance(props, dict)
-    return str(props[MessageConst.UNIQ_KEY])
+def _encode_items(msgs: Sequence[Message], uniq: UniqKeyGenerator, wait: str) -> tuple[list[BatchItem], list[str]]:
+    """``(flag, body, properties bytes)`` per message and the UNIQ_KEYs, in order.
+
+    A message with no user property and none of tags, keys, sharding key (the common case of a
+    bulk send) skips the property map: its properties are ``WAIT`` and ``UNIQ_KEY`` only.
+    """
+    items: list[BatchItem] = []
+    ids: list[str] = []
+    plain_head = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{wait}\x02{MessageConst.UNIQ_KEY}\x01"
+    next_id = uniq.next_id
+    for m in msgs:
+        if not m.properties and not m.tags and m.keys is None and not m.sharding_key:
+            uid = next_id()
+            data = (plain_head + uid + "\x02").encode()
+        else:
+            props = m.wire_properties()
+            uid = props.get(MessageConst.UNIQ_KEY) or next_id()
+            props[MessageConst.UNIQ_KEY] = uid
+            try:
+                data = encode_properties_bytes(props)
+            except MessageFormatError as exc:
+                raise MQClientError(f"cannot batch: {exc}", code=_MESSAGE_ILLEGAL) from exc
+        items.append((m.flag, m.body, data))
+        ids.append(uid)
+    return items, ids

@@ -9,7 +9,9 @@ blocking and asyncio producers share one implementation.  ``send_async`` returns
 :class:`~rocketq.client.producer.transaction.AsyncTransactionProducer`, step by step: the half
 message is sent and the transaction ended on the loop, while the local transaction runs in the
 caller's thread (as Java runs it), so thread-bound resources such as a database session work.
-Check-backs run in the async producer's check thread pool.
+Check-backs run in the async producer's check thread pool.  It also offers the batched
+transactions of :mod:`~rocketq.client.producer.transaction_batch` (``send_half_batch``,
+``end_transaction_batch``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rocketq.client.producer.transaction import (
     TransactionListener,
     run_local_transaction,
 )
+from rocketq.client.producer.transaction_batch import HalfBatchResult
 from rocketq.client.remoting.route import MessageQueue
 
 __all__ = ["Producer", "TransactionProducer"]
@@ -218,3 +221,15 @@ class TransactionProducer(Producer):
         else:
             state, error = LocalTransactionState.ROLLBACK_MESSAGE, None
         return self._loop.run(producer.end_transaction(half, result, state, error))
+
+    def send_half_batch(
+        self, mq: MessageQueue, msgs: Sequence[Message], *, timeout_ms: int | None = None
+    ) -> HalfBatchResult:
+        """Store ``msgs`` as half messages of ``mq`` (see AsyncTransactionProducer.send_half_batch)."""
+        return self._loop.run(self.async_producer.send_half_batch(mq, msgs, timeout_ms=timeout_ms))
+
+    def end_transaction_batch(
+        self, handles: Sequence[HalfBatchResult], state: LocalTransactionState, *, timeout_ms: int | None = None
+    ) -> None:
+        """Commit or roll back the half messages of ``handles`` (one ranged request per queue)."""
+        self._loop.run(self.async_producer.end_transaction_batch(handles, state, timeout_ms=timeout_ms))

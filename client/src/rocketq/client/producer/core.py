@@ -162,8 +162,16 @@ class AsyncProducer:
         try:
             route = await self.instance.update_topic_route(topic)
             info = TopicPublishInfo.from_route(topic, route)
-        except NoRouteError:
-            info = await self._default_topic_publish_info(topic)
+        except NoRouteError as unknown:
+            try:
+                info = await self._default_topic_publish_info(topic)
+            except NoRouteError:
+                key = self.config.create_topic_key
+                raise NoRouteError(
+                    topic,
+                    f"The NameServer knows no topic {topic} and no broker offers the auto-creation "
+                    f"template {key}: the topic does not exist and topic auto-creation is off.",
+                ) from unknown
         if not info.ok():
             raise NoRouteError(topic, "the route has no writable queue")
         self.publish_info[topic] = info
@@ -267,8 +275,11 @@ class AsyncProducer:
             return []
         assert self._uniq is not None
         timeout = timeout_ms or self.config.send_msg_timeout_ms
+        self._validate(msgs[0])  # the topic once: prepare_batches checks that all topics are equal
+        max_size = self.config.max_message_size
         for m in msgs:
-            self._validate(m)
+            if not m.body or len(m.body) > max_size:
+                self._validate(m)  # raises the precise error
         results: list[SendResult] = []
         for batch in prepare_batches(msgs, self._uniq, self.config.max_message_size):
             if queue is not None:

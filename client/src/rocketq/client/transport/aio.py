@@ -259,16 +259,21 @@ class _RemotingProtocol(asyncio.Protocol):
             raise closed_error(self.peer, "connection already closed")
         cmd.flag &= ~RPC_ONEWAY  # a request that expects an answer is not oneway
         data = self.connection.send_request(cmd)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
+        # One timer on the response future itself: asyncio.wait_for would add a second future,
+        # callbacks and a cancellation round trip to every request.
+        timer = loop.call_later(timeout_ms / 1000, _expire, fut)
         try:
             if not self._can_write.is_set():
                 await asyncio.wait_for(self._can_write.wait(), timeout_ms / 1000)
             self._write(data)
-            return await asyncio.wait_for(fut, timeout_ms / 1000)
+            return await fut
         except TimeoutError:
             raise timeout_error(self.peer, cmd, reported_timeout_ms or timeout_ms) from None
         finally:
+            timer.cancel()
             if self._pending.pop(cmd.opaque, None) is not None:
                 self.connection.cancel(cmd.opaque)
 
@@ -297,6 +302,11 @@ class _RemotingProtocol(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+
+def _expire(fut: asyncio.Future[RemotingCommand]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 def _sockname(name: object) -> str:

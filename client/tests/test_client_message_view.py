@@ -1,0 +1,116 @@
+"""Lazy received messages (model.LazyMessageExt / scan_messages) against the eager decoder."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rocketq.client.consumer.process_queue import ProcessQueue
+from rocketq.client.errors import MessageFormatError
+from rocketq.client.model import LazyMessageExt, PullResult, PullStatus, scan_messages
+from rocketq.client.remoting.message import (
+    CompressionType,
+    StoredMessage,
+    compress_body,
+    encode_stored_message,
+    iter_stored_messages,
+    with_compression,
+)
+from rocketq.client.remoting.properties import MessageConst
+
+HOSTS = [("10.0.0.1", 5000), ("::1", 10911), ("fe80::1:2", 7)]
+
+
+def _record(i: int, *, body: bytes = b"body", topic: str = "T", born: int = 0, store: int = 0,
+            compressed: CompressionType | None = None, tags: str | None = None) -> bytes:
+    props = {MessageConst.UNIQ_KEY: f"ID{i}", MessageConst.KEYS: f"k{i} x"}
+    if tags is not None:
+        props[MessageConst.TAGS] = tags
+    sys_flag = 0
+    if compressed is not None:
+        body = compress_body(body, compressed)
+        sys_flag = with_compression(0, compressed)
+    return encode_stored_message(
+        topic=topic, queue_id=i % 4, born_timestamp=1000 + i, born_host=HOSTS[born], store_host=HOSTS[store],
+        body=body, flag=i, queue_offset=100 + i, physical_offset=5000 + 300 * i, sys_flag=sys_flag,
+        store_timestamp=2000 + i, reconsume_times=i % 3, properties=props)
+
+
+def _same(lazy: StoredMessage, eager: StoredMessage) -> None:
+    assert isinstance(lazy, LazyMessageExt) and isinstance(lazy, StoredMessage)
+    for f in dataclasses.fields(StoredMessage):
+        if f.name != "properties":
+            assert getattr(lazy, f.name) == getattr(eager, f.name), f.name
+    assert (lazy.tags, lazy.keys, lazy.uniq_key, lazy.msg_id, lazy.offset_msg_id) == (
+        eager.tags, eager.keys, eager.uniq_key, eager.msg_id, eager.offset_msg_id)
+
+
+def test_every_field_matches_the_eager_decoder_ipv4_ipv6_compressed() -> None:
+    records = [
+        _record(0), _record(1, born=1), _record(2, store=2), _record(3, born=2, store=1),
+        _record(4, body=b"z" * 5000, compressed=CompressionType.ZLIB),
+        _record(5, body=b"y" * 5000, compressed=CompressionType.LZ4, born=1),
+        _record(6, topic="T" * 200),  # MAGIC_V2
+    ]
+    buf = b"".join(records)
+    eager = list(iter_stored_messages(buf))
+    lazy = scan_messages(buf, min_offset=3, max_offset=99)
+    assert [m.queue_offset for m in lazy] == [m.queue_offset for m in eager]
+    for lz, eg in zip(lazy, eager, strict=True):
+        _same(lz, eg)
+        assert lz.properties == {**eg.properties, MessageConst.MIN_OFFSET: "3", MessageConst.MAX_OFFSET: "99"}
+    compressed = lazy[4]
+    assert isinstance(compressed, LazyMessageExt)
+    assert compressed.body == b"z" * 5000 and compressed.body_size < 5000
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.binary(min_size=0, max_size=300), st.integers(0, 2), st.integers(0, 2),
+                          st.sampled_from(["T", "Topic_x", "%RETRY%g"])), min_size=1, max_size=8))
+def test_round_trip_matches_eager(items: list[tuple[bytes, int, int, str]]) -> None:
+    buf = b"".join(_record(i, body=b, born=bh, store=sh, topic=t) for i, (b, bh, sh, t) in enumerate(items))
+    for lz, eg in zip(scan_messages(buf), iter_stored_messages(buf), strict=True):
+        _same(lz, eg)
+        assert lz.properties == eg.properties
+
+
+def test_views_are_frozen_and_copy_to_eager_messages() -> None:
+    msg = scan_messages(_record(1))[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        msg.topic = "other"  # type: ignore[misc]
+    moved = dataclasses.replace(msg, topic="Real")
+    assert type(moved) is StoredMessage and moved.topic == "Real" and moved.body == msg.body
+    for clone in (copy.copy(msg), pickle.loads(pickle.dumps(msg))):
+        assert type(clone) is StoredMessage and clone.queue_offset == msg.queue_offset
+        assert clone.properties == msg.properties
+    assert "LazyMessageExt(" in repr(msg)
+
+
+def test_bad_records_raise_at_scan_with_the_position() -> None:
+    good = _record(0)
+    with pytest.raises(MessageFormatError, match="position"):
+        scan_messages(good + good[:50])
+    broken = bytearray(good)
+    broken[4:8] = b"\x00\x00\x00\x01"  # magic
+    with pytest.raises(MessageFormatError, match="magic"):
+        scan_messages(bytes(broken))
+    broken = bytearray(good)
+    broken[84:88] = (10_000).to_bytes(4, "big")  # body length past the record
+    with pytest.raises(MessageFormatError, match="position 0"):
+        scan_messages(bytes(broken))
+
+
+def test_pull_result_filters_tags_and_process_queue_uses_stored_sizes() -> None:
+    buf = b"".join(_record(i, tags="A" if i % 2 else "B", body=b"x" * (i + 1)) for i in range(6))
+    result = PullResult(PullStatus.FOUND, 106, 0, 106, body=buf, tags_filter=frozenset({"A"}))
+    msgs = result.messages
+    assert [m.queue_offset for m in msgs] == [101, 103, 105] and {m.tags for m in msgs} == {"A"}
+    pq = ProcessQueue()
+    pq.put_messages(msgs)
+    assert pq.msg_size == 2 + 4 + 6 and pq.msg_count == 3
+    assert pq.remove_messages(msgs[:2]) == 105 and pq.msg_size == 6
+    assert pq.remove_messages(msgs[2:]) == 106 and pq.msg_size == 0
