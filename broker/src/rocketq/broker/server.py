@@ -3,9 +3,13 @@ registration and the housekeeping tasks into one broker.
 
 Theory of operation.  Everything except store calls runs on one asyncio event loop: the managers
 are plain objects mutated only on that thread, which is what makes topic auto-creation race-free.
-Store calls that may block (puts that wait for a SYNC_FLUSH group commit, reads that fault pages
-in) run on bounded executors (``executor.py``); the store's reput thread reports arrivals to the
-long-polling service, which hops to the loop.  Background tasks: NameServer registration every
+Store calls that cannot block run on the loop too, which saves two thread hand-offs per request:
+small appends (``MessageStore.put_batch_nowait``; SYNC_FLUSH acknowledgements then wait for the
+group-commit thread's callback, not in a thread) and reads of recently written, page-cache resident
+data.  Calls that may block (an append that meets a held lock or must create a CommitLog segment,
+big batches, reads of older data that may fault pages in, SQL92 scans, queries) run on bounded
+executors (``executor.py``); the store's reput thread reports arrivals to the long-polling service,
+which hops to the loop.  Background tasks: NameServer registration every
 ``registerNameServerPeriod``, consumer offsets persisted every ``flushConsumerOffsetInterval``,
 client channels expired every 10 s, stale queue locks dropped; on a master, the
 ScheduleMessageService thread delivers delayed messages (and retries) when they are due.  ``shutdown()`` is the clean stop

@@ -2,13 +2,16 @@
 
 Theory of operation: the request is checked (broker readable, subscription group, topic, queue
 id, subscription), the piggy-backed offset commit (sysFlag COMMIT_OFFSET) is applied, and the
-store is read on the bounded pull executor with the transfer caps (at most
+store is read with the transfer caps (at most
 ``maxTransferCountOnMessageInMemory`` messages and ``maxTransferBytesOnMessageInMemory`` bytes,
 or the client's smaller ``maxMsgBytes``), so a pull response is always bounded.  The store's
 ``GetMessageStatus`` is mapped per B.4; a would-be PULL_NOT_FOUND with the SUSPEND flag is parked
 in the :class:`~rocketq.broker.long_polling.PullRequestHoldService` for up to
 ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when long polling is off) and re-read when a
-message arrives.  The response body is the records joined once into one ``bytes``.
+message arrives.  The response body is the records joined once into one ``bytes``.  Reads of
+recently written data (``INLINE_READ_MAX_BEHIND_BYTES`` from the CommitLog's end, page-cache
+resident) run on the event loop; older data and SQL92 scans run on the bounded pull executor
+(SYSTEM_BUSY ``[REJECTREQUEST]`` / ``[TIMEOUT_CLEAN_QUEUE]`` when it is saturated).
 
 Filters: a TAG subscription is applied to the ConsumeQueue tag codes by the store; a SQL92
 subscription (``expressionType=SQL92``, only with ``enablePropertyFilter=true``) is compiled once
@@ -44,6 +47,10 @@ FLAG_CLASS_FILTER = 0x8
 FLAG_LITE_PULL = 0x10
 
 MASTER_ID = 0
+#: A pull whose first record lies within this many bytes of the CommitLog's end is read on the
+#: event loop (the pages were written recently and sit in the page cache); older data may fault
+#: pages in from disk and is read on the bounded pull executor.
+INLINE_READ_MAX_BEHIND_BYTES = 256 * 1024 * 1024
 
 _NOT_FOUND = "NOT_FOUND"
 # GetMessageStatus name -> response code (B.4); "offset-dependent" cases are handled in code.
@@ -230,7 +237,11 @@ class PullMessageProcessor:
                 result.release()
             return result, body
 
-        result, body = await ctx.pull_executor.run(read)
+        if not isinstance(msg_filter, Node) and store.check_in_mem_by_consume_offset(
+                header.topic, header.queue_id, header.queue_offset, INLINE_READ_MAX_BEHIND_BYTES):
+            result, body = read()  # page-cache resident: a memcpy on the loop beats two thread hops
+        else:
+            result, body = await ctx.pull_executor.run(read)
         status_name = result.status_name if isinstance(result, FilteredRead) else result.status.name
         code = response_code_for(status_name, header.queue_offset)
         response_header = PullMessageResponseHeader(

@@ -2,8 +2,7 @@
 
 Checks, in RocketMQ's order: broker write permission, topic name, system topics, topic existence
 (auto-creating it from ``defaultTopic`` = ``TBW102`` when allowed, see ``topic_manager``), queue
-id, body and properties size.  The put runs on the bounded send executor (a SYNC_FLUSH put waits
-for the group commit), and the store's ``PutMessageStatus`` becomes the response code (B.4):
+id, body and properties size, and the store's ``PutMessageStatus`` becomes the response code (B.4):
 
 =====================================  ===================================================
 PUT_OK                                 SUCCESS
@@ -13,6 +12,22 @@ SERVICE_NOT_AVAILABLE                  SERVICE_NOT_AVAILABLE (14)
 OS_PAGE_CACHE_BUSY                     SYSTEM_BUSY ``[PC_SYNCHRONIZED]…``
 CREATE_MAPPED_FILE_FAILED, UNKNOWN     SYSTEM_ERROR
 =====================================  ===================================================
+
+Where the put runs.  A request of at most ``INLINE_PUT_MAX_BYTES`` is appended on the event loop
+(``MessageStore.put_batch_nowait``: encoding plus one ``pwrite``, tens of microseconds), which saves
+two thread hand-offs per send; when the append could wait (another thread holds the append lock,
+a new CommitLog segment must be created) or the request is bigger, it runs on the bounded send
+executor, whose full queue or stale tasks are answered SYSTEM_BUSY ``[REJECTREQUEST]`` /
+``[TIMEOUT_CLEAN_QUEUE]``.  With SYNC_FLUSH neither path blocks on the disk: the response waits,
+on the loop, for the group-commit thread's callback (``MessageStore.when_flushed``), at most
+``syncFlushTimeout`` (then FLUSH_DISK_TIMEOUT, the message being stored).  Half messages and
+send-backs keep the blocking store calls on the executor.
+
+A SEND_BATCH_MESSAGE body is decoded into columns (``decode_batch_columns``: flags, zero-copy body
+slices, raw property bytes) and stored with one ``put_batch``: the broker neither parses the inner
+properties nor builds per-message objects; it only checks sizes, refuses ``DELAY`` (batches cannot
+be delayed, as in RocketMQ) and appends ``CLUSTER`` where it is missing.  Each inner message keeps
+the ``UNIQ_KEY`` its client assigned (the store indexes it from the raw properties).
 
 Before the put, a message for ``%RETRY%<group>`` whose ``reconsumeTimes`` reached the group's
 maximum goes to ``%DLQ%<group>`` instead (the client's fallback when CONSUMER_SEND_MSG_BACK
@@ -31,15 +46,19 @@ the comma-joined offset msgIds, the first half-queue offset, the real queue id a
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, peer_host
 from rocketq.broker.processor.send_back import DLQ_QUEUE_NUMS, dlq_topic, max_reconsume_times
 from rocketq.broker.schedule.delay import apply_delay_level
+from rocketq.broker.store.message_store import MessageBatchToStore, MessageToStore, PutOutcome
+from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.topic_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -49,7 +68,7 @@ from rocketq.broker.topic_manager import (
 )
 from rocketq.broker.transaction.ranged import check_half_batch
 from rocketq.client.errors import HeaderError, MessageFormatError
-from rocketq.client.remoting.batch import decode_batch
+from rocketq.client.remoting.batch import BatchColumns, decode_batch_columns
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
@@ -70,8 +89,14 @@ __all__ = ["SendMessageProcessor"]
 
 _FAQ = "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 _PROPERTY_CLUSTER = f"{MessageConst.CLUSTER}\x01"
-_TRAN_MARK = f"{MessageConst.TRANSACTION_PREPARED}\x01"
 _PREPARED_FLAG = int(SysFlag.TRANSACTION_PREPARED)
+_HOST_V6_FLAGS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+# Property keys searched in the \x02-joined raw properties of a batch: a key starts after a \x02.
+_KEY_CLUSTER = f"\x02{MessageConst.CLUSTER}\x01".encode()
+_KEY_DELAY = f"\x02{MessageConst.DELAY_TIME_LEVEL}\x01".encode()
+_KEY_TRAN = f"\x02{MessageConst.TRANSACTION_PREPARED}\x01".encode()
+#: Requests up to this size are appended on the event loop; bigger ones on the send executor.
+INLINE_PUT_MAX_BYTES = 256 * 1024
 
 
 def _put_status_response(request: RemotingCommand, status_name: str, detail: str) -> RemotingCommand | None:
@@ -127,7 +152,7 @@ class SendMessageProcessor:
         error = self._check_sizes(request, len(request.body), len(properties.encode("utf-8")))
         if error is not None:
             return error
-        prepared = MessageConst.TRANSACTION_PREPARED in properties and decode_properties(properties).get(
+        prepared = f"{MessageConst.TRANSACTION_PREPARED}\x01" in properties and decode_properties(properties).get(
             MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
         if prepared and (self.ctx.txn is None or self.ctx.config.reject_transaction_message):
             return request.make_response(
@@ -140,12 +165,17 @@ class SendMessageProcessor:
         if isinstance(routed, RemotingCommand):
             return routed
         topic, store_queue_id, properties = routed
-        msg = self._to_store(header, channel, store_queue_id, request.body, properties, header.flag, topic=topic)
         if prepared:
             # A half message: stored in RMQ_SYS_TRANS_HALF_TOPIC until END_TRANSACTION (docs/transactions.md).
             txn = self.ctx.txn
-            return await self._put(request, [msg], batch=False, queue_id=queue_id, put=lambda: txn.prepare(msg))
-        return await self._put(request, [msg], batch=False, queue_id=queue_id)
+            msg = self._to_store(header, channel, store_queue_id, request.body, properties, header.flag, topic=topic)
+            return await self._put(request, [msg], queue_id=queue_id, put=lambda: txn.prepare(msg))
+        sys_flag, born = self._hosts(header, channel)
+        batch = MessageBatchToStore(
+            topic=topic, queue_id=store_queue_id, born_host=born, store_host=self.ctx.store_host,
+            bodies=[request.body], properties=[properties.encode()], flags=header.flag, sys_flags=sys_flag,
+            born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
+        return await self._put_batch(request, batch, queue_id=queue_id)
 
     def _route(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
                properties: str, *, delay: bool = True) -> tuple[str, int, str] | RemotingCommand:
@@ -231,16 +261,19 @@ class SendMessageProcessor:
         return None
 
     # ------------------------------------------------------------------ store
-    def _to_store(self, header: SendMessageRequestHeader, channel: Any, queue_id: int, body: bytes,
-                  properties: str, flag: int, *, topic: str | None = None) -> Any:
-        from rocketq.broker.store.message_store import MessageToStore
-
-        sys_flag = header.sys_flag & ~int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    def _hosts(self, header: SendMessageRequestHeader, channel: Any) -> tuple[int, tuple[str, int]]:
+        """The stored sysFlag (host address families set by the broker) and the born host."""
+        sys_flag = header.sys_flag & ~_HOST_V6_FLAGS
         born = peer_host(channel)
         if ":" in born[0]:
             sys_flag |= int(SysFlag.BORNHOST_V6)
         if ":" in self.ctx.store_host[0]:
             sys_flag |= int(SysFlag.STOREHOST_V6)
+        return sys_flag, born
+
+    def _to_store(self, header: SendMessageRequestHeader, channel: Any, queue_id: int, body: bytes,
+                  properties: str, flag: int, *, topic: str | None = None) -> MessageToStore:
+        sys_flag, born = self._hosts(header, channel)
         return MessageToStore(
             topic=topic or header.topic,
             queue_id=queue_id,
@@ -256,77 +289,138 @@ class SendMessageProcessor:
 
     async def _send_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
                           queue_id: int) -> RemotingCommand:
-        if len(request.body) > self.ctx.config.max_message_size:
+        limit = self.ctx.config.max_message_size
+        if len(request.body) > limit:
             return request.make_response(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the batch body size {len(request.body)} bytes is larger than the limit "
-                f"maxMessageSize={self.ctx.config.max_message_size} bytes",
+                f"maxMessageSize={limit} bytes",
             )
         try:
-            entries = decode_batch_body(request.body)
+            cols = decode_batch_columns(request.body)
         except MessageFormatError as exc:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}")
-        if not entries:
+        if not len(cols):
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
-        if header.sys_flag & _PREPARED_FLAG or any(_TRAN_MARK in props for _, _, props in entries):
-            return await self._send_half_batch(request, channel, header, queue_id, entries)
-        cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
-        msgs = []
-        for flag, body, props in entries:
-            error = self._check_sizes(request, len(body), len(props.encode("utf-8")))
-            if error is not None:
-                return error
-            if MessageConst.DELAY_TIME_LEVEL + "\x01" in props:
-                return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "batch messages do not support delay levels")
-            if _PROPERTY_CLUSTER not in props:
-                props += cluster
-            msgs.append(self._to_store(header, channel, queue_id, body, props, flag))
-        return await self._put(request, msgs, batch=True, queue_id=queue_id)
+        raw_props = cols.properties
+        joined = b"\x02" + b"\x02".join(raw_props)
+        if header.sys_flag & _PREPARED_FLAG or _KEY_TRAN in joined:
+            return await self._send_half_batch(request, channel, header, queue_id, cols)
+        error = self._check_sizes(request, max(map(len, cols.bodies)), max(map(len, raw_props)))
+        if error is not None:
+            return error
+        if _KEY_DELAY in joined:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "batch messages do not support delay levels")
+        cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02".encode()
+        if _KEY_CLUSTER not in joined and all(map(bytes.endswith, raw_props, repeat(b"\x02"))):
+            props = [p + cluster for p in raw_props]  # the common case: well-formed, no CLUSTER yet
+        else:
+            props = [_with_cluster(p, cluster) for p in raw_props]
+        sys_flag, born = self._hosts(header, channel)
+        batch = MessageBatchToStore(
+            topic=header.topic, queue_id=queue_id, born_host=born, store_host=self.ctx.store_host,
+            bodies=cols.bodies, properties=props, flags=cols.flags, sys_flags=sys_flag,
+            born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
+        return await self._put_batch(request, batch, queue_id=queue_id)
 
     async def _send_half_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
-                               queue_id: int, entries: list[tuple[int, bytes, str]]) -> RemotingCommand:
+                               queue_id: int, cols: BatchColumns) -> RemotingCommand:
         """A transactional batch: every inner message stored as a half message, in one append."""
         ctx = self.ctx
         txn = ctx.txn
         if txn is None or ctx.config.reject_transaction_message:
             return request.make_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending transaction message is forbidden")
-        remark = check_half_batch([decode_properties(props) for _, _, props in entries])
+        try:
+            texts = [p.decode("utf-8") for p in cols.properties]
+        except UnicodeDecodeError as exc:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the batch properties are not UTF-8: {exc}")
+        remark = check_half_batch([decode_properties(props) for props in texts])
         if remark is not None:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark)
         cluster = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02"
         msgs = []
-        for flag, body, props in entries:
+        for flag, body, props in zip(cols.flags, cols.bodies, texts, strict=True):
             error = self._check_sizes(request, len(body), len(props.encode("utf-8")))
             if error is not None:
                 return error
-            msgs.append(self._to_store(header, channel, queue_id, body,
+            msgs.append(self._to_store(header, channel, queue_id, bytes(body),
                                        props if _PROPERTY_CLUSTER in props else props + cluster, flag))
-        return await self._put(request, msgs, batch=True, queue_id=queue_id, put=lambda: txn.prepare_half_batch(msgs),
+        return await self._put(request, msgs, queue_id=queue_id, put=lambda: txn.prepare_half_batch(msgs),
                                ext={HALF_COUNT_FIELD: str(len(msgs))})
 
-    async def _put(self, request: RemotingCommand, msgs: Sequence[Any], *, batch: bool, queue_id: int,
-                   put: Callable[[], Any] | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
-        store = self.ctx.store
+    async def _put_batch(self, request: RemotingCommand, batch: MessageBatchToStore, *,
+                         queue_id: int) -> RemotingCommand:
+        """Store ``batch`` (on the loop when small and nothing could wait, else on the send executor)."""
+        ctx = self.ctx
+        store = ctx.store
         started = time.monotonic()
-        if put is None:
-            put = (lambda: store.put_messages(msgs)) if batch else (lambda: store.put_message(msgs[0]))
+        try:
+            if len(request.body) <= INLINE_PUT_MAX_BYTES:
+                outcome = store.put_batch_nowait(batch)
+                if callable(outcome):
+                    outcome = await ctx.send_executor.run(outcome)
+            else:
+                outcome = await ctx.send_executor.run(lambda: _complete(store.put_batch_nowait(batch)))
+        except Busy as busy:
+            ctx.stats.busy_rejects += 1
+            return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
+        result, durable_at = outcome
+        if durable_at:
+            result = await self._durable(result, durable_at)
+        return self._respond(request, result, started, len(batch), queue_id=queue_id,
+                             detail=lambda: self._illegal_detail(batch.bodies, batch.properties))
+
+    async def _durable(self, result: PutMessageResult, durable_at: int) -> PutMessageResult:
+        """SYNC_FLUSH: wait (on the loop, no thread) for the group commit to pass ``durable_at``."""
+        store = self.ctx.store
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+
+        def resolve(ok: bool) -> None:
+            if not future.done():
+                future.set_result(ok)
+
+        def flushed(ok: bool) -> None:  # group-commit thread (or here, at once)
+            try:
+                loop.call_soon_threadsafe(resolve, ok)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
+
+        store.when_flushed(durable_at, flushed)
+        timer = loop.call_later(store.config.sync_flush_timeout_ms / 1000, resolve, False)
+        try:
+            ok = await future
+        finally:
+            timer.cancel()
+        return result if ok else store.flush_timed_out(result)  # type: ignore[no-any-return]
+
+    async def _put(self, request: RemotingCommand, msgs: Sequence[MessageToStore], *, queue_id: int,
+                   put: Callable[[], Any], ext: dict[str, str] | None = None) -> RemotingCommand:
+        """A blocking store call (half messages) on the send executor."""
+        started = time.monotonic()
         try:
             result = await self.ctx.send_executor.run(put)
         except Busy as busy:
             self.ctx.stats.busy_rejects += 1
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
+        return self._respond(request, result, started, len(msgs), queue_id=queue_id, ext=ext,
+                             detail=lambda: self._illegal_detail([m.body for m in msgs],
+                                                                 [_props_bytes(m.properties) for m in msgs]))
+
+    def _respond(self, request: RemotingCommand, result: Any, started: float, count: int, *, queue_id: int,
+                 detail: Callable[[], str], ext: dict[str, str] | None = None) -> RemotingCommand:
         status_name = result.status.name
-        detail = f"(put took {(time.monotonic() - started) * 1000:.0f} ms)" if status_name == "OS_PAGE_CACHE_BUSY" else ""
+        remark = f"(put took {(time.monotonic() - started) * 1000:.0f} ms)" if status_name == "OS_PAGE_CACHE_BUSY" else ""
         if status_name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
-            detail = self._illegal_detail(msgs)
-        error = _put_status_response(request, status_name, detail)
+            remark = detail()
+        error = _put_status_response(request, status_name, remark)
         if error is not None:
             return error
         append = result.append_result
         if request.is_oneway or append is None:
             return request.make_response(_STORED_CODES[status_name])
-        self.ctx.stats.put_messages += len(msgs)
+        self.ctx.stats.put_messages += count
         self.ctx.stats.put_bytes += append.wrote_bytes
         response_header = SendMessageResponseHeader(
             msg_id=append.msg_id, queue_id=queue_id, queue_offset=append.queue_offset,
@@ -337,9 +431,9 @@ class SendMessageProcessor:
             fields.update(ext)
         return request.make_response(_STORED_CODES[status_name], ext_fields=fields)
 
-    def _illegal_detail(self, msgs: Sequence[Any]) -> str:
-        body = max(len(m.body) for m in msgs)
-        props = max(len(m.properties.encode("utf-8")) if isinstance(m.properties, str) else 0 for m in msgs)
+    def _illegal_detail(self, bodies: Sequence[Any], properties: Sequence[Any]) -> str:
+        body = max(map(len, bodies))
+        props = max(map(len, properties))
         return (f"maxMessageSize={self.ctx.config.max_message_size} bytes, body={body} bytes, "
                 f"properties={props} bytes (limit {MAX_PROPERTIES_SIZE})")
 
@@ -348,6 +442,21 @@ def _producer_of(request: RemotingCommand) -> str:
     return request.ext_fields.get("a") or request.ext_fields.get("producerGroup") or "unknown"
 
 
-def decode_batch_body(body: bytes) -> list[tuple[int, bytes, str]]:
-    """``[(flag, body, properties)]`` of a SEND_BATCH_MESSAGE body (A.3.2)."""
-    return [(m.flag, m.body, encode_properties(m.properties)) for m in decode_batch(body)]
+def _complete(outcome: PutOutcome | Callable[[], PutOutcome]) -> PutOutcome:
+    """Finish a ``put_batch_nowait`` in a worker thread (run its continuation if it handed one back)."""
+    return outcome() if callable(outcome) else outcome
+
+
+def _with_cluster(props: bytes, cluster: bytes) -> bytes:
+    """``props`` with the CLUSTER property appended unless present (repairing a missing last \\x02)."""
+    if props.startswith(cluster[:8]) or _KEY_CLUSTER in props:
+        return props
+    if props and not props.endswith(b"\x02"):
+        return props + b"\x02" + cluster
+    return props + cluster
+
+
+def _props_bytes(properties: Any) -> bytes:
+    if isinstance(properties, str):
+        return properties.encode("utf-8")
+    return encode_properties(properties).encode("utf-8")

@@ -4,7 +4,10 @@ Theory of operation.
 * ``GroupCommitService`` (SYNC_FLUSH): an appending thread asks for its end offset to be durable
   and waits on a condition.  The service thread msyncs once for everything appended so far and
   wakes every waiter whose offset is covered, so concurrent appends share one fsync.  A waiter
-  that is not covered within ``sync_flush_timeout_ms`` gets False (FLUSH_DISK_TIMEOUT).
+  that is not covered within ``sync_flush_timeout_ms`` gets False (FLUSH_DISK_TIMEOUT).  A caller
+  that must not block (the broker's event loop) registers a callback instead
+  (:meth:`GroupCommitService.add_flush_callback`); the service thread calls it once the offset is
+  durable, or with False when the service stops first.
 * ``FlushRealTimeService`` (ASYNC_FLUSH): every ``flush_interval_commit_log_ms`` it flushes when at
   least ``flush_commit_log_least_pages`` pages are dirty, and unconditionally every
   ``flush_commit_log_thorough_interval_ms``.
@@ -14,6 +17,8 @@ Theory of operation.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -80,6 +85,39 @@ class GroupCommitService(_Service):
         self._cv = threading.Condition()
         self._wanted = 0
         self._flushed = commit_log.flushed_where
+        # (offset, seq, callback) of non-blocking waiters, smallest offset first.
+        self._callbacks: list[tuple[int, int, Callable[[bool], None]]] = []
+        self._seq = itertools.count()
+
+    def add_flush_callback(self, offset: int, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(True)`` (from the service thread, or here) once durable up to ``offset``.
+
+        ``callback(False)`` if the service stops before.  The callback must be quick and must not
+        block: it runs on the flush thread (the broker hops to its loop with call_soon_threadsafe).
+        """
+        with self._cv:
+            durable = self._flushed >= offset
+            if not durable and not self._stop.is_set():
+                heapq.heappush(self._callbacks, (offset, next(self._seq), callback))
+                if offset > self._wanted:
+                    self._wanted = offset
+                    self._cv.notify_all()
+                return
+        callback(durable)
+
+    def _run_callbacks(self, flushed: int, *, final: bool = False) -> None:
+        due: list[tuple[Callable[[bool], None], bool]] = []
+        with self._cv:
+            while self._callbacks and self._callbacks[0][0] <= flushed:
+                due.append((heapq.heappop(self._callbacks)[2], True))
+            if final:
+                due.extend((cb, False) for _, _, cb in self._callbacks)
+                self._callbacks.clear()
+        for cb, ok in due:
+            try:
+                cb(ok)
+            except Exception:
+                log.exception("flush callback failed")
 
     def wait_for_flush(self, offset: int, timeout_s: float) -> bool:
         """Block until the CommitLog is durable up to ``offset``; False on timeout."""
@@ -105,16 +143,22 @@ class GroupCommitService(_Service):
         self.commit_log.flush(0)
         self.on_flushed(ts)
         with self._cv:
-            self._flushed = self.commit_log.flushed_where
+            self._flushed = flushed = self.commit_log.flushed_where
             self._cv.notify_all()
+        self._run_callbacks(flushed)
 
     def final_round(self) -> None:
         ts = self.commit_log.last_store_timestamp
         self.commit_log.flush(0)
         self.on_flushed(ts)
         with self._cv:
-            self._flushed = self.commit_log.flushed_where
+            self._flushed = flushed = self.commit_log.flushed_where
             self._cv.notify_all()
+        self._run_callbacks(flushed, final=True)
+
+    def halt(self) -> None:
+        super().halt()
+        self._run_callbacks(-1, final=True)
 
     def wakeup(self) -> None:
         with self._cv:

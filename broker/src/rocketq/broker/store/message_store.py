@@ -5,7 +5,9 @@ Theory of operation.  ``start`` takes the lock file, notes whether the last exit
 checkpoint, runs recovery (:mod:`.recovery`), re-dispatches synchronously until derived data is
 complete, rebuilds the per-queue offset table from the ConsumeQueues, then starts the reput,
 flush and clean threads.  Appends go through the CommitLog under one lock; with SYNC_FLUSH the
-caller then waits for the group commit.  Reads are lock-free and return views of the mapped
+caller then waits for the group commit (``put_batch``), or, on an event loop, appends with
+``put_batch_nowait`` (which hands back a continuation for a worker thread when the append could
+wait) and is called back by the group-commit thread (``when_flushed``).  Reads are lock-free and return views of the mapped
 records.  ``shutdown`` lets dispatch catch up, flushes everything, writes the checkpoint, deletes
 ``abort`` and releases the lock.
 """
@@ -17,19 +19,20 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from rocketq.broker.store import reader
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.clean import CleanService, DiskUsageProbe
 from rocketq.broker.store.commit_log import CommitLog, MessageToStore
-from rocketq.broker.store.config import FlushDiskType, StoreConfig
+from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, FlushDiskType, StoreConfig
+from rocketq.broker.store.consume_queue import UNIT as CQ_UNIT
 from rocketq.broker.store.consume_queue import ConsumeQueue
 from rocketq.broker.store.dispatch import ArrivalListener, Dispatcher, ReputService, parse_delay_levels
 from rocketq.broker.store.errors import StoreCorruptError, StoreError, StoreLockedError
 from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rocketq.broker.store.index_file import IndexService
-from rocketq.broker.store.record_batch import MessageBatchToStore, prepare_batch
+from rocketq.broker.store.record_batch import MessageBatchToStore, PreparedBatch, prepare_batch
 from rocketq.broker.store.recovery import recover_commit_log, recover_consume_queues
 from rocketq.broker.store.status import (
     AppendMessageStatus,
@@ -43,7 +46,10 @@ from rocketq.client.remoting.properties import encode_properties
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MessageBatchToStore", "MessageStore", "MessageToStore", "batch_from_messages"]
+__all__ = ["MessageBatchToStore", "MessageStore", "MessageToStore", "PutOutcome", "batch_from_messages"]
+
+#: An append's result and the CommitLog offset that must be durable before acknowledging it (0: none).
+PutOutcome = tuple[PutMessageResult, int]
 
 
 def batch_from_messages(msgs: Sequence[MessageToStore]) -> MessageBatchToStore | None:
@@ -315,6 +321,51 @@ class MessageStore:
 
     def put_batch(self, batch: MessageBatchToStore) -> PutMessageResult:
         """Append a column-oriented batch of one topic and queue (see :class:`MessageBatchToStore`)."""
+        prep = self._prepare(batch)
+        if isinstance(prep, PutMessageResult):
+            return prep
+        result, durable_at = self._append(prep)
+        if durable_at and self._group_commit is not None:
+            if not self._group_commit.wait_for_flush(durable_at, self.config.sync_flush_timeout_ms / 1000):
+                return self.flush_timed_out(result)
+        return result
+
+    def put_batch_nowait(self, batch: MessageBatchToStore) -> PutOutcome | Callable[[], PutOutcome]:
+        """:meth:`put_batch` for an event loop: appends only if that cannot wait.
+
+        Returns ``(result, durable_at)`` when the append went through at once, or a callable that
+        does the append (the batch already encoded) and returns the same pair, to be run in a
+        worker thread, when it could wait: another thread holds the append lock, there is no
+        segment yet or the batch needs a new one (file creation).  ``durable_at`` > 0 means
+        SYNC_FLUSH: the result may be acknowledged once the CommitLog is durable up to that offset
+        (:meth:`when_flushed`), or be answered :meth:`flush_timed_out` after
+        ``sync_flush_timeout_ms``.  Encoding runs in the caller: keep inline batches small.
+        """
+        prep = self._prepare(batch)
+        if isinstance(prep, PutMessageResult):
+            return prep, 0
+        cl = self.commit_log
+        mf = cl.mfq.last()
+        if (cl.put_lock.locked() or mf is None or mf.is_full
+                or prep.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position):
+            return lambda: self._append(prep)
+        return self._append(prep)
+
+    def when_flushed(self, offset: int, callback: Callable[[bool], None]) -> None:
+        """SYNC_FLUSH: ``callback(True)`` once the CommitLog is durable up to ``offset`` (False if the
+        store stops first).  Called from the group-commit thread (or at once): it must not block."""
+        if self._group_commit is None:
+            callback(self.commit_log.flushed_where >= offset)
+            return
+        self._group_commit.add_flush_callback(offset, callback)
+
+    def flush_timed_out(self, result: PutMessageResult) -> PutMessageResult:
+        """The FLUSH_DISK_TIMEOUT answer for an appended ``result`` whose flush wait expired."""
+        log.error("sync flush timed out after %d ms for offset %d", self.config.sync_flush_timeout_ms,
+                  result.append_result.wrote_offset if result.append_result is not None else -1)
+        return PutMessageResult(status=PutMessageStatus.FLUSH_DISK_TIMEOUT, append_result=result.append_result)
+
+    def _prepare(self, batch: MessageBatchToStore) -> PreparedBatch | PutMessageResult:
         bad = self._check_writable()
         if bad is not None:
             return PutMessageResult(status=bad)
@@ -325,23 +376,23 @@ class MessageStore:
             log.warning("put messages illegal: batch of %d bytes exceeds %d", prep.total,
                         self.config.max_message_size_bytes)
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
+        return prep
+
+    def _append(self, prep: PreparedBatch) -> PutOutcome:
+        """Append an encoded batch: the result and the offset to wait durability for (0: none)."""
         try:
             result = self.commit_log.append(prep)
         except StoreError as exc:
             log.error("cannot create a commit log segment: %s", exc)
-            return PutMessageResult(status=PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return PutMessageResult(status=PutMessageStatus.CREATE_MAPPED_FILE_FAILED), 0
         if result.status is not AppendMessageStatus.PUT_OK:
-            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL, append_result=result)
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL, append_result=result), 0
         if self._reput is not None:
             self._reput.wakeup()
+        put = PutMessageResult(status=PutMessageStatus.PUT_OK, append_result=result)
         if self._group_commit is not None and prep.wait_store:
-            ok = self._group_commit.wait_for_flush(result.wrote_offset + result.wrote_bytes,
-                                                   self.config.sync_flush_timeout_ms / 1000)
-            if not ok:
-                log.error("sync flush timed out after %d ms for offset %d", self.config.sync_flush_timeout_ms,
-                          result.wrote_offset)
-                return PutMessageResult(status=PutMessageStatus.FLUSH_DISK_TIMEOUT, append_result=result)
-        return PutMessageResult(status=PutMessageStatus.PUT_OK, append_result=result)
+            return put, result.wrote_offset + result.wrote_bytes
+        return put, 0
 
     # -- consume queues --------------------------------------------------------------------------
     def find_or_create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -394,6 +445,21 @@ class MessageStore:
                     max_total_bytes: int, tag_codes: frozenset[int] | None = None) -> GetMessageResult:
         return reader.get_message(self.commit_log, self.find_consume_queue(topic, queue_id), offset,
                                   max_msg_nums, max_total_bytes, tag_codes)
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, offset: int, max_behind_bytes: int) -> bool:
+        """True if a read from ``offset`` cannot touch the disk: nothing to read there, or its first
+        record lies within ``max_behind_bytes`` of the CommitLog's end (recently written, so in the
+        page cache; RocketMQ's ``checkInMemByConsumeOffset`` heuristic)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None or not cq.min_offset_in_queue <= offset < cq.max_offset_in_queue:
+            return True
+        try:
+            raw = cq.raw_units(offset, 1)
+        except ValueError:  # the segment was deleted under us
+            return False
+        if raw is None:
+            return False
+        return bool(self.commit_log.max_offset - CQ_UNIT.unpack_from(raw)[0] <= max_behind_bytes)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.find_consume_queue(topic, queue_id)
