@@ -56,7 +56,7 @@ class StoreConfig:
     delete_commit_log_files_interval_ms: int = 100
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
     check_crc_on_recover: bool = True
-    reput_idle_wait_ms: int = 1
+    reput_idle_wait_ms: int = 10
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     preallocate_files: bool = True
 

@@ -42,6 +42,8 @@ HEADER_SIZE = 40
 ENTRY_SIZE = 20
 assert HEADER.size == HEADER_SIZE and ENTRY.size == ENTRY_SIZE and SLOT.size == 4
 _INT32_MAX = 0x7FFFFFFF
+#: up to this many keys per dispatch round are inserted one by one, not through numpy
+_SCALAR_INSERT_MAX = 16
 ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
 _POW31 = np.ones(1, dtype=np.uint32)
@@ -119,10 +121,13 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add one entry; False if the file is full."""
+        return self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one entry for a precomputed key hash; False if the file is full."""
         if self.index_count >= self.max_index:
             return False
         buf = self.mf.buffer
-        key_hash = index_key_hash(key)
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * 4
         (slot_value,) = SLOT.unpack_from(buf, slot_pos)
         if slot_value <= 0 or slot_value > self.index_count:
@@ -307,6 +312,12 @@ class IndexService:
             if end >= 0 and len(phys) and int(phys[0]) < end:
                 keep = phys >= end
                 hashes, phys, store_timestamps = hashes[keep], phys[keep], store_timestamps[keep]
+            if len(hashes) <= _SCALAR_INSERT_MAX:
+                # numpy's fixed cost per call dwarfs a handful of scalar inserts (single sends)
+                for h, p, t in zip(hashes.tolist(), phys.tolist(), store_timestamps.tolist(), strict=True):
+                    if not self._writable().put_hash(h, p, t):
+                        self._writable().put_hash(h, p, t)
+                return
             while len(hashes):
                 n = self._writable().put_hashes(hashes, phys, store_timestamps)
                 hashes, phys, store_timestamps = hashes[n:], phys[n:], store_timestamps[n:]
