@@ -125,7 +125,7 @@ def test_sink_options() -> None:
     o = parse_sink_options({**NS, "topic": "out"})
     assert o.topic == "out" and o.send_retries == 2
     with pytest.raises(OptionError, match="deliveryGuarantee"):
-        parse_sink_options({**NS, "deliveryguarantee": "exactlyOnce"})
+        parse_sink_options({**NS, "deliveryguarantee": "atMostOnce"})
     with pytest.raises(OptionError, match="batchMaxBytes"):
         parse_sink_options({**NS, "batchmaxbytes": str(8 * 1024 * 1024)})
     with pytest.raises(OptionError, match="startingoffsets"):

@@ -52,6 +52,7 @@ SINK_KEYS = frozenset(
     {
         "nameserver", "namesrvaddr", "topic", "producergroup", "sendtimeoutms", "sendretries",
         "batchmaxmessages", "batchmaxbytes", "deliveryguarantee", "maxinflightqueues",
+        "transactionalid", "committimeoutms",
     }
 )  # fmt: skip
 
@@ -67,6 +68,12 @@ class StartMode(enum.Enum):
 
 class DeliveryGuarantee(enum.Enum):
     AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
+
+
+_GUARANTEES = {"atleastonce": DeliveryGuarantee.AT_LEAST_ONCE, "exactlyonce": DeliveryGuarantee.EXACTLY_ONCE}
+SINK_ID_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+DEFAULT_COMMIT_TIMEOUT_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +142,14 @@ class SinkOptions:
     batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
     max_inflight_queues: int = DEFAULT_MAX_INFLIGHT_QUEUES
+    #: exactly-once: the stable identity of the sink (``transactionalId``, else a hash of the
+    #: checkpoint location); None for batch writes without ``transactionalId`` and at-least-once.
+    sink_id: str | None = None
+    commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
 
 
 # -- small typed getters ---------------------------------------------------------------------
@@ -360,9 +375,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = _get(options, "topic")
     if topic is not None and not TOPIC_RE.match(topic):
         raise OptionError("topic", f"{topic!r} is not a valid RocketMQ topic name")
-    guarantee = (_get(options, "deliveryGuarantee") or "atLeastOnce").replace("_", "").replace("-", "").lower()
-    if guarantee != "atleastonce":
-        raise OptionError("deliveryGuarantee", "only 'atLeastOnce' is supported by this version")
+    text = _get(options, "deliveryGuarantee") or "atLeastOnce"
+    guarantee = _GUARANTEES.get(text.replace("_", "").replace("-", "").lower())
+    if guarantee is None:
+        raise OptionError("deliveryGuarantee", f"expected 'atLeastOnce' or 'exactlyOnce', got {text!r}")
     batch_bytes = _req_int(options, "batchMaxBytes", DEFAULT_BATCH_MAX_BYTES, low=1024)
     if batch_bytes > 4 * 1024 * 1024:
         raise OptionError("batchMaxBytes", "must be <= 4194304 (the broker's maxMessageSize)")
@@ -375,4 +391,33 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         batch_max_messages=_req_int(options, "batchMaxMessages", DEFAULT_BATCH_MAX_MESSAGES, low=1),
         batch_max_bytes=batch_bytes,
         max_inflight_queues=_req_int(options, "maxInflightQueues", DEFAULT_MAX_INFLIGHT_QUEUES, low=1),
+        delivery_guarantee=guarantee,
+        sink_id=_sink_id(options) if guarantee is DeliveryGuarantee.EXACTLY_ONCE else None,
+        commit_timeout_ms=_req_int(options, "commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, low=100),
     )
+
+
+def _sink_id(options: Mapping[str, str]) -> str | None:
+    """``transactionalId``, else a hash of the absolute ``checkpointLocation`` (streaming)."""
+    explicit = _get(options, "transactionalId")
+    if explicit is not None:
+        if not SINK_ID_RE.match(explicit):
+            raise OptionError("transactionalId", f"expected 1-64 characters of [a-zA-Z0-9_-], got {explicit!r}")
+        return explicit
+    location = _get(options, "checkpointLocation")
+    if location is None:
+        return None
+    if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]+:", location):  # a plain path, not file:/ or hdfs://
+        location = os.path.abspath(location)
+    return "cp" + hashlib.sha256(location.rstrip("/").encode()).hexdigest()[:24]
+
+
+def require_sink_id(opts: SinkOptions) -> str:
+    """The sink id of an exactly-once streaming write; a clear error when it cannot be derived."""
+    if opts.sink_id is None:
+        raise OptionError(
+            "transactionalId",
+            "deliveryGuarantee=exactlyOnce needs a stable sink identity: set the query's "
+            "'checkpointLocation' option (writeStream.option('checkpointLocation', ...)) or 'transactionalId'",
+        )
+    return opts.sink_id

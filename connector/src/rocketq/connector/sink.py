@@ -10,15 +10,20 @@ Accepted columns (any order; unknown columns are rejected when the query starts)
     shardingKey  string                       routing key (default: the first key)
     queueId      int | bigint                 explicit queue (index into the writable queues)
 
+With ``deliveryGuarantee=exactlyOnce`` the tasks send half messages and ``commit`` ends exactly the
+transactions of the accepted attempts, through the sink's durable commit record
+(:mod:`rocketq.connector.transactional`, docs/exactly-once.md).
+
 Both writers are Arrow writers (``DataSourceArrowWriter`` / ``DataSourceStreamArrowWriter``): the
 executor receives ``pyarrow.RecordBatch``\\ es and never builds a Python object per row.  The
 driver-side ``commit`` only aggregates the tasks' :class:`SinkCommitMessage`\\ s (messages were
-confirmed by the broker inside ``write()``); it is where a transactional strategy will commit.
+confirmed by the broker inside ``write()``) in at-least-once mode.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +40,9 @@ from pyspark.sql.types import (
     StringType,
     StructType,
 )
+from rocketq.connector.commit_log import HalfBatch
 from rocketq.connector.errors import OptionError
-from rocketq.connector.options import SinkOptions, parse_sink_options
+from rocketq.connector.options import SinkOptions, parse_sink_options, require_sink_id
 from rocketq.connector.writer import AtLeastOnceStrategy, SendStrategy, TaskState, write_batches
 
 log = logging.getLogger("rocketq.connector")
@@ -95,16 +101,43 @@ class SinkCommitMessage(WriterCommitMessage):  # type: ignore[misc]
     requests: int
     per_queue: dict[str, int] = field(default_factory=dict)
     strategy: dict[str, Any] = field(default_factory=dict)
+    #: exactly-once: the half batches this attempt stored, in send order per queue
+    handles: list[HalfBatch] = field(default_factory=list)
 
 
-def make_strategy(opts: SinkOptions) -> SendStrategy:
-    return AtLeastOnceStrategy(opts)
+def make_strategy(opts: SinkOptions, batch: str | None = None) -> SendStrategy:
+    """The send strategy of a task (``batch``: the job key of an exactly-once batch write)."""
+    if not opts.exactly_once:
+        return AtLeastOnceStrategy(opts)
+    from rocketq.connector.transactional import ExactlyOnceStrategy, WriteIdentity
+
+    return ExactlyOnceStrategy(opts, WriteIdentity.current(require_sink_id(opts), batch))
 
 
-def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    strategy = make_strategy(opts)
+def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch], batch: str | None = None) -> SinkCommitMessage:
+    strategy = make_strategy(opts, batch)
     state: TaskState = write_batches(opts, iterator, strategy)
-    return SinkCommitMessage(state.rows, state.requests, dict(state.per_queue), strategy.summary())
+    handles = list(getattr(strategy, "handles", []))
+    return SinkCommitMessage(state.rows, state.requests, dict(state.per_queue), strategy.summary(), handles)
+
+
+def _handles(messages: list[WriterCommitMessage | None]) -> list[HalfBatch]:
+    return [h for m in messages if isinstance(m, SinkCommitMessage) for h in m.handles]
+
+
+def _eos_commit(opts: SinkOptions, messages: list[WriterCommitMessage | None], batch: str) -> None:
+    from rocketq.connector.transactional import commit_batch
+
+    committed, rolled_back = commit_batch(opts, require_sink_id(opts), batch, _handles(messages))
+    log.info("rocketmq sink %s: batch %s committed exactly once: %d messages (%d replayed rolled back)",
+             opts.sink_id, batch, committed, rolled_back)  # fmt: skip
+
+
+def _eos_abort(opts: SinkOptions, messages: list[WriterCommitMessage | None], batch: str) -> None:
+    from rocketq.connector.transactional import abort_batch
+
+    abort_batch(opts, require_sink_id(opts), batch, _handles(messages))
+    log.warning("rocketmq sink %s: batch %s aborted; its half messages are rolled back", opts.sink_id, batch)
 
 
 def _total(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
@@ -120,30 +153,58 @@ class _SinkBase:
 
 
 class RocketMQStreamWriter(_SinkBase, DataSourceStreamArrowWriter):  # type: ignore[misc]
-    """``writeStream.format("rocketmq")``: at-least-once, per-queue ordered."""
+    """``writeStream.format("rocketmq")``: at-least-once (default) or exactly-once, per-queue ordered."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        if self.opts.exactly_once:
+            require_sink_id(self.opts)  # fail at start, naming the option
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return _write(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            _eos_commit(self.opts, messages, str(batchId))
+            return
         rows, requests = _total(messages)
         log.info("rocketmq sink: batch %d committed, %d messages in %d requests", batchId, rows, requests)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            _eos_abort(self.opts, messages, str(batchId))
+            return
         rows, _ = _total(messages)
         log.warning("rocketmq sink: batch %d aborted; %d messages were already delivered (at-least-once)", batchId, rows)
 
 
 class RocketMQBatchWriter(_SinkBase, DataSourceArrowWriter):  # type: ignore[misc]
-    """``df.write.format("rocketmq")``: append only; at-least-once, per-queue ordered."""
+    """``df.write.format("rocketmq")``: append only; per-queue ordered; exactly-once = all or nothing.
+
+    Spark reuses the planning-time writer for commit/abort, so the job key made here reaches both
+    the tasks and the commit."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        if self.opts.exactly_once and self.opts.sink_id is None:
+            import dataclasses
+
+            self.opts = dataclasses.replace(self.opts, sink_id="batchwrites")
+        self.job = f"job-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write(self.opts, iterator)
+        return _write(self.opts, iterator, self.job)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            _eos_commit(self.opts, messages, self.job)
+            return
         rows, requests = _total(messages)
         log.info("rocketmq sink: write committed, %d messages in %d requests", rows, requests)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            _eos_abort(self.opts, messages, self.job)
+            return
         rows, _ = _total(messages)
         log.warning("rocketmq sink: write aborted; %d messages were already delivered (at-least-once)", rows)

@@ -1,0 +1,349 @@
+"""Exactly-once sends: half messages from executors, COMMIT/ROLLBACK from the driver, check-backs.
+
+Theory of operation (docs/exactly-once.md).  Every Spark task attempt gets a fresh ``write_id``;
+its rows go out as *half messages* (invisible to consumers) tagged ``__RQ_SINK``, ``__RQ_BATCH``,
+``__RQ_WRITE``, ``__RQ_PART``, ``__RQ_ATTEMPT`` and ``__RQ_REQ`` (the number of the send attempt
+within the task: a retried request gets a new number, so a maybe-stored first try is never
+mistaken for the accepted one).  Each confirmed request yields a :class:`HalfBatch` handle that
+travels to the driver in the task's commit message.  The routing, encoding and per-queue ordering
+are the at-least-once writer's (one in-flight request per queue, in row order).
+
+Half batches go through the client's batched transaction API
+(:mod:`rocketq.client.producer.transaction_batch`): ``send_half_batch`` stores a request's rows at
+contiguous half offsets and ``end_transaction_batch`` ends a queue's ranges with one request and
+one store append on rocketq brokers, so a commit is atomic per queue; against Apache RocketMQ the
+client falls back to one transaction per message (not atomic per queue).
+
+Executors keep one :class:`~rocketq.client.producer.TransactionProducer` per (NameServer, sink)
+for the life of the Python worker, whose check listener answers the broker's check-backs from the
+sink's commit log (:func:`rocketq.connector.commit_log.decide`), so halves of failed or
+speculative attempts are resolved without the writer that sent them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rocketq.client.model import LocalTransactionState
+from rocketq.connector.commit_log import (
+    PROP_ATTEMPT,
+    PROP_BATCH,
+    PROP_PART,
+    PROP_REQ,
+    PROP_SINK,
+    PROP_WRITE,
+    CommitLog,
+    CommitRecord,
+    HalfBatch,
+    decide,
+    producer_group,
+)
+from rocketq.connector.errors import SinkError
+from rocketq.connector.options import SinkOptions
+
+if TYPE_CHECKING:
+    from rocketq.client.api import BlockingMQClientAPI
+    from rocketq.client.model import Message, MessageExt
+    from rocketq.client.producer import TransactionProducer
+    from rocketq.client.producer.transaction_batch import HalfBatchResult
+    from rocketq.connector.writer import Request
+
+log = logging.getLogger("rocketq.connector.eos")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteIdentity:
+    """Who sends: the sink, the batch key, this task attempt."""
+
+    sink_id: str
+    batch: str
+    write_id: str
+    partition: int
+    attempt: int
+
+    @classmethod
+    def current(cls, sink_id: str, batch: str | None) -> WriteIdentity:
+        """From the running Spark task (``batch`` None: the streaming batch id local property)."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        if batch is None:
+            value = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+            if value is None:
+                raise SinkError("exactly-once streaming write outside a micro-batch (no streaming.sql.batchId)")
+            batch = str(value)
+        return cls(sink_id, batch, uuid.uuid4().hex, partition, attempt)
+
+    def properties(self, req: int) -> dict[str, str]:
+        return {
+            PROP_SINK: self.sink_id, PROP_BATCH: self.batch, PROP_WRITE: self.write_id,
+            PROP_PART: str(self.partition), PROP_ATTEMPT: str(self.attempt), PROP_REQ: str(req),
+        }  # fmt: skip
+
+
+class ExactlyOnceStrategy:
+    """The :class:`~rocketq.connector.writer.SendStrategy` of ``deliveryGuarantee=exactlyOnce``."""
+
+    def __init__(self, opts: SinkOptions, ident: WriteIdentity) -> None:
+        self.opts = opts
+        self.ident = ident
+        self.group = producer_group(ident.sink_id)
+        self.handles: list[HalfBatch] = []
+        self._lock = threading.Lock()
+        self._req = itertools.count()
+        self._producer = executor_producer(opts.name_server, ident.sink_id, opts.send_timeout_ms)
+
+    def _messages(self, request: Request, req: int) -> list[Message]:
+        from rocketq.client.model import Message
+        from rocketq.client.remoting.batch import decode_batch
+
+        extra = self.ident.properties(req)
+        extra["TRAN_MSG"] = "true"
+        extra["PGROUP"] = self.group
+        return [Message(request.queue.topic, m.body, flag=m.flag, properties={**m.properties, **extra})
+                for m in decode_batch(request.body)]  # fmt: skip
+
+    def send(self, api: BlockingMQClientAPI, request: Request) -> None:
+        from rocketq.client.errors import RocketQError
+        from rocketq.client.remoting.route import MessageQueue
+
+        q = request.queue
+        for attempt in range(self.opts.send_retries + 1):
+            req = next(self._req)  # a fresh number per try: an unconfirmed try is never committed
+            try:
+                mq = MessageQueue(q.topic, q.broker_name, q.queue_id)
+                result = self._producer.send_half_batch(mq, self._messages(request, req), timeout_ms=self.opts.send_timeout_ms)
+                handle = from_client_result(result, self.ident.write_id, req)
+                with self._lock:
+                    self.handles.append(handle)
+                return
+            except RocketQError as exc:
+                if not exc.retriable or attempt == self.opts.send_retries:
+                    raise SinkError(
+                        f"half send of {request.count} messages to {q.key} at {q.addr} failed after {attempt + 1} "
+                        f"attempt(s): {exc}"
+                    ) from exc
+                time.sleep(0.1 * (attempt + 1))
+
+    def summary(self) -> dict[str, Any]:
+        return {"guarantee": "exactly_once", "sink": self.ident.sink_id, "batch": self.ident.batch,
+                "write_id": self.ident.write_id}  # fmt: skip
+
+
+def from_client_result(result: HalfBatchResult, write_id: str, req: int) -> HalfBatch:
+    """A connector :class:`HalfBatch` (the client's handle plus who sent it) from a ``HalfBatchResult``."""
+    return HalfBatch(
+        result.topic, result.broker_addr, result.broker_name, result.queue_id, result.first_half_offset, result.count,
+        result.first_commit_log_offset, result.msg_ids, result.transaction_ids, write_id, req, result.ranged,
+        result.half_offsets, result.data_bytes,
+    )  # fmt: skip
+
+
+def to_client_result(handle: HalfBatch) -> HalfBatchResult:
+    """The client's ``HalfBatchResult`` of ``handle``."""
+    from rocketq.client.producer.transaction_batch import HalfBatchResult
+
+    return HalfBatchResult(
+        broker_addr=handle.broker_addr, broker_name=handle.broker_name, topic=handle.topic, queue_id=handle.queue_id,
+        first_half_offset=handle.first_half_offset, count=handle.count,
+        first_commit_log_offset=handle.first_commit_log_offset, msg_ids=handle.msg_ids,
+        transaction_ids=handle.transaction_ids, ranged=handle.ranged, half_offsets=handle.half_offsets,
+        data_bytes=handle.data_bytes,
+    )  # fmt: skip
+
+
+# -- ending transactions (driver) -------------------------------------------------------------
+
+
+def end_handles(
+    api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], state: LocalTransactionState, timeout_ms: int
+) -> None:
+    """COMMIT or ROLLBACK every half of ``handles``, confirmed by the brokers; raises on failure.
+
+    One ranged two-way END_TRANSACTION per (broker, topic, queue) on rocketq brokers (the queue's
+    halves become visible in one append); per-message ENDs, in order, on Apache RocketMQ.  Queues
+    are ended one after the other: a large ranged commit keeps the broker's send executor busy,
+    and parallel ones would wait in its queue until the broker drops them as busy."""
+    from rocketq.client.producer.transaction_batch import end_transaction_batch_blocking
+
+    by_queue: dict[tuple[str, str, int], list[HalfBatch]] = {}
+    for h in handles:
+        by_queue.setdefault((h.broker_addr, h.topic, h.queue_id), []).append(h)
+    for queue_handles in by_queue.values():
+        results = [to_client_result(h) for h in queue_handles]
+        end_transaction_batch_blocking(api, group, results, state, timeout_ms=timeout_ms)
+
+
+# -- executor-side producers and check-backs -----------------------------------------------------
+
+
+class CheckResolver:
+    """The check listener: answers a half message's check-back from its sink's commit log."""
+
+    def __init__(self, name_server: str, timeout_ms: int) -> None:
+        self.name_server = name_server
+        self.timeout_ms = timeout_ms
+        self._logs: dict[str, CommitLog] = {}
+        self._lock = threading.Lock()
+
+    def commit_log(self, sink_id: str) -> CommitLog:
+        from rocketq.connector.access import executor_access
+
+        with self._lock:
+            found = self._logs.get(sink_id)
+            if found is None:
+                access = executor_access(self.name_server, self.timeout_ms)
+                found = self._logs[sink_id] = CommitLog(access, sink_id, timeout_ms=self.timeout_ms)
+            return found
+
+    def __call__(self, msg: MessageExt) -> LocalTransactionState:
+        props = msg.properties
+        sink, batch, write, req = props.get(PROP_SINK), props.get(PROP_BATCH), props.get(PROP_WRITE), props.get(PROP_REQ)
+        if not (sink and batch and write and req and req.isdigit()):
+            return LocalTransactionState.UNKNOW  # not a sink's half message
+        commit_log = self.commit_log(sink)
+        state = decide(commit_log.index, batch, write, int(req))
+        if state is LocalTransactionState.UNKNOW:
+            state = decide(commit_log.refresh(), batch, write, int(req))
+        log.info("check-back of sink %s batch %s write %s req %s: %s", sink, batch, write, req, state.value)
+        return state
+
+
+_PRODUCERS: dict[tuple[int, str, str], TransactionProducer] = {}
+_PRODUCERS_LOCK = threading.Lock()
+
+
+def executor_producer(name_server: str, sink_id: str, timeout_ms: int) -> TransactionProducer:
+    """The process-wide transactional producer of a sink: kept alive to answer check-backs."""
+    from rocketq.client.producer import TransactionProducer
+
+    key = (os.getpid(), name_server, sink_id)
+    with _PRODUCERS_LOCK:
+        producer = _PRODUCERS.get(key)
+        if producer is None:
+            producer = TransactionProducer(
+                name_server, producer_group=producer_group(sink_id), check_listener=CheckResolver(name_server, timeout_ms),
+                check_thread_pool_max_size=2,
+            )  # fmt: skip
+            producer.start()
+            _PRODUCERS[key] = producer
+        return producer
+
+
+# -- the driver's commit protocol ----------------------------------------------------------------
+
+_UNCERTAIN: set[tuple[str, str]] = set()  # (sink, batch) whose record append has an unknown outcome
+_DRIVER_LOGS: dict[tuple[int, str, str], CommitLog] = {}
+
+
+def driver_commit_log(opts: SinkOptions, sink_id: str) -> CommitLog:
+    from rocketq.connector.access import executor_access
+
+    key = (os.getpid(), opts.name_server, sink_id)
+    found = _DRIVER_LOGS.get(key)
+    if found is None:
+        access = executor_access(opts.name_server, opts.commit_timeout_ms)
+        found = _DRIVER_LOGS[key] = CommitLog(access, sink_id, timeout_ms=opts.commit_timeout_ms)
+    return found
+
+
+def _append_settled(commit_log: CommitLog, record: CommitRecord, deadline_s: float) -> CommitRecord:
+    """Append ``record`` until a record of its batch is readable; returns the one that won.
+
+    A failed append may still have been stored; appending the same content again is harmless
+    (the first record of a batch wins and every copy made here is identical)."""
+    key = (record.sink, record.batch)
+    _UNCERTAIN.add(key)
+    last: Exception | None = None
+    while True:
+        try:
+            commit_log.append(record)
+        except SinkError as exc:
+            last = exc
+        try:
+            found = commit_log.find(record.batch)
+            if found is not None:
+                _UNCERTAIN.discard(key)
+                return found
+        except Exception as exc:  # the broker may be restarting
+            last = exc
+        if time.monotonic() > deadline_s:
+            raise SinkError(f"could not store the commit record of batch {record.batch}: {last}")
+        time.sleep(0.5)
+
+
+def commit_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[HalfBatch]) -> tuple[int, int]:
+    """Commit ``handles`` as batch ``batch`` exactly once; (messages committed, messages rolled back).
+
+    Idempotent: when the batch already has a record (a replay after a driver restart) the recorded
+    halves are committed again (a no-op on the broker if done) and ``handles`` not in it are
+    rolled back."""
+    commit_log = driver_commit_log(opts, sink_id)
+    group = producer_group(sink_id)
+    record = commit_log.find(batch)
+    if record is None:
+        deadline = time.monotonic() + 3 * opts.commit_timeout_ms / 1000
+        record = _append_settled(commit_log, CommitRecord.of(sink_id, batch, handles), deadline)
+    else:
+        log.warning("rocketmq sink %s: batch %s was already committed; replayed halves are rolled back", sink_id, batch)
+    api = commit_log.access.api
+    _commit_until(api, group, record.handles, opts.commit_timeout_ms)
+    extra = [h for h in handles if not record.lists(h.write_id, h.req)]
+    _rollback_quietly(api, group, extra, opts.commit_timeout_ms)
+    _UNCERTAIN.discard((sink_id, batch))
+    return sum(h.count for h in record.handles), sum(h.count for h in extra)
+
+
+def _commit_until(api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], timeout_ms: int) -> None:
+    """COMMIT ``handles``, retrying (busy broker, lost connection) for up to 3 timeouts.
+
+    Repeating a COMMIT is harmless on rocketq brokers: ended offsets are skipped."""
+    deadline = time.monotonic() + 3 * timeout_ms / 1000
+    delay = 0.2
+    while True:
+        try:
+            end_handles(api, group, handles, LocalTransactionState.COMMIT_MESSAGE, timeout_ms)
+            return
+        except Exception as exc:
+            if time.monotonic() + delay > deadline:
+                raise SinkError(f"COMMIT of {len(handles)} half batches failed: {exc}") from exc
+            log.warning("COMMIT of %d half batches failed, retrying: %s", len(handles), exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def abort_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[HalfBatch]) -> None:
+    """Roll back ``handles`` unless the batch is (or may be) committed; never raises."""
+    if (sink_id, batch) in _UNCERTAIN:
+        log.warning("rocketmq sink %s: abort of batch %s: its commit record may exist; left to check-backs", sink_id, batch)
+        return
+    try:
+        record = driver_commit_log(opts, sink_id).find(batch)
+    except Exception as exc:  # check-backs and the replay resolve the halves
+        log.warning("rocketmq sink %s: abort of batch %s cannot read the commit log (%s); left to check-backs", sink_id, batch, exc)
+        return
+    try:
+        if record is not None:
+            commit_batch(opts, sink_id, batch, handles)  # committed already: finish it
+        else:
+            _rollback_quietly(driver_commit_log(opts, sink_id).access.api, producer_group(sink_id), handles, opts.commit_timeout_ms)
+    except Exception as exc:
+        log.warning("rocketmq sink %s: abort of batch %s incomplete (%s); left to check-backs", sink_id, batch, exc)
+
+
+def _rollback_quietly(api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], timeout_ms: int) -> None:
+    """ROLLBACK is an optimisation (check-backs roll these back too): failures are only logged."""
+    try:
+        end_handles(api, group, handles, LocalTransactionState.ROLLBACK_MESSAGE, timeout_ms)
+    except Exception as exc:
+        log.warning("rollback of %d half batches failed (check-backs will roll them back): %s", len(handles), exc)
