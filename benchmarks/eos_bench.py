@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
     from rocketq.connector.testing import create_topic, local_cluster, produce_fast
 
     n = args.messages

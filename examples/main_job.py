@@ -49,6 +49,7 @@ def main() -> int:
     import pyarrow as pa
     from etl_streaming import build_query  # type: ignore[import-not-found]
     from pyspark.sql import SparkSession
+
     from rocketq.connector.testing import create_topic, local_cluster, produce_fast
 
     orders = sample_orders(N_ORDERS)

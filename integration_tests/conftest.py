@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from rocketq.client.testing import ServerProcess, spawn_namesrv
 from rocketq.client.transport.blocking import BlockingRemotingClient
 

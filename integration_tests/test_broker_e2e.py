@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand

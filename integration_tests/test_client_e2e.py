@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.client.admin import Admin
 from rocketq.client.config import ConsumeFromWhere
 from rocketq.client.consumer import (

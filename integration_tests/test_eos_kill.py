@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
 from rocketq.connector.testing import SPARK_BROKER_CONF, Cluster, create_topic, produce
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from rocketq.connector.commit_log import CommitLog, HalfBatch
 from rocketq.connector.options import parse_sink_options
 from rocketq.connector.testing import Cluster, create_topic, local_cluster

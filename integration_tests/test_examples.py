@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from rocketq.client.testing import spawn_broker, spawn_namesrv
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.client import instance as client_instance
 from rocketq.client.admin import Admin
 from rocketq.client.config import ClientConfig, ConsumeFromWhere

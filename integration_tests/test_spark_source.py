@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.client.admin import Admin
 from rocketq.client.api import BlockingMQClientAPI, PullSysFlag
 from rocketq.client.errors import NoRouteError, RocketQError

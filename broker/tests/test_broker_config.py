@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from rocketq.broker.cli import main as mqbroker_main
 from rocketq.broker.config import (
     BrokerConfig,

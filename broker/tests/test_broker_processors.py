@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.executor import BoundedExecutor, Busy
 from rocketq.broker.server import BrokerController

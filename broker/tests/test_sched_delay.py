@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.schedule.delay import (

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import StoreLockedError
 from rocketq.broker.store.message_store import MessageStore, MessageToStore

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from rocketq.broker.store import commit_log as commit_log_module
 from rocketq.broker.store import record_batch
 from rocketq.broker.store.config import StoreConfig

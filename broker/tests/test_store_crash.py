@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import GetMessageStatus

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import StoreCorruptError
 from rocketq.broker.store.message_store import MessageStore, MessageToStore

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import MetadataError, StoreConfigError

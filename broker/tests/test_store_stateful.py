@@ -17,6 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
 from rocketq.broker.store.status import GetMessageStatus, PutMessageStatus

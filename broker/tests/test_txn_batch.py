@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.server import BrokerController

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore, MessageToStore

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.transaction import TransactionConfig, TransactionConfigError, is_transaction_prepared
 from rocketq.broker.transaction.half_message import (

@@ -7,6 +7,7 @@ import hashlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.config import AllocateStrategy
 from rocketq.client.consumer.allocate import (
     AllocateMessageQueueAveragely,

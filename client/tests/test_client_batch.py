@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rocketq.client.errors import MQClientError
 from rocketq.client.model import Message
 from rocketq.client.producer.batch import prepare_batches

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from rocketq.client.admin_cli import build_parser, main, parse_timestamp
 from rocketq.client.config import (
     AllocateStrategy,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rocketq.client.producer.fault import LatencyFaultTolerance, MQFaultStrategy, TopicPublishInfo
 from rocketq.client.remoting.route import BrokerData, MessageQueue, QueueData, TopicRouteData
 

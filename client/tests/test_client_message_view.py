@@ -9,6 +9,7 @@ import pickle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.model import LazyMessageExt, PullResult, PullStatus, scan_messages

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+
 from rocketq.client.api import BlockingMQClientAPI, MQClientAPI, PullSysFlag
 from rocketq.client.errors import (
     MQBrokerError,

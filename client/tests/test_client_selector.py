@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.errors import ClientError
 from rocketq.client.model import Message
 from rocketq.client.producer.selector import (

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+
 from rocketq.client.errors import MQClientError
 from rocketq.client.model import LocalTransactionState, Message, MessageExt, SendStatus
 from rocketq.client.producer import AsyncTransactionProducer, TransactionProducer

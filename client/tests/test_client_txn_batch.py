@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+
 from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
 from rocketq.client.errors import MQBrokerError, MQClientError
 from rocketq.client.model import LocalTransactionState, Message

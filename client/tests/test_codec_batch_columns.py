@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.batch import decode_batch, decode_batch_columns, encode_batch
 from rocketq.client.remoting.properties import decode_properties

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.remoting.javahash import index_key_hash, java_string_hash, tags_hash_code
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.remoting.lenient_json import JSONFormatError, dumps, freeze, loads, thaw
 
 

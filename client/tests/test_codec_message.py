@@ -8,6 +8,7 @@ import lz4.frame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import (
     BLANK_MAGIC,

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.msgid import (
     UniqKeyGenerator,

@@ -7,6 +7,7 @@ import zlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.route import (
     BrokerData,

@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketq.client.errors import FrameError
 from rocketq.client.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, SerializeType, encode_frame
 

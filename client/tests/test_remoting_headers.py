@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketq.client.errors import HeaderError
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.headers import CommandHeader, JavaType

@@ -9,6 +9,7 @@ import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
+
 from rocketq.client.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand, SerializeType, decode_command, encode_command

@@ -8,6 +8,7 @@ import pickle
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.client.model import LocalTransactionState
 from rocketq.connector.commit_log import (
     MAX_RECORD_BYTES,

@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.connector.offsets import OffsetMap, QueueRef
 from rocketq.connector.positions import limit_offsets
 

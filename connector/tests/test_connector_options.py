@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import OffsetMap, QueueRef
 from rocketq.connector.options import (

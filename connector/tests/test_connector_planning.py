@@ -7,6 +7,7 @@ import pickle
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions, split_range
 
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketq.client.model import Message
 from rocketq.client.producer.selector import SelectMessageQueueByHash
 from rocketq.client.remoting.batch import decode_batch
@@ -29,6 +30,7 @@ QUEUES = [TargetQueue("out", "broker-a", i, "127.0.0.1:1") for i in range(8)]
 
 def test_schema_validation() -> None:
     from pyspark.sql.types import IntegerType, LongType, MapType, StringType, StructField, StructType
+
     from rocketq.connector.sink import validate_sink_schema
 
     ok = StructType([StructField("body", StringType()), StructField("properties", MapType(StringType(), StringType())),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
 from rocketq.connector.errors import DataLossError
 from rocketq.connector.offsets import QueueRef
 from rocketq.connector.options import parse_source_options

@@ -7,6 +7,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from rocketq.client.errors import HeaderError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from rocketq.connector.errors import SinkError
 
 ENTRY_HEAD = struct.Struct(">iiiii")

@@ -40,6 +40,7 @@ from pyspark.sql.types import (
     StringType,
     StructType,
 )
+
 from rocketq.connector.commit_log import HalfBatch
 from rocketq.connector.errors import OptionError
 from rocketq.connector.options import SinkOptions, parse_sink_options, require_sink_id

@@ -38,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
+
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import DataLossError
 from rocketq.connector.offsets import OffsetMap, QueueRef

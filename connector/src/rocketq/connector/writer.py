@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from rocketq.connector.encoding import BulkUniqKeys, chunk_bounds, encode_rows, entry_sizes, properties_column
 from rocketq.connector.errors import SinkError
 from rocketq.connector.options import SinkOptions

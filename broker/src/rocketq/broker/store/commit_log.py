@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, StoreConfig
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.mapped_file import MappedFile

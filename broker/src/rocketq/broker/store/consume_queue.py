@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
 from rocketq.broker.store.config import CQ_UNIT_SIZE
 from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.broker.store.mapped_file_queue import MappedFileQueue

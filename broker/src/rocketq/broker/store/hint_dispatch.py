@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
 from rocketq.broker.store.commit_log import DispatchHint
 from rocketq.broker.store.config import CQ_UNIT_SIZE
 from rocketq.broker.store.consume_queue import CQ_DTYPE, UNIT, ConsumeQueue

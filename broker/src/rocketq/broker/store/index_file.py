@@ -29,6 +29,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
+
 from rocketq.broker.store.errors import StoreIOError
 from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.client.remoting.javahash import index_key_hash

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
+
 from rocketq.client.remoting.javahash import java_string_hash
 
 Buffer = bytes | bytearray | memoryview

@@ -11,6 +11,7 @@ next offset follow RocketMQ's ``DefaultMessageStore.getMessage``.
 from __future__ import annotations
 
 import numpy as np
+
 from rocketq.broker.store.commit_log import CommitLog
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
 from rocketq.broker.store.status import GetMessageResult, GetMessageStatus

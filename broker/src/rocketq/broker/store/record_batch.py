@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.props_scan import Buffer
 from rocketq.broker.store.status import PutMessageStatus
