@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketq.client.remoting.message import (
     CompressionType,
     SysFlag,
@@ -108,3 +109,54 @@ props_st = st.dictionaries(
 @given(st.lists(st.tuples(props_st, st.binary(max_size=40)), min_size=1, max_size=12))
 def test_fast_equals_reference(rows: list[tuple[dict[str, str], bytes]]) -> None:
     both(b"".join(record(i, props=p, body=b) for i, (p, b) in enumerate(rows)))
+
+
+def test_take_slices_copies_sorted_slices() -> None:
+    import numpy as np
+
+    from rocketq.connector.records import take_slices
+
+    data = pa.py_buffer(b"..ab...cde.f")
+    out = take_slices(data, np.array([2, 7, 11]), np.array([2, 3, 1]))
+    assert out.to_pylist() == [b"ab", b"cde", b"f"]
+    assert take_slices(data, np.array([], dtype=np.int64), np.array([], dtype=np.int64)).to_pylist() == []
+
+
+def test_uniform_and_mixed_record_chains() -> None:
+    from rocketq.connector.records import record_starts_array
+
+    same = b"".join(record(i, body=b"x" * 10, props={"UNIQ_KEY": f"U{i:04d}"}) for i in range(5))
+    mixed = b"".join(record(i, body=b"x" * i) for i in range(5))
+    for buf in (same, mixed):
+        expected, pos = [], 0
+        while pos < len(buf):
+            expected.append(pos)
+            pos += int.from_bytes(buf[pos : pos + 4], "big")
+        assert record_starts_array(buf).tolist() == expected
+        both(buf)
+    # same-sized records where one size field lies: not uniform, and the walk reports it
+    bad = bytearray(same)
+    bad[len(same) // 5 * 2 : len(same) // 5 * 2 + 4] = (7).to_bytes(4, "big")
+    with pytest.raises(Exception, match="record size"):
+        record_starts_array(bytes(bad))
+
+
+def test_nul_bytes_in_properties_and_bad_body_length() -> None:
+    batch = both(b"".join(record(i, props={"A": "x\x00y", "UNIQ_KEY": "u"}) for i in range(3)))
+    assert dict(batch.column("properties").to_pylist()[0])["A"] == "x\x00y"
+    corrupt = bytearray(record(0))
+    corrupt[84:88] = (-5).to_bytes(4, "big", signed=True)  # BODYLEN < 0: the fast path must refuse it
+    with pytest.raises(Exception):  # noqa: B017 - the reference decoder's error type
+        decode_pull_body(bytes(corrupt), topic="T1", broker_name="b")
+
+
+def test_typical_records_take_the_fast_path() -> None:
+    import numpy as np
+
+    from rocketq.connector import records as r
+
+    buf = b"".join(record(i) for i in range(20))
+    data = pa.py_buffer(buf)
+    starts = r.record_starts_array(buf)
+    assert r._fast_batch(data, starts, r.read_heads(data, starts), "T1", "broker-a") is not None
+    assert len(np.asarray(starts)) == 20

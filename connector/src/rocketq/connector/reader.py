@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 
 import pyarrow as pa
+
 from rocketq.client.model import PullResult, PullStatus
 from rocketq.connector.access import BrokerAccess, executor_access
 from rocketq.connector.errors import DataLossError
@@ -44,7 +45,11 @@ def _lost(opts: SourceOptions, queue: QueueRef, start: int, until: int, why: str
 
 
 class _Puller:
-    """Pulls for one partition, with one request prefetched while the previous one is decoded."""
+    """Pulls for one partition, with one request prefetched while the previous one is decoded.
+
+    A prefetched pull is used only if the reader asks for exactly that range and offset next;
+    otherwise (data loss skips, a range cut short) it is dropped and the pull is made again.
+    """
 
     def __init__(self, access: BrokerAccess, opts: SourceOptions) -> None:
         self.access = access
@@ -76,8 +81,14 @@ class _Puller:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def read_range(puller: _Puller, opts: SourceOptions, r: QueueRange) -> Iterator[pa.RecordBatch]:
-    """Yield the rows of one queue range, one RecordBatch per pull."""
+def read_range(
+    puller: _Puller, opts: SourceOptions, r: QueueRange, following: QueueRange | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Yield the rows of one queue range, one RecordBatch per pull.
+
+    While a pull is decoded the next one is already requested: the rest of this range, or the
+    start of ``following`` (the partition's next range) once this one is fully requested.
+    """
     queue = QueueRef(r.topic, r.broker_name, r.queue_id)
     tags = opts.tags
     offset = r.start
@@ -90,8 +101,10 @@ def read_range(puller: _Puller, opts: SourceOptions, r: QueueRange) -> Iterator[
             continue
         if res.status is PullStatus.FOUND:
             waited_since = None
-            if res.next_begin_offset > offset:
+            if offset < res.next_begin_offset < r.end:
                 puller.prefetch(r, res.next_begin_offset)
+            elif res.next_begin_offset >= r.end and following is not None:
+                puller.prefetch(following, following.start)
             chunk = decode_pull_body(res.body, topic=r.topic, broker_name=r.broker_name, end_offset=r.end, tags=tags)
             if chunk.batch.num_rows:
                 yield chunk.batch
@@ -127,7 +140,8 @@ def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> It
     """``read()`` body shared by the stream and batch readers."""
     puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms), opts)
     try:
-        for r in partition.ranges:
-            yield from read_range(puller, opts, r)
+        ranges = partition.ranges
+        for i, r in enumerate(ranges):
+            yield from read_range(puller, opts, r, ranges[i + 1] if i + 1 < len(ranges) else None)
     finally:
         puller.close()
