@@ -27,7 +27,9 @@ copied and parks them after ``transaction_check_max`` passes, where a late END_T
 still commit them.
 
 State rebuilt at start (:meth:`recover`) from the log alone: the finished-offset bitmap from the
-whole op queue, the newest copy of every transaction from the half queue above the progress.
+whole op queue plus the committed real messages a crash left without their op record (found by a
+header-only CommitLog scan from the last op record, :mod:`.commit_scan`; the op record is then
+appended), the newest copy of every transaction from the half queue above the progress.
 
 rocketq's batched transactions (:mod:`.ranged`) add :meth:`prepare_half_batch` (a prepared batch
 in one append) and :meth:`end_transaction_ranges` (commit or roll back ranges of half offsets
@@ -49,6 +51,7 @@ from typing import Any
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
+from rocketq.broker.transaction.commit_scan import find_unrecorded_commits, scan_start
 from rocketq.broker.transaction.config import TransactionConfig
 from rocketq.broker.transaction.half_message import (
     HALF_QUEUE_ID,
@@ -183,6 +186,7 @@ class TransactionalMessageService:
             max_half = store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
             self._done = DoneOffsets(min_half)
             ops = read_op_offsets(store, self._done)
+            self._repair_commit_window()
             self._next_half = max(self._progress.load(), min_half)
             self._latest.clear()
             copies = 0
@@ -195,6 +199,32 @@ class TransactionalMessageService:
             self._recovered = True
             log.info("transactions recovered: half queue [%d, %d), check progress %d, %d op records, "
                      "%d check copies pending", min_half, max_half, self._next_half, ops, copies)
+
+    def _repair_commit_window(self) -> None:
+        """End the committed transactions whose op record a crash lost (:mod:`.commit_scan`).
+
+        Their real messages are in the log, so they are finished: the missing op record is
+        appended (the state becomes durable) and a replayed COMMIT is a no-op.
+        """
+        if getattr(self.store, "commit_log", None) is None:
+            return
+        start = scan_start(self.store)
+        if start is None:
+            log.info("transactions recovered: no half message, no commit/op crash window to scan")
+            return
+        found, seen = find_unrecorded_commits(self.store, start, self._done)
+        if found:
+            offsets = [off for c in found for off in (c.half_offset, c.origin)]
+            error = self._append_ops(offsets, found[0].store_host)
+            if error is not None:
+                log.error("op record for %d recovered commits not written (%s): they are ended in memory only",
+                          len(found), error[1])
+            for c in found:
+                self._done.add(c.half_offset)
+                self._done.add(c.origin)
+        log.info("transactions recovered: %d committed transactions had no op record (crash between the commit "
+                 "and its op message; op record appended), %d committed records scanned from CommitLog offset %d",
+                 len(found), seen, start)
 
     @property
     def check_progress(self) -> int:
