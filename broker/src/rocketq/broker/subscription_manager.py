@@ -10,60 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from rocketq.broker.store.metadata import SubscriptionGroupConfig
 from rocketq.broker.topic_manager import DataVersion
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
 _SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                   "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRACE")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SubscriptionGroupConfig:
-    """RocketMQ's ``SubscriptionGroupConfig`` with its defaults."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerId": self.broker_id,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "groupName": self.group_name,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-            "retryMaxTimes": self.retry_max_times,
-            "retryQueueNums": self.retry_queue_nums,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> SubscriptionGroupConfig:
-        name = obj.get("groupName")
-        if not isinstance(name, str) or not name:
-            raise ValueError("subscription group config has no groupName")
-        return cls(
-            group_name=name,
-            consume_enable=bool(obj.get("consumeEnable", True)),
-            consume_from_min_enable=bool(obj.get("consumeFromMinEnable", True)),
-            consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
-            retry_queue_nums=int(obj.get("retryQueueNums", 1)),
-            retry_max_times=int(obj.get("retryMaxTimes", 16)),
-            broker_id=int(obj.get("brokerId", 0)),
-            which_broker_when_consume_slowly=int(obj.get("whichBrokerWhenConsumeSlowly", 1)),
-            notify_consumer_ids_changed_enable=bool(obj.get("notifyConsumerIdsChangedEnable", True)),
-        )
 
 
 class SubscriptionGroupManager:

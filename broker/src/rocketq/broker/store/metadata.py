@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,11 +128,14 @@ class SubscriptionGroupConfig:
         return {_camel(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
+    def from_json(cls, d: Mapping[str, Any]) -> SubscriptionGroupConfig:
+        name = d.get("groupName")
+        if not isinstance(name, str) or not name:
+            raise ValueError("subscription group config has no groupName")
         return cls(**_from_camel(cls, d))
 
 
-def _from_camel(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
+def _from_camel(cls: Any, d: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         key = _camel(f.name)
