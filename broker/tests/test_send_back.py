@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from rocketq.broker.config import load_broker_config
 from rocketq.broker.server import BrokerController
+from rocketq.broker.testing import Scenario
+from rocketq.broker.testing import run_broker as _run_broker
 from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
@@ -23,28 +23,13 @@ from rocketq.client.remoting.headers import (
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
 from rocketq.client.transport.aio import RemotingClient
 
-Scenario = Callable[[BrokerController, RemotingClient, str], Awaitable[None]]
 GROUP = "cg"
 
 
+
+
 def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
-    props = {"brokerName": "broker-t", "listenPort": "0", "storePathRootDir": str(tmp_path / "store"),
-             "mappedFileSizeCommitLog": str(8 << 20), "maxMessageSize": str(64 * 1024),
-             "mappedFileSizeConsumeQueue": str(20 * 1000), "maxHashSlotNum": "1000", "maxIndexNum": "4000",
-             "messageDelayLevel": "1s 1s 1s 1s 1s"}
-    props.update(conf)
-
-    async def main() -> None:
-        controller = BrokerController(load_broker_config(None, overrides=props))
-        _, port = await controller.start()
-        client = RemotingClient()
-        try:
-            await scenario(controller, client, f"127.0.0.1:{port}")
-        finally:
-            await client.close()
-            await controller.shutdown(grace_s=1)
-
-    asyncio.run(main())
+    _run_broker(tmp_path, scenario, **{"messageDelayLevel": "1s 1s 1s 1s 1s", **conf})
 
 
 async def send(client: RemotingClient, addr: str, topic: str, body: bytes, props: str = "TAGS\x01TagA\x02",

@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from rocketq.broker.config import load_broker_config
 from rocketq.broker.processor import send as send_module
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.message_store import MessageBatchToStore, MessageStore
+from rocketq.broker.testing import Scenario
+from rocketq.broker.testing import run_broker as _run_broker
 from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
@@ -28,27 +28,14 @@ from rocketq.client.remoting.headers import (
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.transport.aio import RemotingClient
 
-Scenario = Callable[[BrokerController, RemotingClient, str], Awaitable[None]]
 HOST = ("127.0.0.1", 10911)
 
 
+
+
 def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
-    props = {"brokerName": "broker-f", "listenPort": "0", "storePathRootDir": str(tmp_path / "store"),
-             "mappedFileSizeCommitLog": str(1 << 20), "maxMessageSize": str(512 * 1024),
-             "mappedFileSizeConsumeQueue": str(20 * 1000), "maxHashSlotNum": "1000", "maxIndexNum": "4000"}
-    props.update(conf)
-
-    async def main() -> None:
-        controller = BrokerController(load_broker_config(None, overrides=props))
-        _, port = await controller.start()
-        client = RemotingClient()
-        try:
-            await scenario(controller, client, f"127.0.0.1:{port}")
-        finally:
-            await client.close()
-            await controller.shutdown(grace_s=1)
-
-    asyncio.run(main())
+    _run_broker(tmp_path, scenario, **{"brokerName": "broker-f", "mappedFileSizeCommitLog": str(1 << 20),
+                                        "maxMessageSize": str(512 * 1024), **conf})
 
 
 def header(*, props: str = "", batch: bool = False, queue_id: int = 0) -> dict[str, str]:

@@ -1,0 +1,44 @@
+"""In-process broker harness for tests: start a ``BrokerController`` on a free port with a small
+store in a temp dir, run an async scenario against it with a ``RemotingClient``, shut it down.
+
+Real-process tests use :mod:`rocketq.client.testing` (``spawn_broker``); this harness is for
+processor-level tests that want the broker's objects at hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from rocketq.broker.config import load_broker_config
+from rocketq.broker.server import BrokerController
+from rocketq.client.transport.aio import RemotingClient
+
+__all__ = ["SMALL_STORE_CONF", "Scenario", "run_broker"]
+
+Scenario = Callable[[BrokerController, RemotingClient, str], Awaitable[None]]
+
+#: broker.conf overrides that keep a test store small and fast
+SMALL_STORE_CONF = {
+    "brokerName": "broker-t", "listenPort": "0", "mappedFileSizeCommitLog": str(8 << 20),
+    "maxMessageSize": str(64 * 1024), "mappedFileSizeConsumeQueue": str(20 * 1000),
+    "maxHashSlotNum": "1000", "maxIndexNum": "4000",
+}
+
+
+def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
+    """Run ``scenario(controller, client, "127.0.0.1:port")`` against a broker storing under tmp_path."""
+    props = {**SMALL_STORE_CONF, "storePathRootDir": str(tmp_path / "store"), **conf}
+
+    async def main() -> None:
+        controller = BrokerController(load_broker_config(None, overrides=props))
+        _, port = await controller.start()
+        client = RemotingClient()
+        try:
+            await scenario(controller, client, f"127.0.0.1:{port}")
+        finally:
+            await client.close()
+            await controller.shutdown(grace_s=1)
+
+    asyncio.run(main())
