@@ -28,6 +28,19 @@ _T = TypeVar("_T")
 class _Blocking:
     _loop: BackgroundLoop
     _released: bool
+    _consumer: AsyncLitePullConsumer | AsyncPushConsumer
+
+    @property
+    def config(self) -> ConsumerConfig:
+        return self._consumer.config
+
+    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA || TagB"``)."""
+
+        async def run() -> None:
+            self._consumer.subscribe(topic, expression)
+
+        self._run(run())
 
     def _make(self, factory: Any, *args: Any, **kwargs: Any) -> Any:
         self._loop = acquire_loop()
@@ -69,16 +82,6 @@ class LitePullConsumer(_Blocking):
     @property
     def async_consumer(self) -> AsyncLitePullConsumer:
         return self._consumer
-
-    @property
-    def config(self) -> ConsumerConfig:
-        return self._consumer.config
-
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        async def run() -> None:
-            self._consumer.subscribe(topic, expression)
-
-        self._run(run())
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         self._run(self._consumer.assign(list(mqs)))
@@ -178,16 +181,6 @@ class PushConsumer(_Blocking):
     @property
     def async_consumer(self) -> AsyncPushConsumer:
         return self._consumer
-
-    @property
-    def config(self) -> ConsumerConfig:
-        return self._consumer.config
-
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        async def run() -> None:
-            self._consumer.subscribe(topic, expression)
-
-        self._run(run())
 
     def register_message_listener(self, listener: MessageListenerConcurrently) -> None:
         self._consumer.register_message_listener(listener)
