@@ -26,7 +26,7 @@ from rocketq.client.producer.transaction_batch import (
     end_transaction_batch_blocking,
 )
 from rocketq.client.remoting import headers as h
-from rocketq.client.remoting.batch import decode_batch
+from rocketq.client.remoting.batch import decode_batch, encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import SysFlag
@@ -231,3 +231,43 @@ def test_ranges_body_codec() -> None:
             decode_ranges_body(bad)
     with pytest.raises(MessageFormatError):
         encode_ranges_body([(0, 2), (1, 1)])
+
+
+def encoded_rows(n: int, tag: str) -> bytes:
+    return encode_batch([(i % 2, f"{tag}-{i}".encode(), {"KEYS": f"k{i}", "UNIQ_KEY": f"U{tag}{i}"}) for i in range(n)])
+
+
+def test_encoded_half_batch_appends_properties_as_bytes() -> None:
+    async def body(broker: BatchBroker) -> HalfBatchResult:
+        async with AsyncTransactionProducer(broker.addr, producer_group="pg-x") as producer:
+            hb = await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 1), encoded_rows(3, "e"),
+                                                        extra_properties={"__RQ_SINK": "s1"})
+            with pytest.raises(MQClientError, match="no UNIQ_KEY"):
+                await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 1),
+                                                       encode_batch([(0, b"x", {"KEYS": "k"})]))
+            with pytest.raises(MQClientError, match="malformed"):
+                await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 1), b"\x00\x00\x00\x05junk")
+        (send,) = broker.of(RequestCode.SEND_BATCH_MESSAGE)
+        inner = decode_batch(send.body)
+        assert [(m.flag, m.body) for m in inner] == [(0, b"e-0"), (1, b"e-1"), (0, b"e-2")]
+        for i, m in enumerate(inner):
+            assert m.properties == {"KEYS": f"k{i}", "UNIQ_KEY": f"Ue{i}", "__RQ_SINK": "s1", "TRAN_MSG": "true",
+                                    "PGROUP": "pg-x"}
+        return hb
+
+    hb = run(body)
+    assert (hb.ranged, hb.count, hb.queue_id, hb.transaction_ids) == (True, 3, 1, ("Ue0", "Ue1", "Ue2"))
+
+
+def test_encoded_half_batch_falls_back_per_message() -> None:
+    async def body(broker: BatchBroker) -> tuple[HalfBatchResult, list[RemotingCommand]]:
+        async with AsyncTransactionProducer(broker.addr, producer_group="pg-y") as producer:
+            hb = await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 0), encoded_rows(2, "f"),
+                                                        extra_properties={"__RQ_SINK": "s2"})
+        return hb, list(broker.of(RequestCode.SEND_MESSAGE_V2))
+
+    hb, sends = run(body, feature=False)
+    assert hb.ranged is False and hb.count == 2 and len(sends) == 2
+    props = [decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
+             for s in sends]
+    assert sorted(p["UNIQ_KEY"] for p in props) == ["Uf0", "Uf1"] and all(p["__RQ_SINK"] == "s2" for p in props)

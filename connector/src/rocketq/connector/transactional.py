@@ -51,7 +51,7 @@ from rocketq.connector.options import SinkOptions
 
 if TYPE_CHECKING:
     from rocketq.client.api import BlockingMQClientAPI
-    from rocketq.client.model import Message, MessageExt
+    from rocketq.client.model import MessageExt
     from rocketq.client.producer import TransactionProducer
     from rocketq.client.producer.transaction_batch import HalfBatchResult
     from rocketq.connector.writer import Request
@@ -103,16 +103,6 @@ class ExactlyOnceStrategy:
         self._req = itertools.count()
         self._producer = executor_producer(opts.name_server, ident.sink_id, opts.send_timeout_ms)
 
-    def _messages(self, request: Request, req: int) -> list[Message]:
-        from rocketq.client.model import Message
-        from rocketq.client.remoting.batch import decode_batch
-
-        extra = self.ident.properties(req)
-        extra["TRAN_MSG"] = "true"
-        extra["PGROUP"] = self.group
-        return [Message(request.queue.topic, m.body, flag=m.flag, properties={**m.properties, **extra})
-                for m in decode_batch(request.body)]  # fmt: skip
-
     def send(self, api: BlockingMQClientAPI, request: Request) -> None:
         from rocketq.client.errors import RocketQError
         from rocketq.client.remoting.route import MessageQueue
@@ -122,7 +112,8 @@ class ExactlyOnceStrategy:
             req = next(self._req)  # a fresh number per try: an unconfirmed try is never committed
             try:
                 mq = MessageQueue(q.topic, q.broker_name, q.queue_id)
-                result = self._producer.send_half_batch(mq, self._messages(request, req), timeout_ms=self.opts.send_timeout_ms)
+                result = self._producer.send_encoded_half_batch(
+                    mq, request.body, extra_properties=self.ident.properties(req), timeout_ms=self.opts.send_timeout_ms)
                 handle = from_client_result(result, self.ident.write_id, req)
                 with self._lock:
                     self.handles.append(handle)
@@ -141,10 +132,15 @@ class ExactlyOnceStrategy:
 
 
 def from_client_result(result: HalfBatchResult, write_id: str, req: int) -> HalfBatch:
-    """A connector :class:`HalfBatch` (the client's handle plus who sent it) from a ``HalfBatchResult``."""
+    """A connector :class:`HalfBatch` (the client's handle plus who sent it) from a ``HalfBatchResult``.
+
+    A ranged handle keeps only its first msgId and transaction id: ending a range needs no more
+    (``transaction_batch._end_ranged``), and handles travel in Spark commit messages and commit
+    records, where one id per row would cost more than the rows' sending."""
+    keep = 1 if result.ranged else len(result.msg_ids)
     return HalfBatch(
         result.topic, result.broker_addr, result.broker_name, result.queue_id, result.first_half_offset, result.count,
-        result.first_commit_log_offset, result.msg_ids, result.transaction_ids, write_id, req, result.ranged,
+        result.first_commit_log_offset, result.msg_ids[:keep], result.transaction_ids[:keep], write_id, req, result.ranged,
         result.half_offsets, result.data_bytes,
     )  # fmt: skip
 
@@ -188,13 +184,23 @@ def end_handles(
 
 
 class CheckResolver:
-    """The check listener: answers a half message's check-back from its sink's commit log."""
+    """The check listener: answers a half message's check-back from its sink's commit log.
+
+    A COMMIT answer ends one half message, so answering COMMIT alone would break the per-queue
+    order the sink promises: check-backs are answered by several threads (and several executor
+    processes) in any order, and can race the driver's ranged commit of the same queue (a replay
+    after a driver restart always does).  So before answering COMMIT the resolver commits every
+    half the record lists for that half's queue with one ranged request (atomic per queue on the
+    broker, halves in send order), after which the COMMIT answer is a no-op; if that fails the
+    answer is UNKNOW and the broker asks again.  (Apache RocketMQ brokers, without ranged ends,
+    get the plain answer: a repeated COMMIT there would store messages twice.)"""
 
     def __init__(self, name_server: str, timeout_ms: int) -> None:
         self.name_server = name_server
         self.timeout_ms = timeout_ms
         self._logs: dict[str, CommitLog] = {}
         self._lock = threading.Lock()
+        self._committed: set[tuple[str, str, str, str, int]] = set()  # (sink, batch, broker, topic, queue)
 
     def commit_log(self, sink_id: str) -> CommitLog:
         from rocketq.connector.access import executor_access
@@ -215,8 +221,38 @@ class CheckResolver:
         state = decide(commit_log.index, batch, write, int(req))
         if state is LocalTransactionState.UNKNOW:
             state = decide(commit_log.refresh(), batch, write, int(req))
+        if state is LocalTransactionState.COMMIT_MESSAGE:
+            state = self._commit_queue(commit_log, batch, write, int(req))
         log.info("check-back of sink %s batch %s write %s req %s: %s", sink, batch, write, req, state.value)
         return state
+
+    def _commit_queue(self, commit_log: CommitLog, batch: str, write_id: str, req: int) -> LocalTransactionState:
+        """COMMIT every half of ``batch``'s record on the queue of half batch ``(write_id, req)``, in order.
+
+        COMMIT_MESSAGE once they are (the answer is then a no-op), UNKNOW if that failed."""
+        record = commit_log.index.records[batch]
+        mine = next((h for h in record.handles if h.ident == (write_id, req)), None)
+        if mine is None or not mine.ranged:
+            # no handle to order it with, or Apache RocketMQ: there a repeated COMMIT stores the
+            # message again, so only the asked half is committed (no per-queue order there anyway)
+            return LocalTransactionState.COMMIT_MESSAGE
+        key = (record.sink, batch, mine.broker_addr, mine.topic, mine.queue_id)
+        with self._lock:
+            if key in self._committed:
+                return LocalTransactionState.COMMIT_MESSAGE
+        queue = [h for h in record.handles if h.ranged and (h.broker_addr, h.topic, h.queue_id) == key[2:]]
+        try:
+            end_handles(commit_log.access.api, producer_group(record.sink), queue,
+                        LocalTransactionState.COMMIT_MESSAGE, self.timeout_ms)  # fmt: skip
+        except Exception as exc:
+            log.warning("check-back of batch %s: COMMIT of its %d half batches on %s:%d failed (answering UNKNOW): %s",
+                        batch, len(queue), mine.topic, mine.queue_id, exc)  # fmt: skip
+            return LocalTransactionState.UNKNOW
+        with self._lock:
+            if len(self._committed) >= 4096:  # only a memo: forgetting costs one no-op ranged request
+                self._committed.clear()
+            self._committed.add(key)
+        return LocalTransactionState.COMMIT_MESSAGE
 
 
 _PRODUCERS: dict[tuple[int, str, str], TransactionProducer] = {}

@@ -66,7 +66,8 @@ from rocketq.broker.topic_manager import (
     is_system_topic,
     validate_topic,
 )
-from rocketq.broker.transaction.ranged import check_half_batch
+from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC
+from rocketq.broker.transaction.ranged import check_half_batch, half_properties
 from rocketq.client.errors import HeaderError, MessageFormatError
 from rocketq.client.remoting.batch import BatchColumns, decode_batch_columns
 from rocketq.client.remoting.codes import ResponseCode
@@ -76,7 +77,7 @@ from rocketq.client.remoting.headers import (
     SendMessageResponseHeader,
     parse_send_message_request,
 )
-from rocketq.client.remoting.message import SysFlag
+from rocketq.client.remoting.message import TRANSACTION_TYPE_MASK, SysFlag
 from rocketq.client.remoting.properties import (
     MAX_PROPERTIES_SIZE,
     MessageConst,
@@ -331,8 +332,21 @@ class SendMessageProcessor:
         if txn is None or ctx.config.reject_transaction_message:
             return request.make_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending transaction message is forbidden")
+        raw_props = cols.properties
+        error = self._check_sizes(request, max(map(len, cols.bodies)), max(map(len, raw_props)))
+        if error is not None:
+            return error
+        cluster_b = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02".encode()
+        fast = half_properties([_with_cluster(p, cluster_b) for p in raw_props], header.topic, queue_id)
+        if fast is not None:  # the common case, rewritten as bytes (see ranged.half_properties)
+            sys_flag, born = self._hosts(header, channel)
+            batch = MessageBatchToStore(
+                topic=HALF_TOPIC, queue_id=HALF_QUEUE_ID, born_host=born, store_host=ctx.store_host,
+                bodies=cols.bodies, properties=fast, flags=cols.flags, sys_flags=sys_flag & ~TRANSACTION_TYPE_MASK,
+                born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
+            return await self._put_batch(request, batch, queue_id=queue_id, ext={HALF_COUNT_FIELD: str(len(fast))})
         try:
-            texts = [p.decode("utf-8") for p in cols.properties]
+            texts = [p.decode("utf-8") for p in raw_props]
         except UnicodeDecodeError as exc:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the batch properties are not UTF-8: {exc}")
         remark = check_half_batch([decode_properties(props) for props in texts])
@@ -350,7 +364,7 @@ class SendMessageProcessor:
                                ext={HALF_COUNT_FIELD: str(len(msgs))})
 
     async def _put_batch(self, request: RemotingCommand, batch: MessageBatchToStore, *,
-                         queue_id: int) -> RemotingCommand:
+                         queue_id: int, ext: dict[str, str] | None = None) -> RemotingCommand:
         """Store ``batch`` (on the loop when small and nothing could wait, else on the send executor)."""
         ctx = self.ctx
         store = ctx.store
@@ -368,7 +382,7 @@ class SendMessageProcessor:
         result, durable_at = outcome
         if durable_at:
             result = await self._durable(result, durable_at)
-        return self._respond(request, result, started, len(batch), queue_id=queue_id,
+        return self._respond(request, result, started, len(batch), queue_id=queue_id, ext=ext,
                              detail=lambda: self._illegal_detail(batch.bodies, batch.properties))
 
     async def _durable(self, result: PutMessageResult, durable_at: int) -> PutMessageResult:

@@ -17,8 +17,10 @@ broker runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Final, TypeVar
+
+import numpy as np
 
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus
@@ -32,6 +34,7 @@ __all__ = [
     "REMOVE_TAG",
     "DoneOffsets",
     "encode_op_body",
+    "iter_queue_reads",
     "iter_queue_records",
     "make_op_message",
     "parse_op_body",
@@ -104,6 +107,18 @@ class DoneOffsets:
         byte = idx >> 3
         return byte < len(self._bits) and bool(self._bits[byte] & (1 << (idx & 7)))
 
+    def contains_many(self, offsets: Sequence[int]) -> list[bool]:
+        """``offset in self`` for each of ``offsets`` (vectorised)."""
+        if not offsets:
+            return []
+        idx = np.asarray(offsets, dtype=np.int64) - self._base
+        byte = idx >> 3
+        ok = (idx >= 0) & (byte < len(self._bits))
+        bits = np.frombuffer(bytes(self._bits), dtype=np.uint8) if self._bits else np.zeros(1, dtype=np.uint8)
+        hit = (bits[np.where(ok, byte, 0)] >> (idx & 7).astype(np.uint8)) & 1
+        result: list[bool] = (ok & (hit == 1)).tolist()
+        return result
+
     def trim(self, new_base: int) -> None:
         """Forget offsets below ``new_base`` (rounded down to a byte boundary)."""
         drop = (new_base - self._base) >> 3
@@ -116,33 +131,47 @@ class DoneOffsets:
         return sum(bin(b).count("1") for b in self._bits)
 
 
-def iter_queue_records(store: Any, topic: str, queue_id: int, start: int, end: int) -> Iterator[StoredMessage]:
-    """Decoded records (bodies as stored, not decompressed) of ``topic``/``queue_id`` in ``[start, end)``.
+T = TypeVar("T")
 
-    Holes (expired segments, removed records) are skipped; the iteration ends early if the queue
-    cannot be read further.  Records are copied out and their views released batch by batch.
+
+def iter_queue_records(store: Any, topic: str, queue_id: int, start: int, end: int) -> Iterator[StoredMessage]:
+    """Decoded records (bodies as stored, not decompressed) of ``topic``/``queue_id`` in ``[start, end)``."""
+    for batch in iter_queue_reads(store, topic, queue_id, start, end, _decode_as_stored):
+        yield from batch
+
+
+def _decode_as_stored(buffers: Sequence[Any]) -> list[StoredMessage]:
+    out: list[StoredMessage] = []
+    for buf in buffers:
+        try:
+            out.append(decode_stored_message(buf, decompress=False))
+        except MessageFormatError as exc:
+            log.error("unreadable record skipped: %s", exc)
+    return out
+
+
+def iter_queue_reads(store: Any, topic: str, queue_id: int, start: int, end: int,
+                     decode: Callable[[Sequence[Any]], T]) -> Iterator[T]:
+    """``decode(buffers)`` of each read of ``topic``/``queue_id`` over ``[start, end)``, in order.
+
+    ``decode`` gets the record buffers of one read (valid only during the call: it must copy what
+    it keeps) and should skip unreadable records.  A read never returns records at or past
+    ``end``.  Holes (expired segments, removed records) are skipped; the iteration ends early if
+    the queue cannot be read further.
     """
     offset = start
     while offset < end:
-        res = store.get_message(SYS_TRANS_GROUP, topic, queue_id, offset, _READ_BATCH, _READ_BYTES)
+        res = store.get_message(SYS_TRANS_GROUP, topic, queue_id, offset, min(_READ_BATCH, end - offset), _READ_BYTES)
         if res.status is not GetMessageStatus.FOUND:
             if res.next_begin_offset > offset:
                 offset = res.next_begin_offset
                 continue
             return
-        batch: list[StoredMessage] = []
         try:
-            for buf in res.buffers:
-                try:
-                    batch.append(decode_stored_message(buf, decompress=False))
-                except MessageFormatError as exc:
-                    log.error("unreadable record in %s-%d near offset %d: %s", topic, queue_id, offset, exc)
+            decoded = decode(res.buffers)
         finally:
             res.release()
-        for rec in batch:
-            if rec.queue_offset >= end:
-                return
-            yield rec
+        yield decoded
         offset = max(res.next_begin_offset, offset + 1)
 
 

@@ -21,37 +21,50 @@ batch has one born host) and a group larger than the store's ``maxMessageSize`` 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from rocketq.broker.schedule.delay import apply_delay_level
 from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.record_batch import MessageBatchToStore
 from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.transaction.half_message import (
     HALF_QUEUE_ID,
     HALF_TOPIC,
-    real_queue,
     restore_real_message,
     to_half_message,
 )
-from rocketq.broker.transaction.op_log import iter_queue_records
+from rocketq.broker.transaction.half_read import HalfColumns, host_of, read_halves
+from rocketq.broker.transaction.op_log import iter_queue_reads
 from rocketq.client.remoting.codes import ResponseCode
-from rocketq.client.remoting.message import StoredMessage, SysFlag, stored_record_size
-from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.message import (
+    TRANSACTION_TYPE_MASK,
+    StoredMessage,
+    SysFlag,
+    stored_record_size,
+)
+from rocketq.client.remoting.properties import (
+    MessageConst,
+    property_spans,
+)
 
 __all__ = [
     "RangedEndResult",
     "RangedRefused",
-    "append_runs",
+    "append_committed",
     "check_half_batch",
     "committed_message",
+    "half_properties",
     "load_ranges",
     "to_half_batch",
 ]
 
-_V6 = int(SysFlag.BORNHOST_V6), int(SysFlag.STOREHOST_V6)
 _DISPATCH_WAIT_S = 3.0
+_COMMIT = int(SysFlag.TRANSACTION_COMMIT)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,6 +105,39 @@ def check_half_batch(properties: Sequence[dict[str, str]]) -> str | None:
     return None
 
 
+_TRAN_TRUE = f"\x02{MessageConst.TRANSACTION_PREPARED}\x01true\x02".encode()
+_NOT_IN_PREPARED = tuple(f"\x02{k}\x01".encode() for k in (
+    MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, MessageConst.TRANSACTION_CHECK_TIMES,
+    MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID))
+
+
+def half_properties(properties: Sequence[bytes], topic: str, queue_id: int) -> list[bytes] | None:
+    """The half-topic properties of a prepared batch's messages, rewritten as bytes; None if unsure.
+
+    Equivalent to :func:`check_half_batch` passing and :func:`to_half_message`'s property rewrite
+    (``REAL_TOPIC``/``REAL_QID`` appended) for the common case: ASCII properties, each ending in ``\x02``,
+    has ``TRAN_MSG=true`` and the first message's ``PGROUP`` exactly once, and none of the
+    broker-owned or ``REAL_*`` keys.  Anything else returns None: the caller then decodes each
+    message (and gets the precise error, if any).
+    """
+    n = len(properties)
+    if not n or not all(map(bytes.endswith, properties, repeat(b"\x02"))):
+        return None
+    joined = b"\x02" + b"\x02".join(properties)
+    if not joined.isascii() or joined.count(_TRAN_TRUE) != n or joined.count(_TRAN_TRUE[:-5]) != n:
+        return None
+    if any(key in joined for key in _NOT_IN_PREPARED):
+        return None
+    spans = property_spans(properties[0], (MessageConst.PRODUCER_GROUP,))
+    if not spans:
+        return None
+    group = f"\x02{MessageConst.PRODUCER_GROUP}\x01{spans[MessageConst.PRODUCER_GROUP][2]}\x02".encode()
+    if joined.count(group) != n or joined.count(group[: group.index(b"\x01") + 1]) != n:
+        return None
+    suffix = f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
+    return [p + suffix for p in properties]
+
+
 def to_half_batch(msgs: Sequence[MessageToStore]) -> list[MessageToStore]:
     """The prepared messages rewritten into the half topic, in order."""
     return [to_half_message(m) for m in msgs]
@@ -101,7 +147,7 @@ def to_half_batch(msgs: Sequence[MessageToStore]) -> list[MessageToStore]:
 
 
 def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *,
-                max_messages: int, max_bytes: int) -> list[StoredMessage]:
+                max_messages: int, max_bytes: int) -> HalfColumns:
     """The half records of ``ranges`` in range order; raises :class:`RangedRefused`."""
     total = sum(count for _, count in ranges)
     if total > max_messages:
@@ -111,29 +157,45 @@ def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: s
     end = max(first + count for first, count in ranges)
     if store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID) < end:
         store.wait_dispatched(_DISPATCH_WAIT_S)  # just stored: the half ConsumeQueue may lag a little
-    out: list[StoredMessage] = []
+    out = HalfColumns()
     loaded = 0
     for first, count in ranges:
         expected = first
-        for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, first, first + count):
-            if rec.queue_offset != expected:
-                break
-            if rec.topic != HALF_TOPIC or real_queue(rec) is None:
-                raise RangedRefused(ResponseCode.SYSTEM_ERROR,
-                                    f"half offset {expected} does not hold a half message")
-            if rec.properties.get(MessageConst.PRODUCER_GROUP) != producer_group:
-                raise RangedRefused(ResponseCode.SYSTEM_ERROR, f"The producer group wrong (half offset {expected})")
-            loaded += rec.total_size
+        for cols in iter_queue_reads(store, HALF_TOPIC, HALF_QUEUE_ID, first, first + count, read_halves):
+            n = len(cols)
+            qos = cols.queue_offsets
+            if qos != list(range(expected, expected + n)):  # a hole: stop at it
+                n = next(i for i, qo in enumerate(qos) if qo != expected + i)
+                cols.truncate(n)
+            bad = _first_bad(cols, producer_group)
+            if bad is not None:
+                raise RangedRefused(ResponseCode.SYSTEM_ERROR, bad)
+            loaded += sum(cols.sizes)
             if loaded > max_bytes:
                 raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
                     f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} bytes of "
                     f"messages: split it into several requests"))
-            out.append(rec)
-            expected += 1
+            out.extend(cols)
+            expected += n
+            if n < len(qos):
+                break
         if expected != first + count:
             raise RangedRefused(ResponseCode.SYSTEM_ERROR,
                                 f"Find prepared transaction message failed: half offset {expected} not found")
     return out
+
+
+def _first_bad(cols: HalfColumns, producer_group: str) -> str | None:
+    """Why the records cannot be ended (the first offending one), or None."""
+    n = len(cols)
+    if cols.topics.count(HALF_TOPIC) == n and None not in cols.reals and cols.groups.count(producer_group) == n:
+        return None
+    for qo, topic, real, group in zip(cols.queue_offsets, cols.topics, cols.reals, cols.groups, strict=True):
+        if topic != HALF_TOPIC or real is None:
+            return f"half offset {qo} does not hold a half message"
+        if group != producer_group:
+            return f"The producer group wrong (half offset {qo})"
+    return None
 
 
 def committed_message(half: StoredMessage, origin: int, max_delay_level: int) -> MessageToStore:
@@ -146,43 +208,69 @@ def committed_message(half: StoredMessage, origin: int, max_delay_level: int) ->
     return dataclasses.replace(real, topic=topic, queue_id=queue_id, properties=props)
 
 
-def _record_size(msg: MessageToStore) -> int:
-    props = msg.properties_text().encode()
-    return stored_record_size(len(msg.body), len(msg.topic.encode()), len(props),
-                              born_v6=bool(msg.sys_flag & _V6[0]), store_v6=bool(msg.sys_flag & _V6[1]))
+def _destinations(cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
+                  ) -> dict[tuple[str, int], tuple[list[int], list[bytes]]]:
+    """Records (indices, committed properties) per destination queue, in order."""
+    groups: dict[tuple[str, int], tuple[list[int], list[bytes]]] = {}
+    reals, committed, delayed = cols.reals, cols.committed, cols.delayed
+    for i in todo:
+        real = reals[i]
+        assert real is not None  # load_ranges refuses halves without a real queue
+        props = committed[i]
+        if delayed[i]:
+            topic, queue_id, text = apply_delay_level(real[0], real[1], props.decode(), max_delay_level)
+            real, props = (topic, queue_id), text.encode()
+        group = groups.get(real)
+        if group is None:
+            group = groups[real] = ([], [])
+        group[0].append(i)
+        group[1].append(props)
+    return groups
 
 
-def _runs(group: list[tuple[int, MessageToStore]], max_batch_bytes: int) -> Iterator[list[tuple[int, MessageToStore]]]:
-    """Consecutive runs of one born host, each at most ``max_batch_bytes`` of records."""
-    run: list[tuple[int, MessageToStore]] = []
-    size = 0
-    for item in group:
-        rec_size = _record_size(item[1])
-        if run and (item[1].born_host != run[0][1].born_host or size + rec_size > max_batch_bytes):
-            yield run
-            run, size = [], 0
-        run.append(item)
-        size += rec_size
-    if run:
-        yield run
+def _runs(cols: HalfColumns, idx: list[int], props: list[bytes], topic: str,
+          max_batch_bytes: int) -> Iterator[tuple[int, int]]:
+    """``[lo, hi)`` runs of ``idx`` with one born and store host, each at most ``max_batch_bytes``."""
+    born, store = cols.born_hosts, cols.store_hosts
+    topic_len = len(topic.encode())
+    lo, size = 0, 0
+    for k, i in enumerate(idx):
+        rec = stored_record_size(len(cols.bodies[i]), topic_len, len(props[k]), born_v6=len(born[i][0]) == 16,
+                                 store_v6=len(store[i][0]) == 16)
+        first = idx[lo]
+        if k > lo and (born[i] != born[first] or store[i] != store[first] or size + rec > max_batch_bytes):
+            yield lo, k
+            lo, size = k, 0
+        size += rec
+    if lo < len(idx):
+        yield lo, len(idx)
 
 
-def append_runs(store: Any, items: Sequence[tuple[int, MessageToStore]],
-                max_batch_bytes: int) -> tuple[list[int], PutMessageResult | None]:
-    """Append ``(half offset, real message)`` items grouped by destination queue, in range order.
+def _column(values: list[Any], idx: list[int]) -> list[Any]:
+    return [values[i] for i in idx]
 
-    Returns the half offsets whose real messages are stored, and the failed put (None if all were
+
+def append_committed(store: Any, cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
+                     max_batch_bytes: int) -> tuple[list[int], PutMessageResult | None]:
+    """Append the real messages of records ``todo`` (indices into ``cols``) per destination queue.
+
+    Returns the indices whose real messages are stored, and the failed put (None if all were
     stored).  Appending stops at the first failure.
     """
-    groups: dict[tuple[str, int], list[tuple[int, MessageToStore]]] = {}
-    for item in items:
-        groups.setdefault((item[1].topic, item[1].queue_id), []).append(item)
     stored: list[int] = []
-    for group in groups.values():
-        for run in _runs(group, max_batch_bytes):
-            result: PutMessageResult = store.put_messages([m for _, m in run])
+    for (topic, queue_id), (idx, props) in _destinations(cols, todo, max_delay_level).items():
+        for lo, hi in _runs(cols, idx, props, topic, max_batch_bytes):
+            run = idx[lo:hi]
+            batch = MessageBatchToStore(
+                topic=topic, queue_id=queue_id, born_host=host_of(cols.born_hosts[run[0]]),
+                store_host=host_of(cols.store_hosts[run[0]]), bodies=_column(cols.bodies, run),
+                properties=props[lo:hi], born_timestamps=_column(cols.born_timestamps, run),
+                flags=_column(cols.flags, run),
+                sys_flags=[(f & ~TRANSACTION_TYPE_MASK) | _COMMIT for f in _column(cols.sys_flags, run)],
+                reconsume_times=_column(cols.reconsume_times, run),
+                prepared_transaction_offsets=_column(cols.physical_offsets, run))
+            result: PutMessageResult = store.put_batch(batch)
             if not result.is_ok:
                 return stored, result
-            stored.extend(off for off, _ in run)
+            stored.extend(run)
     return stored, None
-

@@ -66,6 +66,7 @@ from rocketq.broker.transaction.half_message import (
     to_half_message,
     to_parked_message,
 )
+from rocketq.broker.transaction.half_read import HalfColumns, host_of
 from rocketq.broker.transaction.op_log import (
     OP_QUEUE_ID,
     DoneOffsets,
@@ -77,7 +78,7 @@ from rocketq.broker.transaction.progress import CheckProgress, OffsetTable
 from rocketq.broker.transaction.ranged import (
     RangedEndResult,
     RangedRefused,
-    append_runs,
+    append_committed,
     committed_message,
     load_ranges,
     to_half_batch,
@@ -291,7 +292,7 @@ class TransactionalMessageService:
 
         The header names the first half message (``tranStateTableOffset``, ``commitLogOffset``)
         and the producer group every half message must carry.  Offsets already ended are
-        skipped.  A commit appends the real messages per destination queue (:func:`.ranged.append_runs`),
+        skipped.  A commit appends the real messages per destination queue (:func:`.ranged.append_committed`),
         then one op message lists every offset ended (more only if it exceeds the store's
         message size); a rollback writes only the op message.
         """
@@ -307,15 +308,14 @@ class TransactionalMessageService:
         except RangedRefused as refused:
             log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
             return RangedEndResult(code=refused.code, remark=refused.remark)
-        first = halves[0]
-        if first.queue_offset != header.tran_state_table_offset:
+        if halves.queue_offsets[0] != header.tran_state_table_offset:
             return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The transaction state table offset wrong")
-        if first.physical_offset != header.commit_log_offset:
+        if halves.physical_offsets[0] != header.commit_log_offset:
             return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The commit log offset wrong")
         with self._lock:
             todo = self._pending(halves)
             skipped = len(halves) - len(todo)
-            todo, failure = self._end_pending(kind, todo, first.store_host)
+            todo, failure = self._end_pending(kind, halves, todo, host_of(halves.store_hosts[0]))
         verb = "committed" if kind == COMMIT_TYPE else "rolled back"
         if failure is not None:
             remark = f"{failure[1]} ({verb} {len(todo)} before the failure, skipped {skipped} already ended)"
@@ -323,43 +323,44 @@ class TransactionalMessageService:
         return RangedEndResult(code=ResponseCode.SUCCESS, remark=f"{verb} {len(todo)}, skipped {skipped} already ended",
                                ended=len(todo), skipped=skipped)
 
-    def _pending(self, halves: list[StoredMessage]) -> list[tuple[StoredMessage, int]]:
-        """(half, origin) of the halves not ended yet, one per transaction (caller holds the lock)."""
-        todo: list[tuple[StoredMessage, int]] = []
+    def _pending(self, cols: HalfColumns) -> list[int]:
+        """Indices of the records not ended yet, one per transaction (caller holds the lock)."""
+        todo: list[int] = []
         origins: set[int] = set()
-        for half in halves:
-            qo, origin = half.queue_offset, origin_offset(half)
-            if qo in self._done or origin in self._done or origin in origins:
+        done = self._done
+        ended_q = done.contains_many(cols.queue_offsets)
+        ended_o = ended_q if cols.origins == cols.queue_offsets else done.contains_many(cols.origins)
+        for i, origin in enumerate(cols.origins):
+            if ended_q[i] or ended_o[i] or origin in origins:
                 continue
             origins.add(origin)
-            todo.append((half, origin))
+            todo.append(i)
         return todo
 
-    def _end_pending(self, kind: int, todo: list[tuple[StoredMessage, int]], store_host: tuple[str, int],
-                     ) -> tuple[list[tuple[StoredMessage, int]], tuple[ResponseCode, str] | None]:
-        """Commit (real messages, then ops) or roll back (ops) ``todo``; (what was ended, the error).
+    def _end_pending(self, kind: int, cols: HalfColumns, todo: list[int], store_host: tuple[str, int],
+                     ) -> tuple[list[int], tuple[ResponseCode, str] | None]:
+        """Commit (real messages, then ops) or roll back (ops) records ``todo``; (what was ended, the error).
 
         A commit that fails part-way still records the ops of what it stored, so a retry skips it.
         """
         failure: tuple[ResponseCode, str] | None = None
         if kind == COMMIT_TYPE and todo:
-            items = [(h.queue_offset, committed_message(h, o, self._max_delay_level)) for h, o in todo]
-            stored, failed = append_runs(self.store, items, self._max_batch_bytes)
+            stored, failed = append_committed(self.store, cols, todo, self._max_delay_level, self._max_batch_bytes)
             if failed is not None:
                 log.error("ranged commit stopped after %d of %d messages: %s", len(stored), len(todo),
                           failed.status.value)
                 failure = put_error(failed.status)
-                done_now = set(stored)
-                todo = [(h, o) for h, o in todo if h.queue_offset in done_now]
+                todo = stored
         if not todo:
             return todo, failure
-        error = self._append_ops([off for h, o in todo for off in (h.queue_offset, o)], store_host)
+        qos, origins = cols.queue_offsets, cols.origins
+        error = self._append_ops([off for i in todo for off in (qos[i], origins[i])], store_host)
         if error is not None and kind == ROLLBACK_TYPE:
             return [], error
-        for h, o in todo:
-            self._done.add(h.queue_offset)
-            self._done.add(o)
-            self._latest.pop(o, None)
+        for i in todo:
+            self._done.add(qos[i])
+            self._done.add(origins[i])
+            self._latest.pop(origins[i], None)
         return todo, failure
 
     def _append_ops(self, offsets: list[int], store_host: tuple[str, int]) -> tuple[ResponseCode, str] | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rocketq.client.config import ProducerConfig
@@ -227,6 +227,14 @@ class TransactionProducer(Producer):
     ) -> HalfBatchResult:
         """Store ``msgs`` as half messages of ``mq`` (see AsyncTransactionProducer.send_half_batch)."""
         return self._loop.run(self.async_producer.send_half_batch(mq, msgs, timeout_ms=timeout_ms))
+
+    def send_encoded_half_batch(
+        self, mq: MessageQueue, body: bytes, *, extra_properties: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> HalfBatchResult:
+        """Store an encoded batch as half messages of ``mq`` (see AsyncTransactionProducer.send_encoded_half_batch)."""
+        return self._loop.run(self.async_producer.send_encoded_half_batch(
+            mq, body, extra_properties=extra_properties, timeout_ms=timeout_ms))
 
     def end_transaction_batch(
         self, handles: Sequence[HalfBatchResult], state: LocalTransactionState, *, timeout_ms: int | None = None

@@ -43,7 +43,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from rocketq.client.config import ProducerConfig
@@ -58,7 +58,12 @@ from rocketq.client.model import (
     TransactionSendResult,
 )
 from rocketq.client.producer.core import AsyncProducer
-from rocketq.client.producer.transaction_batch import HalfBatchResult, end_transaction_batch, send_half_batch
+from rocketq.client.producer.transaction_batch import (
+    HalfBatchResult,
+    end_transaction_batch,
+    send_encoded_half_batch,
+    send_half_batch,
+)
 from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
@@ -311,6 +316,14 @@ class AsyncTransactionProducer(AsyncProducer):
         """Store ``msgs`` as half messages of queue ``mq`` in one request (rocketq brokers), or
         one by one (other brokers); the handle is picklable. See :mod:`.transaction_batch`."""
         return await send_half_batch(self, mq, msgs, timeout_ms=timeout_ms)
+
+    async def send_encoded_half_batch(
+        self, mq: MessageQueue, body: bytes, *, extra_properties: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> HalfBatchResult:
+        """:meth:`send_half_batch` of an encoded batch body whose entries carry UNIQ_KEY; ``TRAN_MSG``,
+        ``PGROUP`` and ``extra_properties`` are appended as bytes. See :mod:`.transaction_batch`."""
+        return await send_encoded_half_batch(self, mq, body, extra_properties=extra_properties, timeout_ms=timeout_ms)
 
     async def end_transaction_batch(
         self,

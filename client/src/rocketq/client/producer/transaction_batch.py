@@ -23,13 +23,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rocketq.client.errors import MQBrokerError, MQClientError
+from rocketq.client.errors import MessageFormatError, MQBrokerError, MQClientError
 from rocketq.client.model import LocalTransactionState, Message, SendStatus
-from rocketq.client.remoting.batch import encode_batch
+from rocketq.client.remoting.batch import append_properties, encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
@@ -39,7 +39,7 @@ from rocketq.client.remoting.headers import (
 )
 from rocketq.client.remoting.message import SysFlag
 from rocketq.client.remoting.msgid import decode_offset_msg_id
-from rocketq.client.remoting.properties import MessageConst, encode_properties
+from rocketq.client.remoting.properties import MessageConst, decode_properties, encode_properties
 from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.remoting.txn_batch import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES, HALF_COUNT_FIELD
 
@@ -47,7 +47,13 @@ if TYPE_CHECKING:
     from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
     from rocketq.client.producer.transaction import AsyncTransactionProducer
 
-__all__ = ["HalfBatchResult", "end_transaction_batch", "end_transaction_batch_blocking", "send_half_batch"]
+__all__ = [
+    "HalfBatchResult",
+    "end_transaction_batch",
+    "end_transaction_batch_blocking",
+    "send_encoded_half_batch",
+    "send_half_batch",
+]
 
 log = logging.getLogger("rocketq.client.transaction")
 
@@ -125,10 +131,65 @@ async def send_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, 
     return result
 
 
+async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, body: bytes, *,
+                                  extra_properties: Mapping[str, str] | None = None,
+                                  timeout_ms: int | None = None) -> HalfBatchResult:
+    """:func:`send_half_batch` of a batch body already encoded (:func:`~rocketq.client.remoting.batch.encode_batch`).
+
+    Every entry must carry its ``UNIQ_KEY`` (the transaction id).  ``TRAN_MSG``, ``PGROUP`` and
+    ``extra_properties`` are appended to every entry's properties as bytes, without decoding the
+    messages: this is the bulk path of senders that encode rows themselves (the Spark sink).
+    Against brokers without batched transactions the body is decoded and sent message by message.
+    """
+    producer._check_running()
+    timeout = timeout_ms or producer.config.send_msg_timeout_ms
+    extra = {**(extra_properties or {}), MessageConst.TRANSACTION_PREPARED: "true",
+             MessageConst.PRODUCER_GROUP: producer.group}
+    try:
+        wire, cols = append_properties(body, encode_properties(extra).encode())
+    except MessageFormatError as exc:
+        raise MQClientError(f"the encoded half batch is malformed: {exc}", code=_MESSAGE_ILLEGAL) from exc
+    if not len(cols):
+        raise MQClientError("send_encoded_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
+    uniq = [_uniq_key(p) for p in cols.properties]
+    if None in uniq:
+        raise MQClientError(f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY",
+                            code=_MESSAGE_ILLEGAL)
+    addr = await producer.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+    api = producer.instance.api
+    if await api.supports_transaction_batch(addr):
+        result = await _send_ranged_body(producer, api, addr, mq, wire, [u for u in uniq if u is not None], timeout)
+    else:
+        msgs = [Message(mq.topic, bytes(b), flag=f, properties={**decode_properties(p), **(extra_properties or {})})
+                for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
+        result = await _send_each(producer, addr, mq, msgs, timeout)
+    await producer.heartbeat_broker(addr)
+    return result
+
+
+def _uniq_key(props: bytes) -> str | None:
+    pos = (b"\x02" + props).find(_UNIQ_NEEDLE)
+    if pos < 0:
+        return None
+    start = pos + len(_UNIQ_NEEDLE) - 1
+    end = props.find(b"\x02", start)
+    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace") or None
+
+
+_UNIQ_NEEDLE = f"\x02{MessageConst.UNIQ_KEY}\x01".encode()
+
+
 async def _send_ranged(producer: AsyncTransactionProducer, api: MQClientAPI, addr: str, mq: MessageQueue,
                        msgs: Sequence[Message], timeout_ms: int) -> HalfBatchResult:
     items = _half_items(producer, mq, msgs)
-    body = encode_batch(items)
+    return await _send_ranged_body(producer, api, addr, mq, encode_batch(items),
+                                   [str(p[MessageConst.UNIQ_KEY]) for _, _, p in items], timeout_ms)
+
+
+async def _send_ranged_body(producer: AsyncTransactionProducer, api: MQClientAPI, addr: str, mq: MessageQueue,
+                            body: bytes, transaction_ids: list[str], timeout_ms: int) -> HalfBatchResult:
+    """One prepared SEND_BATCH_MESSAGE of ``body`` (entries carrying TRAN_MSG, PGROUP, UNIQ_KEY)."""
+    n = len(transaction_ids)
     if len(body) > producer.config.max_message_size:
         raise MQClientError(f"the half batch is {len(body)} bytes, more than max_message_size="
                             f"{producer.config.max_message_size}: split it", code=_MESSAGE_ILLEGAL)
@@ -145,13 +206,12 @@ async def _send_ranged(producer: AsyncTransactionProducer, api: MQClientAPI, add
     rh = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
     msg_ids = tuple(rh.msg_id.split(","))
     count = int(response.ext_fields.get(HALF_COUNT_FIELD) or 0)
-    if count != len(items) or len(msg_ids) != count:
-        raise MQClientError(f"broker {addr} stored {count} half messages ({len(msg_ids)} msgIds) of {len(items)}")
+    if count != n or len(msg_ids) != count:
+        raise MQClientError(f"broker {addr} stored {count} half messages ({len(msg_ids)} msgIds) of {n}")
     result = HalfBatchResult(
         broker_addr=addr, broker_name=mq.broker_name, topic=mq.topic, queue_id=rh.queue_id,
         first_half_offset=rh.queue_offset, count=count, first_commit_log_offset=decode_offset_msg_id(msg_ids[0])[2],
-        msg_ids=msg_ids, transaction_ids=tuple(str(p[MessageConst.UNIQ_KEY]) for _, _, p in items),
-        data_bytes=len(body))
+        msg_ids=msg_ids, transaction_ids=tuple(transaction_ids), data_bytes=len(body))
     if response.code != ResponseCode.SUCCESS:
         await _rollback_quietly(api, producer.group, [result])
         raise MQBrokerError.for_code(response.code, response.remark, addr)

@@ -144,6 +144,22 @@ def decode_batch_columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
     return BatchColumns(flags, bodies, props)
 
 
+def append_properties(buf: bytes | bytearray | memoryview, suffix: bytes) -> tuple[bytes, BatchColumns]:
+    """The batch ``buf`` with ``suffix`` (encoded ``k\x01v\x02`` pairs) ending every entry's
+    properties, and the columns of ``buf`` as decoded.  Raises :class:`MessageFormatError` if
+    ``buf`` is malformed or an entry's properties would exceed 32767 bytes."""
+    cols = decode_batch_columns(buf)
+    pack, pack_len, extra = _ENTRY_HEAD.pack, _PROPLEN.pack, len(suffix)
+    pieces: list[bytes | memoryview] = []
+    add = pieces.extend
+    for flag, body, props in zip(cols.flags, cols.bodies, cols.properties, strict=True):
+        plen = len(props) + extra
+        if plen > MAX_PROPERTIES_SIZE:
+            raise MessageFormatError(f"properties of {plen} bytes with the appended ones, more than {MAX_PROPERTIES_SIZE}")
+        add((pack(ENTRY_OVERHEAD + len(body) + plen, 0, 0, flag, len(body)), body, pack_len(plen), props, suffix))
+    return b"".join(pieces), cols
+
+
 def _error(buf: bytes | bytearray | memoryview, pos: int, what: str) -> MessageFormatError:
     shown = bytes(buf[pos : pos + 24]).hex()
     return MessageFormatError(f"{what} at position {pos} (body of {len(buf)} bytes; bytes there: {shown})")

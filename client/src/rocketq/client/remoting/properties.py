@@ -15,7 +15,7 @@ round-trip, so the encoder rejects them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from rocketq.client.errors import MessageFormatError
@@ -137,6 +137,41 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
         if key and value and sep:
             result[key] = value
     return result
+
+
+_needles: dict[str, bytes] = {}
+
+
+def property_spans(data: bytes, keys: Iterable[str]) -> dict[str, tuple[int, int, str]] | None:
+    """Find ``keys`` in encoded properties without decoding them all: key -> (start, end, value).
+
+    ``data[start:end]`` is the key's whole ``k\x01v\x02`` segment.  Absent keys are left out.
+    Returns None whenever this byte-level reading might disagree with :func:`decode_properties`
+    (data not ending in ``\x02``, a key present twice, an empty or non-UTF-8 value): the caller
+    then decodes the properties in full.
+    """
+    if not data.endswith(b"\x02"):
+        return None if data else {}
+    padded = b"\x02" + data
+    out: dict[str, tuple[int, int, str]] = {}
+    for key in keys:
+        needle = _needles.get(key)
+        if needle is None:
+            needle = _needles[key] = b"\x02" + key.encode() + b"\x01"
+        i = padded.find(needle)
+        if i < 0:
+            continue
+        if padded.find(needle, i + 1) >= 0:
+            return None
+        start = i + len(needle)
+        end = padded.index(b"\x02", start)
+        if end == start:
+            return None
+        try:
+            out[key] = (i, end, padded[start:end].decode())
+        except UnicodeDecodeError:
+            return None
+    return out
 
 
 def split_keys(keys: str | None) -> list[str]:
