@@ -80,3 +80,13 @@ def test_uniq_keys_are_distinct() -> None:
     gen = UniqKeyGenerator("10.0.0.5")
     keys = {gen.next_id() for _ in range(10000)}
     assert len(keys) == 10000
+
+
+def test_bulk_uniq_keys_equal_one_by_one() -> None:
+    late = _month_start_ms(1700000000000) + 27 * 86_400_000  # the wrapped (unsigned) time part too
+    for now in (_month_start_ms(1700000000000) + 0x0A0B0C, late):
+        one, bulk = UniqKeyGenerator("10.0.0.5", pid=7, seed=3), UniqKeyGenerator("10.0.0.5", pid=7, seed=3)
+        for _ in range(65_530):  # run the 16-bit counter up to its wrap
+            one.next_id(now)
+        bulk.next_ids(65_530, now)
+        assert [one.next_id(now) for _ in range(12)] == bulk.next_ids(12, now)

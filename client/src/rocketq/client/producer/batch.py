@@ -87,9 +87,12 @@ def _encode_items(msgs: Sequence[Message], uniq: UniqKeyGenerator, wait: str) ->
     A message with no user property and none of tags, keys, sharding key (the common case of a
     bulk send) skips the property map: its properties are ``WAIT`` and ``UNIQ_KEY`` only.
     """
-    items: list[BatchItem] = []
-    ids: list[str] = []
     plain_head = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{wait}\x02{MessageConst.UNIQ_KEY}\x01"
+    if not any(m.properties or m.tags or m.keys is not None or m.sharding_key for m in msgs):
+        ids = uniq.next_ids(len(msgs))  # all plain: ids in bulk, properties by one format each
+        return [(m.flag, m.body, f"{plain_head}{uid}\x02".encode()) for m, uid in zip(msgs, ids, strict=True)], ids
+    items: list[BatchItem] = []
+    ids = []
     next_id = uniq.next_id
     for m in msgs:
         if not m.properties and not m.tags and m.keys is None and not m.sharding_key:

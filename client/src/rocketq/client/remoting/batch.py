@@ -72,7 +72,17 @@ def encode_batch_entry(flag: int, body: bytes, properties: PropertiesLike) -> by
 
 def encode_batch(messages: Iterable[BatchItem]) -> bytes:
     """Encode a SEND_BATCH_MESSAGE body from ``(flag, body, properties)`` items."""
-    return b"".join(encode_batch_entry(flag, body, props) for flag, body, props in messages)
+    pieces: list[bytes] = []
+    add = pieces.extend
+    pack, pack_len = _ENTRY_HEAD.pack, _PROPLEN.pack
+    try:
+        for flag, body, properties in messages:
+            props = properties if type(properties) is bytes and len(properties) <= MAX_PROPERTIES_SIZE \
+                else _props_bytes(properties)
+            add((pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body)), body, pack_len(len(props)), props))
+    except struct.error as exc:
+        raise MessageFormatError(f"batch entry field out of range: {exc}") from exc
+    return b"".join(pieces)
 
 
 def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchMessage]:
@@ -177,6 +187,10 @@ def split_batches(
 
     A single message that alone exceeds ``max_bytes`` raises MessageFormatError.
     """
+    if all(type(item[2]) is bytes for item in messages):  # encoded properties: measure in bulk
+        total = ENTRY_OVERHEAD * len(messages) + sum(len(i[1]) + len(i[2]) for i in messages)  # type: ignore[arg-type]
+        if total <= max_bytes:
+            return [list(messages)] if messages else []
     batches: list[list[BatchItem]] = []
     current: list[BatchItem] = []
     size = 0

@@ -106,16 +106,26 @@ class UniqKeyGenerator:
         """The per-process fixed part (IP, pid, classloader hash) in hex."""
         return self._prefix
 
-    def next_id(self, now_ms: int | None = None) -> str:
-        """Return a new UNIQ_KEY (32 hex characters for an IPv4 client)."""
+    def _diff(self, now_ms: int | None) -> int:
         current = int(time.time() * 1000) if now_ms is None else now_ms
         if current >= self._next_start_ms or current < self._start_ms - 1000:
             # A benign race: two threads crossing the month boundary compute the same window.
             self._start_ms, self._next_start_ms = _month_window(current)
         # Java stores (int) diff: after 24.8 days it wraps negative; the unsigned read-back is right.
-        diff = max(current - self._start_ms, 0) & 0xFFFFFFFF
+        return max(current - self._start_ms, 0) & 0xFFFFFFFF
+
+    def next_id(self, now_ms: int | None = None) -> str:
+        """Return a new UNIQ_KEY (32 hex characters for an IPv4 client)."""
+        diff = self._diff(now_ms)
         count = next(self._counter) & 0xFFFF
         return self._prefix + _TIME_COUNTER.pack(diff, count).hex().upper()
+
+    def next_ids(self, n: int, now_ms: int | None = None) -> list[str]:
+        """``n`` new UNIQ_KEYs at once: the same ids as ``n`` calls of :meth:`next_id` in the same
+        millisecond (the hex of the time part computed once, the counter formatted per id)."""
+        head = f"{self._prefix}{self._diff(now_ms):08X}"
+        counter = self._counter
+        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
 
 
 _DEFAULT: UniqKeyGenerator | None = None
