@@ -23,13 +23,14 @@ import logging
 import os
 import re
 import socket
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rocketq.broker.errors import BrokerConfigError
+from rocketq.broker.store import config as store_config
+from rocketq.broker.store.config import FlushDiskType, StoreConfig  # one FlushDiskType for both
 from rocketq.broker.store.errors import StoreError
 
 __all__ = [
@@ -54,11 +55,6 @@ class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
-
-
-class FlushDiskType(enum.Enum):
-    ASYNC_FLUSH = "ASYNC_FLUSH"
-    SYNC_FLUSH = "SYNC_FLUSH"
 
 
 def _default_broker_name() -> str:
@@ -306,28 +302,13 @@ def camel_to_snake(name: str) -> str:
 # ----------------------------------------------------------------------------- store config mapping
 
 
-def _store_config_class() -> type[Any] | None:
-    try:
-        from rocketq.broker.store.config import StoreConfig
-    except ImportError:  # the store is built alongside; the broker still loads its own keys
-        return None
-    return typing.cast(type[Any], StoreConfig)
-
-
 def _store_keys() -> frozenset[str]:
     """The camelCase keys the store's ``StoreConfig.from_broker_conf`` understands."""
-    try:
-        from rocketq.broker.store import config as store_config
-    except ImportError:
-        return frozenset()
-    return frozenset(getattr(store_config, "_JAVA_KEYS", {}))
+    return frozenset(store_config._JAVA_KEYS)
 
 
-def build_store_config(config: BrokerConfig, **overrides: Any) -> Any:
+def build_store_config(config: BrokerConfig, **overrides: Any) -> StoreConfig:
     """The store's ``StoreConfig`` for this broker: its store keys plus snake_case ``overrides``."""
-    store_cls = _store_config_class()
-    if store_cls is None:
-        raise BrokerConfigError("storePathRootDir", "rocketq.broker.store.config is not available")
     conf: dict[str, str] = {
         "storePathRootDir": config.store_path_root_dir,
         "flushDiskType": config.flush_disk_type.value,
@@ -335,7 +316,7 @@ def build_store_config(config: BrokerConfig, **overrides: Any) -> Any:
         **dict(config.store_options),
     }
     try:
-        return store_cls.from_broker_conf(conf, **overrides)
+        return StoreConfig.from_broker_conf(conf, **overrides)
     except (StoreError, ValueError, TypeError) as exc:
         raise BrokerConfigError(_guess_key(str(exc), conf), str(exc)) from exc
 
@@ -401,7 +382,6 @@ def config_from_properties(
 ) -> BrokerConfig:
     """Build a validated :class:`BrokerConfig` from camelCase properties."""
     warn_fn = warn or log.warning
-    store_cls = _store_config_class()
     store_keys = _store_keys()
     kwargs: dict[str, Any] = {}
     store_options: dict[str, str] = {}
@@ -423,8 +403,7 @@ def config_from_properties(
         _check_delay_levels(store_options["messageDelayLevel"])
     kwargs["store_options"] = tuple(sorted(store_options.items()))
     config = BrokerConfig(**kwargs)
-    if store_cls is not None:
-        build_store_config(config)  # rejects bad store values now, with the key named
+    build_store_config(config)  # rejects bad store values now, with the key named
     return config
 
 

@@ -30,6 +30,7 @@ import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
+from rocketq.client.blocking_facade import blocking_method
 from rocketq.client.config import ClientConfig, local_ip, make_client_id, parse_namesrv_addr
 from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, RemotingError
 from rocketq.client.loop import acquire_loop, release_loop
@@ -156,6 +157,15 @@ class MQClientAPI:
         cmd = RemotingCommand.request(code, header.to_ext_fields() if header else None, body)
         return self.check(await self.invoke(addr, cmd, timeout_ms), addr)
 
+    async def _call_or_oneway(
+        self, addr: str, cmd: RemotingCommand, oneway: bool, timeout_ms: int | None = None
+    ) -> None:
+        """Send ``cmd`` oneway, or two-way and raise MQBrokerError unless the answer is SUCCESS."""
+        if oneway:
+            await self.invoke_oneway(addr, cmd)
+        else:
+            self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+
     # ------------------------------------------------------------------ NameServer
 
     async def get_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData:
@@ -258,10 +268,7 @@ class MQClientAPI:
         """
         cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=oneway)
         cmd.remark = remark
-        if oneway:
-            await self.invoke_oneway(addr, cmd)
-        else:
-            self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+        await self._call_or_oneway(addr, cmd, oneway, timeout_ms)
 
     async def supports_transaction_batch(self, addr: str, timeout_ms: int | None = None) -> bool:
         """Whether the broker at ``addr`` serves rocketq's batched transactions (cached per address).
@@ -369,10 +376,7 @@ class MQClientAPI:
         cmd = RemotingCommand.request(
             RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields(), oneway=oneway
         )
-        if oneway:
-            await self.invoke_oneway(addr, cmd)
-        else:
-            self.check(await self.invoke(addr, cmd), addr)
+        await self._call_or_oneway(addr, cmd, oneway)
 
     async def get_max_offset(
         self, addr: str, topic: str, queue_id: int, timeout_ms: int | None = None
@@ -465,10 +469,7 @@ class MQClientAPI:
         cmd = RemotingCommand.request(
             RequestCode.UNLOCK_BATCH_MQ, None, self._lock_body(group, mqs), oneway=oneway
         )
-        if oneway:
-            await self.invoke_oneway(addr, cmd)
-        else:
-            self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+        await self._call_or_oneway(addr, cmd, oneway, timeout_ms)
 
     async def consumer_send_message_back(
         self,
@@ -556,98 +557,27 @@ class BlockingMQClientAPI:
     def namesrv_addrs(self) -> list[str]:
         return self.api.namesrv_addrs
 
-    def get_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData:
-        return self._loop.run(self.api.get_topic_route(topic, timeout_ms))
-
-    def get_broker_cluster_info(self, timeout_ms: int | None = None) -> ClusterInfo:
-        return self._loop.run(self.api.get_broker_cluster_info(timeout_ms))
-
-    def get_all_topic_list(self, timeout_ms: int | None = None) -> list[str]:
-        return self._loop.run(self.api.get_all_topic_list(timeout_ms))
-
-    def send_message(
-        self,
-        addr: str,
-        broker_name: str,
-        msg: Message,
-        header: h.SendMessageRequestHeaderV2,
-        timeout_ms: int,
-        *,
-        body: bytes | None = None,
-        msg_id: str | None = None,
-    ) -> SendResult:
-        return self._loop.run(
-            self.api.send_message(addr, broker_name, msg, header, timeout_ms, body=body, msg_id=msg_id)
-        )
-
-    def end_transaction(
-        self,
-        addr: str,
-        header: h.EndTransactionRequestHeader,
-        remark: str | None = None,
-        *,
-        oneway: bool = True,
-        timeout_ms: int | None = None,
-    ) -> None:
-        self._loop.run(self.api.end_transaction(addr, header, remark, oneway=oneway, timeout_ms=timeout_ms))
-
-    def supports_transaction_batch(self, addr: str, timeout_ms: int | None = None) -> bool:
-        return self._loop.run(self.api.supports_transaction_batch(addr, timeout_ms))
-
-    def end_transaction_ranges(
-        self,
-        addr: str,
-        header: h.EndTransactionRequestHeader,
-        ranges: Sequence[tuple[int, int]],
-        timeout_ms: int | None = None,
-    ) -> tuple[int, int]:
-        return self._loop.run(self.api.end_transaction_ranges(addr, header, ranges, timeout_ms))
-
     def run(self, coro: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
         """Run a coroutine using :attr:`api` on the background loop and wait for its result."""
         return self._loop.run(coro, timeout_s)
 
-    def pull_message(
-        self,
-        addr: str,
-        header: h.PullMessageRequestHeader,
-        timeout_ms: int,
-        *,
-        tags_filter: Iterable[str] | None = None,
-    ) -> PullResult:
-        return self._loop.run(self.api.pull_message(addr, header, timeout_ms, tags_filter=tags_filter))
-
-    def query_consumer_offset(
-        self, addr: str, group: str, topic: str, queue_id: int, timeout_ms: int = 3000
-    ) -> int | None:
-        return self._loop.run(self.api.query_consumer_offset(addr, group, topic, queue_id, timeout_ms))
-
-    def update_consumer_offset(
-        self, addr: str, group: str, topic: str, queue_id: int, offset: int, *, oneway: bool = False
-    ) -> None:
-        self._loop.run(self.api.update_consumer_offset(addr, group, topic, queue_id, offset, oneway=oneway))
-
-    def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: int | None = None) -> int:
-        return self._loop.run(self.api.get_max_offset(addr, topic, queue_id, timeout_ms))
-
-    def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: int | None = None) -> int:
-        return self._loop.run(self.api.get_min_offset(addr, topic, queue_id, timeout_ms))
-
-    def search_offset(
-        self, addr: str, topic: str, queue_id: int, timestamp_ms: int, timeout_ms: int | None = None
-    ) -> int:
-        return self._loop.run(self.api.search_offset(addr, topic, queue_id, timestamp_ms, timeout_ms))
-
-    def get_earliest_msg_storetime(
-        self, addr: str, topic: str, queue_id: int, timeout_ms: int | None = None
-    ) -> int:
-        return self._loop.run(self.api.get_earliest_msg_storetime(addr, topic, queue_id, timeout_ms))
-
-    def get_consumer_id_list(self, addr: str, group: str, timeout_ms: int | None = None) -> list[str]:
-        return self._loop.run(self.api.get_consumer_id_list(addr, group, timeout_ms))
-
-    def view_message(self, addr: str, phy_offset: int, timeout_ms: int | None = None) -> MessageExt:
-        return self._loop.run(self.api.view_message(addr, phy_offset, timeout_ms))
+    # The blocking twins of MQClientAPI's methods: same parameters, same docstrings.
+    get_topic_route = blocking_method(MQClientAPI.get_topic_route, "api")
+    get_broker_cluster_info = blocking_method(MQClientAPI.get_broker_cluster_info, "api")
+    get_all_topic_list = blocking_method(MQClientAPI.get_all_topic_list, "api")
+    send_message = blocking_method(MQClientAPI.send_message, "api")
+    end_transaction = blocking_method(MQClientAPI.end_transaction, "api")
+    supports_transaction_batch = blocking_method(MQClientAPI.supports_transaction_batch, "api")
+    end_transaction_ranges = blocking_method(MQClientAPI.end_transaction_ranges, "api")
+    pull_message = blocking_method(MQClientAPI.pull_message, "api")
+    query_consumer_offset = blocking_method(MQClientAPI.query_consumer_offset, "api")
+    update_consumer_offset = blocking_method(MQClientAPI.update_consumer_offset, "api")
+    get_max_offset = blocking_method(MQClientAPI.get_max_offset, "api")
+    get_min_offset = blocking_method(MQClientAPI.get_min_offset, "api")
+    search_offset = blocking_method(MQClientAPI.search_offset, "api")
+    get_earliest_msg_storetime = blocking_method(MQClientAPI.get_earliest_msg_storetime, "api")
+    get_consumer_id_list = blocking_method(MQClientAPI.get_consumer_id_list, "api")
+    view_message = blocking_method(MQClientAPI.view_message, "api")
 
     def close(self) -> None:
         if self._closed:

@@ -278,14 +278,7 @@ class And(Node):
     is_boolean = True
 
     def evaluate(self, props: Mapping[str, str]) -> Value:
-        unknown = False
-        for node in self.operands:
-            v = node.evaluate(props)
-            if v is None:
-                unknown = True
-            elif not v:
-                return False
-        return None if unknown else True
+        return _connective(self.operands, props, decisive=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,14 +287,21 @@ class Or(Node):
     is_boolean = True
 
     def evaluate(self, props: Mapping[str, str]) -> Value:
-        unknown = False
-        for node in self.operands:
-            v = node.evaluate(props)
-            if v is None:
-                unknown = True
-            elif v:
-                return True
-        return None if unknown else False
+        return _connective(self.operands, props, decisive=True)
+
+
+def _connective(operands: Sequence[Node], props: Mapping[str, str], *, decisive: bool) -> Value:
+    """SQL's three-valued AND (``decisive=False``) and OR (``decisive=True``): the first operand
+    whose truth is ``decisive`` decides (the rest are not evaluated); otherwise the result is
+    unknown (None) if an operand was unknown, else ``not decisive``."""
+    unknown = False
+    for node in operands:
+        v = node.evaluate(props)
+        if v is None:
+            unknown = True
+        elif bool(v) is decisive:
+            return decisive
+    return None if unknown else not decisive
 
 
 def matches(expr: Node, props: Mapping[str, str]) -> bool:

@@ -9,30 +9,50 @@ consumer's pool of ``consume_thread_nums`` threads, never on the loop thread.
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
+from rocketq.client.blocking_facade import blocking_method
 from rocketq.client.config import ConsumerConfig
 from rocketq.client.consumer.allocate import AllocateFn
 from rocketq.client.consumer.listener import MessageListenerConcurrently, MessageListenerOrderly
 from rocketq.client.consumer.lite_pull import AsyncLitePullConsumer
 from rocketq.client.consumer.push import AsyncPushConsumer
 from rocketq.client.loop import BackgroundLoop, acquire_loop, release_loop
-from rocketq.client.model import MessageExt, PullResult
 from rocketq.client.remoting.route import MessageQueue
 
 __all__ = ["LitePullConsumer", "PushConsumer"]
 
 _T = TypeVar("_T")
+_C = TypeVar("_C", bound=AsyncLitePullConsumer | AsyncPushConsumer)
 
 
-class _Blocking:
+class _Blocking(Generic[_C]):
+    """What both blocking consumers share: building the asyncio consumer ``_C`` on the loop,
+    ``subscribe``, ``start``, ``shutdown`` and the context manager."""
+
     _loop: BackgroundLoop
     _released: bool
-    _consumer: AsyncLitePullConsumer | AsyncPushConsumer
+    _consumer: _C
+    _async_class: type[_C]
+
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str],
+        config: ConsumerConfig | None = None,
+        *,
+        allocate: AllocateFn | None = None,
+        **settings: Any,
+    ) -> None:
+        self._consumer = self._make(self._async_class, namesrv_addr, config, allocate=allocate, **settings)
 
     @property
     def config(self) -> ConsumerConfig:
         return self._consumer.config
+
+    @property
+    def async_consumer(self) -> _C:
+        """The underlying asyncio consumer (lives on the background loop)."""
+        return self._consumer
 
     def subscribe(self, topic: str, expression: str | None = "*") -> None:
         """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA || TagB"``)."""
@@ -41,6 +61,24 @@ class _Blocking:
             self._consumer.subscribe(topic, expression)
 
         self._run(run())
+
+    def start(self) -> None:
+        self._run(self._consumer.start())
+
+    def shutdown(self) -> None:
+        if self._released:
+            return
+        try:
+            self._run(self._consumer.shutdown(), 60.0)
+        finally:
+            self._release()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
 
     def _make(self, factory: Any, *args: Any, **kwargs: Any) -> Any:
         self._loop = acquire_loop()
@@ -64,66 +102,24 @@ class _Blocking:
             release_loop(self._loop)
 
 
-class LitePullConsumer(_Blocking):
+class LitePullConsumer(_Blocking[AsyncLitePullConsumer]):
     """Blocking lite-pull consumer: ``subscribe``/``assign``, ``start``, ``poll``, ``seek``, ``commit``."""
 
-    def __init__(
-        self,
-        namesrv_addr: str | Sequence[str],
-        config: ConsumerConfig | None = None,
-        *,
-        allocate: AllocateFn | None = None,
-        **settings: Any,
-    ) -> None:
-        self._consumer: AsyncLitePullConsumer = self._make(
-            AsyncLitePullConsumer, namesrv_addr, config, allocate=allocate, **settings
-        )
-
-    @property
-    def async_consumer(self) -> AsyncLitePullConsumer:
-        return self._consumer
+    _async_class = AsyncLitePullConsumer
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         self._run(self._consumer.assign(list(mqs)))
 
-    def start(self) -> None:
-        self._run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        if self._released:
-            return
-        try:
-            self._run(self._consumer.shutdown(), 60.0)
-        finally:
-            self._release()
-
-    def __enter__(self) -> LitePullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
-        return self._run(self._consumer.poll(timeout_ms))
-
-    def seek(self, mq: MessageQueue, offset: int) -> None:
-        self._run(self._consumer.seek(mq, offset))
-
-    def seek_to_begin(self, mq: MessageQueue) -> None:
-        self._run(self._consumer.seek_to_begin(mq))
-
-    def seek_to_end(self, mq: MessageQueue) -> None:
-        self._run(self._consumer.seek_to_end(mq))
-
-    def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._run(self._consumer.offset_for_timestamp(mq, timestamp_ms))
-
-    def commit(self, offsets: dict[MessageQueue, int] | None = None, *, persist: bool = True) -> None:
-        self._run(self._consumer.commit(offsets, persist=persist))
-
-    def committed(self, mq: MessageQueue) -> int:
-        return self._run(self._consumer.committed(mq))
+    # The blocking twins of AsyncLitePullConsumer's methods: same parameters, same docstrings.
+    poll = blocking_method(AsyncLitePullConsumer.poll, "_consumer")
+    seek = blocking_method(AsyncLitePullConsumer.seek, "_consumer")
+    seek_to_begin = blocking_method(AsyncLitePullConsumer.seek_to_begin, "_consumer")
+    seek_to_end = blocking_method(AsyncLitePullConsumer.seek_to_end, "_consumer")
+    offset_for_timestamp = blocking_method(AsyncLitePullConsumer.offset_for_timestamp, "_consumer")
+    commit = blocking_method(AsyncLitePullConsumer.commit, "_consumer")
+    committed = blocking_method(AsyncLitePullConsumer.committed, "_consumer")
+    fetch_message_queues = blocking_method(AsyncLitePullConsumer.fetch_message_queues, "_consumer")
+    pull = blocking_method(AsyncLitePullConsumer.pull, "_consumer")
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
         items = list(mqs)
@@ -147,61 +143,15 @@ class LitePullConsumer(_Blocking):
 
         return self._run(run())
 
-    def fetch_message_queues(self, topic: str) -> set[MessageQueue]:
-        return self._run(self._consumer.fetch_message_queues(topic))
 
-    def pull(
-        self,
-        mq: MessageQueue,
-        offset: int,
-        max_nums: int = 32,
-        *,
-        expression: str | None = "*",
-        block: bool = False,
-    ) -> PullResult:
-        return self._run(self._consumer.pull(mq, offset, max_nums, expression=expression, block=block))
-
-
-class PushConsumer(_Blocking):
+class PushConsumer(_Blocking[AsyncPushConsumer]):
     """Blocking push consumer: ``subscribe``, ``register_message_listener[_orderly]``, ``start``,
     ``shutdown``.  Listeners are plain functions run in the consume thread pool."""
 
-    def __init__(
-        self,
-        namesrv_addr: str | Sequence[str],
-        config: ConsumerConfig | None = None,
-        *,
-        allocate: AllocateFn | None = None,
-        **settings: Any,
-    ) -> None:
-        self._consumer: AsyncPushConsumer = self._make(
-            AsyncPushConsumer, namesrv_addr, config, allocate=allocate, **settings
-        )
-
-    @property
-    def async_consumer(self) -> AsyncPushConsumer:
-        return self._consumer
+    _async_class = AsyncPushConsumer
 
     def register_message_listener(self, listener: MessageListenerConcurrently) -> None:
         self._consumer.register_message_listener(listener)
 
     def register_message_listener_orderly(self, listener: MessageListenerOrderly) -> None:
         self._consumer.register_message_listener_orderly(listener)
-
-    def start(self) -> None:
-        self._run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        if self._released:
-            return
-        try:
-            self._run(self._consumer.shutdown(), 60.0)
-        finally:
-            self._release()
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()

@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rocketq.client.blocking_facade import blocking_method
 from rocketq.client.config import ProducerConfig
 from rocketq.client.errors import MQClientError
 from rocketq.client.loop import acquire_loop, release_loop
@@ -95,28 +96,11 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    def send(
-        self,
-        msg: Message,
-        *,
-        queue: MessageQueue | None = None,
-        selector: MessageQueueSelector | None = None,
-        arg: Any = None,
-        timeout_ms: int | None = None,
-    ) -> SendResult:
-        return self._loop.run(
-            self._producer.send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
-        )
-
-    def send_oneway(
-        self,
-        msg: Message,
-        *,
-        queue: MessageQueue | None = None,
-        selector: MessageQueueSelector | None = None,
-        arg: Any = None,
-    ) -> None:
-        self._loop.run(self._producer.send_oneway(msg, queue=queue, selector=selector, arg=arg))
+    # The blocking twins of AsyncProducer's methods: same parameters, same docstrings.
+    send = blocking_method(AsyncProducer.send, "_producer")
+    send_oneway = blocking_method(AsyncProducer.send_oneway, "_producer")
+    send_batch = blocking_method(AsyncProducer.send_batch, "_producer")
+    fetch_publish_message_queues = blocking_method(AsyncProducer.fetch_publish_message_queues, "_producer")
 
     def send_async(
         self,
@@ -144,14 +128,6 @@ class Producer:
 
             future.add_done_callback(done)
         return future
-
-    def send_batch(
-        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout_ms: int | None = None
-    ) -> list[SendResult]:
-        return self._loop.run(self._producer.send_batch(msgs, queue=queue, timeout_ms=timeout_ms))
-
-    def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._loop.run(self._producer.fetch_publish_message_queues(topic))
 
 
 class TransactionProducer(Producer):

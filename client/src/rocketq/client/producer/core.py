@@ -218,10 +218,9 @@ class AsyncProducer:
         timeout_ms: int | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer.  ``queue`` or ``selector`` fix the queue."""
-        timeout = timeout_ms or self.config.send_msg_timeout_ms
-        if queue is not None or selector is not None:
-            return await self._send_to_chosen_queue(msg, queue, selector, arg, timeout)
-        return await self._send_default(msg, self.config.retry_times_when_send_failed, timeout)
+        return await self._send_routed(
+            msg, queue, selector, arg, timeout_ms, self.config.retry_times_when_send_failed
+        )
 
     def send_async(
         self,
@@ -238,10 +237,9 @@ class AsyncProducer:
         given, run on the event loop when it finishes."""
 
         async def run() -> SendResult:
-            timeout = timeout_ms or self.config.send_msg_timeout_ms
-            if queue is not None or selector is not None:
-                return await self._send_to_chosen_queue(msg, queue, selector, arg, timeout)
-            return await self._send_default(msg, self.config.retry_times_when_send_async_failed, timeout)
+            return await self._send_routed(
+                msg, queue, selector, arg, timeout_ms, self.config.retry_times_when_send_async_failed
+            )
 
         task = asyncio.get_running_loop().create_task(run())
         if on_success is not None or on_exception is not None:
@@ -330,6 +328,22 @@ class AsyncProducer:
                 raise MQClientError("the selector returned no message queue")
             return mq
         return self.fault_strategy.select_one_message_queue(info, None)
+
+    async def _send_routed(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        timeout_ms: int | None,
+        retry_times: int,
+    ) -> SendResult:
+        """A two-way send: one attempt to the queue ``queue`` or ``selector`` fixes, if given,
+        else :meth:`_send_default` with up to ``retry_times`` retries."""
+        timeout = timeout_ms or self.config.send_msg_timeout_ms
+        if queue is not None or selector is not None:
+            return await self._send_to_chosen_queue(msg, queue, selector, arg, timeout)
+        return await self._send_default(msg, retry_times, timeout)
 
     async def _send_to_chosen_queue(
         self,
