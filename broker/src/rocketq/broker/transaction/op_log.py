@@ -151,17 +151,17 @@ def _decode_as_stored(buffers: Sequence[Any]) -> list[StoredMessage]:
 
 
 def iter_queue_reads(store: Any, topic: str, queue_id: int, start: int, end: int,
-                     decode: Callable[[Sequence[Any]], T]) -> Iterator[T]:
+                     decode: Callable[[Sequence[Any]], T], *, batch: int = _READ_BATCH) -> Iterator[T]:
     """``decode(buffers)`` of each read of ``topic``/``queue_id`` over ``[start, end)``, in order.
 
     ``decode`` gets the record buffers of one read (valid only during the call: it must copy what
     it keeps) and should skip unreadable records.  A read never returns records at or past
-    ``end``.  Holes (expired segments, removed records) are skipped; the iteration ends early if
-    the queue cannot be read further.
+    ``end``; a read takes at most ``batch`` records and 4 MiB.  Holes (expired segments, removed
+    records) are skipped; the iteration ends early if the queue cannot be read further.
     """
     offset = start
     while offset < end:
-        res = store.get_message(SYS_TRANS_GROUP, topic, queue_id, offset, min(_READ_BATCH, end - offset), _READ_BYTES)
+        res = store.get_message(SYS_TRANS_GROUP, topic, queue_id, offset, min(batch, end - offset), _READ_BYTES)
         if res.status is not GetMessageStatus.FOUND:
             if res.next_begin_offset > offset:
                 offset = res.next_begin_offset

@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 _DISPATCH_WAIT_S = 3.0
+_LOAD_BATCH = 4096  # records per read of the half queue: numpy's fixed costs are paid per read
 _COMMIT = int(SysFlag.TRANSACTION_COMMIT)
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,8 @@ def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: s
     loaded = 0
     for first, count in ranges:
         expected = first
-        for cols in iter_queue_reads(store, HALF_TOPIC, HALF_QUEUE_ID, first, first + count, read_halves):
+        for cols in iter_queue_reads(store, HALF_TOPIC, HALF_QUEUE_ID, first, first + count, read_halves,
+                                     batch=_LOAD_BATCH):
             n = len(cols)
             qos = cols.queue_offsets
             if qos != list(range(expected, expected + n)):  # a hole: stop at it
