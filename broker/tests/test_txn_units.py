@@ -105,3 +105,15 @@ def test_done_offsets_matches_a_set(offsets: set[int], trim_at: int) -> None:
     assert done.base <= trim_at
     assert all(off in done for off in offsets if off >= trim_at)
     assert not any(off in done for off in offsets if off < done.base)
+
+
+@given(st.integers(0, 300), st.lists(st.integers(0, 5000), max_size=300), st.lists(st.integers(0, 5000), max_size=60))
+def test_done_offsets_bulk_add_and_lookup_match_single(base: int, offsets: list[int], probes: list[int]) -> None:
+    one, bulk = DoneOffsets(base), DoneOffsets(base)
+    for off in offsets:
+        one.add(off)
+    bulk.add_many(offsets[: len(offsets) // 2])
+    bulk.add_many(offsets[len(offsets) // 2 :])  # a second call grows the bitmap again
+    candidates = [*offsets, *probes, base - 1, base]
+    assert bulk.contains_many(candidates) == [off in one for off in candidates] == [off in bulk for off in candidates]
+    assert len(bulk) == len(one)

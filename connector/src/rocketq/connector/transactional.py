@@ -302,20 +302,27 @@ def _append_settled(commit_log: CommitLog, record: CommitRecord, deadline_s: flo
     _UNCERTAIN.add(key)
     last: Exception | None = None
     while True:
+        appended = False
         try:
             commit_log.append(record)
+            appended = True
         except SinkError as exc:
             last = exc
-        try:
-            found = commit_log.find(record.batch)
-            if found is not None:
-                _UNCERTAIN.discard(key)
-                return found
-        except Exception as exc:  # the broker may be restarting
-            last = exc
-        if time.monotonic() > deadline_s:
-            raise SinkError(f"could not store the commit record of batch {record.batch}: {last}")
-        time.sleep(0.5)
+        # A stored record becomes readable once the broker has dispatched it (milliseconds): look
+        # again soon, then back off; re-append only after that (or at once if the append failed).
+        delay = 0.005
+        for _ in range(8 if appended else 1):
+            try:
+                found = commit_log.find(record.batch)
+                if found is not None:
+                    _UNCERTAIN.discard(key)
+                    return found
+            except Exception as exc:  # the broker may be restarting
+                last = exc
+            if time.monotonic() > deadline_s:
+                raise SinkError(f"could not store the commit record of batch {record.batch}: {last}")
+            time.sleep(delay if appended else 0.5)
+            delay = min(2 * delay, 0.25)
 
 
 def commit_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[HalfBatch]) -> tuple[int, int]:

@@ -107,6 +107,21 @@ class DoneOffsets:
         byte = idx >> 3
         return byte < len(self._bits) and bool(self._bits[byte] & (1 << (idx & 7)))
 
+    def add_many(self, offsets: Sequence[int]) -> None:
+        """:meth:`add` of each of ``offsets`` (vectorised)."""
+        if not offsets:
+            return
+        idx = np.asarray(offsets, dtype=np.int64) - self._base
+        idx = idx[idx >= 0]
+        if not len(idx):
+            return
+        need = int(idx.max() >> 3) + 1
+        if need > len(self._bits):
+            self._bits.extend(bytes(max(need - len(self._bits), len(self._bits) // 2, 64)))
+        bits = np.frombuffer(self._bits, dtype=np.uint8)  # a view: released before the next resize
+        np.bitwise_or.at(bits, idx >> 3, (1 << (idx & 7)).astype(np.uint8))
+        del bits
+
     def contains_many(self, offsets: Sequence[int]) -> list[bool]:
         """``offset in self`` for each of ``offsets`` (vectorised)."""
         if not offsets:

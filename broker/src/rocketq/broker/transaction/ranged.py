@@ -233,14 +233,16 @@ def _destinations(cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
 def _runs(cols: HalfColumns, idx: list[int], props: list[bytes], topic: str,
           max_batch_bytes: int) -> Iterator[tuple[int, int]]:
     """``[lo, hi)`` runs of ``idx`` with one born and store host, each at most ``max_batch_bytes``."""
-    born, store = cols.born_hosts, cols.store_hosts
+    born, store = _column(cols.born_hosts, idx), _column(cols.store_hosts, idx)
     topic_len = len(topic.encode())
+    sizes = [stored_record_size(len(cols.bodies[i]), topic_len, len(p), born_v6=len(b[0]) == 16,
+                                store_v6=len(s[0]) == 16) for i, p, b, s in zip(idx, props, born, store, strict=True)]
+    if born.count(born[0]) == len(born) and store.count(store[0]) == len(store) and sum(sizes) <= max_batch_bytes:
+        yield 0, len(idx)  # the usual case: one producer connection, one append
+        return
     lo, size = 0, 0
-    for k, i in enumerate(idx):
-        rec = stored_record_size(len(cols.bodies[i]), topic_len, len(props[k]), born_v6=len(born[i][0]) == 16,
-                                 store_v6=len(store[i][0]) == 16)
-        first = idx[lo]
-        if k > lo and (born[i] != born[first] or store[i] != store[first] or size + rec > max_batch_bytes):
+    for k, rec in enumerate(sizes):
+        if k > lo and (born[k] != born[lo] or store[k] != store[lo] or size + rec > max_batch_bytes):
             yield lo, k
             lo, size = k, 0
         size += rec

@@ -357,10 +357,13 @@ class TransactionalMessageService:
         error = self._append_ops([off for i in todo for off in (qos[i], origins[i])], store_host)
         if error is not None and kind == ROLLBACK_TYPE:
             return [], error
-        for i in todo:
-            self._done.add(qos[i])
-            self._done.add(origins[i])
-            self._latest.pop(origins[i], None)
+        ended = [qos[i] for i in todo]
+        self._done.add_many(ended)
+        if origins != qos:
+            self._done.add_many([origins[i] for i in todo])
+        if self._latest:
+            for i in todo:
+                self._latest.pop(origins[i], None)
         return todo, failure
 
     def _append_ops(self, offsets: list[int], store_host: tuple[str, int]) -> tuple[ResponseCode, str] | None:
