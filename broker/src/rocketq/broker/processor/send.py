@@ -371,7 +371,10 @@ class SendMessageProcessor:
         started = time.monotonic()
         try:
             if len(request.body) <= INLINE_PUT_MAX_BYTES:
-                outcome = store.put_batch_nowait(batch)
+                # The dispatch thread is woken once this step of the loop (which writes the
+                # response) is over: woken at once it would take the GIL first and delay the answer.
+                outcome = store.put_batch_nowait(batch, wake=False)
+                asyncio.get_running_loop().call_soon(store.wake_dispatch)
                 if callable(outcome):
                     outcome = await ctx.send_executor.run(outcome)
             else:

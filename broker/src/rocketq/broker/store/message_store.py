@@ -330,7 +330,8 @@ class MessageStore:
                 return self.flush_timed_out(result)
         return result
 
-    def put_batch_nowait(self, batch: MessageBatchToStore) -> PutOutcome | Callable[[], PutOutcome]:
+    def put_batch_nowait(self, batch: MessageBatchToStore, *,
+                         wake: bool = True) -> PutOutcome | Callable[[], PutOutcome]:
         """:meth:`put_batch` for an event loop: appends only if that cannot wait.
 
         Returns ``(result, durable_at)`` when the append went through at once, or a callable that
@@ -340,6 +341,8 @@ class MessageStore:
         SYNC_FLUSH: the result may be acknowledged once the CommitLog is durable up to that offset
         (:meth:`when_flushed`), or be answered :meth:`flush_timed_out` after
         ``sync_flush_timeout_ms``.  Encoding runs in the caller: keep inline batches small.
+        ``wake=False`` leaves waking the dispatch thread to the caller (:meth:`wake_dispatch`),
+        for an event loop that wants to answer the request before that thread takes the GIL.
         """
         prep = self._prepare(batch)
         if isinstance(prep, PutMessageResult):
@@ -349,7 +352,12 @@ class MessageStore:
         if (cl.put_lock.locked() or mf is None or mf.is_full
                 or prep.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position):
             return lambda: self._append(prep)
-        return self._append(prep)
+        return self._append(prep, wake=wake)
+
+    def wake_dispatch(self) -> None:
+        """Let the dispatch thread look for new records now (after ``put_batch_nowait(wake=False)``)."""
+        if self._reput is not None:
+            self._reput.wakeup()
 
     def when_flushed(self, offset: int, callback: Callable[[bool], None]) -> None:
         """SYNC_FLUSH: ``callback(True)`` once the CommitLog is durable up to ``offset`` (False if the
@@ -378,7 +386,7 @@ class MessageStore:
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
         return prep
 
-    def _append(self, prep: PreparedBatch) -> PutOutcome:
+    def _append(self, prep: PreparedBatch, *, wake: bool = True) -> PutOutcome:
         """Append an encoded batch: the result and the offset to wait durability for (0: none)."""
         try:
             result = self.commit_log.append(prep)
@@ -387,7 +395,7 @@ class MessageStore:
             return PutMessageResult(status=PutMessageStatus.CREATE_MAPPED_FILE_FAILED), 0
         if result.status is not AppendMessageStatus.PUT_OK:
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL, append_result=result), 0
-        if self._reput is not None:
+        if wake and self._reput is not None:
             self._reput.wakeup()
         put = PutMessageResult(status=PutMessageStatus.PUT_OK, append_result=result)
         if self._group_commit is not None and prep.wait_store:
