@@ -45,6 +45,7 @@ __all__ = [
     "immunity_ms",
     "is_transaction_prepared",
     "origin_offset",
+    "parse_real_queue",
     "real_queue",
     "renew_half_message",
     "restore_real_message",
@@ -95,8 +96,11 @@ def to_half_message(msg: MessageToStore) -> MessageToStore:
 
 def real_queue(half: StoredMessage) -> tuple[str, int] | None:
     """(REAL_TOPIC, REAL_QID) of a half record, or None if they are missing or malformed."""
-    topic = half.properties.get(MessageConst.REAL_TOPIC)
-    qid = half.properties.get(MessageConst.REAL_QUEUE_ID)
+    return parse_real_queue(half.properties.get(MessageConst.REAL_TOPIC), half.properties.get(MessageConst.REAL_QUEUE_ID))
+
+
+def parse_real_queue(topic: str | None, qid: str | None) -> tuple[str, int] | None:
+    """(topic, queue id) from the REAL_TOPIC and REAL_QID values, or None if missing or malformed."""
     if not topic or qid is None:
         return None
     try:

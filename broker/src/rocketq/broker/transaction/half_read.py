@@ -31,7 +31,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketq.broker.transaction.half_message import HALF_TOPIC
+from rocketq.broker.transaction.half_message import HALF_TOPIC, parse_real_queue
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import MAGIC_V1, split_stored_message
 from rocketq.client.remoting.msgid import bytes_to_ip
@@ -112,15 +112,6 @@ def host_of(raw: Host) -> tuple[str, int]:
     return host
 
 
-def _real(topic: str | None, qid: str | None) -> tuple[str, int] | None:
-    if not topic or qid is None:
-        return None
-    try:
-        return topic, int(qid)
-    except ValueError:
-        return None
-
-
 def read_half(buf: Any, into: HalfColumns) -> None:
     """Append the record in ``buf`` to ``into`` (the same readings as :mod:`.half_message`'s helpers)."""
     raw = split_stored_message(buf)
@@ -166,7 +157,7 @@ def read_half(buf: Any, into: HalfColumns) -> None:
     into.store_hosts.append(raw.store_host)
     into.bodies.append(raw.body)
     into.topics.append(raw.topic)
-    into.reals.append(_real(values.get(_REAL_TOPIC), values.get(_REAL_QID)))
+    into.reals.append(parse_real_queue(values.get(_REAL_TOPIC), values.get(_REAL_QID)))
     into.groups.append(values.get(_GROUP))
     into.delayed.append(values.get(_DELAY) is not None)
     into.committed.append(committed)
@@ -230,7 +221,7 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
     suffix = props[0][spans[_REAL_TOPIC][0]:]
     if spans[_REAL_TOPIC][1] != spans[_REAL_QID][0] or spans[_REAL_QID][1] != len(props[0]):
         return None  # REAL_* do not end the properties
-    real = _real(spans[_REAL_TOPIC][2], spans[_REAL_QID][2])
+    real = parse_real_queue(spans[_REAL_TOPIC][2], spans[_REAL_QID][2])
     if real is None or not all(map(bytes.endswith, props, repeat(suffix))):
         return None
     joined = b"\x02" + b"\x02".join(props)
