@@ -312,17 +312,22 @@ class SendMessageProcessor:
             return error
         if _KEY_DELAY in joined:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "batch messages do not support delay levels")
-        cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02".encode()
-        if _KEY_CLUSTER not in joined and all(map(bytes.endswith, raw_props, repeat(b"\x02"))):
-            props = [p + cluster for p in raw_props]  # the common case: well-formed, no CLUSTER yet
-        else:
-            props = [_with_cluster(p, cluster) for p in raw_props]
+        props = self._with_cluster_all(raw_props, joined)
         sys_flag, born = self._hosts(header, channel)
         batch = MessageBatchToStore(
             topic=header.topic, queue_id=queue_id, born_host=born, store_host=self.ctx.store_host,
             bodies=cols.bodies, properties=props, flags=cols.flags, sys_flags=sys_flag,
             born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
         return await self._put_batch(request, batch, queue_id=queue_id)
+
+    def _with_cluster_all(self, raw_props: list[bytes], joined: bytes | None = None) -> list[bytes]:
+        """Each message's properties with this broker's CLUSTER appended unless present."""
+        cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02".encode()
+        if joined is None:
+            joined = b"\x02" + b"\x02".join(raw_props)
+        if _KEY_CLUSTER not in joined and all(map(bytes.endswith, raw_props, repeat(b"\x02"))):
+            return [p + cluster for p in raw_props]  # the common case: well-formed, no CLUSTER yet
+        return [_with_cluster(p, cluster) for p in raw_props]
 
     async def _send_half_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
                                queue_id: int, cols: BatchColumns) -> RemotingCommand:
@@ -336,8 +341,7 @@ class SendMessageProcessor:
         error = self._check_sizes(request, max(map(len, cols.bodies)), max(map(len, raw_props)))
         if error is not None:
             return error
-        cluster_b = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02".encode()
-        fast = half_properties([_with_cluster(p, cluster_b) for p in raw_props], header.topic, queue_id)
+        fast = half_properties(self._with_cluster_all(raw_props), header.topic, queue_id)
         if fast is not None:  # the common case, rewritten as bytes (see ranged.half_properties)
             sys_flag, born = self._hosts(header, channel)
             batch = MessageBatchToStore(

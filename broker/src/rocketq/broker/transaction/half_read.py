@@ -16,8 +16,9 @@ and properties are sliced per record; the property conditions are counted over a
 once (``bytes.count`` of ``\\x02KEY\\x01``), and the committed properties are the stored ones with
 the ``REAL_*`` suffix cut and ``TRAN_PREPARED_QUEUE_OFFSET`` appended.  Anything else (another
 layout, a renewed copy, a delayed message, an inconsistency) is read record by record by
-:func:`read_half`, which gives the same columns (the bulk and per-record readers are tested to
-agree) and skips unreadable records with an error in the log.
+:func:`read_half`, which decodes it in full with :mod:`.half_message`'s helpers and gives the same
+columns (the two readers are tested to agree); unreadable records are skipped with an error in
+the log.  Hosts are kept as (IP text, port), decoded once per distinct value.
 """
 
 from __future__ import annotations
@@ -31,18 +32,13 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketq.broker.transaction.half_message import HALF_TOPIC, parse_real_queue
+from rocketq.broker.transaction.half_message import HALF_TOPIC, origin_offset, parse_real_queue, real_queue
 from rocketq.client.errors import MessageFormatError
-from rocketq.client.remoting.message import MAGIC_V1, split_stored_message
+from rocketq.client.remoting.message import MAGIC_V1, decode_stored_message
 from rocketq.client.remoting.msgid import bytes_to_ip
-from rocketq.client.remoting.properties import (
-    MessageConst,
-    decode_properties,
-    encode_properties_bytes,
-    property_spans,
-)
+from rocketq.client.remoting.properties import MessageConst, encode_properties_bytes, find_property
 
-__all__ = ["HalfColumns", "host_of", "read_half", "read_halves"]
+__all__ = ["HalfColumns", "read_half", "read_halves"]
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +47,11 @@ _REAL_QID: Final = MessageConst.REAL_QUEUE_ID
 _ORIGIN: Final = MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET
 _GROUP: Final = MessageConst.PRODUCER_GROUP
 _DELAY: Final = MessageConst.DELAY_TIME_LEVEL
-_LOOKED_UP: Final = (_REAL_TOPIC, _REAL_QID, _GROUP, _ORIGIN, _DELAY)
 _BULK_MIN: Final = 8
 _HALF_TOPIC_B: Final = HALF_TOPIC.encode()
 _HDR: Final = 88  # record header size with IPv4 hosts
 
-Host = tuple[bytes, int]  # (IP bytes, port) as stored
+Host = tuple[str, int]  # (IP text, port)
 
 
 @dataclass(slots=True, eq=False)
@@ -99,68 +94,30 @@ class HalfColumns:
             del getattr(self, name)[n:]
 
 
-_hosts: dict[Host, tuple[str, int]] = {}
-
-
-def host_of(raw: Host) -> tuple[str, int]:
-    """The (IP text, port) of a stored host (cached: a broker sees few hosts)."""
-    host = _hosts.get(raw)
-    if host is None:
-        if len(_hosts) > 1024:
-            _hosts.clear()
-        host = _hosts[raw] = (bytes_to_ip(raw[0]), raw[1])
-    return host
-
-
 def read_half(buf: Any, into: HalfColumns) -> None:
-    """Append the record in ``buf`` to ``into`` (the same readings as :mod:`.half_message`'s helpers)."""
-    raw = split_stored_message(buf)
-    spans = property_spans(raw.properties, _LOOKED_UP)
-    values: dict[str, str | None]
-    if spans is None:
-        decoded = decode_properties(raw.properties)
-        values = {k: decoded.get(k) for k in _LOOKED_UP}
-    else:
-        values = {k: v[2] for k, v in spans.items()}
-    origin = raw.queue_offset
-    text = values.get(_ORIGIN)
-    if text is not None:
-        try:
-            value = int(text)
-        except ValueError:
-            value = -1
-        if 0 <= value <= raw.queue_offset:
-            origin = value
-    if spans is None:
-        props = decode_properties(raw.properties)
-        props.pop(_REAL_TOPIC, None)
-        props.pop(_REAL_QID, None)
-        props[_ORIGIN] = str(origin)
-        committed = encode_properties_bytes(props)
-    else:
-        pieces, pos, data = [], 0, raw.properties
-        for start, end in sorted(spans[k][:2] for k in (_REAL_TOPIC, _REAL_QID, _ORIGIN) if k in spans):
-            pieces.append(data[pos:start])
-            pos = end
-        pieces.append(data[pos:])
-        pieces.append(f"{_ORIGIN}\x01{origin}\x02".encode())
-        committed = b"".join(pieces)
-    into.queue_offsets.append(raw.queue_offset)
+    """Append the record in ``buf`` to ``into`` (decoded in full: the readings of :mod:`.half_message`)."""
+    msg = decode_stored_message(buf, decompress=False)
+    props = dict(msg.properties)
+    origin = origin_offset(msg)
+    props.pop(_REAL_TOPIC, None)
+    props.pop(_REAL_QID, None)
+    props[_ORIGIN] = str(origin)
+    into.queue_offsets.append(msg.queue_offset)
     into.origins.append(origin)
-    into.physical_offsets.append(raw.physical_offset)
-    into.sizes.append(raw.total_size)
-    into.flags.append(raw.flag)
-    into.sys_flags.append(raw.sys_flag)
-    into.born_timestamps.append(raw.born_timestamp)
-    into.reconsume_times.append(raw.reconsume_times)
-    into.born_hosts.append(raw.born_host)
-    into.store_hosts.append(raw.store_host)
-    into.bodies.append(raw.body)
-    into.topics.append(raw.topic)
-    into.reals.append(parse_real_queue(values.get(_REAL_TOPIC), values.get(_REAL_QID)))
-    into.groups.append(values.get(_GROUP))
-    into.delayed.append(values.get(_DELAY) is not None)
-    into.committed.append(committed)
+    into.physical_offsets.append(msg.physical_offset)
+    into.sizes.append(msg.total_size)
+    into.flags.append(msg.flag)
+    into.sys_flags.append(msg.sys_flag)
+    into.born_timestamps.append(msg.born_timestamp)
+    into.reconsume_times.append(msg.reconsume_times)
+    into.born_hosts.append(msg.born_host)
+    into.store_hosts.append(msg.store_host)
+    into.bodies.append(msg.body)
+    into.topics.append(msg.topic)
+    into.reals.append(real_queue(msg))
+    into.groups.append(msg.properties.get(_GROUP))
+    into.delayed.append(_DELAY in msg.properties)
+    into.committed.append(encode_properties_bytes(props))
 
 
 def read_halves(buffers: Sequence[Any]) -> HalfColumns:
@@ -215,17 +172,14 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
     props = [data[p:e] for p, e in zip(ppos.tolist(), ends.tolist(), strict=True)]
     if not all(map(bytes.endswith, props, repeat(b"\x02"))):
         return None
-    spans = property_spans(props[0], (_REAL_TOPIC, _REAL_QID, _GROUP))
-    if not spans or _REAL_TOPIC not in spans or _REAL_QID not in spans or _GROUP not in spans:
+    topic0, qid0, group = (find_property(props[0], k) for k in (_REAL_TOPIC, _REAL_QID, _GROUP))
+    real = parse_real_queue(topic0, qid0)
+    if real is None or group is None:
         return None
-    suffix = props[0][spans[_REAL_TOPIC][0]:]
-    if spans[_REAL_TOPIC][1] != spans[_REAL_QID][0] or spans[_REAL_QID][1] != len(props[0]):
-        return None  # REAL_* do not end the properties
-    real = parse_real_queue(spans[_REAL_TOPIC][2], spans[_REAL_QID][2])
-    if real is None or not all(map(bytes.endswith, props, repeat(suffix))):
-        return None
+    suffix = f"{_REAL_TOPIC}\x01{topic0}\x02{_REAL_QID}\x01{qid0}\x02".encode()
+    if not all(map(bytes.endswith, props, repeat(suffix))):
+        return None  # REAL_* do not end the properties, or not one destination for all
     joined = b"\x02" + b"\x02".join(props)
-    group = spans[_GROUP][2]
     if joined.count(_needle(_ORIGIN)) or joined.count(_needle(_DELAY)) \
             or joined.count(_needle(_REAL_TOPIC)) != n or joined.count(_needle(_REAL_QID)) != n \
             or joined.count(_needle(_GROUP)) != n or joined.count(f"\x02{_GROUP}\x01{group}\x02".encode()) != n:
@@ -238,11 +192,15 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
         flags=_gather(a, starts + 16, 4, ">i4").tolist(), sys_flags=sys_flags.tolist(),
         born_timestamps=_gather(a, starts + 40, 8, ">i8").tolist(),
         reconsume_times=_gather(a, starts + 72, 4, ">i4").tolist(),
-        born_hosts=list(zip(_gather(a, starts + 48, 4, "V4").tolist(), _gather(a, starts + 52, 4, ">i4").tolist(),
-                            strict=True)),
-        store_hosts=list(zip(_gather(a, starts + 64, 4, "V4").tolist(), _gather(a, starts + 68, 4, ">i4").tolist(),
-                             strict=True)),
+        born_hosts=_hosts(_gather(a, starts + 48, 8, "V8").tolist()),
+        store_hosts=_hosts(_gather(a, starts + 64, 8, "V8").tolist()),
         bodies=[data[b:e] for b, e in zip((starts + _HDR).tolist(), tpos.tolist(), strict=True)],
         topics=[HALF_TOPIC] * n, reals=[real] * n, groups=[group] * n, delayed=[False] * n,
         committed=[p[:-cut] + b"%s\x01%d\x02" % (_ORIGIN.encode(), qo) for p, qo in zip(props, queue_offsets, strict=True)],
     )
+
+
+def _hosts(raw: list[bytes]) -> list[tuple[str, int]]:
+    """(IP text, port) of stored IPv4 hosts (IP + int32 port), each distinct value decoded once."""
+    decoded = {r: (bytes_to_ip(r[:4]), int.from_bytes(r[4:], "big", signed=True)) for r in set(raw)}
+    return [decoded[r] for r in raw]

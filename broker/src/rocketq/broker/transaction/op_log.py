@@ -129,8 +129,11 @@ class DoneOffsets:
         idx = np.asarray(offsets, dtype=np.int64) - self._base
         byte = idx >> 3
         ok = (idx >= 0) & (byte < len(self._bits))
-        bits = np.frombuffer(bytes(self._bits), dtype=np.uint8) if self._bits else np.zeros(1, dtype=np.uint8)
+        if not self._bits:
+            return [False] * len(offsets)
+        bits = np.frombuffer(self._bits, dtype=np.uint8)  # a view, released before returning
         hit = (bits[np.where(ok, byte, 0)] >> (idx & 7).astype(np.uint8)) & 1
+        del bits
         result: list[bool] = (ok & (hit == 1)).tolist()
         return result
 

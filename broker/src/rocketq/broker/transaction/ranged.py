@@ -1,21 +1,23 @@
 """Batched transactions (rocketq extension): prepared batches and ranged END_TRANSACTION helpers.
 
-Theory of operation.  A prepared SEND_BATCH_MESSAGE is stored by :func:`to_half_batch` +
-``store.put_messages``: every inner message becomes a half message (exactly the single-message
-rewrite of :func:`~.half_message.to_half_message`), all in queue 0 of the half topic, so one
-append gives them contiguous half-queue offsets.
+Theory of operation.  A prepared SEND_BATCH_MESSAGE is stored in one append with every inner
+message rewritten into queue 0 of the half topic, so the messages get contiguous half-queue
+offsets.  The send processor rewrites the usual batch as bytes (:func:`half_properties`: ``REAL_*``
+appended to each message's properties) and falls back to :func:`to_half_batch`, the
+single-message rewrite of :func:`~.half_message.to_half_message`, for anything else.
 
 A ranged END_TRANSACTION names half messages by ``(first half-queue offset, count)`` ranges.
-:func:`load_ranges` reads them through the half topic's ConsumeQueue (bodies as stored, never
-decompressed), refusing missing offsets, non-half records, a wrong producer group and requests
-above the configured limits (count and loaded bytes) before anything is written.  The service
-(``service.TransactionalMessageService.end_transaction_ranges``) then drops the offsets already
-ended and, on commit, turns the rest into real messages with :func:`committed_message` (the
-single-commit rewrite plus the delay-level rewrite RocketMQ applies to committed messages) and
-:func:`append_runs` appends them: grouped by destination queue in range order, one store append
-per group, so a consumer sees a group's messages all at once.  Two limits of the store split a
-group into several appends, in order: messages born on different producer connections (a store
-batch has one born host) and a group larger than the store's ``maxMessageSize`` (its batch limit).
+:func:`load_ranges` reads them through the half topic's ConsumeQueue as columns
+(:mod:`.half_read`; bodies as stored, never decompressed), refusing missing offsets, non-half
+records, a wrong producer group and requests above the configured limits (count and loaded bytes)
+before anything is written.  The service (``service.TransactionalMessageService.end_transaction_ranges``)
+then drops the offsets already ended and, on commit, :func:`append_committed` appends the real
+messages (the committed properties the reader made, plus the delay-level rewrite RocketMQ applies
+to committed messages): grouped by destination queue in range order, one store append per group,
+so a consumer sees a group's messages all at once.  Two limits of the store split a group into
+several appends, in order: messages born on different producer connections (a store batch has
+one born host) and a group larger than the store's ``maxMessageSize`` (its batch limit).
+:func:`committed_message` is the same rewrite for the single END_TRANSACTION.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from rocketq.broker.transaction.half_message import (
     restore_real_message,
     to_half_message,
 )
-from rocketq.broker.transaction.half_read import HalfColumns, host_of, read_halves
+from rocketq.broker.transaction.half_read import HalfColumns, read_halves
 from rocketq.broker.transaction.op_log import iter_queue_reads
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.message import (
@@ -46,10 +48,7 @@ from rocketq.client.remoting.message import (
     SysFlag,
     stored_record_size,
 )
-from rocketq.client.remoting.properties import (
-    MessageConst,
-    property_spans,
-)
+from rocketq.client.remoting.properties import MessageConst, find_property
 
 __all__ = [
     "RangedEndResult",
@@ -129,10 +128,10 @@ def half_properties(properties: Sequence[bytes], topic: str, queue_id: int) -> l
         return None
     if any(key in joined for key in _NOT_IN_PREPARED):
         return None
-    spans = property_spans(properties[0], (MessageConst.PRODUCER_GROUP,))
-    if not spans:
+    group_value = find_property(properties[0], MessageConst.PRODUCER_GROUP)
+    if group_value is None:
         return None
-    group = f"\x02{MessageConst.PRODUCER_GROUP}\x01{spans[MessageConst.PRODUCER_GROUP][2]}\x02".encode()
+    group = f"\x02{MessageConst.PRODUCER_GROUP}\x01{group_value}\x02".encode()
     if joined.count(group) != n or joined.count(group[: group.index(b"\x01") + 1]) != n:
         return None
     suffix = f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
@@ -234,15 +233,17 @@ def _runs(cols: HalfColumns, idx: list[int], props: list[bytes], topic: str,
           max_batch_bytes: int) -> Iterator[tuple[int, int]]:
     """``[lo, hi)`` runs of ``idx`` with one born and store host, each at most ``max_batch_bytes``."""
     born, store = _column(cols.born_hosts, idx), _column(cols.store_hosts, idx)
+    bodies = _column(cols.bodies, idx)
     topic_len = len(topic.encode())
-    sizes = [stored_record_size(len(cols.bodies[i]), topic_len, len(p), born_v6=len(b[0]) == 16,
-                                store_v6=len(s[0]) == 16) for i, p, b, s in zip(idx, props, born, store, strict=True)]
-    if born.count(born[0]) == len(born) and store.count(store[0]) == len(store) and sum(sizes) <= max_batch_bytes:
-        yield 0, len(idx)  # the usual case: one producer connection, one append
-        return
+    if born.count(born[0]) == len(born) and store.count(store[0]) == len(store):
+        fixed = stored_record_size(0, topic_len, 0, born_v6=":" in born[0][0], store_v6=":" in store[0][0])
+        if fixed * len(idx) + sum(map(len, bodies)) + sum(map(len, props)) <= max_batch_bytes:
+            yield 0, len(idx)  # the usual case: one producer connection, one append
+            return
     lo, size = 0, 0
-    for k, rec in enumerate(sizes):
-        if k > lo and (born[k] != born[lo] or store[k] != store[lo] or size + rec > max_batch_bytes):
+    for k, (body, p, b, s) in enumerate(zip(bodies, props, born, store, strict=True)):
+        rec = stored_record_size(len(body), topic_len, len(p), born_v6=":" in b[0], store_v6=":" in s[0])
+        if k > lo and (b != born[lo] or s != store[lo] or size + rec > max_batch_bytes):
             yield lo, k
             lo, size = k, 0
         size += rec
@@ -266,8 +267,8 @@ def append_committed(store: Any, cols: HalfColumns, todo: Sequence[int], max_del
         for lo, hi in _runs(cols, idx, props, topic, max_batch_bytes):
             run = idx[lo:hi]
             batch = MessageBatchToStore(
-                topic=topic, queue_id=queue_id, born_host=host_of(cols.born_hosts[run[0]]),
-                store_host=host_of(cols.store_hosts[run[0]]), bodies=_column(cols.bodies, run),
+                topic=topic, queue_id=queue_id, born_host=cols.born_hosts[run[0]],
+                store_host=cols.store_hosts[run[0]], bodies=_column(cols.bodies, run),
                 properties=props[lo:hi], born_timestamps=_column(cols.born_timestamps, run),
                 flags=_column(cols.flags, run),
                 sys_flags=[(f & ~TRANSACTION_TYPE_MASK) | _COMMIT for f in _column(cols.sys_flags, run)],

@@ -66,7 +66,7 @@ from rocketq.broker.transaction.half_message import (
     to_half_message,
     to_parked_message,
 )
-from rocketq.broker.transaction.half_read import HalfColumns, host_of
+from rocketq.broker.transaction.half_read import HalfColumns
 from rocketq.broker.transaction.op_log import (
     OP_QUEUE_ID,
     DoneOffsets,
@@ -315,7 +315,7 @@ class TransactionalMessageService:
         with self._lock:
             todo = self._pending(halves)
             skipped = len(halves) - len(todo)
-            todo, failure = self._end_pending(kind, halves, todo, host_of(halves.store_hosts[0]))
+            todo, failure = self._end_pending(kind, halves, todo, halves.store_hosts[0])
         verb = "committed" if kind == COMMIT_TYPE else "rolled back"
         if failure is not None:
             remark = f"{failure[1]} ({verb} {len(todo)} before the failure, skipped {skipped} already ended)"

@@ -39,7 +39,12 @@ from rocketq.client.remoting.headers import (
 )
 from rocketq.client.remoting.message import SysFlag
 from rocketq.client.remoting.msgid import decode_offset_msg_id
-from rocketq.client.remoting.properties import MessageConst, decode_properties, encode_properties
+from rocketq.client.remoting.properties import (
+    MessageConst,
+    decode_properties,
+    encode_properties,
+    find_property,
+)
 from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.remoting.txn_batch import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES, HALF_COUNT_FIELD
 
@@ -151,7 +156,7 @@ async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: Messag
         raise MQClientError(f"the encoded half batch is malformed: {exc}", code=_MESSAGE_ILLEGAL) from exc
     if not len(cols):
         raise MQClientError("send_encoded_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
-    uniq = [_uniq_key(p) for p in cols.properties]
+    uniq = [find_property(p, MessageConst.UNIQ_KEY) for p in cols.properties]
     if None in uniq:
         raise MQClientError(f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY",
                             code=_MESSAGE_ILLEGAL)
@@ -165,18 +170,6 @@ async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: Messag
         result = await _send_each(producer, addr, mq, msgs, timeout)
     await producer.heartbeat_broker(addr)
     return result
-
-
-def _uniq_key(props: bytes) -> str | None:
-    pos = (b"\x02" + props).find(_UNIQ_NEEDLE)
-    if pos < 0:
-        return None
-    start = pos + len(_UNIQ_NEEDLE) - 1
-    end = props.find(b"\x02", start)
-    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace") or None
-
-
-_UNIQ_NEEDLE = f"\x02{MessageConst.UNIQ_KEY}\x01".encode()
 
 
 async def _send_ranged(producer: AsyncTransactionProducer, api: MQClientAPI, addr: str, mq: MessageQueue,

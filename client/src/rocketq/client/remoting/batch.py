@@ -62,16 +62,12 @@ def _props_bytes(properties: PropertiesLike) -> bytes:
 
 def encode_batch_entry(flag: int, body: bytes, properties: PropertiesLike) -> bytes:
     """Encode one inner message."""
-    props = _props_bytes(properties)
-    try:
-        head = _ENTRY_HEAD.pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body))
-    except struct.error as exc:
-        raise MessageFormatError(f"batch entry field out of range: {exc}") from exc
-    return b"".join((head, body, _PROPLEN.pack(len(props)), props))
+    return encode_batch(((flag, body, properties),))
 
 
 def encode_batch(messages: Iterable[BatchItem]) -> bytes:
-    """Encode a SEND_BATCH_MESSAGE body from ``(flag, body, properties)`` items."""
+    """Encode a SEND_BATCH_MESSAGE body from ``(flag, body, properties)`` items (bodies may be
+    any buffer; properties bytes within the size limit are used as they are)."""
     pieces: list[bytes] = []
     add = pieces.extend
     pack, pack_len = _ENTRY_HEAD.pack, _PROPLEN.pack
@@ -159,15 +155,8 @@ def append_properties(buf: bytes | bytearray | memoryview, suffix: bytes) -> tup
     properties, and the columns of ``buf`` as decoded.  Raises :class:`MessageFormatError` if
     ``buf`` is malformed or an entry's properties would exceed 32767 bytes."""
     cols = decode_batch_columns(buf)
-    pack, pack_len, extra = _ENTRY_HEAD.pack, _PROPLEN.pack, len(suffix)
-    pieces: list[bytes | memoryview] = []
-    add = pieces.extend
-    for flag, body, props in zip(cols.flags, cols.bodies, cols.properties, strict=True):
-        plen = len(props) + extra
-        if plen > MAX_PROPERTIES_SIZE:
-            raise MessageFormatError(f"properties of {plen} bytes with the appended ones, more than {MAX_PROPERTIES_SIZE}")
-        add((pack(ENTRY_OVERHEAD + len(body) + plen, 0, 0, flag, len(body)), body, pack_len(plen), props, suffix))
-    return b"".join(pieces), cols
+    items = zip(cols.flags, cols.bodies, [p + suffix for p in cols.properties], strict=True)
+    return encode_batch(items), cols  # type: ignore[arg-type]  # memoryview bodies: the join copies them
 
 
 def _error(buf: bytes | bytearray | memoryview, pos: int, what: str) -> MessageFormatError:

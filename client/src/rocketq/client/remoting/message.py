@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.msgid import bytes_to_ip, encode_offset_msg_id, ip_to_bytes
@@ -451,35 +451,6 @@ def decode_stored_message(
         total_size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
         (bytes_to_ip(born_ip), born_port), store_ts, (bytes_to_ip(store_ip), store_port), reconsume,
         prepared, body, topic, decode_properties(buf[props_pos : props_pos + props_len]),
-    )  # fmt: skip
-
-
-class RawRecord(NamedTuple):
-    """A record split into its fields without decoding hosts or properties (bulk broker paths)."""
-
-    total_size: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: tuple[bytes, int]   # (IP bytes, port)
-    store_host: tuple[bytes, int]
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body: bytes                    # as stored (compressed bodies stay compressed)
-    topic: str
-    properties: bytes              # the encoded ``k\x01v\x02`` bytes
-
-
-def split_stored_message(buf: bytes | bytearray | memoryview, pos: int = 0) -> RawRecord:
-    """Validate the record at ``pos`` and copy out its parts (see :class:`RawRecord`)."""
-    fields, body_pos, topic, props_pos, props_len = _parse(buf, pos, False)
-    return RawRecord(
-        fields[0], fields[3], fields[4], fields[5], fields[6], fields[7], fields[8], (fields[9], fields[10]),
-        (fields[12], fields[13]), fields[14], fields[15], bytes(buf[body_pos : body_pos + fields[16]]), topic,
-        bytes(buf[props_pos : props_pos + props_len]),
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ round-trip, so the encoder rejects them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 from rocketq.client.errors import MessageFormatError
@@ -139,39 +139,20 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
     return result
 
 
-_needles: dict[str, bytes] = {}
-
-
-def property_spans(data: bytes, keys: Iterable[str]) -> dict[str, tuple[int, int, str]] | None:
-    """Find ``keys`` in encoded properties without decoding them all: key -> (start, end, value).
-
-    ``data[start:end]`` is the key's whole ``k\x01v\x02`` segment.  Absent keys are left out.
-    Returns None whenever this byte-level reading might disagree with :func:`decode_properties`
-    (data not ending in ``\x02``, a key present twice, an empty or non-UTF-8 value): the caller
-    then decodes the properties in full.
-    """
-    if not data.endswith(b"\x02"):
-        return None if data else {}
+def find_property(data: bytes, key: str) -> str | None:
+    """The value of ``key`` in encoded properties, as :func:`decode_properties` would give it
+    (the last non-empty occurrence wins), without decoding the others; None if absent."""
     padded = b"\x02" + data
-    out: dict[str, tuple[int, int, str]] = {}
-    for key in keys:
-        needle = _needles.get(key)
-        if needle is None:
-            needle = _needles[key] = b"\x02" + key.encode() + b"\x01"
-        i = padded.find(needle)
-        if i < 0:
-            continue
-        if padded.find(needle, i + 1) >= 0:
-            return None
+    needle = f"\x02{key}\x01".encode()
+    end = len(padded)
+    while (i := padded.rfind(needle, 0, end)) >= 0:
         start = i + len(needle)
-        end = padded.index(b"\x02", start)
-        if end == start:
-            return None
-        try:
-            out[key] = (i, end, padded[start:end].decode())
-        except UnicodeDecodeError:
-            return None
-    return out
+        stop = padded.find(b"\x02", start)
+        value = padded[start : stop if stop >= 0 else len(padded)]
+        if value:
+            return str(value, "utf-8", "replace")
+        end = i
+    return None
 
 
 def split_keys(keys: str | None) -> list[str]:
