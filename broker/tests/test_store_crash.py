@@ -126,10 +126,8 @@ def verify(root: Path, acked: list[tuple[int, int, int, int, int, int]]) -> None
 def test_sigkill_during_sync_flush_appends(tmp_path: Path) -> None:
     rng = random.Random(20241122)
     acked: list[tuple[int, int, int, int, int, int]] = []
-    total_start = time.monotonic()
     for rnd in range(ROUNDS):
         acks = run_child(tmp_path, rnd, rng.uniform(0.02, 0.35))
         acked += acks
         verify(tmp_path, acked)
     assert len(acked) > ROUNDS  # the children did make progress
-    assert time.monotonic() - total_start < 120

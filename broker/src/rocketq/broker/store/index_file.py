@@ -16,6 +16,13 @@ Index key = ``topic + "#" + key``, hash = ``abs(Java hashCode)``, slot = hash % 
 slot form a linked list, newest first.  Files are named by their creation time
 (``yyyyMMddHHmmssSSS``); a full file is closed and a new one started.  Theory of operation: only
 the reput thread writes (entry, then slot, then header), readers walk the lists lock-free.
+
+A crash can land between the slot and the header writes: a slot then points at an entry the
+header's ``index_count`` does not cover, and the recovery replay would write the same entry number
+again, linking it to itself and cutting the older entries of that slot off.  Loading therefore
+repairs such slots: the stale entry was written before its slot, so its ``prev_index`` leads back
+to the old head, which is followed until it is a counted entry (RocketMQ avoids the state by
+deleting every index file newer than the checkpoint after a crash; this keeps them).
 """
 
 from __future__ import annotations
@@ -108,9 +115,28 @@ class IndexFile:
         self.end_phy_offset: int = values[3]
         self.hash_slot_count: int = values[4]
         self.index_count: int = max(values[5], 1)
+        self._entries_pos = HEADER_SIZE + slots * 4
         if not existed:
             self._write_header()
-        self._entries_pos = HEADER_SIZE + slots * 4
+        else:
+            self._repair_slots()
+
+    def _repair_slots(self) -> None:
+        """Point slots that name uncounted entries (a crash before the header write) at counted ones."""
+        buf = self.mf.buffer
+        slot_arr = np.frombuffer(buf, dtype=">i4", count=self.slots, offset=HEADER_SIZE)
+        count = self.index_count
+        stale = np.flatnonzero((slot_arr >= count) | (slot_arr < 0))
+        for slot in stale.tolist():
+            idx = int(slot_arr[slot])
+            for _ in range(self.max_index):  # entries link to lower numbers; bounded against garbage
+                if not count <= idx < self.max_index:
+                    break
+                idx = ENTRY.unpack_from(buf, self._entries_pos + idx * ENTRY_SIZE)[3]
+            SLOT.pack_into(buf, HEADER_SIZE + slot * 4, idx if 0 < idx < count else 0)
+        if len(stale):
+            log.warning("index file %s: %d hash slots named entries beyond the entry count %d (a crash before "
+                        "the header write); repaired them to the last counted entries", self.path, len(stale), count)
 
     def _write_header(self) -> None:
         HEADER.pack_into(self.mf.buffer, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
@@ -131,7 +157,7 @@ class IndexFile:
         buf = self.mf.buffer
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * 4
         (slot_value,) = SLOT.unpack_from(buf, slot_pos)
-        if slot_value <= 0 or slot_value > self.index_count:
+        if slot_value <= 0 or slot_value >= self.index_count:
             slot_value = 0
         if self.index_count <= 1:
             self.begin_phy_offset = phy_offset
@@ -168,7 +194,7 @@ class IndexFile:
         count = self.index_count
         glob = count + np.arange(k, dtype=np.int64)  # the entry number each key gets
         cur = slot_arr[slots].astype(np.int64)
-        cur[(cur <= 0) | (cur > glob)] = 0  # put_key's check against the index count at its turn
+        cur[(cur <= 0) | (cur >= glob)] = 0  # put_key's check against the index count at its turn
         order = np.argsort(slots, kind="stable")
         ss = slots[order]
         same = np.zeros(k, dtype=bool)
