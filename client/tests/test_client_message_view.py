@@ -105,7 +105,7 @@ def test_bad_records_raise_at_scan_with_the_position() -> None:
         scan_messages(bytes(broken))
 
 
-def test_pull_result_filters_tags_and_process_queue_uses_stored_sizes() -> None:
+def test_pull_result_filters_tags_and_process_queue_counts_body_sizes() -> None:
     buf = b"".join(_record(i, tags="A" if i % 2 else "B", body=b"x" * (i + 1)) for i in range(6))
     result = PullResult(PullStatus.FOUND, 106, 0, 106, body=buf, tags_filter=frozenset({"A"}))
     msgs = result.messages

@@ -20,6 +20,7 @@ import pytest
 
 from rocketq.client.api import BlockingMQClientAPI, MQClientAPI, PullSysFlag
 from rocketq.client.errors import (
+    MessageFormatError,
     MQBrokerError,
     MQClientError,
     NoRouteError,
@@ -568,6 +569,43 @@ def test_lite_pull_assign_poll_seek_commit() -> None:
                 assert (await consumer.pull(mqs[2], 0, 2)).messages[1].queue_offset == 1
                 with pytest.raises(MQClientError):
                     await consumer.seek(mqs[1], 99)
+            finally:
+                await consumer.shutdown()
+
+    run(scenario())
+
+
+def test_lite_pull_corrupt_pull_raises_and_rewinds_filtered_pull_is_consumed() -> None:
+    """A pull that does not decode raises from poll with the position and its queue goes back
+    there (nothing skipped); a pull the tag filter empties still moves the consumed offset."""
+    from rocketq.client.config import ConsumeFromWhere
+    from rocketq.client.consumer import AsyncLitePullConsumer
+
+    async def scenario() -> None:
+        async with cluster(1) as (a,):
+            a._store("T", 0, b"good", "TAGS\x01A\x02", 0, 0)
+            good = a.store[("T", 0)][0]
+            a.store[("T", 0)].append(good[:4] + b"\x00\x00\x00\x01" + good[8:])  # bad magic at offset 1
+            for i in range(3):
+                a._store("T", 1, f"b{i}".encode(), "TAGS\x01B\x02", 0, 0)
+            consumer = AsyncLitePullConsumer(
+                a.addr, consumer_group="cg", auto_commit=False, pull_batch_size=1,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            )
+            consumer.subscribe("T", "A")
+            await consumer.start()
+            try:
+                mq0 = next(mq for mq in consumer.assignment() if mq.queue_id == 0)
+                mq1 = next(mq for mq in consumer.assignment() if mq.queue_id == 1)
+                assert [m.body for m in await consumer.poll(2000)] == [b"good"]
+                for _ in range(2):  # the bad pull is met again after the rewind
+                    with pytest.raises(MessageFormatError, match="magic"):
+                        while True:
+                            await consumer.poll(2000)
+                    await consumer.commit()
+                    assert a.offsets[("cg", "T", 0)] == 1  # never past the record that does not decode
+                assert a.offsets[("cg", "T", 1)] == 3  # only tag B there: filtered, and consumed
+                assert mq0 in consumer.assignment() and mq1 in consumer.assignment()
             finally:
                 await consumer.shutdown()
 

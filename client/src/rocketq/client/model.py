@@ -235,6 +235,7 @@ _IPV4_HEADER_SIZE: Final = record_header_size(0)
 assert _SCAN.size == _IPV4_HEADER_SIZE == 88 and QUEUEOFFSET_POS == 20 and SYSFLAG_POS == 36
 _INT32: Final = struct.Struct(">i")
 _INT16: Final = struct.Struct(">h")
+_UINT32: Final = struct.Struct(">I")
 _UINT16: Final = struct.Struct(">H")
 #: TOTALSIZE .. BODYLENGTH of an all-IPv4 record, then a 1-byte topic length and PROPERTIESLENGTH.
 _MIN_RECORD_SIZE: Final = record_header_size(0) + 1 + 2
@@ -268,21 +269,19 @@ class LazyMessageExt(StoredMessage):
     """A received message decoded on demand: a :class:`StoredMessage` (same fields, same
     properties, ``isinstance`` holds) whose fields are read from the pulled bytes on first access.
 
-    ``queue_offset`` is read when the view is made; ``body`` (decompressed), ``topic`` and
-    ``properties`` are located and decoded on first access and cached; any other header field
-    triggers one full decode of the record.  ``dataclasses.replace``, ``copy`` and ``pickle`` give
-    a plain (eager) StoredMessage.  Built by :func:`scan_messages`, not by hand.
+    ``queue_offset`` and ``body`` (decompressed) are set when the view is made; ``topic`` and
+    ``properties`` are located and decoded on first access and cached; ``total_size``, ``magic``
+    and ``body_size`` are read from the record when asked; any other header field triggers one
+    full decode of the record.  ``dataclasses.replace``, ``copy`` and ``pickle`` give a plain
+    (eager) StoredMessage.  Built by :func:`scan_messages`, not by hand.
     """
 
-    # One GC-tracked object per message (no per-message cache container until a field other
-    # than the body is read): the collector's work grows with the containers a pull creates.
-    __slots__ = ("_body", "_more", "_pos", "_src", "body_size")
+    # One GC-tracked object per message and four slot stores (no per-message cache container
+    # until a field other than the body is read): a pull makes up to ~1000 of these.
+    __slots__ = ("_more", "_pos", "_src")
     _src: _RecordSource
     _pos: int
-    _body: bytes | None
-    _more: list[Any] | None
-    body_size: int
-    """Size of the stored (possibly compressed) body, known without copying it."""
+    _more: list[Any]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> StoredMessage:  # type: ignore[misc]
         # The dataclass constructor path (dataclasses.replace) builds an eager StoredMessage.
@@ -291,14 +290,32 @@ class LazyMessageExt(StoredMessage):
     def __reduce__(self) -> tuple[Any, ...]:
         return (StoredMessage, tuple(getattr(self, f.name) for f in dataclasses.fields(StoredMessage)))
 
-    # -- the three hot fields, located without a full decode --------------------------------
+    # -- fixed header fields read from the record --------------------------------------------
+
+    @property  # type: ignore[override]
+    def total_size(self) -> int:
+        return int(_INT32.unpack_from(self._src.buf, self._pos)[0])
+
+    @property  # type: ignore[override]
+    def magic(self) -> int:
+        return int(_UINT32.unpack_from(self._src.buf, self._pos + 4)[0])
+
+    @property
+    def body_size(self) -> int:
+        """Size of the stored (possibly compressed) body, known without copying it."""
+        buf, pos = self._src.buf, self._pos
+        (sys_flag,) = _INT32.unpack_from(buf, pos + SYSFLAG_POS)
+        return int(_INT32.unpack_from(buf, pos + record_header_size(sys_flag) - 4)[0])
+
+    # -- topic and properties, located without a full decode ----------------------------------
 
     def _caches(self) -> list[Any]:
-        more = self._more
-        if more is None:
-            more = [None, None, None, None]
+        try:
+            return self._more
+        except AttributeError:
+            more: list[Any] = [None, None, None, None]
             _set_slot(self, "_more", more)
-        return more
+            return more
 
     def _layout(self) -> tuple[int, int, int, int, int, int]:
         """(body pos, body len, topic pos, topic len, properties pos, properties len), validated."""
@@ -308,15 +325,16 @@ class LazyMessageExt(StoredMessage):
             return layout
         buf = self._src.buf
         pos = self._pos
-        end = pos + self.total_size
+        total_size = self.total_size
+        end = pos + total_size
         (sys_flag,) = _INT32.unpack_from(buf, pos + SYSFLAG_POS)
         body_pos = pos + record_header_size(sys_flag)
         if body_pos + 3 > end:
-            raise _format_error(buf, pos, f"total size {self.total_size} too small for sys flag {sys_flag:#x}")
+            raise _format_error(buf, pos, f"total size {total_size} too small for sys flag {sys_flag:#x}")
         (body_len,) = _INT32.unpack_from(buf, body_pos - 4)
         p = body_pos + body_len
         if body_len < 0 or p + 3 > end:
-            raise _format_error(buf, pos, f"body length {body_len} overruns the record of {self.total_size} bytes")
+            raise _format_error(buf, pos, f"body length {body_len} overruns the record of {total_size} bytes")
         if self.magic == MAGIC_V1:
             topic_len, p = buf[p], p + 1
         else:
@@ -327,24 +345,10 @@ class LazyMessageExt(StoredMessage):
         (props_len,) = _INT16.unpack_from(buf, props_pos - 2)
         if props_len < 0 or props_pos + props_len != end:
             raise _format_error(
-                buf, pos, f"properties length {props_len} does not end the record of {self.total_size} bytes"
+                buf, pos, f"properties length {props_len} does not end the record of {total_size} bytes"
             )
         layout = c[_LAYOUT] = (body_pos, body_len, p, topic_len, props_pos, props_len)
         return layout
-
-    @property  # type: ignore[override]
-    def body(self) -> bytes:
-        body = self._body
-        if body is None:
-            buf = self._src.buf
-            pos = self._pos
-            (sys_flag,) = _INT32.unpack_from(buf, pos + SYSFLAG_POS)
-            body_pos = pos + (record_header_size(sys_flag) if sys_flag & _HOST_V6_FLAGS else _IPV4_HEADER_SIZE)
-            body = buf[body_pos : body_pos + self.body_size]  # bounds checked by the scan
-            if sys_flag & COMPRESSED_FLAG:
-                body = decompress_body(body, sys_flag)
-            _set_slot(self, "_body", body)
-        return body
 
     @property  # type: ignore[override]
     def topic(self) -> str:
@@ -430,7 +434,9 @@ def _scan(buf: bytes, min_offset: int | None, max_offset: int | None) -> list[St
     out: list[StoredMessage] = []
     append = out.append
     unpack = _SCAN.unpack_from
-    new, set_slot, cls = _new_object, _set_slot, LazyMessageExt
+    new, cls = _new_object, LazyMessageExt
+    set_src, set_pos = _SET_SRC, _SET_POS
+    set_queue_offset, set_body = _SET_QUEUE_OFFSET, _SET_BODY
     n = len(buf)
     pos = 0
     while pos < n:
@@ -451,15 +457,24 @@ def _scan(buf: bytes, min_offset: int | None, max_offset: int | None) -> list[St
         ):
             decode_stored_message(buf, pos)  # raises the precise error
             raise _format_error(buf, pos, "bad record header")  # pragma: no cover
+        body = buf[pos + header_size : pos + header_size + body_len]
+        if sys_flag & COMPRESSED_FLAG:
+            try:
+                body = decompress_body(body, sys_flag)
+            except MessageFormatError as exc:
+                raise _format_error(buf, pos, f"compressed body does not decompress ({exc})") from None
         msg = new(cls)
-        set_slot(msg, "_src", src)
-        set_slot(msg, "_pos", pos)
-        set_slot(msg, "_body", None)
-        set_slot(msg, "_more", None)
-        set_slot(msg, "total_size", size)
-        set_slot(msg, "magic", magic)
-        set_slot(msg, "queue_offset", queue_offset)
-        set_slot(msg, "body_size", body_len)
+        set_src(msg, src)
+        set_pos(msg, pos)
+        set_queue_offset(msg, queue_offset)
+        set_body(msg, body)
         append(msg)
         pos += size
     return out
+
+
+# The slot descriptors the scan stores through (a quarter cheaper than object.__setattr__ by name).
+_SET_SRC: Final[Any] = vars(LazyMessageExt)["_src"].__set__
+_SET_POS: Final[Any] = vars(LazyMessageExt)["_pos"].__set__
+_SET_QUEUE_OFFSET: Final[Any] = vars(StoredMessage)["queue_offset"].__set__
+_SET_BODY: Final[Any] = vars(StoredMessage)["body"].__set__

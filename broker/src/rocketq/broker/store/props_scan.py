@@ -46,6 +46,17 @@ def pow31(n: int) -> npt.NDArray[np.uint32]:
     return _pow31_table
 
 
+_pow31_u64_table = np.ones(1, dtype=np.uint64)
+
+
+def _pow31_u64(n: int) -> npt.NDArray[np.uint64]:
+    """:func:`pow31` as uint64 (kept, not converted per call)."""
+    global _pow31_u64_table
+    if len(_pow31_u64_table) < n:
+        _pow31_u64_table = pow31(n).astype(np.uint64)
+    return _pow31_u64_table
+
+
 def _general_hashes(a: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt.NDArray[np.uint32]:
     """Java hash (mod 2**32) of byte ranges of any length: per-byte gather, powers, segmented sum."""
     total = int(lens.sum())
@@ -73,22 +84,22 @@ def _padded_hashes(padded: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt
     """:func:`segment_hashes` of ``a = padded[_PAD:]`` (``padded`` starts with ``_PAD`` zero bytes).
 
     Ranges are grouped by length (keys and tags come in few lengths).  A group of length L is one
-    row gather from a strided window view (L bytes per row), hashed with Horner's rule column by
-    column in wrapping uint32 arithmetic: L vector operations, no per-byte index arrays.  Many
-    distinct or long lengths take the per-byte path.
+    row gather from a strided window view (L bytes per row) times the column of ``31**(L-1-j) mod
+    2**32``: one integer matrix product per group, no per-byte index arrays.  The products are
+    summed in uint64 without overflow (L * 255 * 2**32 < 2**64 for L <= _MAX_HORNER) and reduced
+    mod 2**32 once, which equals Java's wrapping ``int`` arithmetic.  Many distinct or long
+    lengths take the per-byte path.
     """
-    lengths = np.unique(lens)
-    if len(lengths) > _MAX_GROUPS or int(lengths[-1]) > _MAX_HORNER:
+    lo, hi = int(lens.min()), int(lens.max())
+    lengths = [lo] if lo == hi else np.unique(lens).tolist()  # one length: the usual case, no sort
+    if len(lengths) > _MAX_GROUPS or hi > _MAX_HORNER:
         return _general_hashes(padded[_PAD:], starts, lens)
     out = np.empty(len(starts), dtype=np.uint32)
-    for length in lengths.tolist():
+    powers = _pow31_u64(hi)
+    for length in lengths:
         sel = np.flatnonzero(lens == length) if len(lengths) > 1 else slice(None)
         windows = as_strided(padded, shape=(len(padded) - length + 1, length), strides=(1, 1))[starts[sel] + _PAD]
-        h = windows[:, 0].astype(np.uint32)
-        for j in range(1, length):
-            h *= np.uint32(31)
-            h += windows[:, j]
-        out[sel] = h
+        out[sel] = (windows.astype(np.uint64) @ powers[length - 1::-1]) & np.uint64(0xFFFFFFFF)
     return out
 
 

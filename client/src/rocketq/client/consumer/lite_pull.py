@@ -2,9 +2,16 @@
 
 Theory of operation.  Queues come either from :meth:`assign` (an explicit set, no rebalance) or
 from :meth:`subscribe` (the group's rebalance hands queues in and out).  Each owned queue has a
-background pull task that long-polls the broker and appends what it finds to the queue's
-ProcessQueue and to one shared buffer of batches; :meth:`poll` takes batches from that buffer.
-A queue's *consumed* offset advances when its messages are polled; :meth:`commit` copies consumed
+background pull task that long-polls the broker and appends each pull's result, undecoded, to
+one shared buffer; :meth:`poll` takes the next result and makes its messages (lazy views, see
+:func:`rocketq.client.model.scan_messages`).  Views are made at poll time so that they die young:
+views made by the pull task waited in the buffer long enough to reach the collector's oldest
+generation, and the full collections that then followed cost a quarter of the throughput.  A
+queue's pulls enter and leave the buffer in order, so bookkeeping is per pull, not per message: a
+queue counts the offsets it has buffered (flow control), and polling a pull moves its *consumed*
+offset to the pull's next offset (past messages the tag filter dropped too).  A pull whose records
+do not decode raises :class:`~rocketq.client.errors.MessageFormatError` (with the position) from
+:meth:`poll`, and its queue goes back to that pull's offset: nothing is skipped silently.  :meth:`commit` copies consumed
 offsets to the offset store and persists them (auto-commit does that every
 ``auto_commit_interval_ms`` from inside ``poll``, as the Java client does).
 
@@ -12,8 +19,10 @@ offsets to the offset store and persists them (auto-commit does that every
 old position are discarded, empties its ProcessQueue, and the pull task restarts from the new
 offset.  :meth:`pull` is a one-shot, buffer-free pull of a given queue and offset (what a Spark
 partition reader of a fixed offset range needs).  Flow control pauses a queue's pull task while
-its ProcessQueue holds ``pull_threshold_for_queue`` messages or the whole buffer holds
-``pull_threshold_for_all``.
+it has ``pull_threshold_for_queue`` offsets buffered or the whole buffer holds
+``pull_threshold_for_all``; :meth:`poll` wakes paused tasks as soon as it takes a pull out (the
+Java client re-checks after a fixed 50 ms, which caps small pulls at a few thousand messages per
+second per queue; here 50 ms is only the upper bound).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from rocketq.client.consumer.base import ConsumerBase
 from rocketq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.consumer.subscription import SubscriptionData, build_subscription
-from rocketq.client.errors import MQClientError, RocketQError
+from rocketq.client.errors import MessageFormatError, MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullResult, PullStatus
 from rocketq.client.remoting.route import MessageQueue
@@ -45,6 +54,11 @@ _FLOW_CONTROL_DELAY_S = 0.05
 _PAUSED_DELAY_S = 0.2
 
 
+def _covered(offset: int, result: PullResult) -> int:
+    """The queue offsets a FOUND pull from ``offset`` spans (what flow control counts)."""
+    return max(result.next_begin_offset - offset, 1)
+
+
 @dataclass(eq=False)
 class _QueueState:
     mq: MessageQueue
@@ -52,6 +66,7 @@ class _QueueState:
     pull_offset: int  # next offset to pull
     consumed_offset: int  # next offset to hand to poll() callers (committable)
     generation: int = 0
+    buffered: int = 0  # offsets of this queue's pulls in the buffer, not yet polled
     paused: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -73,8 +88,10 @@ class AsyncLitePullConsumer(ConsumerBase):
         """``settings`` are ConsumerConfig fields (``consumer_group="cg"``...)."""
         super().__init__(namesrv_addr, config, instance=instance, allocate=allocate, **settings)
         self._states: dict[MessageQueue, _QueueState] = {}
-        self._buffer: asyncio.Queue[tuple[_QueueState, int, list[MessageExt]]] = asyncio.Queue()
+        # (queue, its generation, the offset pulled from, that FOUND pull)
+        self._buffer: asyncio.Queue[tuple[_QueueState, int, int, PullResult]] = asyncio.Queue()
         self._buffered = 0
+        self._room = asyncio.Event()  # set by poll when it takes a pull out of the buffer
         self._assigned_mode: bool | None = None
         self._last_auto_commit = time.monotonic()
         self._pending_assign: set[MessageQueue] | None = None
@@ -190,8 +207,11 @@ class AsyncLitePullConsumer(ConsumerBase):
             if state.paused:
                 await asyncio.sleep(_PAUSED_DELAY_S)
                 continue
-            if state.pq.msg_count > c.pull_threshold_for_queue or self._buffered > c.pull_threshold_for_all:
-                await asyncio.sleep(_FLOW_CONTROL_DELAY_S)
+            if state.buffered > c.pull_threshold_for_queue or self._buffered > c.pull_threshold_for_all:
+                self._room.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_FLOW_CONTROL_DELAY_S):
+                        await self._room.wait()
                 continue
             sub = self._subscriptions.get(state.mq.topic) or build_subscription(state.mq.topic, "*")
             generation, offset = state.generation, state.pull_offset
@@ -205,17 +225,16 @@ class AsyncLitePullConsumer(ConsumerBase):
                 continue
             if generation != state.generation:
                 continue  # a seek happened meanwhile: drop this result
-            self._on_pull_result(state, generation, result)
+            self._on_pull_result(state, generation, offset, result)
             if c.pull_interval_ms:
                 await asyncio.sleep(c.pull_interval_ms / 1000)
 
-    def _on_pull_result(self, state: _QueueState, generation: int, result: PullResult) -> None:
+    def _on_pull_result(self, state: _QueueState, generation: int, offset: int, result: PullResult) -> None:
         if result.status is PullStatus.FOUND:
-            msgs = result.messages
-            if msgs:
-                state.pq.put_messages(msgs)
-                self._buffered += len(msgs)
-                self._buffer.put_nowait((state, generation, msgs))
+            covered = _covered(offset, result)
+            state.buffered += covered
+            self._buffered += covered
+            self._buffer.put_nowait((state, generation, offset, result))
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning(
                 "offset %d of %s is illegal; moving to %d",
@@ -223,7 +242,7 @@ class AsyncLitePullConsumer(ConsumerBase):
                 state.mq,
                 result.next_begin_offset,
             )
-            if state.pq.msg_count == 0:
+            if state.buffered == 0:
                 state.consumed_offset = result.next_begin_offset
         state.pull_offset = result.next_begin_offset
 
@@ -240,18 +259,26 @@ class AsyncLitePullConsumer(ConsumerBase):
             remaining = deadline - time.monotonic()
             try:
                 if remaining <= 0:
-                    state, generation, msgs = self._buffer.get_nowait()
+                    state, generation, offset, result = self._buffer.get_nowait()
                 else:
-                    state, generation, msgs = await asyncio.wait_for(self._buffer.get(), remaining)
+                    state, generation, offset, result = await asyncio.wait_for(self._buffer.get(), remaining)
             except (asyncio.QueueEmpty, TimeoutError):
                 return []
-            self._buffered -= len(msgs)
+            covered = _covered(offset, result)
+            self._buffered -= covered
+            state.buffered -= covered
+            self._room.set()
             if generation != state.generation or state.pq.dropped or self._states.get(state.mq) is not state:
                 continue
-            offset = state.pq.remove_messages(msgs)
-            if offset >= 0:
-                state.consumed_offset = offset
-            return msgs
+            try:
+                msgs = result.messages
+            except MessageFormatError:
+                log.error("the pull of %s at offset %d does not decode; the queue goes back there", state.mq, offset)
+                await self._reposition(state, offset)
+                raise
+            state.consumed_offset = result.next_begin_offset
+            if msgs:  # else the tag filter dropped the whole pull: consumed all the same
+                return msgs
 
     def _maybe_auto_commit(self) -> None:
         if (

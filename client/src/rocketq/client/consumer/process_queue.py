@@ -9,8 +9,8 @@ them back (:meth:`make_messages_to_consume_again`).  The queue also carries the 
 numbers (count, bytes, offset span), the drop flag set when rebalance takes the queue away, and
 the broker lock state used by orderly consumption (valid 30 s after the last LOCK_BATCH_MQ).
 Adding and removing are bulk-friendly: a pull's messages usually extend the sorted offsets at the
-end and a consumed batch is usually their prefix, so both are list appends and one slice delete;
-sizes come from the record (``LazyMessageExt.body_size``) without decoding the bodies.
+end and a consumed batch is usually their prefix, so both are list appends and one slice delete.
+Sizes are body lengths (decompressed, as the Java client counts them).
 """
 
 from __future__ import annotations
@@ -19,20 +19,12 @@ import bisect
 import time
 from collections.abc import Iterable
 
-from rocketq.client.model import LazyMessageExt, MessageExt
+from rocketq.client.model import MessageExt
 
 __all__ = ["REBALANCE_LOCK_MAX_LIVE_TIME_MS", "ProcessQueue"]
 
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000
 PULL_MAX_IDLE_TIME_MS = 120_000
-
-
-def _body_size(msg: MessageExt) -> int:
-    """The body size for flow control, without decoding a lazy message's body."""
-    return msg.body_size if type(msg) is _LAZY else len(msg.body)
-
-
-_LAZY = LazyMessageExt
 
 
 def _now_ms() -> int:
@@ -76,7 +68,7 @@ class ProcessQueue:
                 last = off
             else:
                 bisect.insort(offsets, off)
-            added += _body_size(msg)
+            added += len(msg.body)
         self.msg_size += added
         if last > self.queue_offset_max:
             self.queue_offset_max = last
@@ -104,7 +96,7 @@ class ProcessQueue:
             gone = table.pop(msg.queue_offset, None)
             if gone is not None:
                 removed.append(msg.queue_offset)
-                size += _body_size(gone)
+                size += len(gone.body)
         self.msg_size -= size
         offsets = self._offsets
         k = len(removed)
@@ -147,7 +139,7 @@ class ProcessQueue:
             return -1
         offset = max(self._consuming) + 1
         for msg in self._consuming.values():
-            self.msg_size -= _body_size(msg)
+            self.msg_size -= len(msg.body)
         self._consuming.clear()
         return offset
 
