@@ -6,8 +6,9 @@ processor awaits the returned future and re-reads the store once it resolves.
 
 Theory of operation:
 
-* Arrivals come from the store's reput thread (``MessageStore.add_arrival_listener``), one call per
-  queue and dispatch round.  :meth:`PullRequestHoldService.arrival_listener` runs on that thread; it only
+* Arrivals come from the store's dispatch rounds (``MessageStore.add_arrival_listener``), one call
+  per queue and round, on the reput thread or on the event loop (after a small inline append).
+  :meth:`PullRequestHoldService.arrival_listener` runs on that thread; it only
   records ``max_offset`` for the queue when a pull is parked there, and schedules at most one hop
   to the event loop (``call_soon_threadsafe``) per batch of arrivals, so a busy queue does not flood
   the loop with wake-ups.

@@ -8,7 +8,10 @@ arrival listeners ``(topic, queue_id, new max offset)``.  A blank record moves t
 A record that does not decode in the middle of written data is a bug or corruption: it is logged
 with its position and dispatch stops there rather than skipping data.  The same code runs
 synchronously during recovery to rebuild derived data; ConsumeQueue and index writes are
-idempotent, so replaying already-dispatched records is harmless.
+idempotent, so replaying already-dispatched records is harmless.  Rounds run under
+:attr:`Dispatcher.lock`: usually on the reput thread, but the broker's event loop runs a round
+itself after a small inline append (:meth:`Dispatcher.try_dispatch`), which saves the two thread
+switches and GIL hand-offs that waking the thread costs for every single send.
 """
 
 from __future__ import annotations
@@ -60,6 +63,18 @@ class Dispatcher:
         self.listeners: list[ArrivalListener] = []
         self.last_dispatched_timestamp = 0
         self.error: str | None = None
+        self.lock = threading.Lock()  # one round at a time, whichever thread runs it
+
+    def try_dispatch(self, max_behind_bytes: int) -> bool:
+        """Run one round here if no other thread is in one and at most ``max_behind_bytes`` wait;
+        True if that caught up with the CommitLog."""
+        if self.behind > max_behind_bytes or not self.lock.acquire(blocking=False):
+            return False
+        try:
+            self.do_reput()
+        finally:
+            self.lock.release()
+        return self.behind <= 0
 
     @property
     def behind(self) -> int:
@@ -190,7 +205,8 @@ class Dispatcher:
         total = 0
         while True:
             before = self.reput_from_offset
-            total += self.do_reput()
+            with self.lock:
+                total += self.do_reput()
             if self.reput_from_offset == before:
                 return total
 
@@ -215,7 +231,9 @@ class ReputService:
         d = self.dispatcher
         while not self._stop.is_set():
             try:
-                if d.do_reput() == 0 and d.reput_from_offset >= d.commit_log.max_offset:
+                with d.lock:
+                    n = d.do_reput()
+                if n == 0 and d.reput_from_offset >= d.commit_log.max_offset:
                     self._wake.wait(self.idle_wait_s)
                     self._wake.clear()
                 elif d.error is not None:

@@ -17,6 +17,13 @@ slot form a linked list, newest first.  Files are named by their creation time
 (``yyyyMMddHHmmssSSS``); a full file is closed and a new one started.  Theory of operation: only
 the reput thread writes (entry, then slot, then header), readers walk the lists lock-free.
 
+Writes go through ``pwrite`` (readers use the mapping, which sees the same page cache), except
+the slots of a bulk insert, scattered over the slot table, which numpy stores into the mapping.
+A store into a mapped page that the last flush made clean takes a write fault; on ext4 the fault
+updates the file time, which can wait for a running journal commit, and a Python thread waits
+there holding the GIL, so every request of the broker waits too.  ``pwrite`` waits with the GIL
+released.
+
 A crash can land between the slot and the header writes: a slot then points at an entry the
 header's ``index_count`` does not cover, and the recovery replay would write the same entry number
 again, linking it to itself and cutting the older entries of that slot off.  Loading therefore
@@ -139,8 +146,8 @@ class IndexFile:
                         "the header write); repaired them to the last counted entries", self.path, len(stale), count)
 
     def _write_header(self) -> None:
-        HEADER.pack_into(self.mf.buffer, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                         self.end_phy_offset, self.hash_slot_count, self.index_count)
+        self.mf.pwrite(0, HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                                      self.end_phy_offset, self.hash_slot_count, self.index_count))
 
     @property
     def is_full(self) -> bool:
@@ -164,9 +171,9 @@ class IndexFile:
             self.begin_timestamp = store_timestamp
         time_diff = 0 if self.begin_timestamp <= 0 else (store_timestamp - self.begin_timestamp) // 1000
         time_diff = min(max(time_diff, 0), _INT32_MAX)
-        ENTRY.pack_into(buf, self._entries_pos + self.index_count * ENTRY_SIZE, key_hash, phy_offset,
-                        time_diff, slot_value)
-        SLOT.pack_into(buf, slot_pos, self.index_count)
+        self.mf.pwrite(self._entries_pos + self.index_count * ENTRY_SIZE,
+                       ENTRY.pack(key_hash, phy_offset, time_diff, slot_value))
+        self.mf.pwrite(slot_pos, SLOT.pack(self.index_count))
         if slot_value == 0:
             self.hash_slot_count += 1
         self.index_count += 1
@@ -209,11 +216,12 @@ class IndexFile:
             diff: int | npt.NDArray[np.int64] = 0
         else:
             diff = np.clip((ts - self.begin_timestamp) // 1000, 0, _INT32_MAX)
-        entries = np.frombuffer(buf, dtype=ENTRY_DTYPE, count=k, offset=self._entries_pos + count * ENTRY_SIZE)
+        entries = np.empty(k, dtype=ENTRY_DTYPE)
         entries["key_hash"] = h
         entries["phy_offset"] = p
         entries["time_diff"] = diff
         entries["prev_index"] = prev
+        self.mf.pwrite(self._entries_pos + count * ENTRY_SIZE, entries.data)
         last = np.ones(k, dtype=bool)
         last[:-1] = ss[1:] != ss[:-1]
         slot_arr[ss[last]] = glob_sorted[last]

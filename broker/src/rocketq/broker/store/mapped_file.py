@@ -83,15 +83,14 @@ class MappedFile:
         return self.wrote_position >= self.file_size
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Copy ``data`` at the write position (one memcpy); return the position it was written at."""
+        """Write ``data`` at the write position (:meth:`pwrite`); return the position it was written at."""
         pos = self.wrote_position
-        end = pos + len(data)
-        self._mm[pos:end] = data
-        self.wrote_position = end
+        self.pwrite(pos, data)
+        self.wrote_position = pos + len(data)
         return pos
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        self._mm[pos:pos + len(data)] = data
+        self.pwrite(pos, data)
 
     def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``pos`` through the file descriptor; the caller moves ``wrote_position``.

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MessageBatchToStore", "MessageStore", "MessageToStore", "PutOutcome", "batch_from_messages"]
 
+#: :meth:`MessageStore.dispatch_appended` runs a dispatch round on the caller's thread up to this backlog.
+INLINE_DISPATCH_MAX_BYTES = 64 * 1024
 #: An append's result and the CommitLog offset that must be durable before acknowledging it (0: none).
 PutOutcome = tuple[PutMessageResult, int]
 
@@ -341,8 +343,8 @@ class MessageStore:
         SYNC_FLUSH: the result may be acknowledged once the CommitLog is durable up to that offset
         (:meth:`when_flushed`), or be answered :meth:`flush_timed_out` after
         ``sync_flush_timeout_ms``.  Encoding runs in the caller: keep inline batches small.
-        ``wake=False`` leaves waking the dispatch thread to the caller (:meth:`wake_dispatch`),
-        for an event loop that wants to answer the request before that thread takes the GIL.
+        ``wake=False`` leaves dispatch to the caller (:meth:`dispatch_appended`), for an event
+        loop that answers the request first and then dispatches itself.
         """
         prep = self._prepare(batch)
         if isinstance(prep, PutMessageResult):
@@ -354,9 +356,11 @@ class MessageStore:
             return lambda: self._append(prep)
         return self._append(prep, wake=wake)
 
-    def wake_dispatch(self) -> None:
-        """Let the dispatch thread look for new records now (after ``put_batch_nowait(wake=False)``)."""
-        if self._reput is not None:
+    def dispatch_appended(self) -> None:
+        """Dispatch what was appended (after ``put_batch_nowait(wake=False)``): here, when no other
+        thread is dispatching and little is waiting, else on the dispatch thread, which is woken."""
+        d = self.dispatcher
+        if not d.try_dispatch(INLINE_DISPATCH_MAX_BYTES) and self._reput is not None:
             self._reput.wakeup()
 
     def when_flushed(self, offset: int, callback: Callable[[bool], None]) -> None:
