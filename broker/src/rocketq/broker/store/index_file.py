@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from rocketq.broker.store.errors import StoreIOError
 from rocketq.broker.store.mapped_file import MappedFile
+from rocketq.broker.store.props_scan import pow31
 from rocketq.client.remoting.javahash import index_key_hash
 
 log = logging.getLogger(__name__)
@@ -61,19 +62,6 @@ _INT32_MAX = 0x7FFFFFFF
 _SCALAR_INSERT_MAX = 16
 ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
-_POW31 = np.ones(1, dtype=np.uint32)
-
-
-def _pow31(n: int) -> npt.NDArray[np.uint32]:
-    """31**i mod 2**32 for i < n (grown on demand)."""
-    global _POW31
-    if len(_POW31) < n:
-        table = np.ones(max(n, 2 * len(_POW31)), dtype=np.uint32)
-        with np.errstate(over="ignore"):
-            for i in range(1, len(table)):
-                table[i] = np.uint32(table[i - 1] * np.uint32(31))
-        _POW31 = table
-    return _POW31
 
 
 def bulk_index_key_hash(keys: list[str]) -> npt.NDArray[np.int64]:
@@ -89,7 +77,7 @@ def bulk_index_key_hash(keys: list[str]) -> npt.NDArray[np.int64]:
     ends = np.cumsum(lengths)
     dist = np.repeat(ends, lengths) - 1 - np.arange(len(codes))
     with np.errstate(over="ignore"):
-        prod = (codes * _pow31(int(lengths.max()))[dist]).astype(np.uint64)
+        prod = (codes * pow31(int(lengths.max()))[dist]).astype(np.uint64)
     sums = np.add.reduceat(prod, ends - lengths) & np.uint64(0xFFFFFFFF)
     signed = sums.astype(np.uint32).view(np.int32).astype(np.int64)
     return np.where(signed == -(2**31), 0, np.abs(signed))
