@@ -272,10 +272,12 @@ class AsyncLitePullConsumer(ConsumerBase):
                 continue
             try:
                 msgs = result.messages
-            except MessageFormatError:
-                log.error("the pull of %s at offset %d does not decode; the queue goes back there", state.mq, offset)
+            except MessageFormatError as exc:
+                log.error("the pull of %s from offset %d does not decode; the queue goes back there", state.mq, offset)
                 await self._reposition(state, offset)
-                raise
+                raise MessageFormatError(
+                    f"the pull of {state.mq} from queue offset {offset} does not decode: {exc}; the queue stays "
+                    f"there (seek past the record to skip it)") from exc
             state.consumed_offset = result.next_begin_offset
             if msgs:  # else the tag filter dropped the whole pull: consumed all the same
                 return msgs
