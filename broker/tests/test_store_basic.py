@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -319,3 +320,41 @@ def test_dispatch_hints_and_record_parsing_build_the_same_consume_queue(tmp_path
         cq_root = tmp_path / str(hints) / "consumequeue" / "TopicA"
         files.append({p.relative_to(cq_root): p.read_bytes() for p in cq_root.rglob("0*") if p.is_file()})
     assert files[0] == files[1] and len(files[0]) >= 3
+
+
+def test_dispatch_appended_runs_here_unless_busy_or_behind(tmp_path: Path) -> None:
+    """After ``put_batch_nowait(wake=False)`` the caller dispatches itself (the broker's event loop
+    after a small send), unless another thread is in a round or too much waits: then the dispatch
+    thread is woken and does it."""
+    from rocketq.broker.store.message_store import INLINE_DISPATCH_MAX_BYTES, batch_from_messages
+
+    with MessageStore(small_config(tmp_path, reput_idle_wait_ms=60_000,
+                                   mapped_file_size_commit_log_bytes=1 << 20)) as s:
+        threads: list[int] = []
+        s.add_arrival_listener(lambda t, q, m: threads.append(threading.get_ident()))
+
+        def append(n: int, body: bytes = b"x") -> None:
+            batch = batch_from_messages([msg(body=body)] * n)
+            assert batch is not None
+            outcome = s.put_batch_nowait(batch, wake=False)
+            assert not callable(outcome) and outcome[0].status is PutMessageStatus.PUT_OK
+
+        s.put_message(msg())  # creates the first segment (an append that could wait is handed back)
+        assert s.wait_dispatched()
+        time.sleep(0.05)  # the dispatch thread is idle, waiting up to a minute
+        threads.clear()
+        append(3)
+        s.dispatch_appended()
+        assert s.get_max_offset_in_queue("TopicA", 0) == 4 and threads == [threading.get_ident()]
+
+        with s.dispatcher.lock:  # the dispatch thread is in a round: leave it to that thread
+            append(2)
+            s.dispatch_appended()
+            assert s.get_max_offset_in_queue("TopicA", 0) == 4
+        assert s.wait_dispatched() and s.get_max_offset_in_queue("TopicA", 0) == 6
+
+        threads.clear()
+        for _ in range(INLINE_DISPATCH_MAX_BYTES // (8 * 1024) + 1):  # more than the inline limit waits
+            append(1, b"y" * 8 * 1024)
+        s.dispatch_appended()
+        assert s.wait_dispatched() and threads and threading.get_ident() not in threads
