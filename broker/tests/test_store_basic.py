@@ -358,3 +358,32 @@ def test_dispatch_appended_runs_here_unless_busy_or_behind(tmp_path: Path) -> No
             append(1, b"y" * 8 * 1024)
         s.dispatch_appended()
         assert s.wait_dispatched() and threads and threading.get_ident() not in threads
+
+
+def test_half_topic_records_are_dispatched_without_tags_or_index(tmp_path: Path) -> None:
+    """Nothing reads the transaction half topic by tag or key: its units get tags code 0 and its
+    records no index entries, live and when the ConsumeQueues are rebuilt from the CommitLog."""
+    import shutil
+
+    from rocketq.broker.store.commit_log import UNSCANNED_TOPICS
+
+    half = "RMQ_SYS_TRANS_HALF_TOPIC"
+    assert half in UNSCANNED_TOPICS
+
+    def check(s: MessageStore) -> None:
+        cq = s.find_consume_queue(half, 0)
+        assert cq is not None
+        units = cq.units_from(0, 10)
+        assert units is not None and len(units) == 3 and not units["tags_code"].any()
+        assert s.query_message(half, "k1", 8, 0, 1 << 62).buffers == []
+        assert len(s.query_message("TopicA", "k1", 8, 0, 1 << 62).buffers) == 1  # user topics still are
+
+    with MessageStore(small_config(tmp_path)) as s:
+        s.put_message(msg(body=b"user", TAGS="A", KEYS="k1"))
+        assert s.put_messages([msg(topic=half, body=b"h%d" % i, TAGS="A", KEYS="k1") for i in range(3)]).is_ok
+        assert s.wait_dispatched()
+        check(s)
+    shutil.rmtree(tmp_path / "consumequeue")
+    shutil.rmtree(tmp_path / "index")
+    with MessageStore(small_config(tmp_path)) as s:  # rebuilt by parsing the records
+        check(s)

@@ -245,7 +245,7 @@ def test_store_bulk_path_equals_scalar_and_parsing_paths(tmp_path: Path, monkeyp
 
     Small segments make batches roll over to new CommitLog, ConsumeQueue and index files.
     """
-    topic = data.draw(st.sampled_from(["TopicA", "T" * 140]))
+    topic = data.draw(st.sampled_from(["TopicA", "T" * 140, "RMQ_SYS_TRANS_HALF_TOPIC"]))
     host = data.draw(st.sampled_from(HOSTS))
     born = data.draw(st.sampled_from(HOSTS))
     sizes = data.draw(st.lists(st.integers(1, 30), min_size=3, max_size=12))

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +41,11 @@ from rocketq.client.remoting.properties import encode_properties
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: Topics dispatched without reading properties: ConsumeQueue tags code 0, no IndexFile entries.
+#: The transaction half topic holds every prepared message once more, and nothing reads it by tag
+#: or key (the check service and ranged commits read its queue unfiltered; a key query names a
+#: user topic), so scanning and indexing its records was pure cost on the exactly-once path.
+UNSCANNED_TOPICS = frozenset({"RMQ_SYS_TRANS_HALF_TOPIC"})
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _INT64 = struct.Struct(">q")
 _SIZE_MAGIC = struct.Struct(">iI")
@@ -67,6 +73,13 @@ class MessageToStore:
     def properties_text(self) -> str:
         props = self.properties
         return props if isinstance(props, str) else encode_properties(props)
+
+
+def _handed_over(prep: PreparedBatch) -> dict[str, Any]:
+    """The tags codes and index keys a hint carries (those of an unscanned topic: none to find)."""
+    if prep.topic in UNSCANNED_TOPICS:
+        return {"tags_codes": np.zeros(prep.n, dtype=np.int64), "keys": [[]] * prep.n}
+    return {"tags_codes": prep.tags_codes, "keys": prep.keys}
 
 
 def check_topic(topic: str, max_length: int) -> bool:
@@ -165,7 +178,7 @@ class CommitLog:
                         base=base, end=end, topic=prep.topic, queue_id=prep.queue_id, first_queue_offset=first_qo,
                         phys=phys, sizes=prep.sizes, in_cq=prep.in_cq, all_in_cq=prep.all_in_cq,
                         properties=prep.properties, plen=prep.plen, unindexed=prep.unindexed,
-                        tags_codes=prep.tags_codes, keys=prep.keys, store_timestamp=now))
+                        store_timestamp=now, **_handed_over(prep)))
             finally:
                 self.begin_time_in_lock_ms = 0
         first_phy = int(phys[0])

@@ -21,7 +21,13 @@ import re
 import threading
 from collections.abc import Callable
 
-from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, CommitLog, DispatchHint, enters_consume_queue
+from rocketq.broker.store.commit_log import (
+    SCHEDULE_TOPIC,
+    UNSCANNED_TOPICS,
+    CommitLog,
+    DispatchHint,
+    enters_consume_queue,
+)
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
 from rocketq.broker.store.hint_dispatch import dispatch_hints
 from rocketq.broker.store.index_file import IndexService
@@ -155,9 +161,11 @@ class Dispatcher:
                 break
             phy = offset + p
             props = h.properties
+            scanned = h.topic not in UNSCANNED_TOPICS
             if enters_consume_queue(h.sys_flag):
                 key = (h.topic, h.queue_id)
-                unit = UNIT.pack(phy, h.total_size, self._tags_code(h.topic, props, h.store_timestamp))
+                tags_code = self._tags_code(h.topic, props, h.store_timestamp) if scanned else 0
+                unit = UNIT.pack(phy, h.total_size, tags_code)
                 run = runs.get(key)
                 if run is not None and run[1] + 1 == h.queue_offset:
                     run[2].extend(unit)
@@ -166,7 +174,7 @@ class Dispatcher:
                     if run is not None:
                         self._put_run(key, run)
                     runs[key] = (h.queue_offset, h.queue_offset, bytearray(unit), phy + h.total_size)
-            if index is not None and (h.sys_flag & TRANSACTION_TYPE_MASK) != _ROLLBACK:
+            if index is not None and scanned and (h.sys_flag & TRANSACTION_TYPE_MASK) != _ROLLBACK:
                 keys = split_keys(props.get("KEYS"))
                 uniq = props.get("UNIQ_KEY")
                 if uniq:
