@@ -22,7 +22,6 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +44,8 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 #: The transaction half topic holds every prepared message once more, and nothing reads it by tag
 #: or key (the check service and ranged commits read its queue unfiltered; a key query names a
 #: user topic), so scanning and indexing its records was pure cost on the exactly-once path.
-UNSCANNED_TOPICS = frozenset({"RMQ_SYS_TRANS_HALF_TOPIC"})
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+UNSCANNED_TOPICS = frozenset({TRANS_HALF_TOPIC})
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _INT64 = struct.Struct(">q")
 _SIZE_MAGIC = struct.Struct(">iI")
@@ -75,11 +75,11 @@ class MessageToStore:
         return props if isinstance(props, str) else encode_properties(props)
 
 
-def _handed_over(prep: PreparedBatch) -> dict[str, Any]:
+def _handed_over(prep: PreparedBatch) -> tuple[I64 | list[int] | None, list[list[str]] | None]:
     """The tags codes and index keys a hint carries (those of an unscanned topic: none to find)."""
     if prep.topic in UNSCANNED_TOPICS:
-        return {"tags_codes": np.zeros(prep.n, dtype=np.int64), "keys": [[]] * prep.n}
-    return {"tags_codes": prep.tags_codes, "keys": prep.keys}
+        return np.zeros(prep.n, dtype=np.int64), [[]] * prep.n
+    return prep.tags_codes, prep.keys
 
 
 def check_topic(topic: str, max_length: int) -> bool:
@@ -174,11 +174,12 @@ class CommitLog:
                 self.last_store_timestamp = now
                 end = self.mfq.max_offset
                 if self.hints_enabled and len(self.hints) < MAX_HINTS and prep.topic != SCHEDULE_TOPIC:
+                    tags_codes, keys = _handed_over(prep)
                     self.hints.append(DispatchHint(
                         base=base, end=end, topic=prep.topic, queue_id=prep.queue_id, first_queue_offset=first_qo,
                         phys=phys, sizes=prep.sizes, in_cq=prep.in_cq, all_in_cq=prep.all_in_cq,
                         properties=prep.properties, plen=prep.plen, unindexed=prep.unindexed,
-                        store_timestamp=now, **_handed_over(prep)))
+                        tags_codes=tags_codes, keys=keys, store_timestamp=now))
             finally:
                 self.begin_time_in_lock_ms = 0
         first_phy = int(phys[0])

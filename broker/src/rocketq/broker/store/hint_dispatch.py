@@ -141,6 +141,8 @@ def _dispatch_bulk(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[s
 
 def _given_keys(h: DispatchHint, first: int) -> tuple[I64, I64]:
     assert h.keys is not None
+    if not any(h.keys):  # none handed over (an unscanned topic): no per-message work
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     full = [f"{h.topic}#{key}" for keys in h.keys for key in keys if key]
     recs = [first + i for i, keys in enumerate(h.keys) for key in keys if key]
     hashes = bulk_index_key_hash(full) if full else np.zeros(0, dtype=np.int64)

@@ -2,7 +2,8 @@
 
 Theory of operation: a segment is created at its full size (preallocated with ``posix_fallocate``
 when possible, so a full disk fails here with ENOSPC instead of a SIGBUS on a later page fault)
-and mapped shared.  The single writer copies bytes into the map and then advances
+and mapped shared.  The single writer writes with ``pwrite`` (the mapping sees the same page
+cache; a store into the map would take a write fault per page, holding the GIL) and then advances
 ``wrote_position``; readers only look below ``wrote_position`` and get ``memoryview`` slices, so a
 read never copies.  ``flush`` msyncs the dirty page range (page-aligned) and advances
 ``flushed_position``.  Destroying a segment unlinks it; if readers still hold views the map stays

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from rocketq.broker.store.commit_log import UNSCANNED_TOPICS, MessageToStore
+from rocketq.broker.store.commit_log import TRANS_HALF_TOPIC, MessageToStore
 from rocketq.broker.store.status import AppendMessageResult
 from rocketq.client.remoting.message import (
     TRANSACTION_NOT_TYPE,
@@ -53,8 +53,7 @@ __all__ = [
     "to_parked_message",
 ]
 
-HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
-assert HALF_TOPIC in UNSCANNED_TOPICS  # dispatched without a property scan (see the store)
+HALF_TOPIC: Final = TRANS_HALF_TOPIC  # the store dispatches it without a property scan
 OP_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
 #: The system consumer group whose offsets hold the check progress (``CID_SYS_RMQ_TRANS``).
