@@ -117,8 +117,7 @@ def describe(m: Any) -> str:
     """How a committed message got there: its sink batch, task attempt, request and half offsets."""
     p = m.properties
     return (
-        f"{m.body.decode()} batch={p.get('__RQ_BATCH')} part={p.get('__RQ_PART')} "
-        f"attempt={p.get('__RQ_ATTEMPT')} write={(p.get('__RQ_WRITE') or '')[:8]} req={p.get('__RQ_REQ')} "
+        f"{m.body.decode()} txn={p.get(cl.PROP_TXN)} "
         f"origin_half={p.get('TRAN_PREPARED_QUEUE_OFFSET')} half_clo={m.prepared_transaction_offset} "
         f"stored_at={m.store_timestamp}"
     )
@@ -374,10 +373,9 @@ def test_check_back_commit_keeps_queue_order(tmp_path: Path) -> None:
     before the driver's ranged COMMIT: the queue must still hold m0..m9 in order."""
     with local_cluster(tmp_path, flushDiskType="SYNC_FLUSH", diskMaxUsedSpaceRatio=95) as cluster:
         create_topic(cluster, "EosOrder", 1)
-        sink, write = "order" + os.urandom(4).hex(), os.urandom(16).hex()
+        sink, write = "order" + os.urandom(4).hex(), os.urandom(8).hex()
         group = cl.producer_group(sink)
-        props = {cl.PROP_SINK: sink, cl.PROP_BATCH: "0", cl.PROP_WRITE: write, cl.PROP_PART: "0",
-                 cl.PROP_ATTEMPT: "0", cl.PROP_REQ: "0", "TRAN_MSG": "true", "PGROUP": group}  # fmt: skip
+        props = {cl.PROP_TXN: cl.TxnTag(sink, "0", write, 0, 0, 0).text(), "TRAN_MSG": "true", "PGROUP": group}
         producer = TransactionProducer(
             cluster.namesrv_addr, producer_group=group, check_listener=lambda _: LocalTransactionState.UNKNOW
         )

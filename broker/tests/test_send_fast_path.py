@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rocketq.broker.processor import send as send_module
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
@@ -107,7 +109,9 @@ def test_batch_rejections(tmp_path: Path) -> None:
     run_broker(tmp_path, scenario)
 
 
-def test_big_batch_runs_on_the_executor_and_busy_answers_stay(tmp_path: Path) -> None:
+def test_big_batch_runs_on_the_executor_and_busy_answers_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(send_module, "INLINE_PUT_MAX_BYTES", 256 * 1024)  # below this broker's maxMessageSize
+
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
         assert c.ctx is not None
         big = encode_batch([(0, b"z" * 1000, b"UNIQ_KEY\x01U%d\x02" % i) for i in range(300)])

@@ -130,3 +130,16 @@ def test_half_properties_takes_the_usual_batch() -> None:
     fast = half_properties(raw, "TopicB", 5)
     assert fast is not None and fast[2] == raw[2] + b"REAL_TOPIC\x01TopicB\x02REAL_QID\x015\x02"
     assert half_properties([*raw, raw[0].replace(b"PG", b"PX")], "TopicB", 5) is None  # two groups
+
+
+def test_half_properties_appends_the_cluster_unless_present() -> None:
+    props = [encode_properties({"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": f"U{i}"}).encode() for i in range(3)]
+    cluster = b"CLUSTER\x01c1\x02"
+    out = half_properties(props, "TopicB", 4, cluster=cluster)
+    assert out is not None
+    for p, o in zip(props, out, strict=True):
+        assert decode_properties(o.decode()) == {**decode_properties(p.decode()), "CLUSTER": "c1",
+                                                 "REAL_TOPIC": "TopicB", "REAL_QID": "4"}
+    present = [p + cluster for p in props]
+    assert half_properties(present, "TopicB", 4, cluster=cluster) is None  # the caller then uses its own rewrite
+    assert half_properties(present, "TopicB", 4) is not None

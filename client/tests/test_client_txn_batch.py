@@ -271,3 +271,42 @@ def test_encoded_half_batch_falls_back_per_message() -> None:
     props = [decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
              for s in sends]
     assert sorted(p["UNIQ_KEY"] for p in props) == ["Uf0", "Uf1"] and all(p["__RQ_SINK"] == "s2" for p in props)
+
+
+def prepared_rows(n: int, tag: str, group: str) -> bytes:
+    return encode_batch([(0, f"{tag}-{i}".encode(), {"KEYS": f"k{i}", "UNIQ_KEY": f"U{tag}{i}", "TRAN_MSG": "true",
+                                                     "PGROUP": group}) for i in range(n)])
+
+
+def test_prepared_half_batch_is_sent_as_is_or_per_message() -> None:
+    body_bytes = prepared_rows(3, "p", "pg-p")
+
+    async def ranged(broker: BatchBroker) -> HalfBatchResult:
+        async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
+            hb = await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 1), body_bytes,
+                                                         ["Up0", "Up1", "Up2"])
+            with pytest.raises(MQClientError, match="at least one"):
+                await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 1), body_bytes, [])
+        (send,) = broker.of(RequestCode.SEND_BATCH_MESSAGE)
+        assert send.body == body_bytes  # not decoded, not re-encoded
+        assert h.SendMessageRequestHeaderV2.from_ext_fields(send.ext_fields).sys_flag == int(SysFlag.TRANSACTION_PREPARED)
+        return hb
+
+    hb = run(ranged)
+    assert (hb.ranged, hb.count, hb.transaction_ids) == (True, 3, ("Up0", "Up1", "Up2"))
+
+    async def each(broker: BatchBroker) -> tuple[HalfBatchResult, list[RemotingCommand]]:
+        async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
+            hb = await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 0), body_bytes,
+                                                         ["Up0", "Up1", "Up2"])
+            with pytest.raises(MQClientError, match="malformed"):
+                await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 0), b"\x00\x00\x00\x05junk",
+                                                        ["x"])
+        return hb, list(broker.of(RequestCode.SEND_MESSAGE_V2))
+
+    hb, sends = run(each, feature=False)
+    assert hb.ranged is False and hb.count == 3 and len(sends) == 3
+    props = [decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
+             for s in sends]
+    assert sorted(p["UNIQ_KEY"] for p in props) == ["Up0", "Up1", "Up2"]
+    assert all(p["PGROUP"] == "pg-p" and p["TRAN_MSG"] == "true" for p in props)

@@ -7,7 +7,8 @@ broker answers after the flush, so the record is durable before any COMMIT is se
 is the single truth of "batch N of this sink is committed, with exactly these half batches":
 
 * ``writes`` maps each accepted task attempt (``write_id``) to the request numbers whose half
-  batches it confirmed; a half message is committed iff its ``(__RQ_WRITE, __RQ_REQ)`` is listed;
+  batches it confirmed; a half message is committed iff the ``(write_id, req)`` of its ``__RQ_TXN``
+  property (:class:`TxnTag`) is listed;
 * ``handles`` are the :class:`HalfBatch`\\ es to end, so a replayed batch (driver restart) can
   re-send COMMIT for them even when the broker has parked them.
 
@@ -40,12 +41,38 @@ COMMIT_TOPIC_PREFIX = "RQ_SINK_COMMITS_"
 RECORD_TAG = "commit"
 MAX_RECORD_BYTES = 3 * 1024 * 1024  # below the broker's 4 MiB maxMessageSize
 RECORD_VERSION = 1
-PROP_SINK = "__RQ_SINK"
-PROP_BATCH = "__RQ_BATCH"
-PROP_WRITE = "__RQ_WRITE"
-PROP_PART = "__RQ_PART"
-PROP_ATTEMPT = "__RQ_ATTEMPT"
-PROP_REQ = "__RQ_REQ"
+PROP_SINK = "__RQ_SINK"    # on commit records
+PROP_BATCH = "__RQ_BATCH"  # on commit records
+#: on every half (and committed) message of an exactly-once sink: who sent it, see :class:`TxnTag`
+PROP_TXN = "__RQ_TXN"
+REQ_WIDTH = 10  # digits of the request number: a resend renumbers an encoded batch in place
+
+
+@dataclass(frozen=True, slots=True)
+class TxnTag:
+    """The ``__RQ_TXN`` value of a half message: ``<req>:<attempt>:<partition>:<write_id>:<batch>:<sink>``.
+
+    ``req`` is written with :data:`REQ_WIDTH` digits and comes first; the sink id (the only
+    free-form part) comes last, so the value splits unambiguously on the first five colons."""
+
+    sink: str
+    batch: str
+    write_id: str
+    partition: int
+    attempt: int
+    req: int
+
+    def text(self) -> str:
+        return f"{self.req:0{REQ_WIDTH}d}:{self.attempt}:{self.partition}:{self.write_id}:{self.batch}:{self.sink}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> TxnTag | None:
+        """The tag of a ``__RQ_TXN`` value, or None if it is not one."""
+        parts = (text or "").split(":", 5)
+        if len(parts) != 6 or not all(p.isdigit() for p in parts[:3]) or not all(parts[3:]):
+            return None
+        req, attempt, partition, write_id, batch, sink = parts
+        return cls(sink, batch, write_id, int(partition), int(attempt), int(req))
 
 
 def commit_topic(sink_id: str) -> str:

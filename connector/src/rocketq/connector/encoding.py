@@ -119,8 +119,9 @@ def properties_column(
     keys_text: pa.Array | None,
     sharding_key: pa.Array | None,
     user: pa.Array | None,
+    suffix: str | None = None,
 ) -> pa.Array:
-    """The wire properties string of every row."""
+    """The wire properties string of every row (``suffix``: encoded properties ending every row)."""
     for name, col in (("tags", tags), ("keys", keys_text), ("shardingKey", sharding_key)):
         _check_separators(name, col)
     parts: list[Any] = [p for p in (_entry("TAGS", tags), _entry("KEYS", keys_text)) if p is not None]
@@ -133,6 +134,8 @@ def properties_column(
         _check_separators("properties", pc.cast(user.keys, pa.string()))
         _check_separators("properties", pc.cast(user.items, pa.string()))
         parts.append(_user_properties(user))
+    if suffix:
+        parts.append(suffix)
     if len(parts) == 1:
         return pa.array([parts[0]] * n, pa.string())
     return pc.binary_join_element_wise(*parts, "")

@@ -191,7 +191,7 @@ class RocketMQBatchWriter(_SinkBase, DataSourceArrowWriter):  # type: ignore[mis
             import dataclasses
 
             self.opts = dataclasses.replace(self.opts, sink_id="batchwrites")
-        self.job = f"job-{uuid.uuid4().hex}"
+        self.job = f"job-{uuid.uuid4().hex[:16]}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return _write(self.opts, iterator, self.job)

@@ -1,8 +1,9 @@
 """Exactly-once sends: half messages from executors, COMMIT/ROLLBACK from the driver, check-backs.
 
 Theory of operation (docs/exactly-once.md).  Every Spark task attempt gets a fresh ``write_id``;
-its rows go out as *half messages* (invisible to consumers) tagged ``__RQ_SINK``, ``__RQ_BATCH``,
-``__RQ_WRITE``, ``__RQ_PART``, ``__RQ_ATTEMPT`` and ``__RQ_REQ`` (the number of the send attempt
+its rows go out as *half messages* (invisible to consumers) tagged with one property, ``__RQ_TXN``
+(:class:`~rocketq.connector.commit_log.TxnTag`: the sink, the batch, the write id, the partition,
+the task attempt and the request number, that is the number of the send attempt
 within the task: a retried request gets a new number, so a maybe-stored first try is never
 mistaken for the accepted one).  Each confirmed request yields a :class:`HalfBatch` handle that
 travels to the driver in the task's commit message.  The routing, encoding and per-queue ordering
@@ -34,15 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from rocketq.client.model import LocalTransactionState
 from rocketq.connector.commit_log import (
-    PROP_ATTEMPT,
-    PROP_BATCH,
-    PROP_PART,
-    PROP_REQ,
-    PROP_SINK,
-    PROP_WRITE,
+    PROP_TXN,
+    REQ_WIDTH,
     CommitLog,
     CommitRecord,
     HalfBatch,
+    TxnTag,
     decide,
     producer_group,
 )
@@ -82,13 +80,39 @@ class WriteIdentity:
             if value is None:
                 raise SinkError("exactly-once streaming write outside a micro-batch (no streaming.sql.batchId)")
             batch = str(value)
-        return cls(sink_id, batch, uuid.uuid4().hex, partition, attempt)
+        return cls(sink_id, batch, uuid.uuid4().hex[:16], partition, attempt)
+
+    def tag(self, req: int) -> TxnTag:
+        return TxnTag(self.sink_id, self.batch, self.write_id, self.partition, self.attempt, req)
 
     def properties(self, req: int) -> dict[str, str]:
-        return {
-            PROP_SINK: self.sink_id, PROP_BATCH: self.batch, PROP_WRITE: self.write_id,
-            PROP_PART: str(self.partition), PROP_ATTEMPT: str(self.attempt), PROP_REQ: str(req),
-        }  # fmt: skip
+        return {PROP_TXN: self.tag(req).text()}
+
+
+def row_suffix(ident: WriteIdentity, group: str) -> tuple[str, int]:
+    """The properties every half message of ``ident`` ends with (request number 0) and the
+    distance from the end of an entry back to the first digit of its request number.
+
+    ``TRAN_MSG`` and ``PGROUP`` come last: the broker's bulk commit expects the properties from
+    ``PGROUP`` on to be the same for every message of a queue (``rocketq.broker.transaction.bulk_commit``)."""
+    from rocketq.client.remoting.properties import MessageConst, encode_properties
+
+    after = encode_properties({MessageConst.TRANSACTION_PREPARED: "true", MessageConst.PRODUCER_GROUP: group})
+    value = ident.tag(0).text()
+    text = encode_properties({PROP_TXN: value}) + after
+    return text, len(after.encode()) + 1 + len(value.encode())
+
+
+def renumber(request: Request, req: int, tail: int) -> bytes:
+    """``request.body`` with every entry's request number set to ``req`` (``tail``: see :func:`row_suffix`)."""
+    import numpy as np
+
+    assert request.entry_ends is not None
+    body = bytearray(request.body)
+    at = request.entry_ends - tail
+    np.frombuffer(body, dtype=np.uint8)[at[:, None] + np.arange(REQ_WIDTH)] = \
+        np.frombuffer(f"{req:0{REQ_WIDTH}d}".encode(), dtype=np.uint8)
+    return bytes(body)
 
 
 class ExactlyOnceStrategy:
@@ -102,6 +126,8 @@ class ExactlyOnceStrategy:
         self._lock = threading.Lock()
         self._req = itertools.count()
         self._producer = executor_producer(opts.name_server, ident.sink_id, opts.send_timeout_ms)
+        #: the writer encodes every row with these properties; send() sets the request number
+        self.row_suffix, self._tail = row_suffix(ident, self.group)
 
     def send(self, api: BlockingMQClientAPI, request: Request) -> None:
         from rocketq.client.errors import RocketQError
@@ -112,8 +138,12 @@ class ExactlyOnceStrategy:
             req = next(self._req)  # a fresh number per try: an unconfirmed try is never committed
             try:
                 mq = MessageQueue(q.topic, q.broker_name, q.queue_id)
-                result = self._producer.send_encoded_half_batch(
-                    mq, request.body, extra_properties=self.ident.properties(req), timeout_ms=self.opts.send_timeout_ms)
+                if request.entry_ends is not None and request.uniq_keys is not None:
+                    result = self._producer.send_prepared_half_batch(
+                        mq, renumber(request, req, self._tail), request.uniq_keys, timeout_ms=self.opts.send_timeout_ms)
+                else:
+                    result = self._producer.send_encoded_half_batch(
+                        mq, request.body, extra_properties=self.ident.properties(req), timeout_ms=self.opts.send_timeout_ms)
                 handle = from_client_result(result, self.ident.write_id, req)
                 with self._lock:
                     self.handles.append(handle)
@@ -213,17 +243,17 @@ class CheckResolver:
             return found
 
     def __call__(self, msg: MessageExt) -> LocalTransactionState:
-        props = msg.properties
-        sink, batch, write, req = props.get(PROP_SINK), props.get(PROP_BATCH), props.get(PROP_WRITE), props.get(PROP_REQ)
-        if not (sink and batch and write and req and req.isdigit()):
+        tag = TxnTag.parse(msg.properties.get(PROP_TXN))
+        if tag is None:
             return LocalTransactionState.UNKNOW  # not a sink's half message
-        commit_log = self.commit_log(sink)
-        state = decide(commit_log.index, batch, write, int(req))
+        commit_log = self.commit_log(tag.sink)
+        state = decide(commit_log.index, tag.batch, tag.write_id, tag.req)
         if state is LocalTransactionState.UNKNOW:
-            state = decide(commit_log.refresh(), batch, write, int(req))
+            state = decide(commit_log.refresh(), tag.batch, tag.write_id, tag.req)
         if state is LocalTransactionState.COMMIT_MESSAGE:
-            state = self._commit_queue(commit_log, batch, write, int(req))
-        log.info("check-back of sink %s batch %s write %s req %s: %s", sink, batch, write, req, state.value)
+            state = self._commit_queue(commit_log, tag.batch, tag.write_id, tag.req)
+        log.info("check-back of sink %s batch %s write %s req %d: %s", tag.sink, tag.batch, tag.write_id, tag.req,
+                 state.value)
         return state
 
     def _commit_queue(self, commit_log: CommitLog, batch: str, write_id: str, req: int) -> LocalTransactionState:

@@ -57,15 +57,23 @@ class TargetQueue:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One SEND_BATCH_MESSAGE: ``count`` encoded entries for one queue."""
+    """One SEND_BATCH_MESSAGE: ``count`` encoded entries for one queue.
+
+    When the strategy asked for a ``row_suffix``, ``entry_ends`` holds where each entry ends in
+    ``body`` and ``uniq_keys`` the entries' UNIQ_KEYs."""
 
     queue: TargetQueue
     body: bytes
     count: int
+    entry_ends: npt.NDArray[np.int64] | None = None
+    uniq_keys: list[str] | None = None
 
 
 class SendStrategy(Protocol):
-    """How a request reaches the broker (plain send now; transactional half messages later)."""
+    """How a request reaches the broker (plain sends, or transactional half messages).
+
+    A strategy may have a ``row_suffix`` attribute: properties text (``k\x01v\x02...``) that the
+    encoder appends to every row, so that the strategy need not rewrite the entries."""
 
     def send(self, api: BlockingMQClientAPI, request: Request) -> None: ...
 
@@ -209,9 +217,11 @@ def route_rows(batch: pa.RecordBatch, queues: list[TargetQueue], state: TaskStat
 
 
 def batch_requests(
-    batch: pa.RecordBatch, queues: list[TargetQueue], target: npt.NDArray[np.int64], opts: SinkOptions, uniq: BulkUniqKeys
+    batch: pa.RecordBatch, queues: list[TargetQueue], target: npt.NDArray[np.int64], opts: SinkOptions, uniq: BulkUniqKeys,
+    suffix: str | None = None,
 ) -> Iterator[Request]:
-    """Encode the rows of one topic, sorted by queue, and cut them into requests."""
+    """Encode the rows of one topic, sorted by queue, and cut them into requests (``suffix``: the
+    strategy's ``row_suffix``, ending every row's properties)."""
     order = np.argsort(target, kind="stable")
     sorted_batch = batch.take(pa.array(order))
     keys = _column(sorted_batch, "keys")
@@ -225,9 +235,10 @@ def batch_requests(
     body = body.cast(pa.binary()) if pa.types.is_string(body.type) else body
     tags = _column(sorted_batch, "tags")
     shard = _column(sorted_batch, "shardingKey")
+    uniq_keys = uniq.take(sorted_batch.num_rows)
     props = properties_column(
-        sorted_batch.num_rows, uniq_keys=uniq.take(sorted_batch.num_rows), tags=tags, keys_text=keys_text,
-        sharding_key=shard, user=_column(sorted_batch, "properties"),
+        sorted_batch.num_rows, uniq_keys=uniq_keys, tags=tags, keys_text=keys_text,
+        sharding_key=shard, user=_column(sorted_batch, "properties"), suffix=suffix,
     )  # fmt: skip
     sizes = entry_sizes(body, props)
     data = encode_rows(body, props)
@@ -239,7 +250,12 @@ def batch_requests(
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         queue = queues[int(sorted_target[s])]
         for i, j in chunk_bounds(sizes[s:e], opts.batch_max_bytes, opts.batch_max_messages):
-            yield Request(queue, data[int(byte_off[s + i]) : int(byte_off[s + j])], j - i)
+            body_bytes = data[int(byte_off[s + i]) : int(byte_off[s + j])]
+            if suffix is None:
+                yield Request(queue, body_bytes, j - i)
+            else:
+                yield Request(queue, body_bytes, j - i, entry_ends=np.cumsum(sizes[s + i : s + j]),
+                              uniq_keys=uniq_keys.slice(s + i, j - i).to_pylist())
 
 
 class OrderedSender:
@@ -284,6 +300,7 @@ def write_batches(
     api = executor_access(opts.name_server, opts.send_timeout_ms).api
     state = state or TaskState()
     uniq = _uniq_keys()
+    suffix: str | None = getattr(strategy, "row_suffix", None)
     sender = OrderedSender(api, strategy, opts.max_inflight_queues)
     try:
         for batch in batches:
@@ -294,7 +311,7 @@ def write_batches(
                     state.queues[topic] = writable_queues(api, topic)
                 queues = state.queues[topic]
                 target = route_rows(rows, queues, state)
-                for request in batch_requests(rows, queues, target, opts, uniq):
+                for request in batch_requests(rows, queues, target, opts, uniq, suffix):
                     sender.submit(request)
                     state.requests += 1
                     state.per_queue[request.queue.key] = state.per_queue.get(request.queue.key, 0) + request.count

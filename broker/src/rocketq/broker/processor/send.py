@@ -97,7 +97,7 @@ _KEY_CLUSTER = f"\x02{MessageConst.CLUSTER}\x01".encode()
 _KEY_DELAY = f"\x02{MessageConst.DELAY_TIME_LEVEL}\x01".encode()
 _KEY_TRAN = f"\x02{MessageConst.TRANSACTION_PREPARED}\x01".encode()
 #: Requests up to this size are appended on the event loop; bigger ones on the send executor.
-INLINE_PUT_MAX_BYTES = 256 * 1024
+INLINE_PUT_MAX_BYTES = 1024 * 1024
 
 
 def _put_status_response(request: RemotingCommand, status_name: str, detail: str) -> RemotingCommand | None:
@@ -341,7 +341,9 @@ class SendMessageProcessor:
         error = self._check_sizes(request, max(map(len, cols.bodies)), max(map(len, raw_props)))
         if error is not None:
             return error
-        fast = half_properties(self._with_cluster_all(raw_props), header.topic, queue_id)
+        cluster_prop = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02".encode()
+        fast = half_properties(raw_props, header.topic, queue_id, cluster=cluster_prop) \
+            or half_properties(self._with_cluster_all(raw_props), header.topic, queue_id)
         if fast is not None:  # the common case, rewritten as bytes (see ranged.half_properties)
             sys_flag, born = self._hosts(header, channel)
             batch = MessageBatchToStore(

@@ -184,7 +184,7 @@ class CommitLog:
                 self.begin_time_in_lock_ms = 0
         first_phy = int(phys[0])
         return AppendMessageResult(status=AppendMessageStatus.PUT_OK, wrote_offset=first_phy, wrote_bytes=end - first_phy,
-                                   msg_id=self._msg_ids(prep.store_host, phys),
+                                   msg_id=self._msg_ids(prep.store_host, phys) if prep.want_msg_ids else "",
                                    queue_offset=int(queue_offsets[0]), store_timestamp=now, msg_num=prep.n)
 
     def _place(self, prep: PreparedBatch, mf: MappedFile) -> list[tuple[MappedFile | None, int, int, int]]:

@@ -326,6 +326,24 @@ class MessageStore:
         prep = self._prepare(batch)
         if isinstance(prep, PutMessageResult):
             return prep
+        return self._put_prepared(prep)
+
+    def put_prepared(self, prep: PreparedBatch) -> PutMessageResult:
+        """Append records the caller encoded itself (:func:`~.record_batch.prepare_parts`)."""
+        bad = self._check_writable()
+        if bad is not None:
+            return PutMessageResult(status=bad)
+        if not self.commit_log.topic_ok(prep.topic) or (prep.n > 1 and prep.total > self.config.max_message_size_bytes):
+            return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
+        return self._put_prepared(prep)
+
+    def copy_queue_records(self, topic: str, queue_id: int, offset: int, count: int) -> reader.CopiedRecords | None:
+        """The records at ``[offset, offset + count)`` of a queue copied out in one piece (None if
+        one is missing); see :func:`.reader.copy_records`."""
+        cq = self.find_consume_queue(topic, queue_id)
+        return None if cq is None or count <= 0 else reader.copy_records(self.commit_log, cq, offset, count)
+
+    def _put_prepared(self, prep: PreparedBatch) -> PutMessageResult:
         result, durable_at = self._append(prep)
         if durable_at and self._group_commit is not None:
             if not self._group_commit.wait_for_flush(durable_at, self.config.sync_flush_timeout_ms / 1000):

@@ -10,7 +10,10 @@ next offset follow RocketMQ's ``DefaultMessageStore.getMessage``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import numpy.typing as npt
 
 from rocketq.broker.store.commit_log import CommitLog
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
@@ -110,6 +113,51 @@ def _get_unfiltered(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_ms
     return GetMessageResult(status=GetMessageStatus.FOUND, next_begin_offset=offset + len(offs), min_offset=min_o,
                             max_offset=max_o, buffers=buffers, msg_count=len(buffers), total_bytes=total,
                             queue_offsets=list(range(offset, offset + len(offs))))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CopiedRecords:
+    """Records of consecutive queue offsets, copied out of the CommitLog back to back."""
+
+    data: bytes
+    starts: npt.NDArray[np.int64]  # of each record in ``data``
+    sizes: npt.NDArray[np.int64]   # as the ConsumeQueue units give them
+    phys: npt.NDArray[np.int64]    # CommitLog offsets
+
+
+def copy_records(commit_log: CommitLog, cq: ConsumeQueue, offset: int, count: int) -> CopiedRecords | None:
+    """The records at queue offsets ``[offset, offset + count)`` as one copy, or None if one of
+    them is not in the queue (not dispatched yet, a hole, a removed segment).
+
+    Records written by one append are contiguous in the CommitLog: each contiguous span is copied
+    with one slice of its segment, so a span of thousands of records costs one memcpy.
+    """
+    offs: list[npt.NDArray[np.int64]] = []
+    lens: list[npt.NDArray[np.int64]] = []
+    got = 0
+    try:
+        while got < count:
+            units = cq.units_from(offset + got, count - got)
+            if units is None:
+                return None
+            offs.append(units["offset"].astype(np.int64))
+            lens.append(units["size"].astype(np.int64))
+            got += len(units)
+        phys, sizes = np.concatenate(offs), np.concatenate(lens)
+        if (sizes == _BLANK_SIZE).any() or (sizes <= 0).any() or int(phys.min()) < commit_log.min_offset:
+            return None
+        ends = phys + sizes
+        cuts = (np.flatnonzero(ends[:-1] != phys[1:]) + 1).tolist()
+        views = []
+        for lo, hi in zip([0, *cuts], [*cuts, count], strict=True):
+            view = commit_log.view(int(phys[lo]), int(ends[hi - 1] - phys[lo]))
+            if view is None:  # across segments (never one append) or no longer stored
+                return None
+            views.append(view)
+        data = b"".join(views)
+    except ValueError:  # a segment was released under us
+        return None
+    return CopiedRecords(data=data, starts=np.cumsum(sizes) - sizes, sizes=sizes, phys=phys)
 
 
 def _views(commit_log: CommitLog, offs: list[int], sizes: list[int]) -> list[memoryview]:

@@ -136,6 +136,7 @@ class PreparedBatch:
     hdr: npt.NDArray[np.void] | None = None
     pieces: list[Buffer] | None = None
     records: bytearray | None = None
+    want_msg_ids: bool = True        # False: the result's msg_id is left empty (nobody reads it)
 
     def render(self, queue_offsets: I64 | list[int], phys: I64 | list[int], store_timestamp: int) -> Buffer:
         """The records with their queue offsets, physical offsets and store time, back to back."""
@@ -333,3 +334,34 @@ def _prepare_bulk(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prepa
         ts_pos=store_timestamp_pos(v6), properties=props, plen=plen, unindexed=unindexed, tags_codes=tags,
         keys=None if batch.keys is None else [list(k) for k in batch.keys],
         wait_store=_wait_store(props[0]), hdr=hdr, pieces=pieces)
+
+
+def prepare_parts(*, topic: str, queue_id: int, store_host: tuple[str, int], hdr: npt.NDArray[np.void],
+                  bodies: Sequence[Buffer], middles: Sequence[Buffer], properties: Sequence[Buffer],
+                  properties_len: I64, wait_store: bool, want_msg_ids: bool = True) -> PreparedBatch:
+    """A batch whose records the caller encoded as parts: ``hdr`` (IPv4 layout, ``HEADER_DTYPES[0]``,
+    every field but QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP filled in, TOTALSIZE included),
+    then per record the body, a *middle* (topic length, topic, PROPERTIESLENGTH and any properties
+    that precede ``properties[i]``) and ``properties[i]`` (of length ``properties_len[i]``).
+
+    The caller vouches that the parts agree with the header (sizes, lengths, CRC): this is the
+    path of records rebuilt from stored ones (a committed transaction's real messages).  Dispatch
+    extracts tags codes and index keys from ``properties``, so the middle's properties must hold
+    none of ``TAGS``, ``KEYS`` and ``UNIQ_KEY``.
+    """
+    n = len(hdr)
+    assert hdr.dtype == HEADER_DTYPES[0] and len(bodies) == len(middles) == len(properties) == n
+    sizes = hdr["total_size"].astype(np.int64)
+    tran = hdr["sys_flag"].astype(np.int64) & TRANSACTION_TYPE_MASK
+    in_cq = (tran != _PREPARED) & (tran != _ROLLBACK)
+    rolled_back = tran == _ROLLBACK
+    pieces: list[Buffer] = [b""] * (4 * n)
+    pieces[1::4] = bodies
+    pieces[2::4] = middles
+    pieces[3::4] = properties
+    return PreparedBatch(
+        topic=topic, queue_id=queue_id, store_host=store_host, n=n, total=int(sizes.sum()), sizes=sizes,
+        starts=np.cumsum(sizes) - sizes, in_cq=in_cq, all_in_cq=bool(in_cq.all()), ts_pos=store_timestamp_pos(0),
+        properties=properties, plen=properties_len,
+        unindexed=rolled_back if rolled_back.any() else None, tags_codes=None, keys=None, wait_store=wait_store,
+        hdr=hdr, pieces=pieces, want_msg_ids=want_msg_ids)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus
@@ -54,7 +55,7 @@ def encode_op_body(half_offsets: Iterable[int]) -> bytes:
     seen = list(dict.fromkeys(half_offsets))  # distinct, first occurrence order
     if not seen:
         raise ValueError("an op message needs at least one half offset")
-    return ",".join(str(o) for o in seen).encode("ascii")
+    return ",".join(map(str, seen)).encode("ascii")
 
 
 def parse_op_body(body: bytes) -> list[int]:
@@ -107,9 +108,9 @@ class DoneOffsets:
         byte = idx >> 3
         return byte < len(self._bits) and bool(self._bits[byte] & (1 << (idx & 7)))
 
-    def add_many(self, offsets: Sequence[int]) -> None:
+    def add_many(self, offsets: Sequence[int] | npt.NDArray[np.int64]) -> None:
         """:meth:`add` of each of ``offsets`` (vectorised)."""
-        if not offsets:
+        if not len(offsets):
             return
         idx = np.asarray(offsets, dtype=np.int64) - self._base
         idx = idx[idx >= 0]
@@ -124,18 +125,23 @@ class DoneOffsets:
 
     def contains_many(self, offsets: Sequence[int]) -> list[bool]:
         """``offset in self`` for each of ``offsets`` (vectorised)."""
-        if not offsets:
+        if not len(offsets):
             return []
-        idx = np.asarray(offsets, dtype=np.int64) - self._base
+        result: list[bool] = self.mask(np.asarray(offsets, dtype=np.int64)).tolist()
+        return result
+
+    def mask(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """``offset in self`` for each of ``offsets``, as a boolean array."""
+        idx = offsets - self._base
         byte = idx >> 3
         ok = (idx >= 0) & (byte < len(self._bits))
         if not self._bits:
-            return [False] * len(offsets)
+            return np.zeros(len(offsets), dtype=bool)
         bits = np.frombuffer(self._bits, dtype=np.uint8)  # a view, released before returning
         hit = (bits[np.where(ok, byte, 0)] >> (idx & 7).astype(np.uint8)) & 1
         del bits
-        result: list[bool] = (ok & (hit == 1)).tolist()
-        return result
+        out: npt.NDArray[np.bool_] = ok & (hit == 1)
+        return out
 
     def trim(self, new_base: int) -> None:
         """Forget offsets below ``new_base`` (rounded down to a byte boundary)."""

@@ -55,6 +55,7 @@ __all__ = [
     "RangedRefused",
     "append_committed",
     "check_half_batch",
+    "check_ranges",
     "committed_message",
     "half_properties",
     "load_ranges",
@@ -111,14 +112,16 @@ _NOT_IN_PREPARED = tuple(f"\x02{k}\x01".encode() for k in (
     MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID))
 
 
-def half_properties(properties: Sequence[bytes], topic: str, queue_id: int) -> list[bytes] | None:
+def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
+                    cluster: bytes = b"") -> list[bytes] | None:
     """The half-topic properties of a prepared batch's messages, rewritten as bytes; None if unsure.
 
     Equivalent to :func:`check_half_batch` passing and :func:`to_half_message`'s property rewrite
     (``REAL_TOPIC``/``REAL_QID`` appended) for the common case: ASCII properties, each ending in ``\x02``,
     has ``TRAN_MSG=true`` and the first message's ``PGROUP`` exactly once, and none of the
-    broker-owned or ``REAL_*`` keys.  Anything else returns None: the caller then decodes each
-    message (and gets the precise error, if any).
+    broker-owned or ``REAL_*`` keys.  ``cluster`` (an encoded ``CLUSTER`` property) is appended
+    before the ``REAL_*`` ones, and then no message may have a ``CLUSTER`` already.  Anything else
+    returns None: the caller then decodes each message (and gets the precise error, if any).
     """
     n = len(properties)
     if not n or not all(map(bytes.endswith, properties, repeat(b"\x02"))):
@@ -128,13 +131,15 @@ def half_properties(properties: Sequence[bytes], topic: str, queue_id: int) -> l
         return None
     if any(key in joined for key in _NOT_IN_PREPARED):
         return None
+    if cluster and b"\x02" + cluster[:cluster.index(b"\x01") + 1] in joined:
+        return None
     group_value = find_property(properties[0], MessageConst.PRODUCER_GROUP)
     if group_value is None:
         return None
     group = f"\x02{MessageConst.PRODUCER_GROUP}\x01{group_value}\x02".encode()
     if joined.count(group) != n or joined.count(group[: group.index(b"\x01") + 1]) != n:
         return None
-    suffix = f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
+    suffix = cluster + f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
     return [p + suffix for p in properties]
 
 
@@ -146,9 +151,9 @@ def to_half_batch(msgs: Sequence[MessageToStore]) -> list[MessageToStore]:
 # ---------------------------------------------------------------------------- ranged end
 
 
-def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *,
-                max_messages: int, max_bytes: int) -> HalfColumns:
-    """The half records of ``ranges`` in range order; raises :class:`RangedRefused`."""
+def check_ranges(store: Any, ranges: Sequence[tuple[int, int]], *, max_messages: int) -> None:
+    """Refuse requests above ``max_messages`` (:class:`RangedRefused`); wait a moment for the half
+    ConsumeQueue to cover the ranges (they may have just been stored)."""
     total = sum(count for _, count in ranges)
     if total > max_messages:
         raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
@@ -157,6 +162,12 @@ def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: s
     end = max(first + count for first, count in ranges)
     if store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID) < end:
         store.wait_dispatched(_DISPATCH_WAIT_S)  # just stored: the half ConsumeQueue may lag a little
+
+
+def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *,
+                max_messages: int, max_bytes: int) -> HalfColumns:
+    """The half records of ``ranges`` in range order; raises :class:`RangedRefused`."""
+    check_ranges(store, ranges, max_messages=max_messages)
     out = HalfColumns()
     loaded = 0
     for first, count in ranges:

@@ -46,11 +46,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Final
+
+import numpy as np
 
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
+from rocketq.broker.transaction.bulk_commit import BulkHalves, committed_batches, load_bulk
 from rocketq.broker.transaction.commit_scan import find_unrecorded_commits, scan_start
 from rocketq.broker.transaction.config import TransactionConfig
 from rocketq.broker.transaction.half_message import (
@@ -79,6 +82,7 @@ from rocketq.broker.transaction.ranged import (
     RangedEndResult,
     RangedRefused,
     append_committed,
+    check_ranges,
     committed_message,
     load_ranges,
     to_half_batch,
@@ -99,6 +103,7 @@ SendCheck = Callable[[str, bytes, CheckTransactionStateRequestHeader], bool]
 COMMIT_TYPE = int(SysFlag.TRANSACTION_COMMIT)
 ROLLBACK_TYPE = int(SysFlag.TRANSACTION_ROLLBACK)
 _FIND_FAILED = "Find prepared transaction message failed"
+_POW10: Final = 10 ** np.arange(1, 19, dtype=np.int64)
 
 _PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
     PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (ResponseCode.SYSTEM_ERROR, "Create mapped file failed."),
@@ -175,6 +180,7 @@ class TransactionalMessageService:
         self._max_delay_level = len(parse_delay_levels(delay_text)) if isinstance(delay_text, str) else 18
         #: the store's batch limit: larger groups of committed messages take several appends
         self._max_batch_bytes = int(getattr(store.config, "max_message_size_bytes", 4 * 1024 * 1024))
+        self._max_properties = int(getattr(store.config, "max_properties_size_bytes", 32767))
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -302,26 +308,68 @@ class TransactionalMessageService:
         self.recover()
         cfg = self.config
         try:
+            check_ranges(self.store, ranges, max_messages=cfg.transaction_batch_max_messages)
+            bulk = load_bulk(self.store, ranges, header.producer_group, max_bytes=cfg.transaction_batch_max_bytes)
+        except RangedRefused as refused:
+            log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
+            return RangedEndResult(code=refused.code, remark=refused.remark)
+        if bulk is not None:
+            wrong = _wrong_first(header, int(bulk.queue_offsets[0]), int(bulk.phys[0]))
+            if wrong is not None:
+                return wrong
+            with self._lock:
+                outcome = self._end_bulk(kind, bulk)
+            if outcome is not None:
+                return _ranged_result(kind, *outcome)
+            # a committed message the rebuild cannot store: the general path below reports it
+        try:
             halves = load_ranges(self.store, ranges, header.producer_group,
                                  max_messages=cfg.transaction_batch_max_messages,
                                  max_bytes=cfg.transaction_batch_max_bytes)
         except RangedRefused as refused:
             log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
             return RangedEndResult(code=refused.code, remark=refused.remark)
-        if halves.queue_offsets[0] != header.tran_state_table_offset:
-            return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The transaction state table offset wrong")
-        if halves.physical_offsets[0] != header.commit_log_offset:
-            return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The commit log offset wrong")
+        wrong = _wrong_first(header, halves.queue_offsets[0], halves.physical_offsets[0])
+        if wrong is not None:
+            return wrong
         with self._lock:
             todo = self._pending(halves)
             skipped = len(halves) - len(todo)
             todo, failure = self._end_pending(kind, halves, todo, halves.store_hosts[0])
-        verb = "committed" if kind == COMMIT_TYPE else "rolled back"
-        if failure is not None:
-            remark = f"{failure[1]} ({verb} {len(todo)} before the failure, skipped {skipped} already ended)"
-            return RangedEndResult(code=failure[0], remark=remark, ended=len(todo), skipped=skipped)
-        return RangedEndResult(code=ResponseCode.SUCCESS, remark=f"{verb} {len(todo)}, skipped {skipped} already ended",
-                               ended=len(todo), skipped=skipped)
+        return _ranged_result(kind, len(todo), skipped, failure)
+
+    def _end_bulk(self, kind: int, bulk: BulkHalves) -> tuple[int, int, tuple[ResponseCode, str] | None] | None:
+        """:meth:`_end_pending` for records read in bulk (caller holds the lock): (ended, skipped, the
+        error); None, with nothing written, if a committed message cannot be rebuilt."""
+        qos = bulk.queue_offsets
+        pending = np.flatnonzero(~self._done.mask(qos))
+        skipped = len(qos) - len(pending)
+        failure: tuple[ResponseCode, str] | None = None
+        stored = len(pending)
+        if kind == COMMIT_TYPE and stored:
+            batches = committed_batches(bulk, pending, self._max_batch_bytes, self._max_properties)
+            if batches is None:
+                return None
+            stored = 0
+            for prep in batches:
+                result: PutMessageResult = self.store.put_prepared(prep)
+                if not result.is_ok:
+                    log.error("ranged commit stopped after %d of %d messages: %s", stored, len(pending),
+                              result.status.value)
+                    failure = put_error(result.status)
+                    break
+                stored += prep.n
+        ended = qos[pending[:stored]]
+        if not len(ended):
+            return 0, skipped, failure
+        error = self._append_ops(ended.tolist(), bulk.store_host, distinct=True)
+        if error is not None and kind == ROLLBACK_TYPE:
+            return 0, skipped, error
+        self._done.add_many(ended)
+        if self._latest:
+            for origin in ended.tolist():
+                self._latest.pop(origin, None)
+        return len(ended), skipped, failure
 
     def _pending(self, cols: HalfColumns) -> list[int]:
         """Indices of the records not ended yet, one per transaction (caller holds the lock)."""
@@ -366,26 +414,25 @@ class TransactionalMessageService:
                 self._latest.pop(origins[i], None)
         return todo, failure
 
-    def _append_ops(self, offsets: list[int], store_host: tuple[str, int]) -> tuple[ResponseCode, str] | None:
-        """Op message(s) finishing ``offsets``: one, unless its body would exceed the message size."""
+    def _append_ops(self, offsets: list[int], store_host: tuple[str, int], *,
+                    distinct: bool = False) -> tuple[ResponseCode, str] | None:
+        """Op message(s) finishing ``offsets`` (``distinct``: no offset repeats): one, unless its body
+        would exceed half the message size."""
         limit = max(64, self._max_batch_bytes // 2)
-        chunk: list[int] = []
-        size = 0
-        chunks: list[list[int]] = []
-        for off in dict.fromkeys(offsets):
-            width = len(str(off)) + 1
-            if chunk and size + width > limit:
-                chunks.append(chunk)
-                chunk, size = [], 0
-            chunk.append(off)
-            size += width
-        chunks.append(chunk)
-        for part in chunks:
+        offsets = offsets if distinct else list(dict.fromkeys(offsets))
+        distinct_offsets = np.asarray(offsets, dtype=np.int64)
+        ends = np.cumsum(np.searchsorted(_POW10, distinct_offsets, side="right") + 2)  # digits + the comma
+        lo = 0
+        while lo < len(offsets):
+            before = int(ends[lo - 1]) if lo else 0
+            hi = max(lo + 1, int(np.searchsorted(ends, before + limit, side="right")))
+            part = offsets[lo:hi]
             result: PutMessageResult = self.store.put_message(
                 make_op_message(part, store_host=store_host, now_ms=self._clock_ms()))
             if not result.is_ok:
                 log.error("op message for %d half offsets not written: %s", len(part), result.status.value)
                 return put_error(result.status)
+            lo = hi
         return None
 
     def _find_half(self, commit_log_offset: int) -> StoredMessage | None:
@@ -510,6 +557,24 @@ class TransactionalMessageService:
         log.warning("half message %s (half offset %d, origin %d) parked in TRANS_CHECK_MAX_TIME_TOPIC after "
                     "%d checks", rec.uniq_key, rec.queue_offset, origin, times)
         return _Step.NEXT
+
+
+def _wrong_first(header: EndTransactionRequestHeader, queue_offset: int, physical_offset: int) -> RangedEndResult | None:
+    """The refusal when the header does not name the first half message of the ranges."""
+    if queue_offset != header.tran_state_table_offset:
+        return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The transaction state table offset wrong")
+    if physical_offset != header.commit_log_offset:
+        return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The commit log offset wrong")
+    return None
+
+
+def _ranged_result(kind: int, ended: int, skipped: int, failure: tuple[ResponseCode, str] | None) -> RangedEndResult:
+    verb = "committed" if kind == COMMIT_TYPE else "rolled back"
+    if failure is not None:
+        remark = f"{failure[1]} ({verb} {ended} before the failure, skipped {skipped} already ended)"
+        return RangedEndResult(code=failure[0], remark=remark, ended=ended, skipped=skipped)
+    return RangedEndResult(code=ResponseCode.SUCCESS, remark=f"{verb} {ended}, skipped {skipped} already ended",
+                           ended=ended, skipped=skipped)
 
 
 def _validate(half: StoredMessage, header: EndTransactionRequestHeader) -> str | None:

@@ -212,6 +212,14 @@ class TransactionProducer(Producer):
         return self._loop.run(self.async_producer.send_encoded_half_batch(
             mq, body, extra_properties=extra_properties, timeout_ms=timeout_ms))
 
+    def send_prepared_half_batch(
+        self, mq: MessageQueue, body: bytes, transaction_ids: Sequence[str], *, timeout_ms: int | None = None,
+    ) -> HalfBatchResult:
+        """Store a batch whose entries carry their transaction properties as half messages of ``mq``
+        (see AsyncTransactionProducer.send_prepared_half_batch)."""
+        return self._loop.run(self.async_producer.send_prepared_half_batch(
+            mq, body, transaction_ids, timeout_ms=timeout_ms))
+
     def end_transaction_batch(
         self, handles: Sequence[HalfBatchResult], state: LocalTransactionState, *, timeout_ms: int | None = None
     ) -> None:

@@ -63,6 +63,7 @@ from rocketq.client.producer.transaction_batch import (
     end_transaction_batch,
     send_encoded_half_batch,
     send_half_batch,
+    send_prepared_half_batch,
 )
 from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
@@ -324,6 +325,13 @@ class AsyncTransactionProducer(AsyncProducer):
         """:meth:`send_half_batch` of an encoded batch body whose entries carry UNIQ_KEY; ``TRAN_MSG``,
         ``PGROUP`` and ``extra_properties`` are appended as bytes. See :mod:`.transaction_batch`."""
         return await send_encoded_half_batch(self, mq, body, extra_properties=extra_properties, timeout_ms=timeout_ms)
+
+    async def send_prepared_half_batch(
+        self, mq: MessageQueue, body: bytes, transaction_ids: Sequence[str], *, timeout_ms: int | None = None,
+    ) -> HalfBatchResult:
+        """:meth:`send_encoded_half_batch` of a body whose entries already carry ``TRAN_MSG``, this
+        producer's ``PGROUP`` and the ``UNIQ_KEY`` values ``transaction_ids``: sent as is. See :mod:`.transaction_batch`."""
+        return await send_prepared_half_batch(self, mq, body, transaction_ids, timeout_ms=timeout_ms)
 
     async def end_transaction_batch(
         self,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from rocketq.client.errors import MessageFormatError, MQBrokerError, MQClientError
 from rocketq.client.model import LocalTransactionState, Message, SendStatus
-from rocketq.client.remoting.batch import append_properties, encode_batch
+from rocketq.client.remoting.batch import append_properties, decode_batch_columns, encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
@@ -58,6 +58,7 @@ __all__ = [
     "end_transaction_batch_blocking",
     "send_encoded_half_batch",
     "send_half_batch",
+    "send_prepared_half_batch",
 ]
 
 log = logging.getLogger("rocketq.client.transaction")
@@ -166,6 +167,35 @@ async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: Messag
         result = await _send_ranged_body(producer, api, addr, mq, wire, [u for u in uniq if u is not None], timeout)
     else:
         msgs = [Message(mq.topic, bytes(b), flag=f, properties={**decode_properties(p), **(extra_properties or {})})
+                for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
+        result = await _send_each(producer, addr, mq, msgs, timeout)
+    await producer.heartbeat_broker(addr)
+    return result
+
+
+async def send_prepared_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, body: bytes,
+                                   transaction_ids: Sequence[str], *, timeout_ms: int | None = None) -> HalfBatchResult:
+    """:func:`send_encoded_half_batch` of a body whose entries already end with ``TRAN_MSG=true`` and
+    this producer's ``PGROUP`` and carry the ``UNIQ_KEY`` values ``transaction_ids`` (in entry order).
+
+    Nothing is decoded or re-encoded on rocketq brokers: this is the path of senders that build the
+    whole entry themselves (the Spark sink encodes its rows with the transaction properties).
+    Against brokers without batched transactions the body is decoded and sent message by message.
+    """
+    producer._check_running()
+    if not transaction_ids:
+        raise MQClientError("send_prepared_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
+    timeout = timeout_ms or producer.config.send_msg_timeout_ms
+    addr = await producer.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+    api = producer.instance.api
+    if await api.supports_transaction_batch(addr):
+        result = await _send_ranged_body(producer, api, addr, mq, body, list(transaction_ids), timeout)
+    else:
+        try:
+            cols = decode_batch_columns(body)
+        except MessageFormatError as exc:
+            raise MQClientError(f"the prepared half batch is malformed: {exc}", code=_MESSAGE_ILLEGAL) from exc
+        msgs = [Message(mq.topic, bytes(b), flag=f, properties=decode_properties(p))
                 for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
         result = await _send_each(producer, addr, mq, msgs, timeout)
     await producer.heartbeat_broker(addr)
