@@ -235,10 +235,15 @@ def test_load_bulk_refuses_copies_and_reads_no_hole(pair: Any) -> None:
     assert load_bulk(store, [(70, 70)], GROUP, max_bytes=1 << 30) is None  # a check-back copy
     assert load_bulk(store, [(0, 70), (70, 70)], GROUP, max_bytes=1 << 30) is None
     assert load_bulk(store, [(0, 200)], GROUP, max_bytes=1 << 30) is None  # beyond the queue
-    assert store.copy_queue_records(HALF_TOPIC, 0, 130, 20) is None
-    copied = store.copy_queue_records(HALF_TOPIC, 0, 10, 100)  # across two appends
+    assert store.copy_queue_records(HALF_TOPIC, 0, [(130, 20)]) is None
+    assert store.copy_queue_records(HALF_TOPIC, 0, [(0, 5), (130, 20)]) is None
+    copied = store.copy_queue_records(HALF_TOPIC, 0, [(10, 100), (0, 3)])  # across two appends, then back
     assert copied is not None and len(copied.data) == int(copied.sizes.sum())
     assert np.array_equal(copied.starts[1:], np.cumsum(copied.sizes)[:-1])
+    records = [decode_stored_message(copied.data[s:s + n]) for s, n in
+               zip(copied.starts.tolist(), copied.sizes.tolist(), strict=True)]
+    assert [m.queue_offset for m in records] == [*range(10, 110), 0, 1, 2]
+    assert [m.physical_offset for m in records] == copied.phys.tolist()
     assert first[0] == 0 and renewed[0] == 70
 
 

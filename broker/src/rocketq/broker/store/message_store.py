@@ -337,11 +337,14 @@ class MessageStore:
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
         return self._put_prepared(prep)
 
-    def copy_queue_records(self, topic: str, queue_id: int, offset: int, count: int) -> reader.CopiedRecords | None:
-        """The records at ``[offset, offset + count)`` of a queue copied out in one piece (None if
-        one is missing); see :func:`.reader.copy_records`."""
+    def copy_queue_records(self, topic: str, queue_id: int,
+                           ranges: Sequence[tuple[int, int]]) -> reader.CopiedRecords | None:
+        """The records of the ``(first queue offset, count)`` ranges of a queue, in order, copied out
+        in one piece (None if one is missing); see :func:`.reader.copy_records`."""
         cq = self.find_consume_queue(topic, queue_id)
-        return None if cq is None or count <= 0 else reader.copy_records(self.commit_log, cq, offset, count)
+        if cq is None or not ranges or min(count for _, count in ranges) <= 0:
+            return None
+        return reader.copy_records(self.commit_log, cq, ranges)
 
     def _put_prepared(self, prep: PreparedBatch) -> PutMessageResult:
         result, durable_at = self._append(prep)

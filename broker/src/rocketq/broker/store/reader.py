@@ -10,6 +10,7 @@ next offset follow RocketMQ's ``DefaultMessageStore.getMessage``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,31 +126,34 @@ class CopiedRecords:
     phys: npt.NDArray[np.int64]    # CommitLog offsets
 
 
-def copy_records(commit_log: CommitLog, cq: ConsumeQueue, offset: int, count: int) -> CopiedRecords | None:
-    """The records at queue offsets ``[offset, offset + count)`` as one copy, or None if one of
-    them is not in the queue (not dispatched yet, a hole, a removed segment).
+def copy_records(commit_log: CommitLog, cq: ConsumeQueue, ranges: Sequence[tuple[int, int]]) -> CopiedRecords | None:
+    """The records at queue offsets ``[first, first + count)`` of each of ``ranges``, in order, as
+    one copy; None if one of them is not in the queue (not dispatched yet, a hole, a removed segment).
 
     Records written by one append are contiguous in the CommitLog: each contiguous span is copied
     with one slice of its segment, so a span of thousands of records costs one memcpy.
     """
     offs: list[npt.NDArray[np.int64]] = []
     lens: list[npt.NDArray[np.int64]] = []
-    got = 0
     try:
-        while got < count:
-            units = cq.units_from(offset + got, count - got)
-            if units is None:
-                return None
-            offs.append(units["offset"].astype(np.int64))
-            lens.append(units["size"].astype(np.int64))
-            got += len(units)
+        for first, count in ranges:
+            got = 0
+            while got < count:
+                units = cq.units_from(first + got, count - got)
+                if units is None:
+                    return None
+                offs.append(units["offset"].astype(np.int64))
+                lens.append(units["size"].astype(np.int64))
+                got += len(units)
+        if not offs:
+            return None
         phys, sizes = np.concatenate(offs), np.concatenate(lens)
         if (sizes == _BLANK_SIZE).any() or (sizes <= 0).any() or int(phys.min()) < commit_log.min_offset:
             return None
         ends = phys + sizes
         cuts = (np.flatnonzero(ends[:-1] != phys[1:]) + 1).tolist()
         views = []
-        for lo, hi in zip([0, *cuts], [*cuts, count], strict=True):
+        for lo, hi in zip([0, *cuts], [*cuts, len(phys)], strict=True):
             view = commit_log.view(int(phys[lo]), int(ends[hi - 1] - phys[lo]))
             if view is None:  # across segments (never one append) or no longer stored
                 return None

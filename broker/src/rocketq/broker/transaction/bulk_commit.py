@@ -97,26 +97,14 @@ def load_bulk(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str
     if any(f0 + c0 > f1 for (f0, c0), (f1, _) in pairwise(spans)):
         return None  # overlapping ranges: the general path ends each once
     qos = np.concatenate([np.arange(first, first + count, dtype=np.int64) for first, count in ranges])
-    parts = []
-    loaded = 0
-    for first, count in ranges:
-        rec = store.copy_queue_records(HALF_TOPIC, HALF_QUEUE_ID, first, count)
-        if rec is None:
-            return None
-        loaded += len(rec.data)
-        if loaded > max_bytes:
-            raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
-                f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} bytes of "
-                f"messages: split it into several requests"))
-        parts.append(rec)
-    if len(parts) == 1:
-        data, starts, sizes, phys = parts[0].data, parts[0].starts, parts[0].sizes, parts[0].phys
-    else:
-        base = np.cumsum([len(p.data) for p in parts]) - [len(p.data) for p in parts]
-        data = b"".join(p.data for p in parts)
-        starts = np.concatenate([p.starts + b for p, b in zip(parts, base.tolist(), strict=True)])
-        sizes = np.concatenate([p.sizes for p in parts])
-        phys = np.concatenate([p.phys for p in parts])
+    rec = store.copy_queue_records(HALF_TOPIC, HALF_QUEUE_ID, ranges)
+    if rec is None:
+        return None
+    if len(rec.data) > max_bytes:
+        raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
+            f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} bytes of "
+            f"messages: split it into several requests"))
+    data, starts, sizes, phys = rec.data, rec.starts, rec.sizes, rec.phys
     return _check(data, starts, sizes, phys, qos, producer_group)
 
 
