@@ -12,7 +12,7 @@ one of 1000 keys) are produced into a source topic.  Then, alternately:
 
 Target (issue 6): exactly-once >= 50 % of at-least-once rows/s.
 
-    python benchmarks/eos_bench.py [--messages 300000] [--per-trigger 50000] [--rounds 3] [--flush SYNC_FLUSH]
+    python benchmarks/eos_bench.py [--messages 300000] [--per-trigger 50000] [--rounds 5] [--flush SYNC_FLUSH]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--per-trigger", type=int, default=50_000)
     ap.add_argument("--queues", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=3, help="batch writes of each guarantee, alternating")
+    ap.add_argument("--rounds", type=int, default=5, help="batch writes of each guarantee, alternating")
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -62,13 +62,12 @@ def props(i: int, *, group: str = GROUP, **extra: str) -> bytes:
 
 
 def put_halves(store: MessageStore, first: int, n: int, topic: str = "TopicB", queue_id: int = 2, *,
-               body_size: int = 40, origin: int | None = None, **extra: str) -> tuple[int, int]:
+               body_size: int = 40, lead: bytes = b"", **extra: str) -> tuple[int, int]:
     """A prepared batch as the send processor stores it; (first half offset, its CommitLog offset).
-    ``origin``: written as a check pass's copy of that transaction (``TRAN_PREPARED_QUEUE_OFFSET``)."""
+    ``lead``: encoded properties put first (as another writer might)."""
     fast = half_properties([props(i, **extra) for i in range(first, first + n)], topic, queue_id, cluster=CLUSTER)
     assert fast is not None
-    if origin is not None:
-        fast = [b"TRAN_PREPARED_QUEUE_OFFSET\x01%d\x02" % origin + f for f in fast]
+    fast = [lead + f for f in fast]
     result = store.put_batch(MessageBatchToStore(
         topic=HALF_TOPIC, queue_id=0, born_host=BORN, store_host=HOST,
         bodies=[bytes([i % 251]) * (body_size + i % 7) for i in range(first, first + n)], properties=fast,
@@ -230,13 +229,16 @@ def test_load_bulk_refuses_copies_and_reads_no_hole(pair: Any) -> None:
     first = put_halves(store, 0, 70)
     store.wait_dispatched()
     assert load_bulk(store, [(0, 70)], GROUP, max_bytes=1 << 30) is not None
-    renewed = put_halves(store, 70, 70, origin=3)
+    renewed = put_halves(store, 70, 70, lead=b"TRAN_PREPARED_QUEUE_OFFSET\x013\x02")  # a check-back copy
+    delayed = put_halves(store, 140, 70, lead=b"DELAY\x012\x02")
     store.wait_dispatched()
-    assert load_bulk(store, [(70, 70)], GROUP, max_bytes=1 << 30) is None  # a check-back copy
+    assert load_bulk(store, [(70, 70)], GROUP, max_bytes=1 << 30) is None
+    assert load_bulk(store, [(140, 70)], GROUP, max_bytes=1 << 30) is None
     assert load_bulk(store, [(0, 70), (70, 70)], GROUP, max_bytes=1 << 30) is None
-    assert load_bulk(store, [(0, 200)], GROUP, max_bytes=1 << 30) is None  # beyond the queue
-    assert store.copy_queue_records(HALF_TOPIC, 0, [(130, 20)]) is None
-    assert store.copy_queue_records(HALF_TOPIC, 0, [(0, 5), (130, 20)]) is None
+    assert delayed[0] == 140
+    assert load_bulk(store, [(0, 300)], GROUP, max_bytes=1 << 30) is None  # beyond the queue
+    assert store.copy_queue_records(HALF_TOPIC, 0, [(200, 20)]) is None
+    assert store.copy_queue_records(HALF_TOPIC, 0, [(0, 5), (200, 20)]) is None
     copied = store.copy_queue_records(HALF_TOPIC, 0, [(10, 100), (0, 3)])  # across two appends, then back
     assert copied is not None and len(copied.data) == int(copied.sizes.sum())
     assert np.array_equal(copied.starts[1:], np.cumsum(copied.sizes)[:-1])

@@ -117,3 +117,10 @@ def test_done_offsets_bulk_add_and_lookup_match_single(base: int, offsets: list[
     candidates = [*offsets, *probes, base - 1, base]
     assert bulk.contains_many(candidates) == [off in one for off in candidates] == [off in bulk for off in candidates]
     assert len(bulk) == len(one)
+
+
+def test_long_op_bodies_are_encoded_in_bulk_with_the_same_offsets() -> None:
+    offsets = [5, *range(95, 1200), 10**12, 7, 96, 3]
+    body = encode_op_body(offsets)
+    assert sorted(parse_op_body(body)) == sorted(set(offsets))
+    assert body == ",".join(map(str, sorted(set(offsets)))).encode()

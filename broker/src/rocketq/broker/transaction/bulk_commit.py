@@ -64,6 +64,19 @@ _GROUP_NEEDLE: Final = _needle(MessageConst.PRODUCER_GROUP)
 _ABSENT: Final = (_needle(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET), _needle(MessageConst.DELAY_TIME_LEVEL))
 
 
+def _word_prefix(key: bytes) -> tuple[np.uint64, np.uint64]:
+    """(value, mask) matching a word (8 bytes, native order) that starts with ``key``'s first 8 bytes."""
+    head = key[:8]
+    value = np.frombuffer(head.ljust(8, b"\0"), dtype=np.uint64)[0]
+    mask = np.frombuffer(b"\xff" * len(head) + b"\0" * (8 - len(head)), dtype=np.uint64)[0]
+    return value, mask
+
+
+#: the same keys at the start of a record's properties (a key longer than 8 bytes is matched by its
+#: first 8: another key starting alike only sends the request the general way)
+_ABSENT_AT_START: Final = tuple(_word_prefix(n[1:]) for n in _ABSENT)
+
+
 @dataclass(slots=True, eq=False)
 class BulkHalves:
     """The half records of a ranged request, in range order, as one copy (see the module)."""
@@ -168,9 +181,9 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     # in the whole copy: a body that happens to hold one only sends the request the general way.
     if any(needle in data for needle in _ABSENT):
         return None
-    for needle in _ABSENT:  # ... and at the start of the properties, where no \x02 precedes the key
-        key = np.frombuffer(needle[1:], dtype=np.uint8)
-        if (a[np.minimum(ppos, len(a) - len(key))[:, None] + np.arange(len(key))] == key).all(axis=1).any():
+    first_words = words[np.minimum(ppos, len(words) - 1)]  # ... and at the start of the properties,
+    for value, mask in _ABSENT_AT_START:                 # where no \x02 precedes the key
+        if ((first_words & mask) == value).any():
             return None
     cut = ends - len(suffix)
     raw_host = bytes(store_hosts[0])

@@ -48,14 +48,32 @@ REMOVE_TAG: Final = "d"
 OP_QUEUE_ID: Final = 0
 _READ_BATCH: Final = 256
 _READ_BYTES: Final = 4 * 1024 * 1024
+_BULK_OP_BODY: Final = 256
+_POW10: Final = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def encode_op_body(half_offsets: Iterable[int]) -> bytes:
-    """``b"12"`` or ``b"12,3"``: distinct offsets in the given order."""
+    """``b"12"`` or ``b"12,3"``: the distinct offsets (their order carries no meaning: a reader marks
+    each as finished).  Short lists keep their first-occurrence order; long ones (a ranged commit
+    ends tens of thousands) are written sorted, with numpy."""
     seen = list(dict.fromkeys(half_offsets))  # distinct, first occurrence order
     if not seen:
         raise ValueError("an op message needs at least one half offset")
-    return ",".join(map(str, seen)).encode("ascii")
+    if len(seen) < _BULK_OP_BODY or min(seen) < 0:
+        return ",".join(map(str, seen)).encode("ascii")
+    offsets = np.sort(np.asarray(seen, dtype=np.int64))
+    digits = np.searchsorted(_POW10, offsets, side="right") + 1
+    parts = []
+    for d in np.unique(digits).tolist():
+        group = offsets[digits == d]
+        m = np.empty((len(group), d + 1), dtype=np.uint8)
+        rest = group.copy()
+        for k in range(d - 1, -1, -1):
+            m[:, k] = 48 + rest % 10
+            rest //= 10
+        m[:, d] = 44  # ","
+        parts.append(m.tobytes())
+    return b"".join(parts)[:-1]
 
 
 def parse_op_body(body: bytes) -> list[int]:
