@@ -8,8 +8,9 @@ Entry layout (see :mod:`rocketq.client.remoting.batch`)::
 Theory of operation.  The properties string of every row is assembled with Arrow string kernels
 (``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``WAIT``, ``__SHARDINGKEY`` and the user's map), never with a
 Python loop; UNIQ_KEYs are produced in bulk with the client's per-process prefix.  The entries of
-all rows are then written into one numpy buffer by a single boolean-mask scatter per region
-(head, body, PROPLEN, properties).  Rows are encoded in the order given, so callers sort them by
+all rows are then laid out by one element-wise Arrow binary join of four columns (head and
+PROPLEN as numpy byte matrices, body and properties as they are): a C++ loop of copies, one pass
+over the bytes (it replaced a per-byte region scatter ten times slower).  Rows are encoded in the order given, so callers sort them by
 target queue first; :func:`chunk_bounds` cuts the buffer into request-sized pieces per queue.
 """
 
@@ -152,33 +153,42 @@ def _buffers(arr: pa.Array) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64
     return data[offsets[0] : offsets[-1]], offsets - offsets[0]
 
 
+def _large_binary(n: int, offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8] | bytes) -> pa.Array:
+    """A large_binary array over ``data`` cut at ``offsets`` (n + 1 of them), without copying."""
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _fixed_width(rows: npt.NDArray[np.uint8]) -> pa.Array:
+    """A large_binary array of the rows of a 2-D byte matrix."""
+    n, width = rows.shape
+    return _large_binary(n, np.arange(n + 1, dtype=np.int64) * width, np.ascontiguousarray(rows))
+
+
 def encode_rows(bodies: pa.Array, properties: pa.Array, flags: npt.NDArray[np.int32] | None = None) -> bytes:
-    """Encode rows into concatenated batch entries (rows in the given order)."""
+    """Encode rows into concatenated batch entries (rows in the given order).
+
+    The fixed parts (entry head, PROPLEN) are numpy matrices; Arrow's element-wise binary join
+    then lays out head, body, PROPLEN and properties of every row in one C++ pass."""
     body_data, body_off = _buffers(bodies)
     prop_data, prop_off = _buffers(properties)
     n = len(body_off) - 1
+    if n == 0:
+        return b""
     body_len = np.diff(body_off)
     prop_len = np.diff(prop_off)
-    if n and int(prop_len.max()) > MAX_PROPERTIES:
+    if int(prop_len.max()) > MAX_PROPERTIES:
         raise SinkError(f"a row's properties take {int(prop_len.max())} bytes, more than {MAX_PROPERTIES}")
-    total = ENTRY_OVERHEAD + body_len + prop_len
     heads = np.zeros((n, 5), dtype=">i4")
-    heads[:, 0] = total
+    heads[:, 0] = ENTRY_OVERHEAD + body_len + prop_len
     heads[:, 3] = 0 if flags is None else flags
     heads[:, 4] = body_len
     plen = prop_len.astype(">i2")
-    segments = np.empty((n, 4), dtype=np.int64)
-    segments[:, 0] = ENTRY_HEAD.size
-    segments[:, 1] = body_len
-    segments[:, 2] = 2
-    segments[:, 3] = prop_len
-    labels = np.repeat(np.tile(np.arange(4, dtype=np.uint8), n), segments.ravel())
-    out = np.empty(int(total.sum()), dtype=np.uint8)
-    out[labels == 0] = heads.view(np.uint8).ravel()
-    out[labels == 1] = body_data
-    out[labels == 2] = plen.view(np.uint8).ravel()
-    out[labels == 3] = prop_data
-    return out.tobytes()
+    joined = pc.binary_join_element_wise(
+        _fixed_width(heads.view(np.uint8).reshape(n, ENTRY_HEAD.size)), _large_binary(n, body_off, body_data),
+        _fixed_width(plen.view(np.uint8).reshape(n, 2)), _large_binary(n, prop_off, prop_data),
+        pa.scalar(b"", pa.large_binary()))
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
+    return joined.buffers()[2].to_pybytes()[int(offsets[0]):int(offsets[n])]
 
 
 def entry_sizes(bodies: pa.Array, properties: pa.Array) -> npt.NDArray[np.int64]:
