@@ -188,7 +188,8 @@ def encode_rows(bodies: pa.Array, properties: pa.Array, flags: npt.NDArray[np.in
         _fixed_width(plen.view(np.uint8).reshape(n, 2)), _large_binary(n, prop_off, prop_data),
         pa.scalar(b"", pa.large_binary()))
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
-    return joined.buffers()[2].to_pybytes()[int(offsets[0]):int(offsets[n])]
+    data: bytes = joined.buffers()[2].to_pybytes()
+    return data[int(offsets[0]):int(offsets[n])]
 
 
 def entry_sizes(bodies: pa.Array, properties: pa.Array) -> npt.NDArray[np.int64]:
