@@ -13,8 +13,9 @@ OS_PAGE_CACHE_BUSY                     SYSTEM_BUSY ``[PC_SYNCHRONIZED]…``
 CREATE_MAPPED_FILE_FAILED, UNKNOWN     SYSTEM_ERROR
 =====================================  ===================================================
 
-Where the put runs.  A request of at most ``INLINE_PUT_MAX_BYTES`` is appended on the event loop
-(``MessageStore.put_batch_nowait``: encoding plus one ``pwrite``, tens of microseconds), which saves
+Where the put runs.  A request of at most ``INLINE_PUT_MAX_BYTES`` (1 MiB: the Spark sink's
+default batch) is appended on the event loop (``MessageStore.put_batch_nowait``: encoding plus one
+``pwrite``, tens of microseconds for a small send, about a millisecond at the limit), which saves
 two thread hand-offs per send; when the append could wait (another thread holds the append lock,
 a new CommitLog segment must be created) or the request is bigger, it runs on the bounded send
 executor, whose full queue or stale tasks are answered SYSTEM_BUSY ``[REJECTREQUEST]`` /
