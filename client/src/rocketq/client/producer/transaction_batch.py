@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -126,13 +126,23 @@ async def send_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, 
     producer._check_running()
     if not msgs:
         raise MQClientError("send_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
+    return await _send_either(producer, mq, timeout_ms,
+                              lambda api, addr, timeout: _send_ranged(producer, api, addr, mq, msgs, timeout),
+                              lambda: list(msgs))
+
+
+async def _send_either(producer: AsyncTransactionProducer, mq: MessageQueue, timeout_ms: int | None,
+                       ranged: Callable[[MQClientAPI, str, int], Awaitable[HalfBatchResult]],
+                       messages: Callable[[], list[Message]]) -> HalfBatchResult:
+    """One ranged request on a rocketq broker (``ranged(api, addr, timeout)``), else one half message
+    per message of ``messages()``; then the broker is heartbeated once (it may check back)."""
     timeout = timeout_ms or producer.config.send_msg_timeout_ms
     addr = await producer.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
     api = producer.instance.api
     if await api.supports_transaction_batch(addr):
-        result = await _send_ranged(producer, api, addr, mq, msgs, timeout)
+        result = await ranged(api, addr, timeout)
     else:
-        result = await _send_each(producer, addr, mq, msgs, timeout)
+        result = await _send_each(producer, addr, mq, messages(), timeout)
     await producer.heartbeat_broker(addr)
     return result
 
@@ -148,7 +158,6 @@ async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: Messag
     Against brokers without batched transactions the body is decoded and sent message by message.
     """
     producer._check_running()
-    timeout = timeout_ms or producer.config.send_msg_timeout_ms
     extra = {**(extra_properties or {}), MessageConst.TRANSACTION_PREPARED: "true",
              MessageConst.PRODUCER_GROUP: producer.group}
     try:
@@ -161,16 +170,11 @@ async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: Messag
     if None in uniq:
         raise MQClientError(f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY",
                             code=_MESSAGE_ILLEGAL)
-    addr = await producer.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-    api = producer.instance.api
-    if await api.supports_transaction_batch(addr):
-        result = await _send_ranged_body(producer, api, addr, mq, wire, [u for u in uniq if u is not None], timeout)
-    else:
-        msgs = [Message(mq.topic, bytes(b), flag=f, properties={**decode_properties(p), **(extra_properties or {})})
-                for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
-        result = await _send_each(producer, addr, mq, msgs, timeout)
-    await producer.heartbeat_broker(addr)
-    return result
+    ids = [u for u in uniq if u is not None]
+    return await _send_either(
+        producer, mq, timeout_ms, lambda api, addr, timeout: _send_ranged_body(producer, api, addr, mq, wire, ids, timeout),
+        lambda: [Message(mq.topic, bytes(b), flag=f, properties={**decode_properties(p), **(extra_properties or {})})
+                 for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)])
 
 
 async def send_prepared_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, body: bytes,
@@ -185,21 +189,19 @@ async def send_prepared_half_batch(producer: AsyncTransactionProducer, mq: Messa
     producer._check_running()
     if not transaction_ids:
         raise MQClientError("send_prepared_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
-    timeout = timeout_ms or producer.config.send_msg_timeout_ms
-    addr = await producer.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-    api = producer.instance.api
-    if await api.supports_transaction_batch(addr):
-        result = await _send_ranged_body(producer, api, addr, mq, body, list(transaction_ids), timeout)
-    else:
+    ids = list(transaction_ids)
+
+    def each() -> list[Message]:
         try:
             cols = decode_batch_columns(body)
         except MessageFormatError as exc:
             raise MQClientError(f"the prepared half batch is malformed: {exc}", code=_MESSAGE_ILLEGAL) from exc
-        msgs = [Message(mq.topic, bytes(b), flag=f, properties=decode_properties(p))
+        return [Message(mq.topic, bytes(b), flag=f, properties=decode_properties(p))
                 for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
-        result = await _send_each(producer, addr, mq, msgs, timeout)
-    await producer.heartbeat_broker(addr)
-    return result
+
+    return await _send_either(
+        producer, mq, timeout_ms, lambda api, addr, timeout: _send_ranged_body(producer, api, addr, mq, body, ids, timeout),
+        each)
 
 
 async def _send_ranged(producer: AsyncTransactionProducer, api: MQClientAPI, addr: str, mq: MessageQueue,
