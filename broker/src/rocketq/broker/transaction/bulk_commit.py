@@ -8,11 +8,16 @@ original append did.
 Theory of operation.  :func:`load_bulk` copies the half records of every range out of the
 CommitLog (:meth:`MessageStore.copy_queue_records`: one slice per run of records written by one
 append) and checks all of them at once with numpy: MAGIC_V1, IPv4 hosts, one store host, sizes
-agreeing with the ConsumeQueue, the half topic, properties ending in the same
-``REAL_TOPIC``/``REAL_QID`` suffix (one destination for the whole request), exactly one ``PGROUP``
-equal to the request's, and none of ``TRAN_PREPARED_QUEUE_OFFSET`` (a check-back copy), ``DELAY``
-(the schedule topic rewrite) or a second ``REAL_*``.  Anything else returns None and the caller
-takes the general path (:func:`.ranged.load_ranges`), which also gives the precise refusal.
+agreeing with the ConsumeQueue, the half topic, and properties that all end with the same tail
+from their last ``PGROUP`` on: ``PGROUP`` = the request's group, ..., ``REAL_TOPIC``,
+``REAL_QID`` (one destination for the whole request).  None may hold
+``TRAN_PREPARED_QUEUE_OFFSET`` (a check-back copy, whose origin differs) or ``DELAY`` (the
+schedule topic rewrite); those keys are looked for in the whole copy, bodies included, so a body
+that happens to hold one only costs the fast path.  (The broker writes every half message's
+properties from one map, or through :func:`.ranged.half_properties`, which takes a batch only
+when each message has ``PGROUP`` once and no ``REAL_*`` before the broker appends them: those
+keys are never there twice.)  Anything else returns None and the caller takes the general path
+(:func:`.ranged.load_ranges`), which also gives the precise refusal.
 
 :func:`committed_batches` then writes each committed record as four parts for the store
 (:func:`~rocketq.broker.store.record_batch.prepare_parts`): the half's header with TOTALSIZE,
@@ -172,7 +177,7 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     tail_at = ends - len(tail)
     if (tail_at < ppos - 1).any():
         return None
-    # (the byte before the properties is PROPERTIESLENGTH's low byte: checked as if it were \x02)
+    # (a tail that starts the properties has PROPERTIESLENGTH before it, not a \x02: not compared)
     if len(tail) < 9 or not _same(words, tail_at + 1, tail[1:]):
         return None
     if ((tail_at >= ppos) & (a[np.maximum(tail_at, 0)] != 2)).any():
@@ -200,11 +205,11 @@ def _middles(topic: bytes, props_len: I64, origins: I64, digits: I64) -> list[by
     widths = np.unique(digits).tolist()
     if len(widths) == 1:
         return _middle_rows(topic, props_len, origins, widths[0])
-    out = np.empty(len(origins), dtype=object)
+    result: list[bytes] = [b""] * len(origins)  # offsets crossing a power of ten: rare
     for d in widths:
         sel = np.flatnonzero(digits == d)
-        out[sel] = _middle_rows(topic, props_len[sel], origins[sel], d)
-    result: list[bytes] = out.tolist()
+        for i, row in zip(sel.tolist(), _middle_rows(topic, props_len[sel], origins[sel], d), strict=True):
+            result[i] = row
     return result
 
 
