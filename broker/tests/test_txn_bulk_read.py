@@ -143,3 +143,19 @@ def test_half_properties_appends_the_cluster_unless_present() -> None:
     present = [p + cluster for p in props]
     assert half_properties(present, "TopicB", 4, cluster=cluster) is None  # the caller then uses its own rewrite
     assert half_properties(present, "TopicB", 4) is not None
+
+
+def test_half_properties_tail_path_refuses_what_the_counts_refuse() -> None:
+    """Messages ending with TRAN_MSG=true and PGROUP (the sink's layout) skip two exact counts:
+    a key that only looks like TRAN_MSG, a second TRAN_MSG or PGROUP, or another group must still
+    send the batch to the decoding path."""
+    tail = b"TRAN_MSG\x01true\x02PGROUP\x01PG\x02"
+    good = [b"KEYS\x01k%d\x02UNIQ_KEY\x01U%d\x02" % (i, i) + tail for i in range(4)]
+    out = half_properties(good, "T", 1)
+    assert out is not None and out[0] == good[0] + b"REAL_TOPIC\x01T\x02REAL_QID\x011\x02"
+    for bad in (b"TRAN_MSG\x01false\x02xx" + tail,           # the real TRAN_MSG is false
+                b"KEYS\x01a\x02PGROUP\x01other\x02" + tail,   # two groups
+                b"KEYS\x01a\x02TRAN_MSG\x01true\x02" + tail,  # TRAN_MSG twice
+                b"KEYS\x01a\x02" + tail.replace(b"PG\x02", b"PG2\x02"),
+                b"REAL_QID\x013\x02" + tail):
+        assert half_properties([*good, bad], "T", 1) is None, bad  # the decoding path decides

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -107,9 +108,10 @@ def check_half_batch(properties: Sequence[dict[str, str]]) -> str | None:
 
 
 _TRAN_TRUE = f"\x02{MessageConst.TRANSACTION_PREPARED}\x01true\x02".encode()
-_NOT_IN_PREPARED = tuple(f"\x02{k}\x01".encode() for k in (
+#: keys a prepared message must not carry (the broker writes them), found with one regex pass
+_FORBIDDEN = re.compile(b"\x02(?:" + b"|".join(re.escape(k.encode()) for k in (
     MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, MessageConst.TRANSACTION_CHECK_TIMES,
-    MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID))
+    MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)) + b")\x01")
 
 
 def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
@@ -124,23 +126,47 @@ def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
     returns None: the caller then decodes each message (and gets the precise error, if any).
     """
     n = len(properties)
-    if not n or not all(map(bytes.endswith, properties, repeat(b"\x02"))):
+    if not n:
+        return None
+    tail = _common_tail(properties)
+    if tail is None and not all(map(bytes.endswith, properties, repeat(b"\x02"))):
         return None
     joined = b"\x02" + b"\x02".join(properties)
-    if not joined.isascii() or joined.count(_TRAN_TRUE) != n or joined.count(_TRAN_TRUE[:-5]) != n:
-        return None
-    if any(key in joined for key in _NOT_IN_PREPARED):
+    if not joined.isascii() or _FORBIDDEN.search(joined) is not None:
         return None
     if cluster and b"\x02" + cluster[:cluster.index(b"\x01") + 1] in joined:
         return None
-    group_value = find_property(properties[0], MessageConst.PRODUCER_GROUP)
-    if group_value is None:
-        return None
-    group = f"\x02{MessageConst.PRODUCER_GROUP}\x01{group_value}\x02".encode()
-    if joined.count(group) != n or joined.count(group[: group.index(b"\x01") + 1]) != n:
-        return None
+    group_key = _TRAN_TRUE[:1] + f"{MessageConst.PRODUCER_GROUP}\x01".encode()
+    if tail is not None:  # every message ends with TRAN_MSG=true and one PGROUP: count the keys only
+        if joined.count(_TRAN_TRUE[:-5]) != n or joined.count(group_key) != n:
+            return None
+    else:
+        if joined.count(_TRAN_TRUE) != n or joined.count(_TRAN_TRUE[:-5]) != n:
+            return None
+        group_value = find_property(properties[0], MessageConst.PRODUCER_GROUP)
+        if group_value is None:
+            return None
+        if joined.count(group_key + group_value.encode() + b"\x02") != n or joined.count(group_key) != n:
+            return None
     suffix = cluster + f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
     return [p + suffix for p in properties]
+
+
+def _common_tail(properties: Sequence[bytes]) -> bytes | None:
+    """``TRAN_MSG=true`` then ``PGROUP`` (and nothing else) ending every message, or None.
+
+    Senders that encode their entries (the Spark sink, ``send_encoded_half_batch``) put these two
+    last; then one ``endswith`` per message replaces two exact counts over the whole batch."""
+    first = properties[0]
+    at = first.rfind(_TRAN_TRUE)
+    if at < 0:
+        return None
+    tail = first[at:]  # from the \x02 ending the property before: the keys are delimited
+    rest = tail[len(_TRAN_TRUE):]
+    if not rest.startswith(f"{MessageConst.PRODUCER_GROUP}\x01".encode()) or rest.count(b"\x02") != 1 \
+            or not rest.endswith(b"\x02"):
+        return None
+    return tail if all(map(bytes.endswith, properties, repeat(tail))) else None
 
 
 def to_half_batch(msgs: Sequence[MessageToStore]) -> list[MessageToStore]:
