@@ -256,3 +256,38 @@ def test_rollback_in_bulk_writes_only_the_op_record(pair: Any, monkeypatch: pyte
     assert result.ended == 100 and p.bulk_used == 1
     assert p.same_outcome() == []
     assert all(p.svc_a.is_finished(i) for i in range(100))
+
+
+def test_bulk_commit_without_its_op_record_is_ended_after_a_crash(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash window of a ranged commit (real messages stored, op record not) on the bulk path:
+    recovery finds the committed records by their TRAN_PREPARED_QUEUE_OFFSET (written first here)
+    and appends the op record, so a replayed COMMIT writes nothing twice."""
+    store = make_store(tmp_path)
+    svc = TransactionalMessageService(store)
+    first = put_halves(store, 0, 100)
+    store.wait_dispatched()
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("killed between the real messages and the op message")
+
+    used: list[bool] = []
+    real_load = service_module.load_bulk
+    with monkeypatch.context() as m:
+        m.setattr(service_module, "make_op_message", boom)
+        m.setattr(service_module, "load_bulk", lambda *a, **k: used.append(True) or real_load(*a, **k))
+        with pytest.raises(RuntimeError):
+            svc.end_transaction_ranges(header(first, COMMIT), [(0, 80)])
+    assert used and len(records(store, "TopicB", 2)) == 80 and records(store, OP_TOPIC, 0) == []
+    store.halt()
+    store = make_store(tmp_path)
+    try:
+        svc = TransactionalMessageService(store)
+        svc.recover()
+        assert sorted(parse_op_body(records(store, OP_TOPIC, 0)[0].body)) == list(range(80))
+        again = svc.end_transaction_ranges(header(first, COMMIT), [(0, 100)])
+        assert (again.ended, again.skipped) == (20, 80)
+        got = records(store, "TopicB", 2)
+        assert [m.properties["TRAN_PREPARED_QUEUE_OFFSET"] for m in got] == [str(i) for i in range(100)]
+    finally:
+        store.shutdown()
