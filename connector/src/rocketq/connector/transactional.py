@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rocketq.client.model import LocalTransactionState
 from rocketq.connector.commit_log import (
     PROP_TXN,
@@ -85,9 +87,6 @@ class WriteIdentity:
     def tag(self, req: int) -> TxnTag:
         return TxnTag(self.sink_id, self.batch, self.write_id, self.partition, self.attempt, req)
 
-    def properties(self, req: int) -> dict[str, str]:
-        return {PROP_TXN: self.tag(req).text()}
-
 
 def row_suffix(ident: WriteIdentity, group: str) -> tuple[str, int]:
     """The properties every half message of ``ident`` ends with (request number 0) and the
@@ -105,9 +104,8 @@ def row_suffix(ident: WriteIdentity, group: str) -> tuple[str, int]:
 
 def renumber(request: Request, req: int, tail: int) -> bytes:
     """``request.body`` with every entry's request number set to ``req`` (``tail``: see :func:`row_suffix`)."""
-    import numpy as np
-
-    assert request.entry_ends is not None
+    if request.entry_ends is None or request.uniq_keys is None:
+        raise SinkError("an exactly-once request must be encoded with the strategy's row_suffix (no entry ends)")
     body = bytearray(request.body)
     at = request.entry_ends - tail
     np.frombuffer(body, dtype=np.uint8)[at[:, None] + np.arange(REQ_WIDTH)] = \
@@ -138,12 +136,9 @@ class ExactlyOnceStrategy:
             req = next(self._req)  # a fresh number per try: an unconfirmed try is never committed
             try:
                 mq = MessageQueue(q.topic, q.broker_name, q.queue_id)
-                if request.entry_ends is not None and request.uniq_keys is not None:
-                    result = self._producer.send_prepared_half_batch(
-                        mq, renumber(request, req, self._tail), request.uniq_keys, timeout_ms=self.opts.send_timeout_ms)
-                else:
-                    result = self._producer.send_encoded_half_batch(
-                        mq, request.body, extra_properties=self.ident.properties(req), timeout_ms=self.opts.send_timeout_ms)
+                body = renumber(request, req, self._tail)
+                result = self._producer.send_prepared_half_batch(
+                    mq, body, request.uniq_keys or [], timeout_ms=self.opts.send_timeout_ms)
                 handle = from_client_result(result, self.ident.write_id, req)
                 with self._lock:
                     self.handles.append(handle)

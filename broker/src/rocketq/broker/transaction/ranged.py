@@ -7,10 +7,11 @@ appended to each message's properties) and falls back to :func:`to_half_batch`, 
 single-message rewrite of :func:`~.half_message.to_half_message`, for anything else.
 
 A ranged END_TRANSACTION names half messages by ``(first half-queue offset, count)`` ranges.
-:func:`load_ranges` reads them through the half topic's ConsumeQueue as columns
-(:mod:`.half_read`; bodies as stored, never decompressed), refusing missing offsets, non-half
-records, a wrong producer group and requests above the configured limits (count and loaded bytes)
-before anything is written.  The service (``service.TransactionalMessageService.end_transaction_ranges``)
+:func:`check_ranges` refuses requests above the configured message count.  The usual records
+are then ended by bytes (:mod:`.bulk_commit`); the others go through :func:`load_ranges`, which
+reads them through the half topic's ConsumeQueue as columns (:mod:`.half_read`; bodies as stored,
+never decompressed), refusing missing offsets, non-half records, a wrong producer group and more
+than the configured bytes before anything is written.  The service (``service.TransactionalMessageService.end_transaction_ranges``)
 then drops the offsets already ended and, on commit, :func:`append_committed` appends the real
 messages (the committed properties the reader made, plus the delay-level rewrite RocketMQ applies
 to committed messages): grouped by destination queue in range order, one store append per group,
@@ -191,9 +192,9 @@ def check_ranges(store: Any, ranges: Sequence[tuple[int, int]], *, max_messages:
 
 
 def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *,
-                max_messages: int, max_bytes: int) -> HalfColumns:
-    """The half records of ``ranges`` in range order; raises :class:`RangedRefused`."""
-    check_ranges(store, ranges, max_messages=max_messages)
+                max_bytes: int) -> HalfColumns:
+    """The half records of ``ranges`` in range order (the caller ran :func:`check_ranges`);
+    raises :class:`RangedRefused`."""
     out = HalfColumns()
     loaded = 0
     for first, count in ranges:

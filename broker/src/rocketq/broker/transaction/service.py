@@ -323,9 +323,7 @@ class TransactionalMessageService:
                 return _ranged_result(kind, *outcome)
             # a committed message the rebuild cannot store: the general path below reports it
         try:
-            halves = load_ranges(self.store, ranges, header.producer_group,
-                                 max_messages=cfg.transaction_batch_max_messages,
-                                 max_bytes=cfg.transaction_batch_max_bytes)
+            halves = load_ranges(self.store, ranges, header.producer_group, max_bytes=cfg.transaction_batch_max_bytes)
         except RangedRefused as refused:
             log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
             return RangedEndResult(code=refused.code, remark=refused.remark)
