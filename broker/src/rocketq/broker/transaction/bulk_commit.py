@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from rocketq.broker.store.record_batch import HEADER_DTYPES, PreparedBatch, prepare_parts
 from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC, parse_real_queue
+from rocketq.broker.transaction.op_log import decimal_columns, decimal_digits
 from rocketq.broker.transaction.ranged import RangedRefused
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.message import MAGIC_V1, MAX_TOPIC_LENGTH_V1, TRANSACTION_TYPE_MASK, SysFlag
@@ -58,7 +59,6 @@ _HDR_DTYPE: Final = HEADER_DTYPES[0]
 _COMMIT: Final = int(SysFlag.TRANSACTION_COMMIT)
 _HALF_TOPIC_B: Final = HALF_TOPIC.encode()
 _ORIGIN_PREFIX: Final = f"{MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET}\x01".encode()
-_POW10: Final = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def _needle(key: str) -> bytes:
@@ -92,8 +92,8 @@ class BulkHalves:
     phys: I64
     queue_offsets: I64
     body_len: I64
-    prefixes: list[bytes]      # stored properties without the REAL_* suffix
-    prefix_len: I64
+    props_start: I64           # where each record's properties start in ``data``
+    prefix_len: I64            # their length without the REAL_* suffix
     real: tuple[str, int]
     store_host: tuple[str, int]
     wait_store: bool
@@ -194,7 +194,7 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     raw_host = bytes(store_hosts[0])
     return BulkHalves(
         data=data, hdr=hdr, starts=starts, phys=phys, queue_offsets=qos, body_len=body_len,
-        prefixes=list(map(data.__getitem__, map(slice, ppos.tolist(), cut.tolist()))), prefix_len=cut - ppos,
+        props_start=ppos, prefix_len=cut - ppos,
         real=real, store_host=(bytes_to_ip(raw_host[:4]), int.from_bytes(raw_host[4:], "big", signed=True)),
         wait_store=b"WAIT\x01false\x02" not in first)
 
@@ -221,10 +221,7 @@ def _middle_rows(topic: bytes, props_len: I64, origins: I64, digits: int) -> lis
     m[:, len(head):len(head) + 2] = props_len.astype(">i2").view(np.uint8).reshape(-1, 2)
     at = len(head) + 2 + len(_ORIGIN_PREFIX)
     m[:, len(head) + 2:at] = np.frombuffer(_ORIGIN_PREFIX, dtype=np.uint8)
-    rest = origins.copy()
-    for k in range(digits - 1, -1, -1):
-        m[:, at + k] = 48 + rest % 10
-        rest //= 10
+    m[:, at:at + digits] = decimal_columns(origins, digits)
     m[:, -1] = 2
     rows: list[bytes] = m.view(f"V{width}").ravel().tolist()
     return rows
@@ -240,11 +237,11 @@ def committed_batches(h: BulkHalves, keep: I64, max_batch_bytes: int, max_proper
     starts = h.starts[keep]
     hdr = h.hdr[keep]  # a copy
     blen = h.body_len[keep]
-    whole = len(keep) == len(h)
-    prefixes = h.prefixes if whole else [h.prefixes[i] for i in keep.tolist()]
     prefix_len = h.prefix_len[keep]
+    pstart = h.props_start[keep]
+    prefixes = list(map(h.data.__getitem__, map(slice, pstart.tolist(), (pstart + prefix_len).tolist())))
     origins = h.queue_offsets[keep]
-    digits = np.searchsorted(_POW10, origins, side="right") + 1
+    digits = decimal_digits(origins)
     props_len = prefix_len + len(_ORIGIN_PREFIX) + digits + 1
     if int(props_len.max()) > min(max_properties, MAX_PROPERTIES_SIZE):
         return None

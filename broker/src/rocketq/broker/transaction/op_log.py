@@ -34,6 +34,8 @@ from rocketq.client.remoting.properties import MessageConst
 __all__ = [
     "REMOVE_TAG",
     "DoneOffsets",
+    "decimal_columns",
+    "decimal_digits",
     "encode_op_body",
     "iter_queue_reads",
     "iter_queue_records",
@@ -62,18 +64,30 @@ def encode_op_body(half_offsets: Iterable[int]) -> bytes:
     if len(seen) < _BULK_OP_BODY or min(seen) < 0:
         return ",".join(map(str, seen)).encode("ascii")
     offsets = np.sort(np.asarray(seen, dtype=np.int64))
-    digits = np.searchsorted(_POW10, offsets, side="right") + 1
+    digits = decimal_digits(offsets)
     parts = []
     for d in np.unique(digits).tolist():
-        group = offsets[digits == d]
-        m = np.empty((len(group), d + 1), dtype=np.uint8)
-        rest = group.copy()
-        for k in range(d - 1, -1, -1):
-            m[:, k] = 48 + rest % 10
-            rest //= 10
+        m = np.empty((int((digits == d).sum()), d + 1), dtype=np.uint8)
+        m[:, :d] = decimal_columns(offsets[digits == d], d)
         m[:, d] = 44  # ","
         parts.append(m.tobytes())
     return b"".join(parts)[:-1]
+
+
+def decimal_digits(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The number of decimal digits of each (non-negative) value."""
+    out: npt.NDArray[np.int64] = np.searchsorted(_POW10, values, side="right") + 1
+    return out
+
+
+def decimal_columns(values: npt.NDArray[np.int64], digits: int) -> npt.NDArray[np.uint8]:
+    """The ASCII decimals of values that all have ``digits`` digits, one row each."""
+    m = np.empty((len(values), digits), dtype=np.uint8)
+    rest = values.copy()
+    for k in range(digits - 1, -1, -1):
+        m[:, k] = 48 + rest % 10
+        rest //= 10
+    return m
 
 
 def parse_op_body(body: bytes) -> list[int]:

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +73,7 @@ from rocketq.broker.transaction.half_read import HalfColumns
 from rocketq.broker.transaction.op_log import (
     OP_QUEUE_ID,
     DoneOffsets,
+    decimal_digits,
     iter_queue_records,
     make_op_message,
     read_op_offsets,
@@ -103,7 +104,6 @@ SendCheck = Callable[[str, bytes, CheckTransactionStateRequestHeader], bool]
 COMMIT_TYPE = int(SysFlag.TRANSACTION_COMMIT)
 ROLLBACK_TYPE = int(SysFlag.TRANSACTION_ROLLBACK)
 _FIND_FAILED = "Find prepared transaction message failed"
-_POW10: Final = 10 ** np.arange(1, 19, dtype=np.int64)
 
 _PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
     PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (ResponseCode.SYSTEM_ERROR, "Create mapped file failed."),
@@ -419,7 +419,7 @@ class TransactionalMessageService:
         limit = max(64, self._max_batch_bytes // 2)
         offsets = offsets if distinct else list(dict.fromkeys(offsets))
         distinct_offsets = np.asarray(offsets, dtype=np.int64)
-        ends = np.cumsum(np.searchsorted(_POW10, distinct_offsets, side="right") + 2)  # digits + the comma
+        ends = np.cumsum(decimal_digits(distinct_offsets) + 1)  # digits + the comma
         lo = 0
         while lo < len(offsets):
             before = int(ends[lo - 1]) if lo else 0
