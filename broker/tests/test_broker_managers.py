@@ -14,12 +14,13 @@ from rocketq.broker.client_manager import (
     SubscriptionData,
     parse_heartbeat,
 )
-from rocketq.broker.config import PERM_INHERIT, BrokerConfig
+from rocketq.broker.config import BrokerConfig
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketq.broker.topic_manager import TopicConfig, TopicConfigManager, is_system_topic, validate_topic
+from rocketq.client.remoting.vocabulary import Perm
 
 
 def _topics(**kw: object) -> TopicConfigManager:
@@ -31,10 +32,10 @@ def test_tbw102_template_and_auto_create_is_once_and_consistent() -> None:
     tm = _topics()
     tm.add_listener(changes.append)
     tbw = tm.select("TBW102")
-    assert tbw is not None and tbw.write_queue_nums == 8 and tbw.perm & PERM_INHERIT
+    assert tbw is not None and tbw.write_queue_nums == 8 and tbw.perm & Perm.INHERIT
     first = tm.create_in_send_process("NewTopic", "TBW102", 4)
     assert first is not None and first.write_queue_nums == 4 and first.read_queue_nums == 4
-    assert not first.perm & PERM_INHERIT
+    assert not first.perm & Perm.INHERIT
     # a concurrent first send from another producer asking for 16 queues gets the same config
     second = tm.create_in_send_process("NewTopic", "TBW102", 16)
     assert second == first

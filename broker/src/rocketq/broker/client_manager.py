@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rocketq.broker.errors import RequestBodyError
+from rocketq.client.errors import ProtocolError
+from rocketq.client.remoting.vocabulary import SubscriptionData
 
 __all__ = [
     "ClientChannelInfo",
@@ -33,49 +35,10 @@ __all__ = [
     "parse_heartbeat",
 ]
 
-SUB_ALL = "*"
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SubscriptionData:
-    """One topic subscription of a consumer group (tag expression and its hash codes)."""
-
-    topic: str
-    sub_string: str = SUB_ALL
-    tags_set: frozenset[str] = frozenset()
-    code_set: frozenset[int] = frozenset()
-    sub_version: int = 0
-    expression_type: str = "TAG"
-
-    @property
-    def is_all(self) -> bool:
-        return self.sub_string.strip() in ("", SUB_ALL)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "classFilterMode": False,
-            "codeSet": sorted(self.code_set),
-            "expressionType": self.expression_type,
-            "subString": self.sub_string,
-            "subVersion": self.sub_version,
-            "tagsSet": sorted(self.tags_set),
-            "topic": self.topic,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> SubscriptionData:
-        return cls(
-            topic=str(obj.get("topic", "")),
-            sub_string=str(obj.get("subString") or SUB_ALL),
-            tags_set=frozenset(str(t) for t in obj.get("tagsSet") or ()),
-            code_set=frozenset(int(c) for c in obj.get("codeSet") or ()),
-            sub_version=int(obj.get("subVersion") or 0),
-            expression_type=str(obj.get("expressionType") or "TAG"),
-        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,7 +70,12 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
     for cd in obj.get("consumerDataSet") or ():
         if not isinstance(cd, dict) or not cd.get("groupName"):
             continue
-        subs = tuple(SubscriptionData.from_json(s) for s in cd.get("subscriptionDataSet") or () if isinstance(s, dict))
+        try:
+            subs = tuple(
+                SubscriptionData.from_obj(s) for s in cd.get("subscriptionDataSet") or () if isinstance(s, dict)
+            )
+        except (ProtocolError, ValueError, TypeError) as exc:
+            raise RequestBodyError(f"HEART_BEAT of group {cd['groupName']!r} has a bad subscription: {exc}") from exc
         consumers.append(ConsumerData(
             group_name=str(cd["groupName"]),
             consume_type=str(cd.get("consumeType") or "CONSUME_PASSIVELY"),

@@ -32,6 +32,7 @@ from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.store import config as store_config
 from rocketq.broker.store.config import FlushDiskType, StoreConfig  # one FlushDiskType for both
 from rocketq.broker.store.errors import StoreError
+from rocketq.client.remoting.vocabulary import PERM_RW
 
 __all__ = [
     "BrokerConfig",
@@ -45,10 +46,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 
 
 class BrokerRole(enum.Enum):
@@ -80,7 +77,7 @@ class BrokerConfig:
     ha_listen_port: int = 10912
     namesrv_addr: tuple[str, ...] = ()
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    broker_permission: int = PERM_READ | PERM_WRITE
+    broker_permission: int = PERM_RW
     # store-related keys the broker reads itself (they also go to the store)
     store_path_root_dir: str = field(default_factory=_default_store_root)
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH

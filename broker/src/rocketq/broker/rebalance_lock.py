@@ -5,30 +5,18 @@ client id of the group and expires ``rebalanceLockMaxLiveTime`` (60 s) after its
 crashed consumer's queues become lockable by the others.  Runs on the event loop thread only.
 
 The lock body's message queues are ``{"brokerName", "queueId", "topic"}`` objects; they are kept
-here as :class:`MessageQueue` tuples.
+here as the vocabulary's :class:`MessageQueue`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+
+from rocketq.client.remoting.vocabulary import MessageQueue
 
 __all__ = ["LockEntry", "MessageQueue", "RebalanceLockManager"]
-
-
-class MessageQueue(NamedTuple):
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> MessageQueue:
-        return cls(str(obj["topic"]), str(obj.get("brokerName", "")), int(obj["queueId"]))
 
 
 @dataclass(slots=True)

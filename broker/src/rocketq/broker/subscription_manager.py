@@ -8,12 +8,11 @@ and pulls from unknown groups fail with SUBSCRIPTION_GROUP_NOT_EXIST.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rocketq.broker.store.metadata import SubscriptionGroupConfig
-from rocketq.broker.topic_manager import DataVersion
+from rocketq.client.remoting.vocabulary import DataVersion
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
@@ -31,7 +30,7 @@ class SubscriptionGroupManager:
         self._table: dict[str, SubscriptionGroupConfig] = {
             g: SubscriptionGroupConfig(group_name=g) for g in _SYSTEM_GROUPS
         }
-        self.data_version = DataVersion(timestamp=int(time.time() * 1000))
+        self.data_version = DataVersion.now()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, auto-creating it when allowed; None if it does not exist."""
@@ -60,13 +59,13 @@ class SubscriptionGroupManager:
         return sorted(self._table)
 
     def _changed(self) -> None:
-        self.data_version.next_version()
+        self.data_version = self.data_version.bumped()
         if self._persist is not None:
             self._persist(self.encode())
 
     def encode(self) -> dict[str, Any]:
         return {
-            "dataVersion": self.data_version.to_json(),
+            "dataVersion": self.data_version.to_obj(),
             "subscriptionGroupTable": {g: c.to_json() for g, c in sorted(self._table.items())},
         }
 
@@ -76,4 +75,4 @@ class SubscriptionGroupManager:
         for name, obj in (doc.get("subscriptionGroupTable") or {}).items():
             if isinstance(obj, Mapping):
                 self._table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **obj})
-        self.data_version = DataVersion.from_json(doc.get("dataVersion"))
+        self.data_version = DataVersion.from_obj(doc.get("dataVersion") or DataVersion.now().to_obj())

@@ -19,15 +19,41 @@ broker that actually received a send, with a consistent queue count.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from rocketq.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from rocketq.broker.config import BrokerConfig
+from rocketq.client.remoting.vocabulary import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
+    PERM_RW,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    DataVersion,
+    Perm,
+    TopicConfig,
+    is_system_topic,
+)
 
+# Vocabulary names re-exported for the broker's modules.
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "OFFSET_MOVED_EVENT",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "SCHEDULE_TOPIC",
+    "SELF_TEST_TOPIC",
+    "TRACE_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
     "DataVersion",
     "TopicConfig",
     "TopicConfigManager",
@@ -35,29 +61,8 @@ __all__ = [
     "validate_topic",
 ]
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 MAX_TOPIC_LENGTH = 127
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-_SYSTEM_TOPICS = frozenset(
-    {AUTO_CREATE_TOPIC_KEY_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,
-     RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC}
-)
-
-
-def is_system_topic(topic: str) -> bool:
-    """Topics users may not send to directly (``TBW102`` is only valid as ``defaultTopic``)."""
-    return topic in _SYSTEM_TOPICS or topic.startswith("rmq_sys_")
-
-
 def validate_topic(topic: str | None) -> str | None:
     """None if ``topic`` is a legal name, else the remark explaining why not."""
     if not topic:
@@ -67,81 +72,6 @@ def validate_topic(topic: str | None) -> str | None:
     if not _TOPIC_RE.match(topic):
         return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     return None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TopicConfig:
-    """One topic on this broker (RocketMQ's ``TopicConfig``)."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    @property
-    def is_readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
-
-    @property
-    def is_writeable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
-
-    @property
-    def is_inherited(self) -> bool:
-        return bool(self.perm & PERM_INHERIT)
-
-    def to_json(self) -> dict[str, Any]:
-        """The fastjson field names and order RocketMQ writes to topics.json and the wire."""
-        return {
-            "attributes": {},
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> TopicConfig:
-        return cls(
-            topic_name=str(obj["topicName"]),
-            read_queue_nums=int(obj.get("readQueueNums", 16)),
-            write_queue_nums=int(obj.get("writeQueueNums", 16)),
-            perm=int(obj.get("perm", PERM_READ | PERM_WRITE)),
-            topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(obj.get("topicSysFlag", 0)),
-            order=bool(obj.get("order", False)),
-        )
-
-
-@dataclass(slots=True)
-class DataVersion:
-    """RocketMQ's ``DataVersion``: a timestamp and a counter bumped on every change."""
-
-    timestamp: int
-    counter: int = 0
-    state_version: int = 0
-
-    def next_version(self) -> None:
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any] | None) -> DataVersion:
-        obj = obj or {}
-        return cls(
-            timestamp=int(obj.get("timestamp", int(time.time() * 1000))),
-            counter=int(obj.get("counter", 0)),
-            state_version=int(obj.get("stateVersion", 0)),
-        )
 
 
 ChangeListener = Callable[[TopicConfig | None], None]
@@ -159,28 +89,28 @@ class TopicConfigManager:
         self._config = config
         self._persist = persist
         self._table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion(timestamp=int(time.time() * 1000))
+        self.data_version = DataVersion.now()
         self._listeners: list[ChangeListener] = []
         self._add_system_topics()
 
     # ------------------------------------------------------------------ state
     def _add_system_topics(self) -> None:
         cfg = self._config
-        rw = PERM_READ | PERM_WRITE
+        rw = PERM_RW
         system: list[TopicConfig] = [
             TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=cfg.broker_cluster_name, read_queue_nums=16, write_queue_nums=16,
-                        perm=rw | PERM_INHERIT),
-            TopicConfig(topic_name=cfg.broker_name, read_queue_nums=1, write_queue_nums=1, perm=rw | PERM_INHERIT),
+                        perm=rw | Perm.INHERIT),
+            TopicConfig(topic_name=cfg.broker_name, read_queue_nums=1, write_queue_nums=1, perm=rw | Perm.INHERIT),
             TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=18, write_queue_nums=18),
-            TopicConfig(topic_name=RMQ_SYS_TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=RMQ_SYS_TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
         ]
         if cfg.auto_create_topic_enable:
             n = cfg.default_topic_queue_nums
             system.append(TopicConfig(topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=n,
-                                      write_queue_nums=n, perm=rw | PERM_INHERIT))
+                                      write_queue_nums=n, perm=rw | Perm.INHERIT))
         for tc in system:
             self._table[tc.topic_name] = tc
 
@@ -204,7 +134,7 @@ class TopicConfigManager:
 
     # ------------------------------------------------------------------ mutation
     def _changed(self, tc: TopicConfig | None) -> None:
-        self.data_version.next_version()
+        self.data_version = self.data_version.bumped()
         if self._persist is not None:
             self._persist(self.encode())
         for listener in list(self._listeners):
@@ -250,7 +180,7 @@ class TopicConfigManager:
             topic_name=topic,
             read_queue_nums=queue_nums,
             write_queue_nums=queue_nums,
-            perm=template.perm & ~PERM_INHERIT,
+            perm=template.perm & ~Perm.INHERIT,
             topic_sys_flag=topic_sys_flag,
         )
         self._table[topic] = tc
@@ -271,8 +201,8 @@ class TopicConfigManager:
     def encode(self) -> dict[str, Any]:
         """The ``topics.json`` / GET_ALL_TOPIC_CONFIG document (TopicConfigSerializeWrapper)."""
         return {
-            "dataVersion": self.data_version.to_json(),
-            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self._table.items())},
+            "dataVersion": self.data_version.to_obj(),
+            "topicConfigTable": {name: tc.to_obj() for name, tc in sorted(self._table.items())},
         }
 
     def load(self, doc: Mapping[str, Any] | None) -> None:
@@ -282,11 +212,11 @@ class TopicConfigManager:
         table = doc.get("topicConfigTable") or {}
         for name, obj in table.items():
             if isinstance(obj, Mapping):
-                tc = TopicConfig.from_json({"topicName": name, **obj})
+                tc = TopicConfig.from_obj({"topicName": name, **obj})
                 if name == AUTO_CREATE_TOPIC_KEY_TOPIC and not self._config.auto_create_topic_enable:
                     continue
                 self._table[name] = tc
         if not self._config.auto_create_topic_enable:
             self._table.pop(AUTO_CREATE_TOPIC_KEY_TOPIC, None)
-        self.data_version = DataVersion.from_json(doc.get("dataVersion"))
-        self.data_version.next_version()
+        self.data_version = DataVersion.from_obj(doc.get("dataVersion") or {})
+        self.data_version = self.data_version.bumped()

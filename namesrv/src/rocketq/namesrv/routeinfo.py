@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-MASTER_ID = 0
-PERM_WRITE = 0x2
+from rocketq.client.remoting.vocabulary import MASTER_ID, Perm
+
 DataVersionKey = tuple[int, int, int]  # (timestamp, counter, state_version)
 
 
@@ -296,7 +296,7 @@ class RouteInfoManager:
             for queues in self._topic_queue_table.values():
                 conf = queues.get(broker_name)
                 if conf is not None:
-                    perm = conf.perm | PERM_WRITE if writable else conf.perm & ~PERM_WRITE
+                    perm = int(conf.perm | Perm.WRITE) if writable else int(conf.perm & ~Perm.WRITE)
                     queues[broker_name] = QueueConf(
                         conf.read_queue_nums, conf.write_queue_nums, perm, conf.topic_sys_flag
                     )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from rocketq.broker.store.dispatch import parse_delay_levels as _store_parse_delay_levels
 from rocketq.client.remoting.properties import MessageConst, decode_properties, encode_properties
+from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC
 
 __all__ = [
     "DEFAULT_DELAY_LEVELS",
@@ -28,7 +29,6 @@ __all__ = [
     "restore_real_topic",
 ]
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _DELAY_MARK = MessageConst.DELAY_TIME_LEVEL + "\x01"
 

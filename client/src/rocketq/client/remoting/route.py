@@ -23,71 +23,44 @@ import struct
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import IntFlag
 from typing import Any, Final, Self
 
 from rocketq.client.errors import ProtocolError
-from rocketq.client.remoting.lenient_json import JSONFormatError, dumps, loads
+from rocketq.client.remoting.lenient_json import dumps, loads
+from rocketq.client.remoting.vocabulary import (
+    MASTER_ID,
+    PERM_RW,
+    DataVersion,
+    MessageQueue,
+    Perm,
+    TopicConfig,
+    is_readable,
+    is_writeable,
+    json_object,
+    perm_to_string,
+)
 
-MASTER_ID: Final = 0
+__all__ = [
+    "MASTER_ID",
+    "PERM_RW",
+    "BrokerData",
+    "ClusterInfo",
+    "DataVersion",
+    "KVTable",
+    "MessageQueue",
+    "Perm",
+    "QueueData",
+    "RegisterBrokerBody",
+    "TopicConfig",
+    "TopicConfigSerializeWrapper",
+    "TopicList",
+    "TopicRouteData",
+    "is_readable",
+    "is_writeable",
+    "perm_to_string",
+]
+
 _INT32: Final = struct.Struct(">i")
-
-
-class Perm(IntFlag):
-    """``PermName`` bits of a topic or broker."""
-
-    INHERIT = 1
-    WRITE = 2
-    READ = 4
-    PRIORITY = 8
-
-
-PERM_RW: Final = Perm.READ | Perm.WRITE
-
-
-def is_readable(perm: int) -> bool:
-    return bool(perm & Perm.READ)
-
-
-def is_writeable(perm: int) -> bool:
-    return bool(perm & Perm.WRITE)
-
-
-def perm_to_string(perm: int) -> str:
-    """Java's ``PermName.perm2String``: e.g. ``"RW-"``."""
-    return (
-        ("R" if perm & Perm.READ else "-")
-        + ("W" if perm & Perm.WRITE else "-")
-        + ("X" if perm & Perm.INHERIT else "-")
-    )
-
-
-def _obj(data: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
-    value = data if isinstance(data, Mapping) else loads(data)
-    if not isinstance(value, Mapping):
-        raise JSONFormatError(f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """One queue of a topic on one broker; ordered like Java's (topic, brokerName, queueId)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.broker_name}:{self.queue_id}"
-
-    def to_obj(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_obj(cls, obj: Mapping[str, Any]) -> Self:
-        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
-
 
 @dataclass(frozen=True, slots=True)
 class QueueData:
@@ -193,7 +166,7 @@ class TopicRouteData:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        obj = _obj(data)
+        obj = json_object(data)
         conf = obj.get("orderTopicConf")
         return cls(
             [QueueData.from_obj(q) for q in obj.get("queueDatas") or []],
@@ -226,94 +199,11 @@ class ClusterInfo:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        obj = _obj(data)
+        obj = json_object(data)
         return cls(
             {str(k): BrokerData.from_obj(v) for k, v in (obj.get("brokerAddrTable") or {}).items()},
             {str(k): sorted(str(b) for b in v) for k, v in (obj.get("clusterAddrTable") or {}).items()},
         )
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """``TopicConfig``; Java's defaults are 16 read/write queues and perm RW."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_RW
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "attributes": dict(self.attributes), "order": self.order, "perm": self.perm,
-            "readQueueNums": self.read_queue_nums, "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name, "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }  # fmt: skip
-
-    def to_json(self) -> bytes:
-        return dumps(self.to_obj())
-
-    @classmethod
-    def from_obj(cls, obj: Mapping[str, Any]) -> Self:
-        return cls(
-            str(obj["topicName"]), int(obj.get("readQueueNums", 16)), int(obj.get("writeQueueNums", 16)),
-            int(obj.get("perm", PERM_RW)), str(obj.get("topicFilterType", "SINGLE_TAG")),
-            int(obj.get("topicSysFlag", 0)), bool(obj.get("order", False)),
-            {str(k): str(v) for k, v in (obj.get("attributes") or {}).items()},
-        )  # fmt: skip
-
-    @classmethod
-    def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        return cls.from_obj(_obj(data))
-
-    def encode_text(self) -> str:
-        """``TopicConfig.encode()``: ``name read write perm filterType attributesJSON`` (no ``order``)."""
-        attrs = dumps(self.attributes).decode()
-        return f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} {self.topic_filter_type} {attrs}"
-
-    @classmethod
-    def decode_text(cls, text: str) -> Self:
-        parts = text.split(" ")
-        if len(parts) < 5:
-            raise ProtocolError(f"topic config text needs at least 5 fields: {text!r}")
-        try:
-            attrs = loads(" ".join(parts[5:])) if len(parts) > 5 and parts[5] else {}
-            return cls(
-                parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4],
-                attributes={str(k): str(v) for k, v in dict(attrs).items()},
-            )  # fmt: skip
-        except (ValueError, TypeError) as exc:
-            raise ProtocolError(f"bad topic config text {text!r}: {exc}") from exc
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    timestamp: int = 0
-    counter: int = 0
-    state_version: int = 0
-
-    def to_obj(self) -> dict[str, Any]:
-        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
-
-    def to_json(self) -> bytes:
-        return dumps(self.to_obj())
-
-    def next_version(self, timestamp_ms: int, state_version: int | None = None) -> DataVersion:
-        """Java's ``nextVersion``: counter + 1 and a fresh timestamp."""
-        state = self.state_version if state_version is None else state_version
-        return DataVersion(timestamp_ms, self.counter + 1, state)
-
-    @classmethod
-    def from_obj(cls, obj: Mapping[str, Any]) -> Self:
-        return cls(int(obj.get("timestamp", 0)), int(obj.get("counter", 0)), int(obj.get("stateVersion", 0)))
-
-    @classmethod
-    def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        return cls.from_obj(_obj(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +227,7 @@ class TopicConfigSerializeWrapper:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        return cls.from_obj(_obj(data))
+        return cls.from_obj(json_object(data))
 
 
 def body_crc32(body: bytes | bytearray | memoryview) -> int:
@@ -363,7 +253,7 @@ class RegisterBrokerBody:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        obj = _obj(data)
+        obj = json_object(data)
         wrapper = TopicConfigSerializeWrapper.from_obj(obj.get("topicConfigSerializeWrapper") or {})
         return cls(wrapper, [str(s) for s in obj.get("filterServerList") or []])
 
@@ -444,7 +334,7 @@ class KVTable:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        return cls({str(k): str(v) for k, v in (_obj(data).get("table") or {}).items()})
+        return cls({str(k): str(v) for k, v in (json_object(data).get("table") or {}).items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,6 +350,6 @@ class TopicList:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Self:
-        obj = _obj(data)
+        obj = json_object(data)
         addr = obj.get("brokerAddr")
         return cls([str(t) for t in obj.get("topicList") or []], None if addr is None else str(addr))
