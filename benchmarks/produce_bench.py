@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.client.admin import Admin
+from rocketq.client.launcher import ServerProcess, spawn_broker, spawn_namesrv
 from rocketq.client.model import Message
 from rocketq.client.producer import AsyncProducer, Producer
 from rocketq.client.remoting.msgid import UniqKeyGenerator
-from rocketq.client.testing import BROKER_BOOT_RE, ServerProcess, spawn_broker, spawn_namesrv
 
 TOPIC = "BenchProduce"
 TARGET_BATCH_100B = 250_000
@@ -61,15 +61,7 @@ def start_servers(work: Path, profile_dir: Path | None) -> tuple[ServerProcess, 
 
 def _spawn_profiled_broker(tmp: Path, ns_addr: str, out: Path) -> ServerProcess:
     """The broker under ``python -m cProfile`` (a clean SIGTERM makes it write ``out``)."""
-    from rocketq.client.testing import _finish_boot, _start, _wait_boot_line, broker_conf_text
-
-    tmp.mkdir(parents=True, exist_ok=True)
-    conf = tmp / "broker.conf"
-    conf.write_text(broker_conf_text(ns_addr, tmp / "store", **BROKER_CONF), encoding="utf-8")
-    proc = _start("broker", ["-m", "cProfile", "-o", str(out), "-m", "rocketq.broker", "-c", str(conf)], tmp,
-                  None)
-    match = _wait_boot_line(proc, BROKER_BOOT_RE, 60)
-    return _finish_boot(proc, match.group(2), 30)
+    return spawn_broker(tmp, ns_addr, timeout_s=60, python_args=("-m", "cProfile", "-o", str(out)), **BROKER_CONF)
 
 
 def create_topic(ns_addr: str) -> None:

@@ -129,13 +129,13 @@ def register_memory_source(spark: Any) -> None:
 
     from rocketq.connector.schema import spark_schema
 
-    class MemPartition(InputPartition):  # type: ignore[misc]
+    class MemPartition(InputPartition):
         def __init__(self, paths: list[str]) -> None:
             self.paths = paths
 
     # Two classes: Spark plans no partitions at all for a batch read whose reader is *also* a
     # DataSourceStreamReader (plan_data_source_read.py), so one class for both would read nothing.
-    class MemReader(DataSourceReader):  # type: ignore[misc]
+    class MemReader(DataSourceReader):
         def __init__(self, options: Any) -> None:
             self.opts = dict(options)
 
@@ -148,7 +148,7 @@ def register_memory_source(spark: Any) -> None:
             for path in partition.paths:
                 yield from replay(path, self.opts["mode"])
 
-    class MemStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    class MemStreamReader(DataSourceStreamReader):
         def __init__(self, options: Any) -> None:
             self.batch = MemReader(options)
 
@@ -164,7 +164,7 @@ def register_memory_source(spark: Any) -> None:
         def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
             return self.batch.read(partition)
 
-    class MemSource(DataSource):  # type: ignore[misc]
+    class MemSource(DataSource):
         @classmethod
         def name(cls) -> str:
             return "rocketq_bench_mem"
@@ -350,7 +350,7 @@ def encode_rate(nq: int, rows: int = 200_000) -> float:
     from rocketq.connector.writer import TargetQueue, TaskState, batch_requests, route_rows
 
     opts = parse_sink_options({"nameServer": "127.0.0.1:1", "topic": "x"})
-    queues = [TargetQueue("x", "broker-a", i, "") for i in range(nq)]
+    queues = [TargetQueue("x", "broker-a", i) for i in range(nq)]
     keys = pa.array([f"k{i % 1000}" for i in range(10_000)])
     batch = pa.RecordBatch.from_arrays([pa.array([b"b" * BODY_SIZE] * 10_000, pa.binary()), keys], names=["body", "keys"])
     uniq = BulkUniqKeys()

@@ -23,7 +23,7 @@ def name_server(addr: str | None) -> Iterator[str]:
     if addr:
         yield addr
         return
-    from rocketq.connector.testing import local_cluster
+    from rocketq.client.launcher import local_cluster
 
     with local_cluster() as cluster:
         yield cluster.namesrv_addr

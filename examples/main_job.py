@@ -1,7 +1,9 @@
 """The main job: the streaming ETL example end to end on an embedded NameServer and broker.
 
-1. starts ``mqnamesrv`` and ``mqbroker`` as subprocesses in a temporary directory (port 0);
-2. produces JSON order events to the ``orders`` topic (plus one malformed event);
+1. starts ``mqnamesrv`` and ``mqbroker`` as subprocesses in a temporary directory (port 0) with
+   the launcher (:mod:`rocketq.client.launcher`, what ``rocketq dev`` uses) and creates the topics;
+2. writes JSON order events to the ``orders`` topic with a Spark batch write, keyed by customer
+   (plus one malformed event);
 3. runs examples/etl_streaming.py's query with Trigger.AvailableNow (bounded: it processes what
    was there when it started, in micro-batches of at most 500 orders, then stops);
 4. reads the ``customer-totals`` topic back, prints what arrived and checks that the per-batch
@@ -13,6 +15,7 @@ Run it with ``bash .ci/bootstrap main`` (or ``python examples/main_job.py`` insi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -44,23 +47,35 @@ def expected_totals(orders: list[dict[str, object]]) -> dict[str, tuple[int, flo
     return {c: (int(v[0]), round(v[1], 2)) for c, v in acc.items()}
 
 
+def create_topic(namesrv_addr: str, broker_addr: str, topic: str, queues: int, timeout_s: float = 20) -> None:
+    """Create ``topic`` on the broker and wait until the NameServer's route shows its queues."""
+    from rocketq.client.admin import Admin
+    from rocketq.client.errors import NoRouteError
+
+    with Admin(namesrv_addr) as admin:
+        admin.create_topic(topic, broker_addr=broker_addr, read_queue_nums=queues, write_queue_nums=queues)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with contextlib.suppress(NoRouteError):
+                if sum(qd.read_queue_nums for qd in admin.topic_route(topic).queue_datas) == queues:
+                    return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the route of {topic} did not show {queues} queues in {timeout_s} s")
+            time.sleep(0.1)
+
+
 def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import pyarrow as pa
     from etl_streaming import build_query  # type: ignore[import-not-found]
     from pyspark.sql import SparkSession
 
-    from rocketq.connector.testing import create_topic, local_cluster, produce_fast
+    from rocketq.client.launcher import local_cluster
 
     orders = sample_orders(N_ORDERS)
     with tempfile.TemporaryDirectory(prefix="rocketq-main-") as tmp, local_cluster(Path(tmp) / "cluster") as cluster:
         print(f"[main] NameServer {cluster.namesrv_addr}, broker {cluster.broker_name} at {cluster.broker_addr}")
-        create_topic(cluster, "orders", 4)
-        create_topic(cluster, "customer-totals", 4)
-        bodies = [json.dumps(o) for o in orders] + ["{not json"]
-        keys = [str(o["customer"]) for o in orders] + [None]
-        produce_fast(cluster.namesrv_addr, "orders", iter([pa.RecordBatch.from_pydict({"body": bodies, "keys": keys})]))
-        print(f"[main] produced {len(bodies)} events to 'orders' (one malformed)")
+        create_topic(cluster.namesrv_addr, cluster.broker_addr, "orders", 4)
+        create_topic(cluster.namesrv_addr, cluster.broker_addr, "customer-totals", 4)
 
         spark = (
             SparkSession.builder.master("local[2]").appName("rocketq-main-job")
@@ -69,6 +84,12 @@ def main() -> int:
         )  # fmt: skip
         spark.sparkContext.setLogLevel("ERROR")
         try:
+            events = [(json.dumps(o), str(o["customer"])) for o in orders] + [("{not json", None)]
+            (
+                spark.createDataFrame(events, "body string, keys string").write.format("rocketmq")
+                .option("nameServer", cluster.namesrv_addr).option("topic", "orders").mode("append").save()
+            )  # fmt: skip
+            print(f"[main] produced {len(events)} events to 'orders' (one malformed)")
             started = time.monotonic()
             query = build_query(spark, cluster.namesrv_addr, "orders", "customer-totals", str(Path(tmp) / "checkpoint"))
             query.awaitTermination()

@@ -44,7 +44,7 @@ MESSAGES = 200
 @contextlib.contextmanager
 def two_group_cluster() -> Iterator[str]:
     """Start 2 NameServers and 2 broker groups registered with both; yield ``"ns1;ns2"``."""
-    from rocketq.client.testing import spawn_broker, spawn_namesrv
+    from rocketq.client.launcher import spawn_broker, spawn_namesrv
 
     with tempfile.TemporaryDirectory(prefix="rocketq-two-groups-") as tmp:
         work = Path(tmp)

@@ -78,7 +78,7 @@ def test_delay_retry_dlq_and_sql92(tmp_path: Path, namesrv: ServerProcess, clien
         # -- delay level 2 (2 s): invisible first, delivered after its time with the same UNIQ_KEY
         sent_at = time.monotonic()
         send(client, addr, "Delayed", b"later", "TAGS\x01T\x02UNIQ_KEY\x01UK-1\x02DELAY\x012\x02")
-        send(client, addr, "Delayed", b"now", "TAGS\x01T\x02")
+        send(client, addr, "Delayed", b"now", "TAGS\x01T\x02UNIQ_KEY\x01UK-2\x02")
         first = wait_for(client, addr, "Delayed", 1)
         assert [m.body for m in first] == [b"now"]
         got = wait_for(client, addr, "Delayed", 2)
@@ -91,12 +91,15 @@ def test_delay_retry_dlq_and_sql92(tmp_path: Path, namesrv: ServerProcess, clien
         [retry] = wait_for(client, addr, "%RETRY%" + GROUP, 1)
         assert retry.properties["RETRY_TOPIC"] == "Delayed" and retry.reconsume_times == 1
         assert retry.properties["ORIGIN_MESSAGE_ID"] == got[0].offset_msg_id
+        # a retried copy keeps the consumer-side msg_id (the UNIQ_KEY), not the offset msgId
+        assert retry.msg_id == got[0].msg_id == "UK-2" and retry.offset_msg_id != got[0].offset_msg_id
         route = client.invoke(namesrv.addr, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC,
                                                                     {"topic": "%RETRY%" + GROUP}), 5000)
         assert route.code == R.SUCCESS and b"broker-a" in route.body
         assert send_back(client, addr, retry, max_times=1).code == R.SUCCESS
         [dead] = wait_for(client, addr, "%DLQ%" + GROUP, 1, timeout_s=5)
         assert dead.body == b"now" and dead.properties["RETRY_TOPIC"] == "Delayed" and dead.reconsume_times == 2
+        assert dead.msg_id == "UK-2"
         # -- SQL92: only matching messages, the offset moves past the others
         for i in range(6):
             send(client, addr, "Filtered", b"%d" % i, f"TAGS\x01T{i % 2}\x02price\x01{i * 10}\x02")

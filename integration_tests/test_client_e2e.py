@@ -196,6 +196,11 @@ def test_mqadmin_subcommands(ns_addr: str, cluster: tuple[ServerProcess, ServerP
     assert missing.returncode == 1 and "No route info of this topic: NoSuchTopic" in missing.stderr
     usage = _mqadmin("topicRoute", "-n", ns_addr)
     assert usage.returncode == 2
+    no_target = _mqadmin("updateTopic", "-n", ns_addr, "-t", "E2EAdmin2")
+    assert no_target.returncode == 2
+    assert f"knows cluster DefaultCluster (broker-a at {cluster[1].addr}), e.g. -c DefaultCluster" in (
+        no_target.stderr
+    )
     deleted = _mqadmin("deleteTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", "E2EAdmin")
     assert deleted.returncode == 0, deleted.stderr
     with Admin(ns_addr) as admin, pytest.raises(NoRouteError):

@@ -133,3 +133,24 @@ def test_streaming_exactly_once_needs_an_identity(spark_session: Any, cluster: C
             raise AssertionError("the query ran without a sink identity")
     finally:
         spark_session.conf.unset("spark.sql.streaming.checkpointLocation")
+
+
+def test_batch_write_exactly_once_to_a_new_topic(spark_session: Any, cluster: Cluster) -> None:
+    """No ``create_topic``: the half sends auto-create the topic (autoCreateTopicEnable, the
+    broker's default) through the TBW102 template, as the at-least-once sink's sends do."""
+    rows = [(f"new-{i}", f"key{i % 5}") for i in range(200)]
+    df = spark_session.createDataFrame(rows, "body string, keys string").repartition(2)
+    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "EosNewTopic") \
+        .option("deliveryGuarantee", "exactlyOnce").option("transactionalId", "eos-new-topic") \
+        .mode("append").save()
+    from rocketq.connector.errors import OptionError
+
+    deadline = time.monotonic() + 30  # the NameServer learns the topic at the broker's registration
+    while time.monotonic() < deadline:
+        try:
+            if read_bodies(cluster, "EosNewTopic") == sorted(b for b, _ in rows):
+                break
+        except OptionError:
+            pass
+        time.sleep(0.5)
+    assert read_bodies(cluster, "EosNewTopic") == sorted(b for b, _ in rows)

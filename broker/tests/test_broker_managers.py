@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import cast
 
 from rocketq.broker.client_manager import (
     ClientChannelInfo,
@@ -21,6 +22,7 @@ from rocketq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketq.broker.topic_manager import TopicConfig, TopicConfigManager, is_system_topic, validate_topic
 from rocketq.client.remoting.vocabulary import Perm
+from rocketq.server import Channel
 
 
 def _topics(**kw: object) -> TopicConfigManager:
@@ -131,7 +133,7 @@ def test_consumer_membership_notifies_and_expires() -> None:
     cm = ConsumerManager(channel_expired_timeout_ms=1000,
                          on_ids_changed=lambda g, chs: notified.append((g, len(chs))))
     data = ConsumerData(group_name="cg", subscriptions=(SubscriptionData(topic="T1", sub_version=1),))
-    ch1, ch2 = object(), object()
+    ch1, ch2 = cast(Channel, object()), cast(Channel, object())
     assert cm.register(data, ClientChannelInfo(channel=ch1, client_id="c1", last_update_ms=0))
     assert cm.register(data, ClientChannelInfo(channel=ch2, client_id="c2", last_update_ms=500))
     assert notified == [("cg", 1), ("cg", 2)]
@@ -148,7 +150,7 @@ def test_consumer_membership_notifies_and_expires() -> None:
 
 def test_producer_manager() -> None:
     pm = ProducerManager(channel_expired_timeout_ms=1000)
-    ch = object()
+    ch = cast(Channel, object())
     pm.register("pg", ClientChannelInfo(channel=ch, client_id="p1", last_update_ms=0))
     assert pm.channel_count() == 1
     assert pm.scan_not_active(now_ms=5000) == 1 and pm.groups() == []

@@ -161,7 +161,8 @@ def test_sync_flush_sends_are_acknowledged_after_the_group_commit(tmp_path: Path
                                        send_batch(client, addr, encode_batch([(0, b"x", b"")] * 10)))
         assert all(r.code == R.SUCCESS for r in results), [(r.code, r.remark) for r in results]
         assert c.store.commit_log.flushed_where >= c.store.max_phy_offset - 1  # nothing acked unflushed
-        c.store.when_flushed = lambda offset, callback: None  # a disk that never finishes its flush
+        # a disk that never finishes its flush
+        c.store.when_flushed = lambda offset, callback: None  # type: ignore[method-assign]
         r = await send_one(client, addr)
         assert r.code == R.FLUSH_DISK_TIMEOUT and r.ext_fields.get("msgId")  # stored, not durable in time
 

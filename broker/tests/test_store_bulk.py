@@ -118,7 +118,7 @@ def test_bulk_rejections_match_scalar_rules(tmp_path: Path) -> None:
     def status(**changes: object) -> object:
         fields = {f: getattr(ok, f) for f in ok.__dataclass_fields__}
         fields.update(changes)
-        return prepare_batch(MessageBatchToStore(**fields), cfg, lambda t: t != "bad")  # type: ignore[arg-type]
+        return prepare_batch(MessageBatchToStore(**fields), cfg, lambda t: t != "bad")
 
     assert isinstance(status(), PreparedBatch)
     assert status(topic="bad") is PutMessageStatus.MESSAGE_ILLEGAL

@@ -19,7 +19,8 @@ import pytest
 import rocketq.broker.transaction.service as service_module
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
-from rocketq.broker.store.record_batch import MessageBatchToStore
+from rocketq.broker.store.record_batch import MessageBatchToStore, PreparedBatch
+from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService
 from rocketq.broker.transaction.bulk_commit import BULK_MIN, load_bulk
 from rocketq.broker.transaction.op_log import parse_op_body
@@ -111,7 +112,7 @@ class Paths:
         self.svc_a, self.svc_b = TransactionalMessageService(self.a), TransactionalMessageService(self.b)
         self.monkeypatch = monkeypatch
         self.bulk_used = 0
-        real = service_module.load_bulk
+        real = load_bulk
 
         def counting(*args: Any, **kwargs: Any) -> Any:
             out = real(*args, **kwargs)
@@ -190,7 +191,12 @@ def test_origins_of_different_widths_and_store_batch_limit(tmp_path: Path, monke
         p.put(230, 60, body_size=60)
         appends: list[int] = []
         put_prepared = p.a.put_prepared
-        monkeypatch.setattr(p.a, "put_prepared", lambda prep: appends.append(prep.n) or put_prepared(prep))
+
+        def counting_put(prep: PreparedBatch) -> PutMessageResult:
+            appends.append(prep.n)
+            return put_prepared(prep)
+
+        monkeypatch.setattr(p.a, "put_prepared", counting_put)
         assert p.end(start, COMMIT, [(90, 70), (160, 70), (230, 60)]).ended == 200 and p.bulk_used == 1
         assert len(appends) > 1 and sum(appends) == 200  # the 40 KiB store batch limit splits the group
         got = p.same_outcome()
@@ -272,10 +278,14 @@ def test_bulk_commit_without_its_op_record_is_ended_after_a_crash(tmp_path: Path
         raise RuntimeError("killed between the real messages and the op message")
 
     used: list[bool] = []
-    real_load = service_module.load_bulk
+
+    def counting_load(*args: Any, **kwargs: Any) -> Any:
+        used.append(True)
+        return load_bulk(*args, **kwargs)
+
     with monkeypatch.context() as m:
         m.setattr(service_module, "make_op_message", boom)
-        m.setattr(service_module, "load_bulk", lambda *a, **k: used.append(True) or real_load(*a, **k))
+        m.setattr(service_module, "load_bulk", counting_load)
         with pytest.raises(RuntimeError):
             svc.end_transaction_ranges(header(first, COMMIT), [(0, 80)])
     assert used and len(records(store, "TopicB", 2)) == 80 and records(store, OP_TOPIC, 0) == []

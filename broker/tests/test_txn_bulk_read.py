@@ -48,7 +48,7 @@ def half_record(i: int, *, topic: str = "TopicB", queue_id: int = 3, group: str 
 def rows(cols: HalfColumns | None) -> list[tuple[Any, ...]]:
     """The records of ``cols`` as tuples (committed properties decoded: their order may differ)."""
     assert cols is not None
-    names = [n for n in HalfColumns.__slots__ if n != "committed"]  # type: ignore[attr-defined]
+    names = [n for n in HalfColumns.__slots__ if n != "committed"]
     return [(*row, decode_properties(c)) for *row, c in
             zip(*(getattr(cols, n) for n in names), cols.committed, strict=True)]
 

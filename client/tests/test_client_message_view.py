@@ -115,3 +115,13 @@ def test_pull_result_filters_tags_and_process_queue_counts_body_sizes() -> None:
     assert pq.msg_size == 2 + 4 + 6 and pq.msg_count == 3
     assert pq.remove_messages(msgs[:2]) == 105 and pq.msg_size == 6
     assert pq.remove_messages(msgs[2:]) == 106 and pq.msg_size == 0
+
+
+def test_lazy_msg_id_is_the_uniq_key_and_offset_msg_id_the_store_position() -> None:
+    buf = _record(7) + encode_stored_message(
+        topic="T", queue_id=0, born_timestamp=0, born_host=HOSTS[0], store_host=HOSTS[0], body=b"",
+        physical_offset=9000, properties={MessageConst.TAGS: "A"})
+    with_uniq, without = scan_messages(buf)
+    host = "0A00000100001388"  # 10.0.0.1:5000
+    assert with_uniq.msg_id == "ID7" and with_uniq.offset_msg_id == host + f"{5000 + 300 * 7:016X}"
+    assert without.msg_id == without.offset_msg_id == host + f"{9000:016X}"

@@ -36,7 +36,8 @@ from rocketq.client.remoting.message import SysFlag, encode_stored_message
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import decode_properties
 from rocketq.client.remoting.route import BrokerData, MessageQueue, QueueData, TopicRouteData
-from rocketq.client.transport.aio import Channel, RemotingServer
+from rocketq.client.transport.aio import Channel
+from rocketq.server import RemotingServer
 
 Handler = Callable[[RemotingCommand], Awaitable[RemotingCommand | None] | RemotingCommand | None]
 
@@ -73,6 +74,7 @@ class FakeBroker:
             RequestCode.CONSUMER_SEND_MSG_BACK,
             RequestCode.LOCK_BATCH_MQ,
             RequestCode.UNLOCK_BATCH_MQ,
+            RequestCode.CHECK_CLIENT_CONFIG,
         ):
             self.server.register(code, self._handle)
 
@@ -228,6 +230,9 @@ class FakeBroker:
     def _on_unlock_batch_mq(self, cmd: RemotingCommand) -> RemotingCommand | None:
         return None if cmd.is_oneway else self._ok(cmd)
 
+    def _on_check_client_config(self, cmd: RemotingCommand) -> RemotingCommand:
+        return self._ok(cmd)
+
 
 def _props(props: dict[str, str]) -> str:
     return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
@@ -248,7 +253,7 @@ async def cluster(n: int = 1, topics: tuple[str, ...] = ("T", "TBW102")) -> Asyn
 
 
 def run(coro: Awaitable[Any]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))  # type: ignore[arg-type]
+    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 # ---------------------------------------------------------------------------------------- RPC layer
@@ -784,3 +789,107 @@ def test_broker_driven_offset_reset_and_rebalance_notification() -> None:
                 await consumer.shutdown()
 
     run(scenario())
+
+
+# ---------------------------------------------------------------------------------------- SQL92
+
+
+def test_lite_pull_subscribes_by_sql_in_pulls_heartbeats_and_check() -> None:
+    from rocketq.client.config import ConsumeFromWhere
+    from rocketq.client.consumer import AsyncLitePullConsumer, MessageSelector
+
+    async def scenario() -> None:
+        async with cluster(1) as (a,):
+            await _fill(a, 8)
+            consumer = AsyncLitePullConsumer(
+                a.addr, consumer_group="sql", consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+            )
+            consumer.subscribe("T", MessageSelector.by_sql("a > 5"))
+            await consumer.start()
+            try:
+                got: list[MessageExt] = []
+                deadline = time.monotonic() + 10
+                while len(got) < 8 and time.monotonic() < deadline:
+                    got += await consumer.poll(500)
+            finally:
+                await consumer.shutdown()
+        # the fake broker does not filter: no client-side tag check may drop anything
+        assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(8))
+        pulls = [r for r in a.requests if r.code == RequestCode.LITE_PULL_MESSAGE]
+        assert pulls
+        for r in pulls:
+            hd = h.PullMessageRequestHeader.from_ext_fields(r.ext_fields)
+            assert (hd.expression_type, hd.subscription) == ("SQL92", "a > 5")
+            assert hd.sys_flag & PullSysFlag.SUBSCRIPTION
+        beat = json.loads(next(r for r in a.requests if r.code == RequestCode.HEART_BEAT).body)
+        subs = [s for c in beat["consumerDataSet"] for s in c["subscriptionDataSet"]]
+        assert [(s["expressionType"], s["subString"], s["tagsSet"]) for s in subs] == [("SQL92", "a > 5", [])]
+        check = json.loads(next(r for r in a.requests if r.code == RequestCode.CHECK_CLIENT_CONFIG).body)
+        assert check["group"] == "sql"
+        assert check["subscriptionData"]["expressionType"] == "SQL92"
+
+    run(scenario())
+
+
+def test_push_consumer_start_fails_when_the_broker_refuses_sql92() -> None:
+    from rocketq.client.consumer import (
+        AsyncPushConsumer,
+        ConsumeConcurrentlyStatus,
+        MessageSelector,
+        SubscriptionRefusedError,
+    )
+
+    async def scenario() -> None:
+        async with cluster(1, topics=("T", "TBW102", "%RETRY%pq")) as (a,):
+            a.overrides[RequestCode.CHECK_CLIENT_CONFIG] = lambda cmd: cmd.make_response(
+                ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+            )
+            consumer = AsyncPushConsumer(a.addr, consumer_group="pq")
+            consumer.subscribe("T", MessageSelector.by_sql("a > 5"))
+            consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+            with pytest.raises(SubscriptionRefusedError, match="enablePropertyFilter=true") as info:
+                await consumer.start()
+            assert info.value.code == ResponseCode.SYSTEM_ERROR
+            assert "'a > 5' of topic T" in info.value.remark
+            assert not consumer.running
+            assert any(r.code == RequestCode.UNREGISTER_CLIENT for r in a.requests)
+
+    run(scenario())
+
+
+def test_lite_pull_poll_raises_when_pulls_refuse_sql92() -> None:
+    from rocketq.client.consumer import AsyncLitePullConsumer, MessageSelector, SubscriptionRefusedError
+
+    refusal = "The broker does not support consumer to filter message by SQL92: set enablePropertyFilter=true"
+
+    async def scenario() -> None:
+        async with cluster(1) as (a,):
+            await _fill(a, 4)
+            a.overrides[RequestCode.LITE_PULL_MESSAGE] = lambda cmd: cmd.make_response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, refusal
+            )
+            consumer = AsyncLitePullConsumer(
+                a.addr, consumer_group="lq", pull_time_delay_when_exception_ms=50
+            )
+            consumer.subscribe("T", MessageSelector.by_sql("a > 5"))
+            await consumer.start()
+            try:
+                with pytest.raises(SubscriptionRefusedError, match="refused the SQL92 subscription 'a > 5'"):
+                    for _ in range(20):
+                        await consumer.poll(200)
+            finally:
+                await consumer.shutdown()
+
+    run(scenario())
+
+
+def test_subscribe_refuses_sql_text_as_a_tag_expression() -> None:
+    from rocketq.client.consumer import AsyncLitePullConsumer, AsyncPushConsumer
+
+    push = AsyncPushConsumer("127.0.0.1:9876", consumer_group="g")
+    with pytest.raises(MQClientError, match=r"MessageSelector\.by_sql\(\"a > 5 AND b = 'x'\"\)"):
+        push.subscribe("T", "a > 5 AND b = 'x'")
+    lite = AsyncLitePullConsumer("127.0.0.1:9876", consumer_group="g")
+    with pytest.raises(MQClientError, match="by_sql"):
+        lite.subscribe("T", "a>5")
+    assert push.subscriptions() == {} and lite.subscriptions() == {}

@@ -28,7 +28,8 @@ from rocketq.client.remoting.message import SysFlag, encode_stored_message
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst, decode_properties
 from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
-from rocketq.client.transport.aio import Channel, RemotingServer
+from rocketq.client.transport.aio import Channel
+from rocketq.server import RemotingServer
 
 T = TypeVar("T")
 COMMIT, ROLLBACK, UNKNOW = (

@@ -19,7 +19,7 @@ import pytest
 from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
 from rocketq.client.errors import MQBrokerError, MQClientError
 from rocketq.client.model import LocalTransactionState, Message
-from rocketq.client.producer import AsyncTransactionProducer, TransactionProducer
+from rocketq.client.producer import AsyncTransactionProducer, PreparedHalfBatch, TransactionProducer
 from rocketq.client.producer.transaction_batch import (
     HalfBatchResult,
     end_transaction_batch,
@@ -34,7 +34,8 @@ from rocketq.client.remoting.msgid import decode_offset_msg_id, encode_offset_ms
 from rocketq.client.remoting.properties import MessageConst, decode_properties
 from rocketq.client.remoting.route import BrokerData, MessageQueue, QueueData, TopicRouteData
 from rocketq.client.remoting.txn_batch import decode_ranges_body
-from rocketq.client.transport.aio import Channel, RemotingServer
+from rocketq.client.transport.aio import Channel
+from rocketq.server import RemotingServer
 
 T = TypeVar("T")
 COMMIT, ROLLBACK = LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE
@@ -240,13 +241,12 @@ def encoded_rows(n: int, tag: str) -> bytes:
 def test_encoded_half_batch_appends_properties_as_bytes() -> None:
     async def body(broker: BatchBroker) -> HalfBatchResult:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-x") as producer:
-            hb = await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 1), encoded_rows(3, "e"),
-                                                        extra_properties={"__RQ_SINK": "s1"})
+            prepared = PreparedHalfBatch.of_encoded(encoded_rows(3, "e"), "pg-x", extra_properties={"__RQ_SINK": "s1"})
+            hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1), prepared)
             with pytest.raises(MQClientError, match="no UNIQ_KEY"):
-                await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 1),
-                                                       encode_batch([(0, b"x", {"KEYS": "k"})]))
+                PreparedHalfBatch.of_encoded(encode_batch([(0, b"x", {"KEYS": "k"})]), "pg-x")
             with pytest.raises(MQClientError, match="malformed"):
-                await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 1), b"\x00\x00\x00\x05junk")
+                PreparedHalfBatch.of_encoded(b"\x00\x00\x00\x05junk", "pg-x")
         (send,) = broker.of(RequestCode.SEND_BATCH_MESSAGE)
         inner = decode_batch(send.body)
         assert [(m.flag, m.body) for m in inner] == [(0, b"e-0"), (1, b"e-1"), (0, b"e-2")]
@@ -262,8 +262,8 @@ def test_encoded_half_batch_appends_properties_as_bytes() -> None:
 def test_encoded_half_batch_falls_back_per_message() -> None:
     async def body(broker: BatchBroker) -> tuple[HalfBatchResult, list[RemotingCommand]]:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-y") as producer:
-            hb = await producer.send_encoded_half_batch(MessageQueue(TOPIC, "broker-a", 0), encoded_rows(2, "f"),
-                                                        extra_properties={"__RQ_SINK": "s2"})
+            prepared = PreparedHalfBatch.of_encoded(encoded_rows(2, "f"), "pg-y", extra_properties={"__RQ_SINK": "s2"})
+            hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0), prepared)
         return hb, list(broker.of(RequestCode.SEND_MESSAGE_V2))
 
     hb, sends = run(body, feature=False)
@@ -283,10 +283,10 @@ def test_prepared_half_batch_is_sent_as_is_or_per_message() -> None:
 
     async def ranged(broker: BatchBroker) -> HalfBatchResult:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
-            hb = await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 1), body_bytes,
-                                                         ["Up0", "Up1", "Up2"])
+            hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1),
+                                                PreparedHalfBatch(body_bytes, ("Up0", "Up1", "Up2")))
             with pytest.raises(MQClientError, match="at least one"):
-                await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 1), body_bytes, [])
+                await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1), PreparedHalfBatch(body_bytes, ()))
         (send,) = broker.of(RequestCode.SEND_BATCH_MESSAGE)
         assert send.body == body_bytes  # not decoded, not re-encoded
         assert h.SendMessageRequestHeaderV2.from_ext_fields(send.ext_fields).sys_flag == int(SysFlag.TRANSACTION_PREPARED)
@@ -297,11 +297,11 @@ def test_prepared_half_batch_is_sent_as_is_or_per_message() -> None:
 
     async def each(broker: BatchBroker) -> tuple[HalfBatchResult, list[RemotingCommand]]:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
-            hb = await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 0), body_bytes,
-                                                         ["Up0", "Up1", "Up2"])
+            hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0),
+                                                PreparedHalfBatch(body_bytes, ("Up0", "Up1", "Up2")))
             with pytest.raises(MQClientError, match="malformed"):
-                await producer.send_prepared_half_batch(MessageQueue(TOPIC, "broker-a", 0), b"\x00\x00\x00\x05junk",
-                                                        ["x"])
+                await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0),
+                                               PreparedHalfBatch(b"\x00\x00\x00\x05junk", ("x",)))
         return hb, list(broker.of(RequestCode.SEND_MESSAGE_V2))
 
     hb, sends = run(each, feature=False)

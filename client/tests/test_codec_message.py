@@ -367,3 +367,46 @@ def test_fuzzed_records_never_crash(noise: bytes, at: int) -> None:
             decode(data)
         except MessageFormatError:
             pass
+
+
+def test_consumer_msg_id_is_the_uniq_key_and_survives_a_retry() -> None:
+    """As Java's consumer-side ``getMsgId()``: the UNIQ_KEY when present, else the offset msgId."""
+
+    def stored(topic: str, physical_offset: int, properties: dict[str, str]) -> StoredMessage:
+        return decode_stored_message(encode_stored_message(
+            topic=topic, queue_id=0, born_timestamp=BORN_TS, born_host=("10.0.0.5", 50000),
+            store_host=("10.0.0.1", 10911), body=b"x", physical_offset=physical_offset, properties=properties,
+        ))
+
+    uniq = "0A000005" + "1F40" + "12345678" + "00000010" + "0001"
+    first = stored("T1", 4096, {"UNIQ_KEY": uniq})
+    retry_props = {"UNIQ_KEY": uniq, "RETRY_TOPIC": "T1", "ORIGIN_MESSAGE_ID": first.offset_msg_id}
+    retried = stored("%RETRY%g", 8192, retry_props)
+    assert first.msg_id == retried.msg_id == first.uniq_key == uniq
+    assert first.offset_msg_id == "0A00000100002A9F0000000000001000"
+    assert retried.offset_msg_id == "0A00000100002A9F0000000000002000" != first.offset_msg_id
+    plain = stored("T1", 4096, {"TAGS": "A"})
+    assert plain.uniq_key is None and plain.msg_id == plain.offset_msg_id == first.offset_msg_id
+
+
+def test_record_layout_tables_agree_with_each_other_and_the_golden_records() -> None:
+    import numpy as np
+
+    from rocketq.client.remoting import record_layout as rl
+
+    for kind, layout in enumerate(rl.HEADER_LAYOUTS):
+        dtype = np.dtype(rl.header_dtype_spec(kind))
+        assert dtype.itemsize == layout.size == rl.HEADER_STRUCTS[kind].size
+        assert dtype.fields is not None
+        assert {name: dtype.fields[name][1] for name in rl.HEADER_FIELD_NAMES} == dict(layout.positions)
+        sys_flag = (kind & 1) * rl.BORNHOST_V6_FLAG | (kind >> 1) * rl.STOREHOST_V6_FLAG
+        assert rl.host_kind(sys_flag) == kind and rl.record_header_size(sys_flag) == layout.size
+        assert rl.body_length_pos(sys_flag) == layout.size - 4
+    assert [layout.store_timestamp_pos for layout in rl.HEADER_LAYOUTS] == [56, 68, 56, 68]
+    head = np.frombuffer(GOLDEN_V6[:112], dtype=np.dtype(rl.header_dtype_spec(3)))[0]
+    fields = (head["store_timestamp"], head["body_length"], head["reconsume_times"], head["queue_id"])
+    assert [int(f) for f in fields] == [STORE_TS, 1, 1, 3]
+    partial = rl.header_struct(0, ("queue_offset", "body_length"))
+    assert partial.size == 88 and partial.unpack_from(GOLDEN_V1) == (7, 5)
+    with pytest.raises(ValueError, match="not header fields"):
+        rl.header_struct(0, ("queue_offset", "tags"))

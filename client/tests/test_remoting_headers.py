@@ -179,7 +179,7 @@ def test_headers_are_frozen_and_keyword_only() -> None:
     with pytest.raises(AttributeError):
         hdr.key = "x"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        h.GetKVConfigRequestHeader("ns", "k")  # type: ignore[misc]
+        h.GetKVConfigRequestHeader("ns", "k")  # type: ignore[call-arg]
 
 
 def test_required_header_coverage() -> None:

@@ -1,4 +1,4 @@
-"""Tests of the asyncio transport over real loopback sockets."""
+"""The asyncio transport over real loopback sockets: RemotingClient and rocketq.server.RemotingServer."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand, SerializeType, decode_command, encode_command
 from rocketq.client.remoting.frame import FrameDecoder
 from rocketq.client.testing import free_port
-from rocketq.client.transport.aio import Channel, RemotingClient, RemotingServer
+from rocketq.client.transport.aio import Channel, RemotingClient
+from rocketq.server import RemotingServer
 
 ECHO = 1000
 SLOW = 1001
@@ -32,7 +33,7 @@ async def echo(cmd: RemotingCommand, channel: Channel) -> RemotingCommand:
 
 
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), 30))  # type: ignore[arg-type]
+    asyncio.run(asyncio.wait_for(coro_fn(), 30))
 
 
 async def started(server: RemotingServer) -> str:

@@ -14,8 +14,9 @@ from rocketq.client.errors import RemotingConnectError, RemotingError, RemotingT
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand, SerializeType
 from rocketq.client.testing import free_port
-from rocketq.client.transport.aio import Channel, RemotingServer
+from rocketq.client.transport.aio import Channel
 from rocketq.client.transport.blocking import BlockingRemotingClient
+from rocketq.server import RemotingServer
 
 ECHO, SLOW, BOOM, CALLBACK, RECORD = 1000, 1001, 1002, 1003, 1004
 T = 5000

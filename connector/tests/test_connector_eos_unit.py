@@ -170,7 +170,7 @@ def test_rows_are_encoded_with_the_identity_and_renumbered_per_send() -> None:
 
     ident = WriteIdentity("sinkA", "7", "00ff00ff00ff00ff", 3, 1)
     suffix, tail = row_suffix(ident, producer_group("sinkA"))
-    queues = [TargetQueue("out", "broker-a", i, "127.0.0.1:1") for i in range(3)]
+    queues = [TargetQueue("out", "broker-a", i) for i in range(3)]
     n = 50
     batch = pa.RecordBatch.from_pydict({"body": [f"r{i}" for i in range(n)], "keys": [f"key{i % 5}" for i in range(n)],
                                         "properties": [[("user", f"v{i}")] for i in range(n)]},

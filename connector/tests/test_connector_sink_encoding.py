@@ -25,7 +25,7 @@ from rocketq.connector.writer import (
 )
 
 OPTS = parse_sink_options({"nameserver": "127.0.0.1:9876", "topic": "out"})
-QUEUES = [TargetQueue("out", "broker-a", i, "127.0.0.1:1") for i in range(8)]
+QUEUES = [TargetQueue("out", "broker-a", i) for i in range(8)]
 
 
 def test_schema_validation() -> None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rocketq.broker.errors import RequestBodyError
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.vocabulary import SubscriptionData
+from rocketq.server import Channel
 
 __all__ = [
     "ClientChannelInfo",
@@ -103,7 +104,7 @@ def _lenient(body: bytes, exc: Exception) -> Any:
 
 @dataclass(slots=True)
 class ClientChannelInfo:
-    channel: Any
+    channel: Channel
     client_id: str
     language: str = "JAVA"
     version: int = 0
@@ -116,14 +117,14 @@ class ConsumerGroupInfo:
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
-    channels: dict[Hashable, ClientChannelInfo] = field(default_factory=dict)
+    channels: dict[Channel, ClientChannelInfo] = field(default_factory=dict)
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
     last_update_ms: int = field(default_factory=_now_ms)
 
     def client_ids(self) -> list[str]:
         return sorted({info.client_id for info in self.channels.values()})
 
-    def all_channels(self) -> list[Any]:
+    def all_channels(self) -> list[Channel]:
         return [info.channel for info in self.channels.values()]
 
     def find_channel(self, client_id: str) -> ClientChannelInfo | None:
@@ -133,7 +134,7 @@ class ConsumerGroupInfo:
         return None
 
 
-IdsChangedCallback = Callable[[str, list[Any]], None]
+IdsChangedCallback = Callable[[str, list[Channel]], None]
 
 
 class ConsumerManager:
@@ -177,14 +178,14 @@ class ConsumerManager:
             changed = True
         return changed
 
-    def unregister(self, group_name: str, channel: Hashable) -> bool:
+    def unregister(self, group_name: str, channel: Channel) -> bool:
         group = self._groups.get(group_name)
         if group is None or group.channels.pop(channel, None) is None:
             return False
         self._after_removal(group)
         return True
 
-    def channel_closed(self, channel: Hashable) -> list[str]:
+    def channel_closed(self, channel: Channel) -> list[str]:
         """Remove a closed connection from every group; returns the groups it left."""
         left = [g for g in list(self._groups.values()) if g.channels.pop(channel, None) is not None]
         for group in left:
@@ -232,19 +233,19 @@ class ProducerManager:
 
     def __init__(self, *, channel_expired_timeout_ms: int = 120_000) -> None:
         self._timeout_ms = channel_expired_timeout_ms
-        self._groups: dict[str, dict[Hashable, ClientChannelInfo]] = {}
+        self._groups: dict[str, dict[Channel, ClientChannelInfo]] = {}
 
     def register(self, group_name: str, info: ClientChannelInfo) -> None:
         self._groups.setdefault(group_name, {})[info.channel] = info
 
-    def unregister(self, group_name: str, channel: Hashable) -> None:
+    def unregister(self, group_name: str, channel: Channel) -> None:
         channels = self._groups.get(group_name)
         if channels is not None:
             channels.pop(channel, None)
             if not channels:
                 del self._groups[group_name]
 
-    def channel_closed(self, channel: Hashable) -> None:
+    def channel_closed(self, channel: Channel) -> None:
         for name in list(self._groups):
             self.unregister(name, channel)
 
@@ -259,7 +260,7 @@ class ProducerManager:
                 del self._groups[name]
         return removed
 
-    def get(self, group_name: str) -> dict[Hashable, ClientChannelInfo]:
+    def get(self, group_name: str) -> dict[Channel, ClientChannelInfo]:
         return dict(self._groups.get(group_name, {}))
 
     def groups(self) -> list[str]:

@@ -1,9 +1,11 @@
 """``rocketq dev``: a NameServer and a broker in one command, for development.
 
-Starts ``python -m rocketq.namesrv`` and ``python -m rocketq.broker`` as *processes* (the broker
-package never imports the NameServer), with a temporary store unless ``--store-dir`` is given,
-prints both addresses and waits; Ctrl-C (or SIGTERM) stops the broker cleanly, then the NameServer,
-and removes the temporary directory.
+Starts ``python -m rocketq.namesrv`` and ``python -m rocketq.broker`` as *processes* with the
+supported launcher (:mod:`rocketq.client.launcher`; the broker package never imports the
+NameServer), with a temporary store unless ``--store-dir`` is given, prints both addresses (for
+people, then as ``NAMESRV_ADDR=host:port`` and ``BROKER_ADDR=host:port`` lines for scripts) and
+waits; Ctrl-C (or SIGTERM) stops the broker cleanly, then the NameServer, and removes the
+temporary directory.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run_dev(args: argparse.Namespace) -> int:
-    from rocketq.client.testing import ServerStartError, spawn_broker, spawn_namesrv
+    from rocketq.client.launcher import ServerStartError, local_cluster
 
     keep = args.store_dir is not None
     work = Path(args.store_dir) if keep else Path(tempfile.mkdtemp(prefix="rocketq-dev-"))
@@ -45,32 +47,37 @@ def _run_dev(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    namesrv = broker = None
+    broker_conf = {
+        "brokerName": args.broker_name,
+        "listenPort": args.broker_port,
+        "autoCreateTopicEnable": args.auto_create_topic,
+    }
     try:
-        namesrv = spawn_namesrv(work)
-        broker = spawn_broker(work, namesrv.addr, brokerName=args.broker_name, listenPort=args.broker_port,
-                              autoCreateTopicEnable=args.auto_create_topic)
-        print(f"NameServer: {namesrv.addr}", flush=True)
-        print(f"Broker:     {broker.broker_name} at {broker.addr}", flush=True)
-        print(f"Store:      {work}  (logs: {work}/*.log)", flush=True)
-        print(f'Use: export NAMESRV_ADDR={namesrv.addr}   # Ctrl-C stops both', flush=True)
-        while not stop.is_set():
-            if not broker.is_alive() or not namesrv.is_alive():
-                print("a server exited unexpectedly; see the logs", file=sys.stderr, flush=True)
-                return 1
-            stop.wait(0.5)
+        with local_cluster(work, broker_conf=broker_conf) as cluster:  # stops the broker, then the NameServer
+            _print_addresses(cluster.namesrv_addr, cluster.broker_name, cluster.broker_addr, work)
+            while not stop.is_set():
+                if not cluster.broker.is_alive() or not cluster.namesrv.is_alive():
+                    print("a server exited unexpectedly; see the logs", file=sys.stderr, flush=True)
+                    return 1
+                stop.wait(0.5)
         return 0
     except ServerStartError as exc:
         print(f"rocketq dev: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
-        if broker is not None:
-            broker.terminate()
-        if namesrv is not None:
-            namesrv.terminate()
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
         print("stopped", flush=True)
+
+
+def _print_addresses(namesrv_addr: str, broker_name: str, broker_addr: str, work: Path) -> None:
+    """The human lines, then ``KEY=value`` lines for scripts (``eval "$(rocketq dev | grep =)"``)."""
+    print(f"NameServer: {namesrv_addr}", flush=True)
+    print(f"Broker:     {broker_name} at {broker_addr}", flush=True)
+    print(f"Store:      {work}  (logs: {work}/*.log)", flush=True)
+    print(f"Use: export NAMESRV_ADDR={namesrv_addr}   # Ctrl-C stops both", flush=True)
+    print(f"NAMESRV_ADDR={namesrv_addr}", flush=True)
+    print(f"BROKER_ADDR={broker_addr}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

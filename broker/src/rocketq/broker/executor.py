@@ -30,6 +30,14 @@ class Busy(Exception):
         self.remark = remark
 
 
+class _Expired(Exception):
+    """A task found too late by a pool thread: it is dropped, not run."""
+
+    def __init__(self, waited_ms: float) -> None:
+        super().__init__(waited_ms)
+        self.waited_ms = waited_ms
+
+
 class BoundedExecutor:
     """A named thread pool with a bounded number of queued-or-running tasks."""
 
@@ -56,22 +64,23 @@ class BoundedExecutor:
         enqueued = time.monotonic()
         max_wait = self._max_wait_ms
 
-        def task() -> tuple[bool, _T | None, float]:
-            waited_ms = (time.monotonic() - enqueued) * 1000.0
-            if max_wait is not None and waited_ms > max_wait:
-                return False, None, waited_ms
-            return True, fn(), waited_ms
+        def task() -> _T:
+            if max_wait is not None:
+                waited_ms = (time.monotonic() - enqueued) * 1000.0
+                if waited_ms > max_wait:
+                    raise _Expired(waited_ms)
+            return fn()
 
         try:
-            ran, result, waited_ms = await asyncio.get_running_loop().run_in_executor(self._pool, task)
-        finally:
-            self._pending -= 1
-        if not ran:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._pool, task)
+            finally:
+                self._pending -= 1
+        except _Expired as expired:
             raise Busy(
                 f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
-                f"{waited_ms:.0f}ms, size of queue: {self._pending}"
-            )
-        return result  # type: ignore[return-value]
+                f"{expired.waited_ms:.0f}ms, size of queue: {self._pending}"
+            ) from None
 
     def shutdown(self, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)

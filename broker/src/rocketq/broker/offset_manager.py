@@ -77,7 +77,7 @@ class ConsumerOffsetManager:
             self.dirty = True
 
     # ------------------------------------------------------------------ persistence
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         """``{"offsetTable": {"topic@group": {"0": 12, ...}}}`` (standard JSON: quoted keys)."""
         return {
             "offsetTable": {

@@ -25,19 +25,26 @@ import json
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 from rocketq.broker.client_manager import ConsumerManager, ProducerManager
 from rocketq.broker.config import BrokerConfig, build_store_config
+from rocketq.broker.errors import BrokerError
 from rocketq.broker.executor import BoundedExecutor
 from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.metadata import (
+    CONSUMER_OFFSET_JSON,
+    SUBSCRIPTION_GROUP_JSON,
+    TOPICS_JSON,
+    load_json_file,
+    persist_json_file,
+)
 from rocketq.broker.namesrv_registration import NamesrvRegistrar
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
-from rocketq.broker.processor.context import DEFAULT_DELAY_LEVELS_MS, BrokerContext
+from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.processor.offsets import OffsetQueryProcessor
 from rocketq.broker.processor.pull import PullMessageProcessor
@@ -49,13 +56,7 @@ from rocketq.broker.processor.stats import StatsProcessor
 from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.schedule.service import ScheduleMessageService
-from rocketq.broker.store.metadata import (
-    CONSUMER_OFFSET_JSON,
-    SUBSCRIPTION_GROUP_JSON,
-    TOPICS_JSON,
-    load_json_file,
-    persist_json_file,
-)
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
 from rocketq.broker.topic_manager import TRANS_CHECK_MAX_TIME_TOPIC, TopicConfigManager
 from rocketq.broker.transaction.check_service import TransactionCheckService
@@ -63,25 +64,26 @@ from rocketq.broker.transaction.config import TransactionConfig
 from rocketq.broker.transaction.service import TransactionalMessageService
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.transport.aio import RemotingClient, RemotingServer
+from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader
+from rocketq.client.transport.aio import RemotingClient
+from rocketq.server import Channel, Processor, RemotingServer
 
 __all__ = ["BrokerController", "build_context"]
 
 log = logging.getLogger(__name__)
 
-Processor = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand | None]]
 CLIENT_SCAN_INTERVAL_S = 10.0
 NOTIFY_TIMEOUT_MS = 3_000
 
 
-def build_context(config: BrokerConfig, store: Any, loop: asyncio.AbstractEventLoop, *,
+def build_context(config: BrokerConfig, store: MessageStore, loop: asyncio.AbstractEventLoop, *,
                   config_dir: str | None = None,
-                  on_ids_changed: Callable[[str, list[Any]], None] | None = None) -> BrokerContext:
+                  on_ids_changed: Callable[[str, list[Channel]], None] | None = None) -> BrokerContext:
     """The managers and executors around an already started store (used by the server and tests).
 
     With ``config_dir`` the metadata is loaded from (and persisted to) RocketMQ's ``config/`` files.
     """
-    def persister(name: str) -> Callable[[dict[str, Any]], None] | None:
+    def persister(name: str) -> Callable[[Mapping[str, object]], None] | None:
         if config_dir is None:
             return None
         path = os.path.join(config_dir, name)
@@ -91,8 +93,7 @@ def build_context(config: BrokerConfig, store: Any, loop: asyncio.AbstractEventL
     groups = SubscriptionGroupManager(auto_create=config.auto_create_subscription_group,
                                       persist=persister(SUBSCRIPTION_GROUP_JSON))
     offsets = ConsumerOffsetManager()
-    delay_text = getattr(getattr(store, "config", None), "message_delay_level", None)
-    delay_levels_ms = tuple(parse_delay_levels(delay_text)) if isinstance(delay_text, str) else DEFAULT_DELAY_LEVELS_MS
+    delay_levels_ms = tuple(parse_delay_levels(store.config.message_delay_level))
     if config_dir is not None:
         topics.load(load_json_file(os.path.join(config_dir, TOPICS_JSON)))
         groups.load(load_json_file(os.path.join(config_dir, SUBSCRIPTION_GROUP_JSON)))
@@ -132,11 +133,11 @@ def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
     rebalance = RebalanceProcessor(ctx)
     send_back = SendMessageBackProcessor(ctx).process
 
-    async def get_all_delay_offset(request: RemotingCommand, channel: Any) -> RemotingCommand:
+    async def get_all_delay_offset(request: RemotingCommand, channel: Channel) -> RemotingCommand:
         doc = ctx.schedule.encode() if ctx.schedule is not None else {"offsetTable": {}}
         return request.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
-    async def end_transaction(request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def end_transaction(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         if ctx.txn is None:
             return None if request.is_oneway else request.make_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] does not serve transactions (slave?)")
@@ -177,7 +178,7 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.store: Any = None
+        self._store: MessageStore | None = None
         self.ctx: BrokerContext | None = None
         self.server: RemotingServer | None = None
         self.registrar: NamesrvRegistrar | None = None
@@ -189,25 +190,31 @@ class BrokerController:
         self._txn_checker: TransactionCheckService | None = None
 
     @property
+    def store(self) -> MessageStore:
+        """The message store (opened by :meth:`start`)."""
+        if self._store is None:
+            raise BrokerError(f"broker {self.config.broker_name} is not started: it has no message store")
+        return self._store
+
+    @property
     def broker_addr(self) -> str:
         return self.ctx.broker_addr if self.ctx is not None else self.config.broker_addr
 
     async def start(self) -> tuple[str, int]:
-        from rocketq.broker.store.message_store import MessageStore
-
         loop = asyncio.get_running_loop()
         store_config = build_store_config(self.config)
         self._config_dir = str(store_config.config_dir)
-        self.store = MessageStore(store_config)
-        await asyncio.to_thread(self.store.start)
-        ctx = build_context(self.config, self.store, loop, config_dir=self._config_dir,
+        store = self._store = MessageStore(store_config)
+        await asyncio.to_thread(store.start)
+        ctx = build_context(self.config, store, loop, config_dir=self._config_dir,
                             on_ids_changed=self._notify_ids_changed)
         self.ctx = ctx
-        self.store.add_arrival_listener(ctx.hold.arrival_listener)
+        store.add_arrival_listener(ctx.hold.arrival_listener)
         if self.config.is_master:
-            ctx.schedule = ScheduleMessageService(self.store, list(ctx.delay_levels_ms), config_dir=self._config_dir,
-                                                  flush_interval_ms=self.config.flush_delay_offset_interval_ms)
-            await asyncio.to_thread(ctx.schedule.start)
+            schedule = ctx.schedule = ScheduleMessageService(
+                store, list(ctx.delay_levels_ms), config_dir=self._config_dir,
+                flush_interval_ms=self.config.flush_delay_offset_interval_ms)
+            await asyncio.to_thread(schedule.start)
             await self._start_transactions(ctx, loop)
         self.server = RemotingServer(
             host=self.config.bind_address, port=self.config.listen_port,
@@ -250,7 +257,7 @@ class BrokerController:
         ctx.txn = txn
         ctx.topics.create_retry_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
 
-        def send_check(group: str, body: bytes, header: Any) -> bool:
+        def send_check(group: str, body: bytes, header: CheckTransactionStateRequestHeader) -> bool:
             # Runs on the check thread: pick a live producer of the group, send on the loop, never block.
             try:
                 infos = list(ctx.producers.get(group).values())
@@ -272,7 +279,7 @@ class BrokerController:
         return (cfg.broker_cluster_name, cfg.broker_name, self.broker_addr, cfg.broker_id,
                 f"{cfg.broker_ip2 or cfg.broker_ip1}:{cfg.ha_listen_port}")
 
-    async def _every(self, period_s: float, fn: Callable[[], Awaitable[Any]]) -> None:
+    async def _every(self, period_s: float, fn: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(period_s)
             try:
@@ -303,7 +310,7 @@ class BrokerController:
             ctx.offsets.dirty = True
             raise
 
-    def _notify_ids_changed(self, group: str, channels: list[Any]) -> None:
+    def _notify_ids_changed(self, group: str, channels: list[Channel]) -> None:
         loop = asyncio.get_running_loop()
         for ch in channels:
             cmd = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True)
@@ -312,13 +319,13 @@ class BrokerController:
             task.add_done_callback(self._notify_tasks.discard)
 
     @staticmethod
-    async def _oneway(channel: Any, cmd: RemotingCommand) -> None:
+    async def _oneway(channel: Channel, cmd: RemotingCommand) -> None:
         try:
             await asyncio.wait_for(channel.invoke_oneway(cmd), NOTIFY_TIMEOUT_MS / 1000.0)
         except Exception as exc:  # a dead client must not disturb the others
-            log.debug("notify %s failed: %s", getattr(channel, "remote_address", "?"), exc)
+            log.debug("notify %s failed: %s", channel.remote_address, exc)
 
-    def _channel_closed(self, channel: Any) -> None:
+    def _channel_closed(self, channel: Channel) -> None:
         ctx = self.ctx
         if ctx is not None:
             ctx.consumers.channel_closed(channel)
@@ -354,6 +361,6 @@ class BrokerController:
                     log.exception("cannot persist the delay offsets")
         if self._client is not None:
             await self._client.close()
-        if self.store is not None:
-            await asyncio.to_thread(self.store.shutdown)
+        if self._store is not None:
+            await asyncio.to_thread(self._store.shutdown)
         log.info("broker %s shut down", self.config.broker_name)

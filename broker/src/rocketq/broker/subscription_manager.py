@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rocketq.broker.store.metadata import SubscriptionGroupConfig
+from rocketq.broker.metadata import SubscriptionGroupConfig
 from rocketq.client.remoting.vocabulary import DataVersion
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
@@ -24,7 +24,7 @@ class SubscriptionGroupManager:
     """The group table; ``persist`` receives the subscriptionGroup.json document after each change."""
 
     def __init__(self, *, auto_create: bool = True,
-                 persist: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 persist: Callable[[dict[str, object]], None] | None = None) -> None:
         self._auto_create = auto_create
         self._persist = persist
         self._table: dict[str, SubscriptionGroupConfig] = {
@@ -63,7 +63,7 @@ class SubscriptionGroupManager:
         if self._persist is not None:
             self._persist(self.encode())
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         return {
             "dataVersion": self.data_version.to_obj(),
             "subscriptionGroupTable": {g: c.to_json() for g, c in sorted(self._table.items())},

@@ -1,8 +1,9 @@
 """In-process broker harness for tests: start a ``BrokerController`` on a free port with a small
 store in a temp dir, run an async scenario against it with a ``RemotingClient``, shut it down.
 
-Real-process tests use :mod:`rocketq.client.testing` (``spawn_broker``); this harness is for
-processor-level tests that want the broker's objects at hand.
+Real-process tests use the launcher (:mod:`rocketq.client.launcher`, re-exported by
+:mod:`rocketq.client.testing`: ``spawn_broker``); this harness is for processor-level tests that
+want the broker's objects at hand.
 """
 
 from __future__ import annotations

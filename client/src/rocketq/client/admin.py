@@ -33,6 +33,7 @@ from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.route import PERM_RW, ClusterInfo, MessageQueue, TopicRouteData
+from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 __all__ = ["Admin", "AsyncAdmin", "QueueProgress", "QueueStatus"]
 
@@ -135,7 +136,7 @@ class AsyncAdmin:
         """UPDATE_AND_CREATE_TOPIC on one broker or every master of ``cluster``; the addresses."""
         header = h.CreateTopicRequestHeader(
             topic=topic,
-            default_topic="TBW102",
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             read_queue_nums=read_queue_nums,
             write_queue_nums=write_queue_nums,
             perm=perm,

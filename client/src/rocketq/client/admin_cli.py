@@ -202,8 +202,8 @@ async def _send_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 
 
 async def _consume_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
-    from rocketq.client.api import PullSysFlag
     from rocketq.client.remoting.headers import PullMessageRequestHeader
+    from rocketq.client.remoting.vocabulary import SUB_ALL, ExpressionType, PullSysFlag
 
     route = await admin.topic_route(a.topic)
     queues = [
@@ -230,9 +230,9 @@ async def _consume_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
                 sys_flag=int(PullSysFlag.SUBSCRIPTION),
                 commit_offset=0,
                 suspend_timeout_millis=0,
-                subscription="*",
+                subscription=SUB_ALL,
                 sub_version=0,
-                expression_type="TAG",
+                expression_type=ExpressionType.TAG,
             )
             result = await admin.api.pull_message(addr, header, 10_000)
             if result.status is not PullStatus.FOUND:
@@ -248,6 +248,29 @@ async def _consume_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 
 class _NotFound(RocketQError):
     pass
+
+
+async def _known_clusters(namesrv: str) -> str:
+    """What the NameServer knows, for a usage error: ``cluster X (broker-a at addr, ...)``."""
+    admin = AsyncAdmin(namesrv)
+    try:
+        info = await admin.api.get_broker_cluster_info(timeout_ms=3000)
+    except RocketQError as exc:
+        return f"the NameServer at {namesrv} could not be asked for its clusters: {exc}"
+    finally:
+        await admin.close()
+    clusters = []
+    for cluster in sorted(info.cluster_addr_table):
+        brokers = []
+        for name in sorted(info.cluster_addr_table[cluster]):
+            bd = info.broker_addr_table.get(name)
+            master = bd.master_addr if bd is not None else None
+            brokers.append(f"{name} at {master}" if master else f"{name} (no master)")
+        clusters.append(f"cluster {cluster} ({', '.join(brokers)})")
+    if not clusters:
+        return f"the NameServer at {namesrv} knows no broker yet"
+    example = sorted(info.cluster_addr_table)[0]
+    return f"the NameServer at {namesrv} knows {'; '.join(clusters)}, e.g. -c {example}"
 
 
 # ---------------------------------------------------------------------------- parser
@@ -349,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.namesrv:
         parser.error("give the NameServer address with -n host:port (or set NAMESRV_ADDR)")
     if args.command == "updateTopic" and not args.cluster and not args.broker:
-        parser.error("updateTopic: give -c clusterName or -b brokerAddr")
+        known = asyncio.run(_known_clusters(args.namesrv))
+        parser.error(f"updateTopic: give -c clusterName or -b brokerAddr; {known}")
     try:
         asyncio.run(_run(args))
     except MQBrokerError as exc:

@@ -24,7 +24,6 @@ address) and ended with :meth:`MQClientAPI.end_transaction_ranges`; the producer
 
 from __future__ import annotations
 
-import enum
 import json
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -32,7 +31,13 @@ from typing import Any, TypeVar
 
 from rocketq.client.blocking_facade import blocking_method
 from rocketq.client.config import ClientConfig, local_ip, make_client_id, parse_namesrv_addr
-from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, RemotingError
+from rocketq.client.errors import (
+    MQBrokerError,
+    MQClientError,
+    NameServerUnreachableError,
+    NoRouteError,
+    RemotingError,
+)
 from rocketq.client.loop import acquire_loop, release_loop
 from rocketq.client.model import Message, MessageExt, PullResult, PullStatus, SendResult, SendStatus
 from rocketq.client.remoting import headers as h
@@ -42,7 +47,7 @@ from rocketq.client.remoting.frame import SerializeType
 from rocketq.client.remoting.lenient_json import loads as lenient_loads
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.properties import MessageConst
-from rocketq.client.remoting.route import ClusterInfo, MessageQueue, TopicRouteData
+from rocketq.client.remoting.route import ClusterInfo, TopicRouteData
 from rocketq.client.remoting.txn_batch import (
     ENDED_FIELD,
     FEATURE_KEY,
@@ -50,6 +55,7 @@ from rocketq.client.remoting.txn_batch import (
     SKIPPED_FIELD,
     encode_ranges_body,
 )
+from rocketq.client.remoting.vocabulary import MessageQueue, PullSysFlag, SubscriptionData
 from rocketq.client.transport.aio import RemotingClient
 
 __all__ = [
@@ -76,16 +82,6 @@ _PULL_STATUS = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-
-
-class PullSysFlag(enum.IntFlag):
-    """sysFlag bits of PULL_MESSAGE (B.4)."""
-
-    COMMIT_OFFSET = 0x1
-    SUSPEND = 0x2
-    SUBSCRIPTION = 0x4
-    CLASS_FILTER = 0x8
-    LITE_PULL = 0x10
 
 
 class MQClientAPI:
@@ -175,7 +171,7 @@ class MQClientAPI:
         try:
             response = await self.invoke_namesrv(cmd, timeout_ms)
         except RemotingError as exc:
-            raise NoRouteError(
+            raise NameServerUnreachableError(
                 topic, f"no NameServer of {';'.join(self.namesrv_addrs)} answered: {exc}"
             ) from exc
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
@@ -421,6 +417,15 @@ class MQClientAPI:
         body = json.dumps(heartbeat, sort_keys=True, separators=(",", ":")).encode()
         await self._call(addr, RequestCode.HEART_BEAT, None, body, timeout_ms)
 
+    async def check_client_config(
+        self, addr: str, group: str, sub: SubscriptionData, timeout_ms: int | None = None
+    ) -> None:
+        """CHECK_CLIENT_CONFIG: whether the broker serves the subscription's expression type
+        (``checkClientInBroker``); raises MQBrokerError with the broker's reason when not."""
+        body = {"clientId": self.client_id, "group": group, "subscriptionData": sub.to_obj()}
+        payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        await self._call(addr, RequestCode.CHECK_CLIENT_CONFIG, None, payload, timeout_ms)
+
     async def unregister_client(
         self, addr: str, *, producer_group: str | None = None, consumer_group: str | None = None
     ) -> None:
@@ -485,7 +490,7 @@ class MQClientAPI:
             offset=msg.physical_offset,
             group=group,
             delay_level=delay_level,
-            origin_msg_id=msg.offset_msg_id,
+            origin_msg_id=msg.msg_id,  # Java sends getMsgId(): the UNIQ_KEY when there is one
             origin_topic=msg.topic,
             max_reconsume_times=max_reconsume_times,
         )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from rocketq.client.errors import ClientError, MQClientError
 from rocketq.client.remoting.message import CompressionType
+from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 __all__ = [
     "AllocateStrategy",
@@ -97,7 +98,7 @@ class ProducerConfig:
     """Producer settings (DefaultMQProducer's fields)."""
 
     producer_group: str = "DEFAULT_PRODUCER"
-    create_topic_key: str = "TBW102"
+    create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC
     default_topic_queue_nums: int = 4
     send_msg_timeout_ms: int = 3000
     compress_msg_body_over_howmuch: int = 4096

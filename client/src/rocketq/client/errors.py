@@ -102,6 +102,11 @@ class NoRouteError(MQClientError):
         self.topic = topic
 
 
+class NameServerUnreachableError(NoRouteError):
+    """No NameServer of the address list answered a route request (a transport failure: the
+    topic may well exist).  ``__cause__`` is the last transport error."""
+
+
 class MQBrokerError(RocketQError):
     """A broker or NameServer answered a request with a non-success response code.
 

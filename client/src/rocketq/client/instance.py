@@ -39,12 +39,12 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import TopicRouteData
+from rocketq.client.remoting.vocabulary import MASTER_ID
 
 __all__ = ["ClientInstance", "Member"]
 
 log = logging.getLogger("rocketq.client")
 
-MASTER_ID = 0
 REBALANCE_INTERVAL_MS = 20_000
 
 

@@ -1,289 +1,39 @@
-"""Helpers that start real rocketq server processes for integration tests.
+"""Test helpers: the process launcher under the name the tests import it by.
 
-Every component's integration tests start ``mqnamesrv`` and ``mqbroker`` the same way: as a
-subprocess of the current interpreter (``sys.executable -m rocketq.namesrv``), in its own process
-group, listening on port 0.  The server prints its boot line on stdout; stdout and stderr go to a
-log file in the test's temporary directory, and the helper polls that file for the boot line to
-learn the address, then checks that the server answers a request.  Failures raise
-:class:`ServerStartError` with the tail of the log, so a broken server explains itself in the
-test report.  The module does not import pytest: tests wrap it in their own fixtures.
+Integration tests of every component start real ``mqnamesrv`` and ``mqbroker`` processes on port
+0 with :mod:`rocketq.client.launcher` (the supported launcher, also used by ``rocketq dev`` and
+the examples); this module re-exports it so tests keep one import path, and is the place for
+helpers that only tests need.  It does not import pytest: tests wrap it in their own fixtures.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Mapping
-from pathlib import Path
-from types import TracebackType
-from typing import IO
-
-from rocketq.client.errors import RocketQError
+from rocketq.client.launcher import (
+    BROKER_BOOT_RE,
+    DEFAULT_START_TIMEOUT_S,
+    NAMESRV_BOOT_RE,
+    LocalCluster,
+    ServerProcess,
+    ServerStartError,
+    broker_conf_text,
+    free_port,
+    local_cluster,
+    spawn_broker,
+    spawn_namesrv,
+    wait_until_answers,
+)
 
 __all__ = [
+    "BROKER_BOOT_RE",
+    "DEFAULT_START_TIMEOUT_S",
+    "NAMESRV_BOOT_RE",
+    "LocalCluster",
     "ServerProcess",
     "ServerStartError",
     "broker_conf_text",
     "free_port",
+    "local_cluster",
     "spawn_broker",
     "spawn_namesrv",
     "wait_until_answers",
 ]
-
-NAMESRV_BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+, listening on (\S+:\d+)")
-BROKER_BOOT_RE = re.compile(r"The broker\[([^,\]]+), (\S+:\d+)\] boot success\.")
-DEFAULT_START_TIMEOUT_S = 30.0
-_LOG_TAIL_LINES = 40
-# A request code no server implements: any answer (REQUEST_CODE_NOT_SUPPORTED) proves liveness.
-_PROBE_CODE = 32000
-
-
-class ServerStartError(RocketQError):
-    """A server process did not boot (exited, or printed no boot line in time)."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (for configs that cannot say port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _child_env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    """The environment for a server child: ours, plus the source folders when run from a checkout."""
-    env = dict(os.environ)
-    root = Path(__file__).resolve().parents[4]
-    src_dirs = [str(root / c / "src") for c in ("client", "namesrv", "broker", "connector")]
-    src_dirs = [d for d in src_dirs if Path(d).is_dir()]
-    if src_dirs:
-        old = env.get("PYTHONPATH")
-        env["PYTHONPATH"] = os.pathsep.join([*src_dirs, *([old] if old else [])])
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    if extra:
-        env.update(extra)
-    return env
-
-
-class ServerProcess:
-    """A running server subprocess with its address and log file.
-
-    Use as a context manager (``with spawn_namesrv(tmp) as ns: ...``) or call :meth:`terminate`
-    / :meth:`kill9` yourself; both are idempotent.
-    """
-
-    def __init__(
-        self, name: str, popen: subprocess.Popen[bytes], log_path: Path, log_file: IO[bytes]
-    ) -> None:
-        self.name = name
-        self.popen = popen
-        self.log_path = log_path
-        self._log_file = log_file
-        self.host = ""
-        self.port = 0
-        self.broker_name: str | None = None
-
-    @property
-    def addr(self) -> str:
-        """``"host:port"`` the server listens on (known once booted)."""
-        return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.poll()
-
-    def is_alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, sig)
-
-    def kill9(self) -> int:
-        """SIGKILL the whole process group and reap it; returns the exit status."""
-        if self.popen.poll() is None:
-            self._signal_group(signal.SIGKILL)
-        rc = self.popen.wait()
-        self._close_log()
-        return rc
-
-    def terminate(self, timeout_s: float = 15.0) -> int:
-        """SIGTERM and wait up to ``timeout_s`` for a clean exit (then SIGKILL); returns the status."""
-        if self.popen.poll() is None:
-            self._signal_group(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-        rc = self.popen.wait()
-        self._close_log()
-        return rc
-
-    def _close_log(self) -> None:
-        with contextlib.suppress(OSError):
-            self._log_file.close()
-
-    def __enter__(self) -> ServerProcess:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.terminate()
-
-    def __repr__(self) -> str:
-        return f"ServerProcess({self.name!r}, pid={self.pid}, addr={self.addr!r}, rc={self.returncode})"
-
-
-def _start(name: str, args: list[str], tmp_path: Path, env: Mapping[str, str] | None) -> ServerProcess:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    log_path = tmp_path / f"{name}.log"
-    n = 1
-    while log_path.exists():
-        n += 1
-        log_path = tmp_path / f"{name}-{n}.log"
-    log_file = open(log_path, "wb")  # closed by ServerProcess
-    popen = subprocess.Popen(
-        [sys.executable, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        cwd=str(tmp_path),
-        env=_child_env(env),
-        start_new_session=True,
-    )
-    return ServerProcess(name, popen, log_path, log_file)
-
-
-def _fail(proc: ServerProcess, why: str) -> ServerStartError:
-    proc.kill9()
-    return ServerStartError(f"{proc.name} {why}; last log lines of {proc.log_path}:\n{proc.log_tail()}")
-
-
-def _wait_boot_line(proc: ServerProcess, pattern: re.Pattern[str], timeout_s: float) -> re.Match[str]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        match = pattern.search(proc.log_text())
-        if match:
-            return match
-        if proc.returncode is not None:
-            raise _fail(proc, f"exited with status {proc.returncode} before booting")
-        if time.monotonic() > deadline:
-            raise _fail(proc, f"printed no boot line within {timeout_s:.0f} s")
-        time.sleep(0.05)
-
-
-def wait_until_answers(addr: str, timeout_s: float = 10.0) -> None:
-    """Block until the remoting server at ``addr`` answers a request (any response code)."""
-    from rocketq.client.remoting.command import RemotingCommand
-    from rocketq.client.transport.blocking import BlockingRemotingClient
-
-    deadline = time.monotonic() + timeout_s
-    client = BlockingRemotingClient()
-    try:
-        while True:
-            try:
-                client.invoke(addr, RemotingCommand.request(_PROBE_CODE), 1000)
-                return
-            except RocketQError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-    finally:
-        client.close()
-
-
-def _finish_boot(proc: ServerProcess, addr: str, timeout_s: float) -> ServerProcess:
-    host, _, port = addr.rpartition(":")
-    proc.host, proc.port = host, int(port)
-    try:
-        wait_until_answers(proc.addr, timeout_s)
-    except RocketQError as exc:
-        raise _fail(proc, f"printed its boot line but does not answer on {proc.addr} ({exc})") from exc
-    return proc
-
-
-def spawn_namesrv(
-    tmp_path: Path | str,
-    *extra_args: str,
-    env: Mapping[str, str] | None = None,
-    timeout_s: float = DEFAULT_START_TIMEOUT_S,
-) -> ServerProcess:
-    """Start ``python -m rocketq.namesrv`` on 127.0.0.1 port 0 and wait until it answers.
-
-    ``extra_args`` are appended to the command line (e.g. ``"-c", "namesrv.properties"``), so
-    they override the defaults given here.
-    """
-    args = ["-m", "rocketq.namesrv", "--bind", "127.0.0.1", "--listen-port", "0", *extra_args]
-    proc = _start("namesrv", args, Path(tmp_path), env)
-    match = _wait_boot_line(proc, NAMESRV_BOOT_RE, timeout_s)
-    return _finish_boot(proc, match.group(1), timeout_s)
-
-
-def _conf_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def broker_conf_text(namesrv_addr: str, store_dir: Path, **broker_conf: object) -> str:
-    """A RocketMQ ``broker.conf`` (camelCase keys) for a test broker on port 0."""
-    conf: dict[str, object] = {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": 0,
-        "brokerIP1": "127.0.0.1",
-        "listenPort": 0,
-        "namesrvAddr": namesrv_addr,
-        "storePathRootDir": str(store_dir),
-        "flushDiskType": "ASYNC_FLUSH",
-        "brokerRole": "ASYNC_MASTER",
-    }
-    conf.update(broker_conf)
-    return "".join(f"{key}={_conf_value(value)}\n" for key, value in conf.items())
-
-
-def spawn_broker(
-    tmp_path: Path | str,
-    namesrv_addr: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    timeout_s: float = DEFAULT_START_TIMEOUT_S,
-    extra_args: tuple[str, ...] = (),
-    **broker_conf: object,
-) -> ServerProcess:
-    """Write ``broker.conf`` in ``tmp_path`` and start ``python -m rocketq.broker -c broker.conf``.
-
-    ``broker_conf`` keys are RocketMQ camelCase names and override the defaults (cluster
-    ``DefaultCluster``, ``broker-a``, id 0, port 0, store under ``tmp_path/store-<name>-<id>``).
-    """
-    tmp = Path(tmp_path)
-    tmp.mkdir(parents=True, exist_ok=True)
-    name = str(broker_conf.get("brokerName", "broker-a"))
-    broker_id = str(broker_conf.get("brokerId", 0))
-    store_dir = tmp / f"store-{name}-{broker_id}"
-    conf_path = tmp / f"broker-{name}-{broker_id}.conf"
-    conf_path.write_text(broker_conf_text(namesrv_addr, store_dir, **broker_conf), encoding="utf-8")
-    args = ["-m", "rocketq.broker", "-c", str(conf_path), *extra_args]
-    proc = _start(f"broker-{name}-{broker_id}", args, tmp, env)
-    match = _wait_boot_line(proc, BROKER_BOOT_RE, timeout_s)
-    proc.broker_name = match.group(1)
-    return _finish_boot(proc, match.group(2), timeout_s)

@@ -19,7 +19,8 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from rocketq.client.errors import NoRouteError, RocketQError
+from rocketq.client.errors import NameServerUnreachableError, NoRouteError, RocketQError
+from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag, is_internal_topic, is_readable
 from rocketq.connector.errors import BrokerUnavailableError, OptionError
 from rocketq.connector.offsets import QueueRef
 
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
     from rocketq.client.model import PullResult
     from rocketq.client.remoting.route import TopicRouteData
 
-PERM_READ = 4
-PERM_WRITE = 2
-PULL_SYS_FLAG_SUBSCRIPTION = 0x4
-_SYSTEM_TOPIC = re.compile(r"^(%RETRY%|%DLQ%|RMQ_SYS_|rmq_sys_|SCHEDULE_TOPIC_XXXX$|TBW102$|BenchmarkTest$|OFFSET_MOVED_EVENT$|SELF_TEST_TOPIC$|TRANS_CHECK_MAX_TIME_TOPIC$)")
 
 
 class BrokerAccess:
@@ -50,9 +47,9 @@ class BrokerAccess:
     def route(self, topic: str, *, missing_ok: bool = False) -> TopicRouteData | None:
         try:
             return self.api.get_topic_route(topic, self.timeout_ms)
+        except NameServerUnreachableError as exc:
+            raise OptionError("nameServer", f"no NameServer of {self.name_server!r} answered ({exc})") from exc
         except NoRouteError as exc:
-            if "answered" in str(exc):
-                raise OptionError("nameServer", f"no NameServer of {self.name_server!r} answered ({exc})") from exc
             if missing_ok:
                 return None
             raise OptionError("topic", f"topic {topic!r} does not exist on NameServer {self.name_server}") from exc
@@ -68,7 +65,7 @@ class BrokerAccess:
         queues: dict[QueueRef, str] = {}
         for qd in route.queue_datas:
             addr = masters.get(qd.broker_name)
-            if addr and qd.perm & PERM_READ:
+            if addr and is_readable(qd.perm):
                 self._masters[qd.broker_name] = addr
                 for queue_id in range(qd.read_queue_nums):
                     queues[QueueRef(topic, qd.broker_name, queue_id)] = addr
@@ -81,7 +78,7 @@ class BrokerAccess:
         except RocketQError as exc:
             raise OptionError("nameServer", f"cannot list topics on {self.name_server}: {exc}") from exc
         regex = re.compile(pattern)
-        return sorted(t for t in topics if regex.fullmatch(t) and not _SYSTEM_TOPIC.match(t))
+        return sorted(t for t in topics if regex.fullmatch(t) and not is_internal_topic(t))
 
     def discover(self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool) -> dict[QueueRef, str]:
         """All readable queues of the subscribed topics (``missing_ok`` tolerates deleted topics)."""
@@ -141,12 +138,12 @@ class BrokerAccess:
             queue_id=queue.queue_id,
             queue_offset=offset,
             max_msg_nums=max_nums,
-            sys_flag=PULL_SYS_FLAG_SUBSCRIPTION,
+            sys_flag=int(PullSysFlag.SUBSCRIPTION),
             commit_offset=0,
             suspend_timeout_millis=0,
             subscription=sub_expression,
             sub_version=0,
-            expression_type="TAG",
+            expression_type=ExpressionType.TAG,
             max_msg_bytes=max_bytes,
         )
         try:

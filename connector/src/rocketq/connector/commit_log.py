@@ -308,14 +308,15 @@ class CommitLog:
         from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
         from rocketq.client.remoting.msgid import new_uniq_key
         from rocketq.client.remoting.properties import encode_properties
+        from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
 
         body = record.to_body()
         name, addr = self._locate(create=True) or ("", "")
         props = {"TAGS": RECORD_TAG, "KEYS": f"{record.sink}:{record.batch}", "UNIQ_KEY": new_uniq_key(),
                  "WAIT": "true", PROP_SINK: record.sink, PROP_BATCH: record.batch}  # fmt: skip
         header = SendMessageRequestHeaderV2(
-            producer_group=producer_group(self.sink_id), topic=self.topic, default_topic="TBW102",
-            default_topic_queue_nums=1, queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+            producer_group=producer_group(self.sink_id), topic=self.topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums=1, queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
             properties=encode_properties(props), reconsume_times=0, batch=False, broker_name=name,
         )  # fmt: skip
         try:

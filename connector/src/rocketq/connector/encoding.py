@@ -1,6 +1,6 @@
 """Vectorised encoding of sink rows into SEND_BATCH_MESSAGE bodies.
 
-Entry layout (see :mod:`rocketq.client.remoting.batch`)::
+Entry layout (defined in :mod:`rocketq.client.remoting.batch`, whose sizes are imported here)::
 
     0  TOTALSIZE int32 | 4 MAGICCODE int32 = 0 | 8 BODYCRC int32 = 0 | 12 FLAG int32 | 16 BODYLEN int32
    20  BODY | PROPLEN int16 | PROPERTIES (k\\x01v\\x02 ..., UTF-8)
@@ -17,7 +17,6 @@ target queue first; :func:`chunk_bounds` cuts the buffer into request-sized piec
 from __future__ import annotations
 
 import datetime as dt
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -28,12 +27,15 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketq.client.remoting.batch import ENTRY_OVERHEAD
+from rocketq.client.remoting.record_layout import MAX_PROPERTIES_SIZE, PROPERTIES_LENGTH_SIZE
 from rocketq.connector.errors import SinkError
 
-ENTRY_HEAD = struct.Struct(">iiiii")
-assert ENTRY_HEAD.size == 20
-ENTRY_OVERHEAD = ENTRY_HEAD.size + 2
-MAX_PROPERTIES = 32767
+#: The entry head: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN (int32 each), then BODY and PROPLEN.
+_ENTRY_HEAD_SIZE = ENTRY_OVERHEAD - PROPERTIES_LENGTH_SIZE
+_HEAD_INTS = _ENTRY_HEAD_SIZE // 4
+_TOTALSIZE, _FLAG, _BODYLEN = 0, 3, 4  # int32 columns of the entry head
+assert _HEAD_INTS == 5
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 
@@ -176,16 +178,20 @@ def encode_rows(bodies: pa.Array, properties: pa.Array, flags: npt.NDArray[np.in
         return b""
     body_len = np.diff(body_off)
     prop_len = np.diff(prop_off)
-    if int(prop_len.max()) > MAX_PROPERTIES:
-        raise SinkError(f"a row's properties take {int(prop_len.max())} bytes, more than {MAX_PROPERTIES}")
-    heads = np.zeros((n, 5), dtype=">i4")
-    heads[:, 0] = ENTRY_OVERHEAD + body_len + prop_len
-    heads[:, 3] = 0 if flags is None else flags
-    heads[:, 4] = body_len
+    if int(prop_len.max()) > MAX_PROPERTIES_SIZE:
+        raise SinkError(
+            f"a row's properties take {int(prop_len.max())} bytes, more than {MAX_PROPERTIES_SIZE}"
+        )
+    heads = np.zeros((n, _HEAD_INTS), dtype=">i4")
+    heads[:, _TOTALSIZE] = ENTRY_OVERHEAD + body_len + prop_len
+    heads[:, _FLAG] = 0 if flags is None else flags
+    heads[:, _BODYLEN] = body_len
     plen = prop_len.astype(">i2")
     joined = pc.binary_join_element_wise(
-        _fixed_width(heads.view(np.uint8).reshape(n, ENTRY_HEAD.size)), _large_binary(n, body_off, body_data),
-        _fixed_width(plen.view(np.uint8).reshape(n, 2)), _large_binary(n, prop_off, prop_data),
+        _fixed_width(heads.view(np.uint8).reshape(n, _ENTRY_HEAD_SIZE)),
+        _large_binary(n, body_off, body_data),
+        _fixed_width(plen.view(np.uint8).reshape(n, PROPERTIES_LENGTH_SIZE)),
+        _large_binary(n, prop_off, prop_data),
         pa.scalar(b"", pa.large_binary()))
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
     data: bytes = joined.buffers()[2].to_pybytes()

@@ -46,7 +46,7 @@ class QueueRange:
 
 
 @dataclass(frozen=True)
-class RocketMQInputPartition(InputPartition):  # type: ignore[misc]
+class RocketMQInputPartition(InputPartition):
     """One Spark task: a tuple of queue ranges read one after another."""
 
     ranges: tuple[QueueRange, ...]

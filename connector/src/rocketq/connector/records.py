@@ -1,11 +1,12 @@
 """Bulk decoding of pulled record bytes into Arrow record batches in the source schema.
 
 A pull response body is the broker's CommitLog records concatenated (see the field diagram in
-:mod:`rocketq.client.remoting.message`).  The fast path here never builds a Python object per
-message: one tight Python loop finds the record starts (TOTALSIZE chain), and every other step
-is a bulk numpy or Arrow operation over all records of the pull at once.
+:mod:`rocketq.client.remoting.record_layout`, where every position used here comes from).  The
+fast path here never builds a Python object per message: one tight Python loop finds the record
+starts (TOTALSIZE chain), and every other step is a bulk numpy or Arrow operation over all
+records of the pull at once.
 
-Theory of operation.  Variable-length pieces (the 88-byte heads, bodies, property blocks,
+Theory of operation.  Variable-length pieces (the IPv4 record heads, bodies, property blocks,
 property names and values) are cut out of the pull buffer with :func:`take_slices`: an Arrow
 binary array whose offsets alternate between "slice" and "gap" elements is laid over the buffer
 without copying, and Arrow's ``take`` of the even elements copies the slices into one compact
@@ -32,25 +33,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketq.client.errors import MessageFormatError
-from rocketq.client.remoting.message import (
+from rocketq.client.remoting.message import decode_records_columnar, decompress_body
+from rocketq.client.remoting.properties import split_keys
+from rocketq.client.remoting.record_layout import (
+    COMPRESSED_FLAG,
+    HOST_V6_FLAGS,
+    IPV4,
+    IPV4_HEADER_SIZE,
     MAGIC_V1,
     MAGIC_V2,
-    decode_records_columnar,
-    decompress_body,
+    MIN_RECORD_SIZE,
+    MIN_TAIL_SIZE,
+    PROPERTIES_LENGTH_SIZE,
+    TOPIC_LENGTH_SIZE_V1,
+    TOPIC_LENGTH_SIZE_V2,
+    header_dtype_spec,
 )
-from rocketq.client.remoting.properties import split_keys
 from rocketq.connector.schema import ARROW_SCHEMA
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 
-# Byte positions inside an IPv4 record (see rocketq.client.remoting.message).
-QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG = 12, 16, 20, 28, 36
-BORNTS, BORNHOST, STORETS, STOREHOST, RECONSUME, BODYLEN, BODY = 40, 48, 56, 64, 72, 84, 88
-_MIN_RECORD = BODY + 3  # head, 1-byte topic length, 2-byte properties length
-_SIZE = struct.Struct(">i")
-_V6_BITS = 0x30
-_COMPRESSED = 0x1
+BODY = IPV4_HEADER_SIZE  # where the body of an IPv4 record starts
+_MIN_RECORD = MIN_RECORD_SIZE
+_SIZE = struct.Struct(">i")  # TOTALSIZE
+_OFFSET_LEN = np.dtype(">i8").itemsize  # PHYSICALOFFSET
+_V6_BITS = HOST_V6_FLAGS
+_COMPRESSED = COMPRESSED_FLAG
 # The two upper-case hex digits of each byte value, as one uint16 per value (memory order = text
 # order whatever the endianness, since it is a view of the digit pairs).
 _HEX2 = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)
@@ -116,18 +125,12 @@ def record_starts_array(buf: bytes | memoryview) -> I64:
     return np.asarray(starts, dtype=np.int64)
 
 
-# The fixed 88-byte head of an IPv4 record, read for all records at once as one structured array.
-_HEAD = np.dtype(
-    [
-        ("total", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
-        ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
-        ("born_host", ">u8"), ("store_ts", ">i8"), ("store_host", ">u8"), ("reconsume", ">i4"),
-        ("prepared", ">i8"), ("body_len", ">i4"),
-    ]
-)  # fmt: skip
-assert _HEAD.itemsize == BODY
-assert _HEAD.fields is not None and _HEAD.fields["store_host"][1] == STOREHOST
-assert _HEAD.fields["body_len"][1] == BODYLEN and _HEAD.fields["queue_offset"][1] == QUEUEOFFSET
+# The fixed head of an IPv4 record, read for all records at once as one structured array; each host
+# (IPv4 + port, big-endian) is read as one uint64, ``ip << 32 | port``.
+_HOSTS = ("born_host", "store_host")
+_HEAD = np.dtype([(name, ">u8" if name in _HOSTS else fmt) for name, fmt in header_dtype_spec(IPV4.kind)])
+assert _HEAD.itemsize == BODY and IPV4.born_host_len == IPV4.store_host_len == np.dtype(">u8").itemsize
+assert _HEAD.fields is not None and _HEAD.fields["store_host"][1] == IPV4.store_host_pos
 
 
 def _native(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -163,7 +166,7 @@ def _values_of(array: pa.Array) -> tuple[pa.Buffer, npt.NDArray[np.int32]]:
 
 
 def read_heads(data: pa.Buffer, starts: I64) -> npt.NDArray[Any]:
-    """The 88-byte heads of the records at ``starts`` as a structured array (IPv4 layout)."""
+    """The fixed heads of the records at ``starts`` as a structured array (IPv4 layout)."""
     heads, _ = _values_of(take_slices(data, starts, np.full(len(starts), BODY, dtype=np.int64)))
     return np.frombuffer(heads, dtype=_HEAD, count=len(starts))
 
@@ -280,20 +283,20 @@ def _bodies(data: pa.Buffer, starts: I64, body_len: I64, sys_flag: npt.NDArray[n
 
 
 def _props_ranges(a: U8, starts: I64, heads: npt.NDArray[Any]) -> tuple[I64, I64] | None:
-    body_len = _native(heads["body_len"]).astype(np.int64)
+    body_len = _native(heads["body_length"]).astype(np.int64)
     tpos = starts + BODY + body_len
-    if len(tpos) and (int(body_len.min()) < 0 or int(tpos.max()) + 3 > len(a)):
+    if len(tpos) and (int(body_len.min()) < 0 or int(tpos.max()) + MIN_TAIL_SIZE > len(a)):
         return None
     v2 = heads["magic"] == MAGIC_V2
     tlen = a[tpos].astype(np.int64)
     if v2.any():
         tlen = np.where(v2, (tlen << 8) | a[tpos + 1], tlen)
-    ppos = tpos + np.where(v2, 2, 1) + tlen
-    if len(ppos) and int(ppos.max()) + 2 > len(a):
+    ppos = tpos + np.where(v2, TOPIC_LENGTH_SIZE_V2, TOPIC_LENGTH_SIZE_V1) + tlen
+    if len(ppos) and int(ppos.max()) + PROPERTIES_LENGTH_SIZE > len(a):
         return None
     plen = (a[ppos].astype(np.int64) << 8) | a[ppos + 1]
-    pstart = ppos + 2
-    if not (pstart + plen == starts + _native(heads["total"])).all():
+    pstart = ppos + PROPERTIES_LENGTH_SIZE
+    if not (pstart + plen == starts + _native(heads["total_size"])).all():
         return None
     return pstart, plen
 
@@ -311,9 +314,13 @@ def _fast_batch(buf: pa.Buffer, starts: I64, heads: npt.NDArray[Any], topic: str
     if props is None:
         return None
     n = len(starts)
-    msg_id_raw = np.empty((n, 16), dtype=np.uint8)
-    msg_id_raw[:, :8] = np.ascontiguousarray(heads["store_host"]).view(np.uint8).reshape(n, 8)
-    msg_id_raw[:, 8:] = np.ascontiguousarray(heads["physical_offset"]).view(np.uint8).reshape(n, 8)
+    # the offset msgId: store host (IP + port) then the physical offset, in hex
+    host_len = IPV4.store_host_len
+    msg_id_raw = np.empty((n, host_len + _OFFSET_LEN), dtype=np.uint8)
+    hosts = np.ascontiguousarray(heads["store_host"])
+    msg_id_raw[:, :host_len] = hosts.view(np.uint8).reshape(n, host_len)
+    offsets = np.ascontiguousarray(heads["physical_offset"])
+    msg_id_raw[:, host_len:] = offsets.view(np.uint8).reshape(n, _OFFSET_LEN)
     columns = [
         _constant_string(topic, n),
         _constant_string(broker_name, n),
@@ -323,13 +330,13 @@ def _fast_batch(buf: pa.Buffer, starts: I64, heads: npt.NDArray[Any], topic: str
         props.uniq,
         props.tags,
         props.keys,
-        _bodies(buf, starts, _native(heads["body_len"]).astype(np.int64), sys_flag),
+        _bodies(buf, starts, _native(heads["body_length"]).astype(np.int64), sys_flag),
         props.map_array,
-        pa.array(_native(heads["born_ts"]) * 1000, _TS_TYPE),
-        pa.array(_native(heads["store_ts"]) * 1000, _TS_TYPE),
+        pa.array(_native(heads["born_timestamp"]) * 1000, _TS_TYPE),
+        pa.array(_native(heads["store_timestamp"]) * 1000, _TS_TYPE),
         _host_strings(_native(heads["born_host"])),
         _host_strings(_native(heads["store_host"])),
-        pa.array(_native(heads["reconsume"])),
+        pa.array(_native(heads["reconsume_times"])),
         pa.array(_native(heads["flag"])),
         pa.array(sys_flag),
     ]
@@ -394,7 +401,7 @@ def decode_pull_body(
         return DecodedChunk(empty_batch(), -1, 0)
     batch = None if force_slow else _fast_batch(data, starts, heads, topic, broker_name)
     if batch is None:
-        stop = int(starts[-1]) + int(_native(heads["total"])[-1])
+        stop = int(starts[-1]) + int(_native(heads["total_size"])[-1])
         batch = batch_from_columns(decode_records_columnar(memoryview(buf)[:stop]), broker_name)
     if tags is not None:
         batch = batch.filter(pc.fill_null(pc.is_in(batch.column("tags"), pa.array(sorted(tags), pa.string())), False))

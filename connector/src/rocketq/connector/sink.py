@@ -95,7 +95,7 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
 
 
 @dataclass
-class SinkCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class SinkCommitMessage(WriterCommitMessage):
     """What one task sent (all of it confirmed by the brokers before the task returned)."""
 
     rows: int
@@ -153,7 +153,7 @@ class _SinkBase:
         validate_sink_schema(schema, self.opts)
 
 
-class RocketMQStreamWriter(_SinkBase, DataSourceStreamArrowWriter):  # type: ignore[misc]
+class RocketMQStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
     """``writeStream.format("rocketmq")``: at-least-once (default) or exactly-once, per-queue ordered."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -179,7 +179,7 @@ class RocketMQStreamWriter(_SinkBase, DataSourceStreamArrowWriter):  # type: ign
         log.warning("rocketmq sink: batch %d aborted; %d messages were already delivered (at-least-once)", batchId, rows)
 
 
-class RocketMQBatchWriter(_SinkBase, DataSourceArrowWriter):  # type: ignore[misc]
+class RocketMQBatchWriter(_SinkBase, DataSourceArrowWriter):
     """``df.write.format("rocketmq")``: append only; per-queue ordered; exactly-once = all or nothing.
 
     Spark reuses the planning-time writer for commit/abort, so the job key made here reaches both

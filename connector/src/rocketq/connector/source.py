@@ -51,7 +51,7 @@ from rocketq.connector.schema import check_requested_schema, spark_schema
 log = logging.getLogger("rocketq.connector")
 
 
-class RocketMQDataSource(DataSource):  # type: ignore[misc]
+class RocketMQDataSource(DataSource):
     """``spark.readStream.format("rocketmq")`` / ``spark.read`` / ``writeStream`` / ``write``."""
 
     @classmethod
@@ -134,7 +134,7 @@ class _DriverSide:
         return plan_partitions(self.ranges(start, end), min_partitions=o.min_partitions, max_partitions=o.max_partitions)
 
 
-class RocketMQBatchReader(_DriverSide, DataSourceReader):  # type: ignore[misc]
+class RocketMQBatchReader(_DriverSide, DataSourceReader):
     """``spark.read.format("rocketmq")``: from startingOffsets (earliest) to endingOffsets (latest)."""
 
     def __init__(self, opts: SourceOptions) -> None:
@@ -151,7 +151,7 @@ class RocketMQBatchReader(_DriverSide, DataSourceReader):  # type: ignore[misc]
         return read_partition(self.opts, partition)
 
 
-class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader with admission control, AvailableNow, offset commit and lag reporting."""
 
     def __init__(self, opts: SourceOptions) -> None:

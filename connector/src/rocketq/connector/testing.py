@@ -1,8 +1,8 @@
-"""Helpers for the connector's integration tests, examples and benchmarks.
+"""Helpers for the connector's integration tests and benchmarks.
 
 :func:`local_cluster` starts a real NameServer and broker (``python -m rocketq.namesrv`` /
-``python -m rocketq.broker``) in a temporary directory through
-:mod:`rocketq.client.testing`, with broker settings suited to Spark reads (large pull batches);
+``python -m rocketq.broker``) in a temporary directory with the launcher
+(:mod:`rocketq.client.launcher`), with broker settings suited to Spark reads (large pull batches);
 :func:`produce` writes messages to chosen queues with the client producer, and
 :func:`produce_fast` writes large volumes through the connector's bulk sink path (no Spark).
 """
@@ -37,16 +37,14 @@ class Cluster:
 @contextlib.contextmanager
 def local_cluster(tmp: Path | str | None = None, **broker_conf: object) -> Iterator[Cluster]:
     """A NameServer and one broker as subprocesses; both are stopped on exit."""
-    from rocketq.client.testing import spawn_broker, spawn_namesrv
+    from rocketq.client import launcher
 
     with contextlib.ExitStack() as stack:
         if tmp is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rocketq-spark-"))
-        path = Path(tmp)
-        ns = stack.enter_context(spawn_namesrv(path))
         conf = {**SPARK_BROKER_CONF, **broker_conf}
-        broker = stack.enter_context(spawn_broker(path, ns.addr, **conf))  # type: ignore[arg-type]
-        yield Cluster(ns.addr, broker.addr, broker.broker_name or "broker-a", path)
+        started = stack.enter_context(launcher.local_cluster(tmp, broker_conf=conf))
+        yield Cluster(started.namesrv_addr, started.broker_addr, started.broker_name, started.work_dir)
 
 
 def create_topic(cluster: Cluster, topic: str, queues: int, *, timeout_s: float = 20.0) -> None:

@@ -10,7 +10,8 @@ travels to the driver in the task's commit message.  The routing, encoding and p
 are the at-least-once writer's (one in-flight request per queue, in row order).
 
 Half batches go through the client's batched transaction API
-(:mod:`rocketq.client.producer.transaction_batch`): ``send_half_batch`` stores a request's rows at
+(:mod:`rocketq.client.producer.transaction_batch`): ``send_half_batch`` of a ``PreparedHalfBatch``
+(the request's encoded rows, sent as they are) stores a request's rows at
 contiguous half offsets and ``end_transaction_batch`` ends a queue's ranges with one request and
 one store append on rocketq brokers, so a commit is atomic per queue; against Apache RocketMQ the
 client falls back to one transaction per message (not atomic per queue).
@@ -94,12 +95,12 @@ def row_suffix(ident: WriteIdentity, group: str) -> tuple[str, int]:
 
     ``TRAN_MSG`` and ``PGROUP`` come last: the broker's bulk commit expects the properties from
     ``PGROUP`` on to be the same for every message of a queue (``rocketq.broker.transaction.bulk_commit``)."""
-    from rocketq.client.remoting.properties import MessageConst, encode_properties
+    from rocketq.client.remoting.properties import PROPERTY_SEPARATOR, MessageConst, encode_properties
 
     after = encode_properties({MessageConst.TRANSACTION_PREPARED: "true", MessageConst.PRODUCER_GROUP: group})
     value = ident.tag(0).text()
     text = encode_properties({PROP_TXN: value}) + after
-    return text, len(after.encode()) + 1 + len(value.encode())
+    return text, len(after.encode()) + len(PROPERTY_SEPARATOR) + len(value.encode())
 
 
 def renumber(request: Request, req: int, tail: int) -> bytes:
@@ -123,22 +124,20 @@ class ExactlyOnceStrategy:
         self.handles: list[HalfBatch] = []
         self._lock = threading.Lock()
         self._req = itertools.count()
-        self._producer = executor_producer(opts.name_server, ident.sink_id, opts.send_timeout_ms)
+        self.producer = executor_producer(opts.name_server, ident.sink_id, opts.send_timeout_ms)
         #: the writer encodes every row with these properties; send() sets the request number
         self.row_suffix, self._tail = row_suffix(ident, self.group)
 
-    def send(self, api: BlockingMQClientAPI, request: Request) -> None:
+    def send(self, request: Request) -> None:
         from rocketq.client.errors import RocketQError
-        from rocketq.client.remoting.route import MessageQueue
+        from rocketq.client.producer import PreparedHalfBatch
 
         q = request.queue
         for attempt in range(self.opts.send_retries + 1):
             req = next(self._req)  # a fresh number per try: an unconfirmed try is never committed
             try:
-                mq = MessageQueue(q.topic, q.broker_name, q.queue_id)
-                body = renumber(request, req, self._tail)
-                result = self._producer.send_prepared_half_batch(
-                    mq, body, request.uniq_keys or [], timeout_ms=self.opts.send_timeout_ms)
+                batch = PreparedHalfBatch(renumber(request, req, self._tail), tuple(request.uniq_keys or ()))
+                result = self.producer.send_half_batch(q.message_queue, batch, timeout_ms=self.opts.send_timeout_ms)
                 handle = from_client_result(result, self.ident.write_id, req)
                 with self._lock:
                     self.handles.append(handle)
@@ -146,7 +145,7 @@ class ExactlyOnceStrategy:
             except RocketQError as exc:
                 if not exc.retriable or attempt == self.opts.send_retries:
                     raise SinkError(
-                        f"half send of {request.count} messages to {q.key} at {q.addr} failed after {attempt + 1} "
+                        f"half send of {request.count} messages to {q.key} failed after {attempt + 1} "
                         f"attempt(s): {exc}"
                     ) from exc
                 time.sleep(0.1 * (attempt + 1))

@@ -14,14 +14,18 @@ of one queue are stored in row order; different queues proceed in parallel (up t
 failure left after retries fails the task (no silent drop).  Retries resend the same request to
 the same queue, which can duplicate it: delivery is at-least-once.
 
-The send itself is a :class:`SendStrategy`; :class:`AtLeastOnceStrategy` sends plain batches.  A
-transactional strategy (half messages committed by the driver) can plug in without touching
-routing, encoding or ordering.
+The send itself is a :class:`SendStrategy` over the client producer's entry points (which own the
+request header, the route lookup with ``TBW102`` auto-creation of a new topic, and the typed
+errors): :class:`AtLeastOnceStrategy` sends plain batches (``Producer.send_encoded_batch``), the
+exactly-once strategy half batches (``TransactionProducer.send_half_batch``); the connector keeps
+only the Arrow routing, encoding and ordering.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,22 +41,27 @@ from rocketq.connector.errors import SinkError
 from rocketq.connector.options import SinkOptions
 
 if TYPE_CHECKING:
-    from rocketq.client.api import BlockingMQClientAPI
-
-CREATE_TOPIC_KEY = "TBW102"
-DEFAULT_TOPIC_QUEUE_NUMS = 4
+    from rocketq.client.producer import Producer
+    from rocketq.client.remoting.vocabulary import MessageQueue
 
 
 @dataclass(frozen=True, slots=True)
 class TargetQueue:
+    """A writable queue of a topic, as the producer's route lists it."""
+
     topic: str
     broker_name: str
     queue_id: int
-    addr: str
 
     @property
     def key(self) -> str:
         return f"{self.topic}/{self.broker_name}:{self.queue_id}"
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        from rocketq.client.remoting.vocabulary import MessageQueue
+
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,43 +79,41 @@ class Request:
 
 
 class SendStrategy(Protocol):
-    """How a request reaches the broker (plain sends, or transactional half messages).
+    """How a request reaches the broker (plain sends, or transactional half messages), through
+    the client producer's entry points; ``producer`` also lists a topic's writable queues.
 
     A strategy may have a ``row_suffix`` attribute: properties text (``k\x01v\x02...``) that the
     encoder appends to every row, so that the strategy need not rewrite the entries."""
 
-    def send(self, api: BlockingMQClientAPI, request: Request) -> None: ...
+    @property
+    def producer(self) -> Producer: ...
+
+    def send(self, request: Request) -> None: ...
 
     def summary(self) -> dict[str, Any]: ...
 
 
 class AtLeastOnceStrategy:
-    """SEND_BATCH_MESSAGE, retried on the same queue on retriable errors."""
+    """``Producer.send_encoded_batch``, retried on the same queue on retriable errors."""
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
+        self.producer = sink_producer(opts.name_server, opts.producer_group)
 
-    def send(self, api: BlockingMQClientAPI, request: Request) -> None:
+    def send(self, request: Request) -> None:
         from rocketq.client.errors import RocketQError
-        from rocketq.client.model import Message
-        from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 
         q = request.queue
-        header = SendMessageRequestHeaderV2(
-            producer_group=self.opts.producer_group, topic=q.topic, default_topic=CREATE_TOPIC_KEY,
-            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=q.queue_id, sys_flag=0,
-            born_timestamp=int(time.time() * 1000), flag=0, properties="WAIT\x01true\x02", reconsume_times=0,
-            batch=True, broker_name=q.broker_name,
-        )  # fmt: skip
-        carrier = Message(q.topic, b"\0")
         for attempt in range(self.opts.send_retries + 1):
             try:
-                api.send_message(q.addr, q.broker_name, carrier, header, self.opts.send_timeout_ms, body=request.body)
+                self.producer.send_encoded_batch(
+                    q.message_queue, request.body, count=request.count, timeout_ms=self.opts.send_timeout_ms
+                )
                 return
             except RocketQError as exc:
                 if not exc.retriable or attempt == self.opts.send_retries:
                     raise SinkError(
-                        f"sending {request.count} messages to {q.key} at {q.addr} failed after {attempt + 1} "
+                        f"sending {request.count} messages to {q.key} failed after {attempt + 1} "
                         f"attempt(s): {exc}"
                     ) from exc
                 time.sleep(0.1 * (attempt + 1))
@@ -115,34 +122,39 @@ class AtLeastOnceStrategy:
         return {"guarantee": "at_least_once"}
 
 
+_PRODUCERS: dict[tuple[int, str, str], Producer] = {}
+_PRODUCERS_LOCK = threading.Lock()
+
+
+def sink_producer(name_server: str, group: str) -> Producer:
+    """The process-wide started producer of ``group`` (Python workers are reused across tasks)."""
+    from rocketq.client.producer import Producer
+
+    key = (os.getpid(), name_server, group)
+    with _PRODUCERS_LOCK:
+        producer = _PRODUCERS.get(key)
+        if producer is None:
+            producer = Producer(name_server, producer_group=group)
+            producer.start()
+            _PRODUCERS[key] = producer
+        return producer
+
+
 # -- routing -----------------------------------------------------------------------------------
 
 
-def writable_queues(api: BlockingMQClientAPI, topic: str) -> list[TargetQueue]:
-    """The topic's writable queues in the client producer's order (brokers by name, queue ids)."""
-    import dataclasses
-
-    from rocketq.client.errors import NoRouteError
-    from rocketq.client.producer.fault import TopicPublishInfo
+def writable_queues(producer: Producer, topic: str) -> list[TargetQueue]:
+    """The topic's writable queues in the client producer's order (brokers by name, queue ids);
+    a topic with no route yet gets the auto-creation template's, as for every producer send."""
+    from rocketq.client.errors import RocketQError
 
     try:
-        route = api.get_topic_route(topic)
-    except NoRouteError:
-        # Like the client producer: send through the auto-creation template (broker-side
-        # autoCreateTopicEnable creates the topic with DEFAULT_TOPIC_QUEUE_NUMS queues).
-        template = api.get_topic_route(CREATE_TOPIC_KEY)
-        nums = DEFAULT_TOPIC_QUEUE_NUMS
-        queue_datas = [
-            dataclasses.replace(qd, read_queue_nums=min(nums, qd.read_queue_nums), write_queue_nums=min(nums, qd.read_queue_nums))
-            for qd in template.queue_datas
-        ]
-        route = dataclasses.replace(template, queue_datas=queue_datas)
-    info = TopicPublishInfo.from_route(topic, route)
-    masters = {bd.broker_name: bd.broker_addrs.get(0) for bd in route.broker_datas}
-    out = [TargetQueue(topic, mq.broker_name, mq.queue_id, masters[mq.broker_name] or "") for mq in info.message_queues]
-    if not out:
+        queues = producer.fetch_publish_message_queues(topic)
+    except RocketQError as exc:
+        raise SinkError(f"cannot find the writable queues of topic {topic!r}: {exc}") from exc
+    if not queues:
         raise SinkError(f"topic {topic!r} has no writable queue")
-    return out
+    return [TargetQueue(mq.topic, mq.broker_name, mq.queue_id) for mq in queues]
 
 
 def first_keys(keys: pa.Array) -> pa.Array:
@@ -261,8 +273,7 @@ def batch_requests(
 class OrderedSender:
     """Sends requests with at most one in flight per queue, in submission order per queue."""
 
-    def __init__(self, api: BlockingMQClientAPI, strategy: SendStrategy, max_threads: int) -> None:
-        self.api = api
+    def __init__(self, strategy: SendStrategy, max_threads: int) -> None:
         self.strategy = strategy
         self.pool = cf.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="rocketmq-sink")
         self.last: dict[str, cf.Future[None]] = {}
@@ -272,7 +283,7 @@ class OrderedSender:
     def _send_after(self, previous: cf.Future[None] | None, request: Request) -> None:
         if previous is not None:
             previous.result()  # the same queue's previous request must be confirmed first
-        self.strategy.send(self.api, request)
+        self.strategy.send(request)
 
     def submit(self, request: Request) -> None:
         # ThreadPoolExecutor starts tasks in submission order, so `previous` is always running
@@ -295,20 +306,17 @@ def write_batches(
     opts: SinkOptions, batches: Iterator[pa.RecordBatch], strategy: SendStrategy, state: TaskState | None = None
 ) -> TaskState:
     """``write()`` body shared by the streaming and batch writers."""
-    from rocketq.connector.access import executor_access
-
-    api = executor_access(opts.name_server, opts.send_timeout_ms).api
     state = state or TaskState()
     uniq = _uniq_keys()
     suffix: str | None = getattr(strategy, "row_suffix", None)
-    sender = OrderedSender(api, strategy, opts.max_inflight_queues)
+    sender = OrderedSender(strategy, opts.max_inflight_queues)
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             for topic, rows in _split_by_topic(batch, opts.topic):
                 if topic not in state.queues:
-                    state.queues[topic] = writable_queues(api, topic)
+                    state.queues[topic] = writable_queues(strategy.producer, topic)
                 queues = state.queues[topic]
                 target = route_rows(rows, queues, state)
                 for request in batch_requests(rows, queues, target, opts, uniq, suffix):

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.transport.aio import Channel, Processor, RemotingServer
 from rocketq.namesrv import bodies
 from rocketq.namesrv.config import NamesrvConfig, config_to_properties
 from rocketq.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
 from rocketq.namesrv.routeinfo import RouteInfoManager
+from rocketq.server import Channel, Processor, RemotingServer
 
 log = logging.getLogger("rocketq.namesrv")
 

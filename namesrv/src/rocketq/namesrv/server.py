@@ -14,11 +14,11 @@ import asyncio
 import contextlib
 import logging
 
-from rocketq.client.transport.aio import Channel, RemotingServer
 from rocketq.namesrv.config import NamesrvConfig
 from rocketq.namesrv.kvconfig import KvConfigManager
 from rocketq.namesrv.processor import NamesrvProcessor
 from rocketq.namesrv.routeinfo import RemovedBroker, RouteInfoManager
+from rocketq.server import Channel, RemotingServer
 
 log = logging.getLogger("rocketq.namesrv")
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 __all__ = [
     "And",
@@ -36,6 +37,7 @@ __all__ = [
     "Prop",
     "StringMatch",
     "Value",
+    "is_number",
     "matches",
 ]
 
@@ -50,7 +52,8 @@ class EvalError(Exception):
     """A value could not be converted for a comparison: the message does not match."""
 
 
-def _is_number(v: Value) -> bool:
+def is_number(v: Value) -> TypeGuard[int | float]:
+    """A long or double value (a bool is neither, although Python's bool is an int)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -87,19 +90,23 @@ def _compare(lv: Value, rv: Value) -> int:
         rv = _convert(rv, lv)
     if isinstance(lv, bool) != isinstance(rv, bool):
         return -1
-    if isinstance(lv, str) != isinstance(rv, str):
-        return -1
+    if isinstance(lv, str) or isinstance(rv, str):
+        if not (isinstance(lv, str) and isinstance(rv, str)):
+            return -1
+        return -1 if lv < rv else (1 if lv > rv else 0)
     assert lv is not None and rv is not None
-    if lv < rv:  # type: ignore[operator]
-        return -1
-    return 1 if lv > rv else 0  # type: ignore[operator]
+    return -1 if lv < rv else (1 if lv > rv else 0)
 
 
 class Node:
     """One expression node."""
 
     __slots__ = ()
-    is_boolean = False  # RocketMQ's BooleanExpression (may stand as a condition)
+
+    @property
+    def is_boolean(self) -> bool:
+        """RocketMQ's BooleanExpression: the node may stand as a condition."""
+        return False
 
     def evaluate(self, props: Mapping[str, str]) -> Value:
         raise NotImplementedError
@@ -110,7 +117,7 @@ class Const(Node):
     value: Value
 
     @property
-    def is_boolean(self) -> bool:  # type: ignore[override]
+    def is_boolean(self) -> bool:
         # TRUE, FALSE and NULL are RocketMQ's BooleanConstantExpression
         return self.value is None or isinstance(self.value, bool)
 
@@ -147,7 +154,7 @@ class Negate(Node):
 
     def evaluate(self, props: Mapping[str, str]) -> Value:
         v = self.operand.evaluate(props)
-        return -v if _is_number(v) else None  # type: ignore[operator]
+        return -v if is_number(v) else None
 
     def __str__(self) -> str:
         return f"-{self.operand}"

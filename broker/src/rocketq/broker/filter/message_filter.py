@@ -13,9 +13,10 @@ the first record not returned, so nothing is skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rocketq.broker.filter.expression import Node, matches
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.status import GetMessageResult, GetMessageStatus
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import record_header_fields
 
@@ -24,14 +25,16 @@ __all__ = ["FilteredRead", "read_matching"]
 SCAN_BATCH_MSGS = 256
 SCAN_BATCH_BYTES = 4 * 1024 * 1024
 MAX_SCAN_UNITS = 16_000
-_SKIPPABLE = ("NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING", "OFFSET_FOUND_NULL")
+#: Statuses a scan steps over (to the store's next offset) instead of answering them.
+_SKIPPABLE = frozenset({GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING,
+                        GetMessageStatus.OFFSET_FOUND_NULL})
 
 
 @dataclass(frozen=True, slots=True)
 class FilteredRead:
-    """What a filtered pull answers: the store status name, offsets and the joined records."""
+    """What a filtered pull answers: the store status, offsets and the joined records."""
 
-    status_name: str
+    status: GetMessageStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
@@ -39,11 +42,11 @@ class FilteredRead:
     msg_count: int = 0
 
 
-def read_matching(store: Any, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+def read_matching(store: MessageStore, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                   max_total_bytes: int, expr: Node, *, max_scan: int = MAX_SCAN_UNITS) -> FilteredRead:
     """Scan ``topic``/``queue_id`` from ``offset``; return the records matching ``expr`` (bounded)."""
     views: list[memoryview] = []
-    results: list[Any] = []
+    results: list[GetMessageResult] = []
     total = 0
     next_offset = offset
     first = None
@@ -53,11 +56,11 @@ def read_matching(store: Any, group: str, topic: str, queue_id: int, offset: int
             results.append(result)
             if first is None:
                 first = result
-                if result.status.name != "FOUND" and result.status.name not in _SKIPPABLE:
-                    return FilteredRead(result.status.name, result.next_begin_offset, result.min_offset,
+                if result.status is not GetMessageStatus.FOUND and result.status not in _SKIPPABLE:
+                    return FilteredRead(result.status, result.next_begin_offset, result.min_offset,
                                         result.max_offset)
-            if result.status.name != "FOUND":
-                if result.status.name in _SKIPPABLE and result.next_begin_offset > next_offset:
+            if result.status is not GetMessageStatus.FOUND:
+                if result.status in _SKIPPABLE and result.next_begin_offset > next_offset:
                     next_offset = result.next_begin_offset
                     continue
                 break
@@ -65,7 +68,7 @@ def read_matching(store: Any, group: str, topic: str, queue_id: int, offset: int
             if stopped:
                 break
         assert first is not None
-        status = "FOUND" if views else "NO_MATCHED_MESSAGE"
+        status = GetMessageStatus.FOUND if views else GetMessageStatus.NO_MATCHED_MESSAGE
         return FilteredRead(status, next_offset, first.min_offset, results[-1].max_offset,
                             b"".join(views), len(views))
     finally:
@@ -73,8 +76,8 @@ def read_matching(store: Any, group: str, topic: str, queue_id: int, offset: int
             r.release()
 
 
-def _take(result: Any, views: list[memoryview], total: int, max_msg_nums: int, max_total_bytes: int,
-          expr: Node) -> tuple[bool, int, int]:
+def _take(result: GetMessageResult, views: list[memoryview], total: int, max_msg_nums: int,
+          max_total_bytes: int, expr: Node) -> tuple[bool, int, int]:
     """Add the matching records of one batch; (stopped by a cap, next offset, bytes so far)."""
     for buf in result.buffers:
         try:

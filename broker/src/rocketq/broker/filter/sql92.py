@@ -42,6 +42,7 @@ from rocketq.broker.filter.expression import (
     Or,
     Prop,
     StringMatch,
+    is_number,
 )
 
 __all__ = ["MAX_EXPRESSION_LENGTH", "Sql92ParseError", "compile_sql92", "parse_sql92"]
@@ -287,7 +288,8 @@ class _Parser:
         high = self.unary()
         for node, where in ((value, value_tok), (low, low_tok), (high, high_tok)):
             self.check_ordered_operand(node, where)
-        if isinstance(low, Const) and isinstance(high, Const) and low.value > high.value:  # type: ignore[operator]
+        if (isinstance(low, Const) and isinstance(high, Const) and is_number(low.value)
+                and is_number(high.value) and low.value > high.value):
             raise self.error(f"BETWEEN bounds in order (left value {low} must be <= right value {high})", low_tok)
         if negated:
             return Or((Compare("<", value, low), Compare(">", value, high)))

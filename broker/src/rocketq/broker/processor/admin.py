@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig
@@ -20,13 +19,14 @@ from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from rocketq.client.remoting.txn_batch import FEATURE_KEY as TRANSACTION_BATCH_FEATURE
+from rocketq.server import Channel
 
 __all__ = ["AdminProcessor", "dumps"]
 
 BROKER_VERSION = 401  # MQVersion V4_9_4, the protocol level rocketq speaks
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     """Standard, compact, key-sorted JSON (what RocketMQ's standard-JSON mode emits)."""
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode("utf-8")
 
@@ -35,7 +35,8 @@ class AdminProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def update_and_create_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def update_and_create_topic(self, request: RemotingCommand,
+                                      channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, CreateTopicRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -63,7 +64,7 @@ class AdminProcessor:
         self.ctx.topics.update(tc)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def delete_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def delete_topic(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, DeleteTopicRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -74,10 +75,12 @@ class AdminProcessor:
         await ctx.query_executor.run(lambda: store.delete_topics({header.topic}))
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_all_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_all_topic_config(self, request: RemotingCommand,
+                                   channel: Channel) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.topics.encode()))
 
-    async def update_and_create_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def update_and_create_subscription_group(self, request: RemotingCommand,
+                                                   channel: Channel) -> RemotingCommand | None:
         try:
             obj = json.loads(request.body.decode("utf-8"))
             sgc = SubscriptionGroupConfig.from_json(obj)
@@ -86,10 +89,12 @@ class AdminProcessor:
         self.ctx.groups.update(sgc)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_all_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_all_subscription_group(self, request: RemotingCommand,
+                                         channel: Channel) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.groups.encode()))
 
-    async def delete_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def delete_subscription_group(self, request: RemotingCommand,
+                                        channel: Channel) -> RemotingCommand | None:
         group = request.ext_fields.get("groupName")
         if not group:
             return request.make_response(ResponseCode.SYSTEM_ERROR, "the custom field <groupName> is null")
@@ -98,14 +103,16 @@ class AdminProcessor:
             self.ctx.offsets.remove_group(group)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_all_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_all_consumer_offset(self, request: RemotingCommand,
+                                      channel: Channel) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.offsets.encode()))
 
-    async def get_broker_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_broker_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         text = "".join(f"{k}={v}\n" for k, v in self.ctx.config.to_properties().items())
         return request.make_response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
 
-    async def get_broker_runtime_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_broker_runtime_info(self, request: RemotingCommand,
+                                      channel: Channel) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps({"table": self.runtime_info()}))
 
     def runtime_info(self) -> dict[str, str]:

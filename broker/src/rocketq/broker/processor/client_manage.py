@@ -8,16 +8,20 @@ NOTIFY_CONSUMER_IDS_CHANGED through the consumer manager.
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any
 
 from rocketq.broker.client_manager import ClientChannelInfo, parse_heartbeat
 from rocketq.broker.errors import RequestBodyError
 from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.broker.processor.pull import compile_sql92_subscription
 from rocketq.broker.topic_manager import RETRY_GROUP_TOPIC_PREFIX
+from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import UnregisterClientRequestHeader
+from rocketq.client.remoting.vocabulary import ExpressionType, SubscriptionData
+from rocketq.server import Channel
 
 __all__ = ["ClientManageProcessor"]
 
@@ -26,7 +30,7 @@ class ClientManageProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def heart_beat(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def heart_beat(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         try:
             data = parse_heartbeat(request.body)
         except RequestBodyError as exc:
@@ -51,7 +55,7 @@ class ClientManageProcessor:
             ctx.producers.register(group, info())
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def unregister_client(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def unregister_client(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, UnregisterClientRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -61,5 +65,18 @@ class ClientManageProcessor:
             self.ctx.consumers.unregister(header.consumer_group, channel)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def check_client_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def check_client_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        """``checkClientConfig``: TAG subscriptions always pass; SQL92 needs enablePropertyFilter and
+        an expression that compiles, else SUBSCRIPTION_PARSE_FAILED says why (as a pull would)."""
+        try:
+            body = json.loads(request.body.decode("utf-8")) if request.body else {}
+            sub_obj = body.get("subscriptionData") if isinstance(body, dict) else None
+            sub = SubscriptionData.from_obj(sub_obj) if isinstance(sub_obj, dict) else None
+        except (UnicodeDecodeError, ValueError, TypeError, ProtocolError) as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"CHECK_CLIENT_CONFIG body is not CheckClientRequestBody JSON: {exc}")
+        if sub is None or sub.expression_type is ExpressionType.TAG:
+            return request.make_response(ResponseCode.SUCCESS)
+        compiled = compile_sql92_subscription(self.ctx.config.enable_property_filter, sub.sub_string)
+        if isinstance(compiled, str):
+            return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, compiled)
         return request.make_response(ResponseCode.SUCCESS)

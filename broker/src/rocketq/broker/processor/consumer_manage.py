@@ -10,7 +10,6 @@ QUERY_NOT_FOUND lets the client apply its ``consumeFromWhere``.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.client.remoting.codes import ResponseCode
@@ -21,6 +20,7 @@ from rocketq.client.remoting.headers import (
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketq.server import Channel
 
 __all__ = ["ConsumerManageProcessor"]
 
@@ -29,7 +29,8 @@ class ConsumerManageProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def query_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def query_consumer_offset(self, request: RemotingCommand,
+                                    channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, QueryConsumerOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -45,14 +46,16 @@ class ConsumerManageProcessor:
         ext = QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields()
         return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
 
-    async def update_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def update_consumer_offset(self, request: RemotingCommand,
+                                     channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, UpdateConsumerOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         self.ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_consumer_list_by_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_consumer_list_by_group(self, request: RemotingCommand,
+                                         channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetConsumerListByGroupRequestHeader)
         if isinstance(header, RemotingCommand):
             return header

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rocketq.broker.client_manager import ConsumerManager, ProducerManager
-from rocketq.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
+from rocketq.broker.config import BrokerConfig
 from rocketq.broker.executor import BoundedExecutor
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.rebalance_lock import RebalanceLockManager
+from rocketq.broker.schedule.service import ScheduleMessageService
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
 from rocketq.broker.topic_manager import TopicConfigManager
+from rocketq.broker.transaction.service import TransactionalMessageService
 from rocketq.client.errors import HeaderError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import CommandHeader
+from rocketq.client.remoting.vocabulary import PERM_RW, Perm
+from rocketq.server import Channel
 
 __all__ = ["BrokerContext", "BrokerStats", "parse_header", "peer_host"]
 
@@ -48,10 +53,10 @@ class BrokerStats:
 
 @dataclass(kw_only=True, slots=True)
 class BrokerContext:
-    """Shared state of one broker.  ``store`` is a ``rocketq.broker.store.MessageStore``."""
+    """Shared state of one broker: its config, store, managers and executors."""
 
     config: BrokerConfig
-    store: Any
+    store: MessageStore
     topics: TopicConfigManager
     offsets: ConsumerOffsetManager
     groups: SubscriptionGroupManager
@@ -63,13 +68,13 @@ class BrokerContext:
     pull_executor: BoundedExecutor
     query_executor: BoundedExecutor
     stats: BrokerStats = field(default_factory=BrokerStats)
-    broker_permission: int = PERM_READ | PERM_WRITE
+    broker_permission: int = PERM_RW
     #: delay of each level in ms, level 1 first (the store's ``messageDelayLevel``)
     delay_levels_ms: tuple[int, ...] = DEFAULT_DELAY_LEVELS_MS
     #: the ScheduleMessageService (None on a slave or in tests without one)
-    schedule: Any = None
+    schedule: ScheduleMessageService | None = None
     #: the TransactionalMessageService (None on a slave or in tests without one)
-    txn: Any = None
+    txn: TransactionalMessageService | None = None
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -81,11 +86,11 @@ class BrokerContext:
 
     @property
     def writeable(self) -> bool:
-        return bool(self.broker_permission & PERM_WRITE) and self.config.is_master
+        return bool(self.broker_permission & Perm.WRITE) and self.config.is_master
 
     @property
     def readable(self) -> bool:
-        return bool(self.broker_permission & PERM_READ)
+        return bool(self.broker_permission & Perm.READ)
 
     def with_port(self, port: int) -> None:
         """Record the port actually bound (``listenPort=0``) in the config."""
@@ -100,9 +105,9 @@ def parse_header(request: RemotingCommand, header_type: type[_H]) -> _H | Remoti
         return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
 
 
-def peer_host(channel: Any) -> tuple[str, int]:
+def peer_host(channel: Channel) -> tuple[str, int]:
     """``(ip, port)`` of a channel's remote address (``("0.0.0.0", 0)`` when unknown)."""
-    addr = str(getattr(channel, "remote_address", "") or "")
+    addr = channel.remote_address or ""
     host, sep, port = addr.rpartition(":")
     host = host.strip("[]")
     if not sep or not port.isdigit():

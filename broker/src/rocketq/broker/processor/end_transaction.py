@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 from rocketq.broker.transaction.ranged import RangedEndResult
 from rocketq.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionalMessageService
@@ -34,8 +34,12 @@ __all__ = ["process_end_transaction"]
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-Offload = Callable[[Callable[[], _T]], Awaitable[_T]]
-AnyOffload = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+class Offload(Protocol):
+    """Runs a blocking call off the event loop (``BoundedExecutor.run``, ``asyncio.to_thread``)."""
+
+    def __call__(self, fn: Callable[[], _T], /) -> Awaitable[_T]: ...
 
 
 async def _to_thread(fn: Callable[[], _T]) -> _T:
@@ -50,7 +54,7 @@ async def process_end_transaction(
     service: TransactionalMessageService,
     cmd: RemotingCommand,
     *,
-    offload: AnyOffload | None = None,
+    offload: Offload | None = None,
     is_slave: bool = False,
 ) -> RemotingCommand | None:
     """Handle one END_TRANSACTION request (ranged with ``rqRanges=true``); None for oneway requests."""
@@ -79,7 +83,7 @@ async def process_end_transaction(
 
 
 async def _ranged(service: TransactionalMessageService, cmd: RemotingCommand, header: EndTransactionRequestHeader,
-                  offload: AnyOffload | None) -> RemotingCommand | None:
+                  offload: Offload | None) -> RemotingCommand | None:
     try:
         ranges = decode_ranges_body(cmd.body)
     except MessageFormatError as exc:

@@ -7,8 +7,6 @@ time-based queries read store timestamps from the CommitLog and run on the query
 
 from __future__ import annotations
 
-from typing import Any
-
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.client.remoting.codes import ResponseCode
@@ -23,6 +21,7 @@ from rocketq.client.remoting.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
+from rocketq.server import Channel
 
 __all__ = ["OffsetQueryProcessor"]
 
@@ -31,21 +30,22 @@ class OffsetQueryProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def get_max_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_max_offset(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetMaxOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         offset = int(self.ctx.store.get_max_offset_in_queue(header.topic, header.queue_id))
         return request.make_response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def get_min_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_min_offset(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetMinOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         offset = int(self.ctx.store.get_min_offset_in_queue(header.topic, header.queue_id))
         return request.make_response(ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def search_offset_by_timestamp(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def search_offset_by_timestamp(self, request: RemotingCommand,
+                                         channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, SearchOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -58,7 +58,8 @@ class OffsetQueryProcessor:
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
         return request.make_response(ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def get_earliest_msg_storetime(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_earliest_msg_storetime(self, request: RemotingCommand,
+                                         channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetEarliestMsgStoretimeRequestHeader)
         if isinstance(header, RemotingCommand):
             return header

@@ -25,70 +25,49 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
-from rocketq.broker.client_manager import SubscriptionData
 from rocketq.broker.executor import Busy
 from rocketq.broker.filter.expression import Node
 from rocketq.broker.filter.message_filter import FilteredRead, read_matching
 from rocketq.broker.filter.sql92 import Sql92ParseError, compile_sql92
 from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.broker.processor.status_codes import pull_response_code
+from rocketq.broker.store.status import GetMessageResult
+from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from rocketq.client.remoting.javahash import tags_hash_code
+from rocketq.client.remoting.vocabulary import (
+    MASTER_ID,
+    ExpressionType,
+    PullSysFlag,
+    SubscriptionData,
+    build_subscription,
+    parse_expression_type,
+)
+from rocketq.server import Channel
 
-__all__ = ["PullMessageProcessor", "build_subscription"]
+__all__ = ["PullMessageProcessor", "compile_sql92_subscription"]
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
-FLAG_LITE_PULL = 0x10
-
-MASTER_ID = 0
 #: A pull whose first record lies within this many bytes of the CommitLog's end is read on the
 #: event loop (the pages were written recently and sit in the page cache); older data may fault
 #: pages in from disk and is read on the bounded pull executor.
 INLINE_READ_MAX_BEHIND_BYTES = 256 * 1024 * 1024
 
-_NOT_FOUND = "NOT_FOUND"
-# GetMessageStatus name -> response code (B.4); "offset-dependent" cases are handled in code.
-_STATUS_CODES = {
-    "FOUND": ResponseCode.SUCCESS,
-    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
-    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
-    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
-    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
-    "OFFSET_RESET": ResponseCode.PULL_OFFSET_MOVED,
-}
-
-
 Filter = frozenset[int] | Node | None  # tag codes, a compiled SQL92 expression, or everything
 
 
-def build_subscription(topic: str, sub_string: str | None, expression_type: str | None, sub_version: int) -> SubscriptionData:
-    """A TAG subscription from ``"TagA || TagB"`` (or ``*``) with Java hash codes; SQL92 text as is."""
-    text = (sub_string or "*").strip()
-    if (expression_type or "TAG").upper() == "SQL92":
-        return SubscriptionData(topic=topic, sub_string=text, sub_version=sub_version, expression_type="SQL92")
-    if text in ("", "*"):
-        return SubscriptionData(topic=topic, sub_string="*", sub_version=sub_version,
-                                expression_type=expression_type or "TAG")
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    return SubscriptionData(
-        topic=topic, sub_string=text, tags_set=tags, code_set=frozenset(tags_hash_code(t) for t in tags),
-        sub_version=sub_version, expression_type=expression_type or "TAG",
-    )
-
-
-def response_code_for(status_name: str, requested_offset: int) -> ResponseCode:
-    """B.4's GetMessageStatus -> response code table."""
-    if status_name in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
-        return ResponseCode.PULL_NOT_FOUND if requested_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
-    return _STATUS_CODES.get(status_name, ResponseCode.PULL_RETRY_IMMEDIATELY)
+def compile_sql92_subscription(enable_property_filter: bool, text: str) -> Node | str:
+    """The compiled SQL92 expression of a subscription, or the SUBSCRIPTION_PARSE_FAILED remark."""
+    if not enable_property_filter:
+        return (
+            "The broker does not support consumer to filter message by SQL92: set enablePropertyFilter=true "
+            "in broker.conf to enable SQL92 property filtering"
+        )
+    try:
+        return compile_sql92(text)
+    except Sql92ParseError as exc:
+        return f"{exc} in [{text}]"
 
 
 class PullMessageProcessor:
@@ -97,7 +76,7 @@ class PullMessageProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def process(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, PullMessageRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -106,9 +85,9 @@ class PullMessageProcessor:
             return checked
         msg_filter = checked
         ctx = self.ctx
-        if header.sys_flag & FLAG_COMMIT_OFFSET and ctx.config.is_master:
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and ctx.config.is_master:
             ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        suspend = bool(header.sys_flag & FLAG_SUSPEND)
+        suspend = bool(header.sys_flag & PullSysFlag.SUSPEND)
         timeout_ms = header.suspend_timeout_millis if ctx.config.long_polling_enable else ctx.config.short_polling_time_ms
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while True:
@@ -170,31 +149,26 @@ class PullMessageProcessor:
         sub = self._subscription(request, header)
         if isinstance(sub, RemotingCommand):
             return sub
-        expression_type = sub.expression_type.upper()
-        if expression_type == "SQL92":
+        if sub.expression_type is ExpressionType.SQL92:
             return self._sql92(request, sub.sub_string)
-        if expression_type != "TAG":
-            return request.make_response(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"The broker does not support consumer to filter message by {sub.expression_type}",
-            )
         return None if sub.is_all else sub.code_set
 
     def _sql92(self, request: RemotingCommand, text: str) -> RemotingCommand | Node:
-        if not self.ctx.config.enable_property_filter:
-            return request.make_response(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                "The broker does not support consumer to filter message by SQL92: set enablePropertyFilter=true "
-                "in broker.conf to enable SQL92 property filtering",
-            )
-        try:
-            return compile_sql92(text)
-        except Sql92ParseError as exc:
-            return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"{exc} in [{text}]")
+        compiled = compile_sql92_subscription(self.ctx.config.enable_property_filter, text)
+        if isinstance(compiled, str):
+            return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, compiled)
+        return compiled
 
     def _subscription(self, request: RemotingCommand, header: PullMessageRequestHeader) -> SubscriptionData | RemotingCommand:
-        if header.sys_flag & FLAG_SUBSCRIPTION:
-            return build_subscription(header.topic, header.subscription, header.expression_type, header.sub_version)
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+            try:
+                expression_type = parse_expression_type(header.expression_type)
+            except ProtocolError:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"The broker does not support consumer to filter message by {header.expression_type}",
+                )
+            return build_subscription(header.topic, header.subscription, expression_type, header.sub_version)
         group = self.ctx.consumers.get(header.consumer_group)
         if group is None:
             return request.make_response(
@@ -224,7 +198,7 @@ class PullMessageProcessor:
             max_bytes = min(max_bytes, header.max_msg_bytes)
         store = ctx.store
 
-        def read() -> tuple[Any, bytes]:
+        def read() -> tuple[FilteredRead | GetMessageResult, bytes]:
             if isinstance(msg_filter, Node):
                 filtered = read_matching(store, header.consumer_group, header.topic, header.queue_id,
                                          header.queue_offset, max_nums, max_bytes, msg_filter)
@@ -242,8 +216,7 @@ class PullMessageProcessor:
             result, body = read()  # page-cache resident: a memcpy on the loop beats two thread hops
         else:
             result, body = await ctx.pull_executor.run(read)
-        status_name = result.status_name if isinstance(result, FilteredRead) else result.status.name
-        code = response_code_for(status_name, header.queue_offset)
+        code = pull_response_code(result.status, header.queue_offset)
         response_header = PullMessageResponseHeader(
             suggest_which_broker_id=MASTER_ID,
             next_begin_offset=result.next_begin_offset,
@@ -255,6 +228,6 @@ class PullMessageProcessor:
             ctx.stats.get_messages += result.msg_count
         else:
             body = b""
-        remark = None if code == ResponseCode.SUCCESS else status_name
+        remark = None if code == ResponseCode.SUCCESS else result.status.name
         response = request.make_response(code, remark, response_header.to_ext_fields(), body)
         return response, code

@@ -7,8 +7,6 @@ executor.  Bodies are the stored records, joined once.  A query by unique key
 
 from __future__ import annotations
 
-from typing import Any
-
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.client.remoting.codes import ResponseCode
@@ -18,6 +16,7 @@ from rocketq.client.remoting.headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+from rocketq.server import Channel
 
 __all__ = ["QueryMessageProcessor"]
 
@@ -28,7 +27,7 @@ class QueryMessageProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def query_message(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def query_message(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, QueryMessageRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -60,7 +59,7 @@ class QueryMessageProcessor:
             )
         return request.make_response(ResponseCode.SUCCESS, None, ext, body)
 
-    async def view_message_by_id(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def view_message_by_id(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, ViewMessageRequestHeader)
         if isinstance(header, RemotingCommand):
             return header

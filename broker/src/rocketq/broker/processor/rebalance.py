@@ -7,12 +7,12 @@ the lock answer is ``{"lockOKMQSet":[...]}`` with the queues the client now hold
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from rocketq.broker.processor.context import BrokerContext
-from rocketq.broker.rebalance_lock import MessageQueue
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.vocabulary import MessageQueue
+from rocketq.server import Channel
 
 __all__ = ["RebalanceProcessor"]
 
@@ -24,7 +24,7 @@ def _parse_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
     group, client_id = obj.get("consumerGroup"), obj.get("clientId")
     if not isinstance(group, str) or not isinstance(client_id, str):
         raise ValueError("lock body needs consumerGroup and clientId")
-    mqs = [MessageQueue.from_json(m) for m in obj.get("mqSet") or () if isinstance(m, dict)]
+    mqs = [MessageQueue.from_obj(m) for m in obj.get("mqSet") or () if isinstance(m, dict)]
     return group, client_id, mqs
 
 
@@ -32,16 +32,16 @@ class RebalanceProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def lock_batch_mq(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def lock_batch_mq(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         try:
             group, client_id, mqs = _parse_body(request.body)
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad LockBatchRequestBody: {exc}")
         locked = self.ctx.locks.try_lock_batch(group, mqs, client_id)
-        body = {"lockOKMQSet": [mq.to_json() for mq in sorted(locked)]}
+        body = {"lockOKMQSet": [mq.to_obj() for mq in sorted(locked)]}
         return request.make_response(ResponseCode.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode())
 
-    async def unlock_batch_mq(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def unlock_batch_mq(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         try:
             group, client_id, mqs = _parse_body(request.body)
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:

@@ -2,16 +2,8 @@
 
 Checks, in RocketMQ's order: broker write permission, topic name, system topics, topic existence
 (auto-creating it from ``defaultTopic`` = ``TBW102`` when allowed, see ``topic_manager``), queue
-id, body and properties size, and the store's ``PutMessageStatus`` becomes the response code (B.4):
-
-=====================================  ===================================================
-PUT_OK                                 SUCCESS
-FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE   10 / 12 / 11 (message stored)
-MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED   MESSAGE_ILLEGAL (13), remark with limit and size
-SERVICE_NOT_AVAILABLE                  SERVICE_NOT_AVAILABLE (14)
-OS_PAGE_CACHE_BUSY                     SYSTEM_BUSY ``[PC_SYNCHRONIZED]…``
-CREATE_MAPPED_FILE_FAILED, UNKNOWN     SYSTEM_ERROR
-=====================================  ===================================================
+id, body and properties size, and the store's ``PutMessageStatus`` becomes the response code (B.4,
+table in :mod:`rocketq.broker.processor.status_codes`).
 
 Where the put runs.  A request of at most ``INLINE_PUT_MAX_BYTES`` (1 MiB: the Spark sink's
 default batch) is appended on the event loop (``MessageStore.put_batch_nowait``: encoding plus one
@@ -49,17 +41,16 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from itertools import repeat
-from typing import Any
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, peer_host
 from rocketq.broker.processor.send_back import DLQ_QUEUE_NUMS, dlq_topic, max_reconsume_times
+from rocketq.broker.processor.status_codes import put_response_code, put_status_remark
 from rocketq.broker.schedule.delay import apply_delay_level
 from rocketq.broker.store.message_store import MessageBatchToStore, MessageToStore, PutOutcome
-from rocketq.broker.store.status import PutMessageResult
+from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.broker.topic_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -71,7 +62,7 @@ from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC
 from rocketq.broker.transaction.ranged import check_half_batch, half_properties
 from rocketq.client.errors import HeaderError, MessageFormatError
 from rocketq.client.remoting.batch import BatchColumns, decode_batch_columns
-from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     SendMessageRequestHeader,
@@ -86,6 +77,7 @@ from rocketq.client.remoting.properties import (
     encode_properties,
 )
 from rocketq.client.remoting.txn_batch import HALF_COUNT_FIELD
+from rocketq.server import Channel
 
 __all__ = ["SendMessageProcessor"]
 
@@ -101,42 +93,13 @@ _KEY_TRAN = f"\x02{MessageConst.TRANSACTION_PREPARED}\x01".encode()
 INLINE_PUT_MAX_BYTES = 1024 * 1024
 
 
-def _put_status_response(request: RemotingCommand, status_name: str, detail: str) -> RemotingCommand | None:
-    """The error response for a non-stored put, or None for the statuses that mean "stored"."""
-    if status_name in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
-        return None
-    if status_name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
-        return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal, maybe msg body or properties length not matched. {detail}".rstrip())
-    if status_name == "SERVICE_NOT_AVAILABLE":
-        return request.make_response(
-            ResponseCode.SERVICE_NOT_AVAILABLE,
-            "service not available now. It may be caused by one of the following reasons: the broker's disk is "
-            "full, messages are put to the slave, message store has been shut down, etc.",
-        )
-    if status_name == "OS_PAGE_CACHE_BUSY":
-        return request.make_response(
-            ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
-        )
-    if status_name == "CREATE_MAPPED_FILE_FAILED":
-        return request.make_response(ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken.")
-    return request.make_response(ResponseCode.SYSTEM_ERROR, f"UNKNOWN_ERROR: {status_name}")
-
-
-_STORED_CODES = {
-    "PUT_OK": ResponseCode.SUCCESS,
-    "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
-    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE,
-}
-
-
 class SendMessageProcessor:
     """Stores produced messages; one instance per broker, registered for codes 10, 310, 320."""
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def process(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         try:
             header = parse_send_message_request(request.code, request.ext_fields)
         except HeaderError as exc:
@@ -149,14 +112,15 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(tc.write_queue_nums)
         properties = header.properties or ""
-        if request.code == 320 or header.batch:
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return await self._send_batch(request, channel, header, queue_id)
         error = self._check_sizes(request, len(request.body), len(properties.encode("utf-8")))
         if error is not None:
             return error
         prepared = f"{MessageConst.TRANSACTION_PREPARED}\x01" in properties and decode_properties(properties).get(
             MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
-        if prepared and (self.ctx.txn is None or self.ctx.config.reject_transaction_message):
+        txn = self.ctx.txn if prepared else None
+        if prepared and (txn is None or self.ctx.config.reject_transaction_message):
             return request.make_response(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.ctx.broker_addr}] sending transaction message is forbidden",
@@ -167,9 +131,8 @@ class SendMessageProcessor:
         if isinstance(routed, RemotingCommand):
             return routed
         topic, store_queue_id, properties = routed
-        if prepared:
+        if txn is not None:
             # A half message: stored in RMQ_SYS_TRANS_HALF_TOPIC until END_TRANSACTION (docs/transactions.md).
-            txn = self.ctx.txn
             msg = self._to_store(header, channel, store_queue_id, request.body, properties, header.flag, topic=topic)
             return await self._put(request, [msg], queue_id=queue_id, put=lambda: txn.prepare(msg))
         sys_flag, born = self._hosts(header, channel)
@@ -263,7 +226,7 @@ class SendMessageProcessor:
         return None
 
     # ------------------------------------------------------------------ store
-    def _hosts(self, header: SendMessageRequestHeader, channel: Any) -> tuple[int, tuple[str, int]]:
+    def _hosts(self, header: SendMessageRequestHeader, channel: Channel) -> tuple[int, tuple[str, int]]:
         """The stored sysFlag (host address families set by the broker) and the born host."""
         sys_flag = header.sys_flag & ~_HOST_V6_FLAGS
         born = peer_host(channel)
@@ -273,7 +236,7 @@ class SendMessageProcessor:
             sys_flag |= int(SysFlag.STOREHOST_V6)
         return sys_flag, born
 
-    def _to_store(self, header: SendMessageRequestHeader, channel: Any, queue_id: int, body: bytes,
+    def _to_store(self, header: SendMessageRequestHeader, channel: Channel, queue_id: int, body: bytes,
                   properties: str, flag: int, *, topic: str | None = None) -> MessageToStore:
         sys_flag, born = self._hosts(header, channel)
         return MessageToStore(
@@ -289,7 +252,7 @@ class SendMessageProcessor:
             reconsume_times=header.reconsume_times or 0,
         )
 
-    async def _send_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
+    async def _send_batch(self, request: RemotingCommand, channel: Channel, header: SendMessageRequestHeader,
                           queue_id: int) -> RemotingCommand:
         limit = self.ctx.config.max_message_size
         if len(request.body) > limit:
@@ -330,8 +293,8 @@ class SendMessageProcessor:
             return [p + cluster for p in raw_props]  # the common case: well-formed, no CLUSTER yet
         return [_with_cluster(p, cluster) for p in raw_props]
 
-    async def _send_half_batch(self, request: RemotingCommand, channel: Any, header: SendMessageRequestHeader,
-                               queue_id: int, cols: BatchColumns) -> RemotingCommand:
+    async def _send_half_batch(self, request: RemotingCommand, channel: Channel,
+                               header: SendMessageRequestHeader, queue_id: int, cols: BatchColumns) -> RemotingCommand:
         """A transactional batch: every inner message stored as a half message, in one append."""
         ctx = self.ctx
         txn = ctx.txn
@@ -375,7 +338,6 @@ class SendMessageProcessor:
         """Store ``batch`` (on the loop when small and nothing could wait, else on the send executor)."""
         ctx = self.ctx
         store = ctx.store
-        started = time.monotonic()
         try:
             if len(request.body) <= INLINE_PUT_MAX_BYTES:
                 # Dispatched on the loop once this step (which writes the response) is over:
@@ -393,7 +355,7 @@ class SendMessageProcessor:
         result, durable_at = outcome
         if durable_at:
             result = await self._durable(result, durable_at)
-        return self._respond(request, result, started, len(batch), queue_id=queue_id, ext=ext,
+        return self._respond(request, result, len(batch), queue_id=queue_id, ext=ext,
                              detail=lambda: self._illegal_detail(batch.bodies, batch.properties))
 
     async def _durable(self, result: PutMessageResult, durable_at: int) -> PutMessageResult:
@@ -418,33 +380,30 @@ class SendMessageProcessor:
             ok = await future
         finally:
             timer.cancel()
-        return result if ok else store.flush_timed_out(result)  # type: ignore[no-any-return]
+        return result if ok else store.flush_timed_out(result)
 
     async def _put(self, request: RemotingCommand, msgs: Sequence[MessageToStore], *, queue_id: int,
-                   put: Callable[[], Any], ext: dict[str, str] | None = None) -> RemotingCommand:
+                   put: Callable[[], PutMessageResult], ext: dict[str, str] | None = None) -> RemotingCommand:
         """A blocking store call (half messages) on the send executor."""
-        started = time.monotonic()
         try:
             result = await self.ctx.send_executor.run(put)
         except Busy as busy:
             self.ctx.stats.busy_rejects += 1
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
-        return self._respond(request, result, started, len(msgs), queue_id=queue_id, ext=ext,
+        return self._respond(request, result, len(msgs), queue_id=queue_id, ext=ext,
                              detail=lambda: self._illegal_detail([m.body for m in msgs],
                                                                  [_props_bytes(m.properties) for m in msgs]))
 
-    def _respond(self, request: RemotingCommand, result: Any, started: float, count: int, *, queue_id: int,
+    def _respond(self, request: RemotingCommand, result: PutMessageResult, count: int, *, queue_id: int,
                  detail: Callable[[], str], ext: dict[str, str] | None = None) -> RemotingCommand:
-        status_name = result.status.name
-        remark = f"(put took {(time.monotonic() - started) * 1000:.0f} ms)" if status_name == "OS_PAGE_CACHE_BUSY" else ""
-        if status_name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
-            remark = detail()
-        error = _put_status_response(request, status_name, remark)
-        if error is not None:
-            return error
+        status = result.status
+        code = put_response_code(status)
+        if not status.is_ok:
+            illegal = status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+            return request.make_response(code, put_status_remark(status, detail() if illegal else ""))
         append = result.append_result
         if request.is_oneway or append is None:
-            return request.make_response(_STORED_CODES[status_name])
+            return request.make_response(code)
         self.ctx.stats.put_messages += count
         self.ctx.stats.put_bytes += append.wrote_bytes
         response_header = SendMessageResponseHeader(
@@ -454,9 +413,9 @@ class SendMessageProcessor:
         fields = response_header.to_ext_fields()
         if ext:
             fields.update(ext)
-        return request.make_response(_STORED_CODES[status_name], ext_fields=fields)
+        return request.make_response(code, ext_fields=fields)
 
-    def _illegal_detail(self, bodies: Sequence[Any], properties: Sequence[Any]) -> str:
+    def _illegal_detail(self, bodies: Sequence[Sized], properties: Sequence[Sized]) -> str:
         body = max(map(len, bodies))
         props = max(map(len, properties))
         return (f"maxMessageSize={self.ctx.config.max_message_size} bytes, body={body} bytes, "
@@ -481,7 +440,7 @@ def _with_cluster(props: bytes, cluster: bytes) -> bytes:
     return props + cluster
 
 
-def _props_bytes(properties: Any) -> bytes:
+def _props_bytes(properties: Mapping[str, str] | str) -> bytes:
     if isinstance(properties, str):
         return properties.encode("utf-8")
     return encode_properties(properties).encode("utf-8")

@@ -21,11 +21,11 @@ A group with ``retryQueueNums <= 0`` drops the message (SUCCESS), as RocketMQ do
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.schedule.delay import apply_delay_level
+from rocketq.broker.store.message_store import MessageToStore
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig
 from rocketq.broker.topic_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicConfig
 from rocketq.client.errors import MessageFormatError
@@ -34,6 +34,7 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import ConsumerSendMsgBackRequestHeader
 from rocketq.client.remoting.message import StoredMessage, SysFlag, decode_stored_message
 from rocketq.client.remoting.properties import MessageConst, encode_properties
+from rocketq.server import Channel
 
 __all__ = ["DLQ_QUEUE_NUMS", "SendMessageBackProcessor", "dlq_topic", "max_reconsume_times", "retry_topic"]
 
@@ -60,7 +61,7 @@ class SendMessageBackProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def process(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, ConsumerSendMsgBackRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -109,8 +110,6 @@ class SendMessageBackProcessor:
 
     async def _put(self, request: RemotingCommand, msg: StoredMessage, tc: TopicConfig, queue_id: int,
                    props: dict[str, str]) -> RemotingCommand:
-        from rocketq.broker.store.message_store import MessageToStore
-
         ctx = self.ctx
         topic, queue_id, properties = apply_delay_level(tc.topic_name, queue_id, encode_properties(props),
                                                         len(ctx.delay_levels_ms))

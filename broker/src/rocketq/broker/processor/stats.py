@@ -18,11 +18,9 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
-from rocketq.broker.rebalance_lock import MessageQueue
 from rocketq.client.errors import RocketQError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
@@ -33,6 +31,8 @@ from rocketq.client.remoting.headers import (
     ResetConsumerClientOffsetRequestHeader,
     ResetOffsetRequestHeader,
 )
+from rocketq.client.remoting.vocabulary import MessageQueue
+from rocketq.server import Channel
 
 __all__ = ["StatsProcessor", "mq_table_json"]
 
@@ -40,13 +40,13 @@ log = logging.getLogger(__name__)
 RESET_CALL_TIMEOUT_MS = 5_000
 
 
-def _compact(obj: Any) -> str:
+def _compact(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-def mq_table_json(table: Iterable[tuple[MessageQueue, Any]]) -> str:
+def mq_table_json(table: Iterable[tuple[MessageQueue, object]]) -> str:
     """A ``{MessageQueue: value}`` map in fastjson's object-key form."""
-    return "{" + ",".join(f"{_compact(mq.to_json())}:{_compact(v)}" for mq, v in table) + "}"
+    return "{" + ",".join(f"{_compact(mq.to_obj())}:{_compact(v)}" for mq, v in table) + "}"
 
 
 class StatsProcessor:
@@ -56,7 +56,8 @@ class StatsProcessor:
     def _mq(self, topic: str, queue_id: int) -> MessageQueue:
         return MessageQueue(topic, self.ctx.config.broker_name, queue_id)
 
-    async def get_topic_stats_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_topic_stats_info(self, request: RemotingCommand,
+                                   channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetTopicStatsInfoRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -82,7 +83,7 @@ class StatsProcessor:
         body = '{"offsetTable":' + mq_table_json(rows) + "}"
         return request.make_response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
 
-    async def get_consume_stats(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_consume_stats(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetConsumeStatsRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -120,7 +121,8 @@ class StatsProcessor:
         info = self.ctx.consumers.get(group)
         return [] if info is None else list(info.subscriptions)
 
-    async def get_consumer_connection_list(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def get_consumer_connection_list(self, request: RemotingCommand,
+                                           channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetConsumerConnectionListRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -138,11 +140,12 @@ class StatsProcessor:
             "consumeFromWhere": info.consume_from_where,
             "consumeType": info.consume_type,
             "messageModel": info.message_model,
-            "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()},
+            "subscriptionTable": {t: s.to_obj() for t, s in info.subscriptions.items()},
         }
         return request.make_response(ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
 
-    async def invoke_broker_to_reset_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def invoke_broker_to_reset_offset(self, request: RemotingCommand,
+                                            channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, ResetOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -184,7 +187,7 @@ class StatsProcessor:
             topic=header.topic, group=header.group, timestamp=header.timestamp, is_force=header.is_force
         ).to_ext_fields()
 
-        async def call(ch: Any) -> None:
+        async def call(ch: Channel) -> None:
             cmd = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext, body)
             try:
                 await ch.invoke(cmd, RESET_CALL_TIMEOUT_MS)

@@ -21,10 +21,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
+from rocketq.broker.metadata import DelayOffsetTable, MetadataFiles
 from rocketq.broker.schedule.delay import SCHEDULE_TOPIC, restore_real_topic
-from rocketq.broker.store.metadata import DelayOffsetTable, MetadataFiles
+from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import decode_stored_message
 from rocketq.client.remoting.properties import encode_properties
@@ -37,7 +38,7 @@ IDLE_WAIT_MS = 1_000
 RETRY_WAIT_MS = 10_000
 UNITS_PER_READ = 256
 _BLANK_SIZE = 0x7FFFFFFF
-_NEVER_STORED = ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED")
+_NEVER_STORED = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
 def _now_ms() -> int:
@@ -47,7 +48,7 @@ def _now_ms() -> int:
 class ScheduleMessageService:
     """Delivers due delayed messages; ``start()``/``shutdown()`` run it, ``deliver_due()`` is one round."""
 
-    def __init__(self, store: Any, levels_ms: list[int], *, config_dir: str | None = None,
+    def __init__(self, store: MessageStore, levels_ms: list[int], *, config_dir: str | None = None,
                  flush_interval_ms: int = 10_000, clock: Callable[[], int] = _now_ms) -> None:
         self.store = store
         self.levels_ms = list(levels_ms)
@@ -97,7 +98,7 @@ class ScheduleMessageService:
         with self._lock:
             return dict(sorted(self.offsets.items()))
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         """The ``delayOffset.json`` document (GET_ALL_DELAY_OFFSET's body)."""
         return DelayOffsetTable(offset_table=self.snapshot()).to_json()
 
@@ -171,8 +172,6 @@ class ScheduleMessageService:
 
     def _deliver(self, phy: int, size: int) -> bool:
         """Put the record at ``phy`` back into its real topic; False if the put must be retried."""
-        from rocketq.broker.store.message_store import MessageToStore
-
         raw = self.store.look_message_by_offset(phy)
         if raw is None:
             log.error("delayed message at commit log offset %d is gone; skipped", phy)
@@ -193,13 +192,14 @@ class ScheduleMessageService:
             store_host=msg.store_host, reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=msg.prepared_transaction_offset,
         ))
-        status = result.status.name
+        status = result.status
         if result.is_ok:
             self.delivered += 1
             return True
         if status in _NEVER_STORED:
             log.error("delayed message at commit log offset %d cannot be stored in %s (%s); skipped", phy, topic,
-                      status)
+                      status.name)
             return True
-        log.warning("delivering the delayed message at %d to %s failed (%s); retrying later", phy, topic, status)
+        log.warning("delivering the delayed message at %d to %s failed (%s); retrying later", phy, topic,
+                    status.name)
         return False

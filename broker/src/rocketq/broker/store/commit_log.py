@@ -26,29 +26,41 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, StoreConfig
+from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.broker.store.mapped_file_queue import MappedFileQueue
 from rocketq.broker.store.props_scan import Buffer
 from rocketq.broker.store.record_batch import SMALL_BATCH, PreparedBatch, enters_consume_queue
 from rocketq.broker.store.status import AppendMessageResult, AppendMessageStatus
-from rocketq.client.remoting.message import encode_blank, store_timestamp_pos
+from rocketq.client.remoting.message import encode_blank
 from rocketq.client.remoting.msgid import ip_to_bytes
 from rocketq.client.remoting.properties import encode_properties
+from rocketq.client.remoting.record_layout import (
+    BLANK_MAGIC,
+    END_FILE_MIN_BLANK_LENGTH,
+    HEADER_LAYOUTS,
+    SIZE_MAGIC,
+    STORETIMESTAMP_POS,
+    SYSFLAG_POS,
+    store_timestamp_pos,
+)
+from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 #: Topics dispatched without reading properties: ConsumeQueue tags code 0, no IndexFile entries.
 #: The transaction half topic holds every prepared message once more, and nothing reads it by tag
 #: or key (the check service and ranged commits read its queue unfiltered; a key query names a
 #: user topic), so scanning and indexing its records was pure cost on the exactly-once path.
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 UNSCANNED_TOPICS = frozenset({TRANS_HALF_TOPIC})
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _INT64 = struct.Struct(">q")
-_SIZE_MAGIC = struct.Struct(">iI")
+_INT32 = struct.Struct(">i")
+_PORT = struct.Struct(">i")
+#: Bytes of a record that hold STORETIMESTAMP whatever its hosts, and the least that may.
+_STORE_TIMESTAMP_END = max(layout.store_timestamp_pos for layout in HEADER_LAYOUTS) + _INT64.size
+_STORE_TIMESTAMP_MIN_END = STORETIMESTAMP_POS + _INT64.size
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
 I64 = npt.NDArray[np.int64]
@@ -87,7 +99,7 @@ def check_topic(topic: str, max_length: int) -> bool:
 
 
 def offset_msg_id_prefix(store_host: tuple[str, int]) -> str:
-    return (ip_to_bytes(store_host[0]) + struct.pack(">i", store_host[1])).hex().upper()
+    return (ip_to_bytes(store_host[0]) + _PORT.pack(store_host[1])).hex().upper()
 
 
 @dataclass(slots=True, eq=False)
@@ -259,22 +271,23 @@ class CommitLog:
 
     def record_size_at(self, offset: int) -> int:
         """TOTALSIZE of the record at ``offset`` (0 if absent or a blank marker)."""
-        head = self.view(offset, 8)
+        head = self.view(offset, SIZE_MAGIC.size)
         if head is None:
             return 0
-        size, magic = _SIZE_MAGIC.unpack(head)
-        if magic == 0xCBD43194 or size <= 0:
+        size, magic = SIZE_MAGIC.unpack(head)
+        if magic == BLANK_MAGIC or size <= 0:
             return 0
         return int(size)
 
     def store_timestamp_at(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset``, or -1 if it is not stored."""
-        rec = self.view(offset, min(size, 80) if size > 0 else 80)
-        if rec is None or len(rec) < 64:
+        end = _STORE_TIMESTAMP_END
+        rec = self.view(offset, min(size, end) if size > 0 else end)
+        if rec is None or len(rec) < _STORE_TIMESTAMP_MIN_END:
             return -1
-        (sys_flag,) = struct.unpack_from(">i", rec, 36)
+        (sys_flag,) = _INT32.unpack_from(rec, SYSFLAG_POS)
         ts_pos = store_timestamp_pos(sys_flag)
-        if ts_pos + 8 > len(rec):
+        if ts_pos + _INT64.size > len(rec):
             return -1
         return int(_INT64.unpack_from(rec, ts_pos)[0])
 
@@ -306,7 +319,10 @@ class CommitLog:
                 del self.topic_queue_table[key]
 
 
-__all__ = ["CommitLog", "DispatchHint", "MessageToStore", "StoreError", "check_topic", "enters_consume_queue"]
+__all__ = [
+    "SCHEDULE_TOPIC", "TRANS_HALF_TOPIC", "UNSCANNED_TOPICS", "CommitLog", "DispatchHint", "MessageToStore",
+    "StoreError", "check_topic", "enters_consume_queue",
+]  # fmt: skip
 
 
 def _queue_offsets(prep: PreparedBatch, first: int) -> tuple[I64 | list[int], int]:

@@ -15,9 +15,9 @@ from enum import Enum
 from typing import Any
 
 from rocketq.broker.store.errors import StoreConfigError
+from rocketq.client.remoting.record_layout import END_FILE_MIN_BLANK_LENGTH as END_FILE_MIN_BLANK_LENGTH
 
 CQ_UNIT_SIZE = 20
-END_FILE_MIN_BLANK_LENGTH = 8
 
 
 class FlushDiskType(Enum):

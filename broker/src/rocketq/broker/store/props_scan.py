@@ -26,9 +26,14 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from rocketq.client.remoting.javahash import java_string_hash
+from rocketq.client.remoting.record_layout import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 Buffer = bytes | bytearray | memoryview
 I64 = npt.NDArray[np.int64]
+
+_NV, _PS = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
+_NV_CODE, _PS_CODE = ord(NAME_VALUE_SEPARATOR), ord(PROPERTY_SEPARATOR)
+assert 0 < _NV_CODE < _PS_CODE  # one ``<=`` comparison finds both separators
 
 _pow31_table = np.ones(1, dtype=np.uint32)
 
@@ -66,7 +71,7 @@ def _general_hashes(a: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt.NDA
     dist = np.repeat(offs + lens - 1, lens) - pos
     with np.errstate(over="ignore"):
         prod = a[idx].astype(np.uint32) * pow31(int(lens.max()) + 1)[dist]
-    return np.add.reduceat(prod, offs, dtype=np.uint32)  # type: ignore[no-any-return]
+    return np.add.reduceat(prod, offs, dtype=np.uint32)
 
 
 _MAX_GROUPS = 12
@@ -141,17 +146,17 @@ def scan_properties(props: Sequence[Buffer], lens: I64, index_enabled: bool = Tr
     n = len(props)
     tags_codes = np.zeros(n, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
-    body = b"\x02".join(props)
-    if b"\x01" not in body:
+    body = _PS.join(props)
+    if _NV not in body:
         return tags_codes, empty, empty, empty
     joined = b"".join((_ZERO_PAD, body, _ZERO_PAD[:8]))  # trailing pad: 8-byte word reads stay in bounds
     padded = np.frombuffer(joined, dtype=np.uint8)
     a = padded[_PAD:_PAD + len(body)]
     msg_start = np.cumsum(lens + 1) - (lens + 1)
-    marks = np.flatnonzero(a <= 2)  # one pass finds both separators (and NULs, dropped next)
+    marks = np.flatnonzero(a <= _PS_CODE)  # one pass finds both separators (and NULs, dropped next)
     kinds = a[marks]
-    seps = marks[kinds == 2]
-    ones = marks[kinds == 1]
+    seps = marks[kinds == _PS_CODE]
+    ones = marks[kinds == _NV_CODE]
     seg_start = np.concatenate(([0], seps + 1))
     seg_end = np.append(seps, len(a))
     first_one = np.append(ones, len(a))[np.searchsorted(ones, seg_start)]

@@ -38,46 +38,45 @@ from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.props_scan import Buffer
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.errors import RocketQError
-from rocketq.client.remoting.message import (
+from rocketq.client.remoting.message import encode_stored_message
+from rocketq.client.remoting.msgid import ip_to_bytes
+from rocketq.client.remoting.record_layout import (
     BORNHOST_V6_FLAG,
+    HOST_V6_FLAGS,
+    IPV4,
     MAGIC_V1,
     MAGIC_V2,
+    MAX_PROPERTIES_SIZE,
     MAX_TOPIC_LENGTH_V1,
     PHYSICALOFFSET_POS,
     QUEUEOFFSET_POS,
     STOREHOST_V6_FLAG,
+    SYSFLAG_POS,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
-    encode_stored_message,
+    header_dtype_spec,
+    host_kind,
     store_timestamp_pos,
 )
-from rocketq.client.remoting.msgid import ip_to_bytes
-from rocketq.client.remoting.properties import MAX_PROPERTIES_SIZE
 
 I64 = npt.NDArray[np.int64]
 IntColumn = int | Sequence[int] | I64
 
 #: Below this many records the scalar encoder beats numpy's fixed per-call cost.
 SMALL_BATCH = 6
-_PREPARED, _ROLLBACK = 0x4, 0xC
+_PREPARED, _ROLLBACK = TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
-_QO_PHY = struct.Struct(">qq")
+_QO_PHY = struct.Struct(">qq")  # QUEUEOFFSET and PHYSICALOFFSET, adjacent
+assert PHYSICALOFFSET_POS == QUEUEOFFSET_POS + _QO_PHY.size // 2
 _TS = struct.Struct(">q")
+_SYS_FLAG = struct.Struct(">i")
+_PORT = struct.Struct(">i")
 
 
-def _header_dtype(born_v6: bool, store_v6: bool) -> np.dtype[np.void]:
-    return np.dtype([
-        ("total_size", ">i4"), ("magic", ">u4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
-        ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
-        ("born_host", f"V{20 if born_v6 else 8}"), ("store_timestamp", ">i8"),
-        ("store_host", f"V{20 if store_v6 else 8}"), ("reconsume_times", ">i4"),
-        ("prepared_transaction_offset", ">i8"), ("body_length", ">i4"),
-    ])  # fmt: skip
-
-
-#: Record header layouts indexed by (sys_flag >> 4) & 3, as in the client codec.
-HEADER_DTYPES = tuple(_header_dtype(bool(k & 1), bool(k & 2)) for k in range(4))
-assert [d.itemsize for d in HEADER_DTYPES] == [88, 100, 112 - 12, 112]
+#: Record header layouts indexed by host_kind(sys_flag), built from the layout module's spec.
+HEADER_DTYPES: tuple[np.dtype[np.void], ...] = tuple(np.dtype(header_dtype_spec(k)) for k in range(4))
 assert HEADER_DTYPES[0].fields is not None and HEADER_DTYPES[0].fields["queue_offset"][1] == QUEUEOFFSET_POS
 assert HEADER_DTYPES[0].fields["physical_offset"][1] == PHYSICALOFFSET_POS
 
@@ -221,7 +220,7 @@ def _prepare_small(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prep
         except (RocketQError, TypeError, OverflowError):
             return PutMessageStatus.MESSAGE_ILLEGAL
         records.append(rec)
-        sys_flags.append(int.from_bytes(rec[36:40], "big", signed=True))
+        sys_flags.append(_SYS_FLAG.unpack_from(rec, SYSFLAG_POS)[0])
     sizes = [len(r) for r in records]
     starts = [0] * n
     for i in range(1, n):
@@ -245,7 +244,7 @@ def _host_bytes(host: tuple[str, int]) -> bytes:
     """IP bytes + port int32 (cached: a broker sees few hosts)."""
     data = _host_cache.get(host)
     if data is None:
-        data = ip_to_bytes(host[0]) + struct.pack(">i", host[1])
+        data = ip_to_bytes(host[0]) + _PORT.pack(host[1])
         if len(_host_cache) > 4096:
             _host_cache.clear()
         _host_cache[host] = data
@@ -291,15 +290,16 @@ def _prepare_bulk(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prepa
         born, store = _host_bytes(batch.born_host), _host_bytes(batch.store_host)
     except (RocketQError, struct.error, ValueError):
         return PutMessageStatus.MESSAGE_ILLEGAL
-    v6 = (BORNHOST_V6_FLAG if len(born) == 20 else 0) | (STOREHOST_V6_FLAG if len(store) == 20 else 0)
+    v6 = (BORNHOST_V6_FLAG if len(born) != IPV4.born_host_len else 0) \
+        | (STOREHOST_V6_FLAG if len(store) != IPV4.store_host_len else 0)
     sys_flags = columns["sys_flag"]
-    sys_flags = columns["sys_flag"] = (sys_flags & ~0x30) | v6
+    sys_flags = columns["sys_flag"] = (sys_flags & ~HOST_V6_FLAGS) | v6
     topic_b = batch.topic.encode()
     if len(topic_b) > MAX_TOPIC_LENGTH_V1:
         magic, middle_head = MAGIC_V2, struct.pack(">H", len(topic_b)) + topic_b
     else:
         magic, middle_head = MAGIC_V1, bytes((len(topic_b),)) + topic_b
-    kind = v6 >> 4
+    kind = host_kind(v6)
     hsize = HEADER_DTYPES[kind].itemsize
     sizes = hsize + blen + (len(middle_head) + 2) + plen
     columns["total_size"] = sizes

@@ -44,9 +44,22 @@ from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC, p
 from rocketq.broker.transaction.op_log import decimal_columns, decimal_digits
 from rocketq.broker.transaction.ranged import RangedRefused
 from rocketq.client.remoting.codes import ResponseCode
-from rocketq.client.remoting.message import MAGIC_V1, MAX_TOPIC_LENGTH_V1, TRANSACTION_TYPE_MASK, SysFlag
 from rocketq.client.remoting.msgid import bytes_to_ip
-from rocketq.client.remoting.properties import MAX_PROPERTIES_SIZE, MessageConst, find_property
+from rocketq.client.remoting.properties import MessageConst, find_property
+from rocketq.client.remoting.record_layout import (
+    HOST_V6_FLAGS,
+    IPV4_HEADER_SIZE,
+    MAGIC_V1,
+    MAX_PROPERTIES_SIZE,
+    MAX_TOPIC_LENGTH_V1,
+    MIN_TAIL_SIZE,
+    PORT_SIZE,
+    PROPERTIES_LENGTH_SIZE,
+    PROPERTY_SEPARATOR,
+    TOPIC_LENGTH_SIZE_V1,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 
 __all__ = ["BulkHalves", "committed_batches", "load_bulk"]
 
@@ -54,9 +67,11 @@ I64 = npt.NDArray[np.int64]
 
 #: Below this many records the column reader is as fast.
 BULK_MIN: Final = 64
-_HDR: Final = 88  # record header size with IPv4 hosts
+_HDR: Final = IPV4_HEADER_SIZE
 _HDR_DTYPE: Final = HEADER_DTYPES[0]
-_COMMIT: Final = int(SysFlag.TRANSACTION_COMMIT)
+assert _HDR_DTYPE.itemsize == _HDR and _HDR % 8 == 0  # gathered as whole 8-byte words
+_COMMIT: Final = TRANSACTION_COMMIT_TYPE
+_PS_CODE: Final = ord(PROPERTY_SEPARATOR)
 _HALF_TOPIC_B: Final = HALF_TOPIC.encode()
 _ORIGIN_PREFIX: Final = f"{MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET}\x01".encode()
 
@@ -141,25 +156,27 @@ def _same(words: npt.NDArray[np.uint64], pos: I64, expected: bytes) -> bool:
 
 def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str) -> BulkHalves | None:
     tlen = len(_HALF_TOPIC_B)
-    if (sizes < _HDR + 3 + tlen).any():
+    if (sizes < _HDR + MIN_TAIL_SIZE + tlen).any():
         return None
     words = _words(data)
     hdr = words[starts[:, None] + np.arange(0, _HDR, 8)].view(_HDR_DTYPE).ravel()
-    if (hdr["total_size"] != sizes).any() or (hdr["magic"] != MAGIC_V1).any() or (hdr["sys_flag"] & 0x30).any():
-        return None  # (0x30: an IPv6 host, another header layout)
+    if (hdr["total_size"] != sizes).any() or (hdr["magic"] != MAGIC_V1).any() \
+            or (hdr["sys_flag"] & HOST_V6_FLAGS).any():
+        return None  # (an IPv6 host: another header layout)
     store_hosts = hdr["store_host"]
     if (store_hosts != store_hosts[0]).any():
         return None
     body_len = hdr["body_length"].astype(np.int64)
     tpos = starts + _HDR + body_len
     ends = starts + sizes
-    if (body_len < 0).any() or (tpos + 3 + tlen > ends).any():
+    if (body_len < 0).any() or (tpos + MIN_TAIL_SIZE + tlen > ends).any():
         return None
     if not _same(words, tpos, bytes((tlen,)) + _HALF_TOPIC_B):
         return None
     a = np.frombuffer(data, dtype=np.uint8)
-    ppos = tpos + tlen + 3
-    if (ppos + a[tpos + tlen + 1].astype(np.int64) * 256 + a[tpos + tlen + 2] != ends).any():
+    plen_pos = tpos + TOPIC_LENGTH_SIZE_V1 + tlen  # PROPERTIESLENGTH, big-endian
+    ppos = plen_pos + PROPERTIES_LENGTH_SIZE
+    if (ppos + a[plen_pos].astype(np.int64) * 256 + a[plen_pos + 1] != ends).any():
         return None
     first = data[int(ppos[0]):int(ends[0])]
     real_topic, real_qid = (find_property(first, k) for k in (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID))
@@ -180,7 +197,7 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     # (a tail that starts the properties has PROPERTIESLENGTH before it, not a \x02: not compared)
     if len(tail) < 9 or not _same(words, tail_at + 1, tail[1:]):
         return None
-    if ((tail_at >= ppos) & (a[np.maximum(tail_at, 0)] != 2)).any():
+    if ((tail_at >= ppos) & (a[np.maximum(tail_at, 0)] != _PS_CODE)).any():
         return None
     # Renewed copies (their origin differs) and delayed messages take the general path.  Looked for
     # in the whole copy: a body that happens to hold one only sends the request the general way.
@@ -195,7 +212,8 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     return BulkHalves(
         data=data, hdr=hdr, starts=starts, phys=phys, queue_offsets=qos, body_len=body_len,
         props_start=ppos, prefix_len=cut - ppos,
-        real=real, store_host=(bytes_to_ip(raw_host[:4]), int.from_bytes(raw_host[4:], "big", signed=True)),
+        real=real, store_host=(bytes_to_ip(raw_host[:-PORT_SIZE]),
+                               int.from_bytes(raw_host[-PORT_SIZE:], "big", signed=True)),
         wait_store=b"WAIT\x01false\x02" not in first)
 
 
@@ -214,15 +232,16 @@ def _middles(topic: bytes, props_len: I64, origins: I64, digits: I64) -> list[by
 
 
 def _middle_rows(topic: bytes, props_len: I64, origins: I64, digits: int) -> list[bytes]:
-    head = bytes((len(topic),)) + topic
-    width = len(head) + 2 + len(_ORIGIN_PREFIX) + digits + 1
+    head = bytes((len(topic),)) + topic  # V1 topic length, topic
+    plen_end = len(head) + PROPERTIES_LENGTH_SIZE
+    width = plen_end + len(_ORIGIN_PREFIX) + digits + 1
     m = np.empty((len(origins), width), dtype=np.uint8)
     m[:, :len(head)] = np.frombuffer(head, dtype=np.uint8)
-    m[:, len(head):len(head) + 2] = props_len.astype(">i2").view(np.uint8).reshape(-1, 2)
-    at = len(head) + 2 + len(_ORIGIN_PREFIX)
-    m[:, len(head) + 2:at] = np.frombuffer(_ORIGIN_PREFIX, dtype=np.uint8)
+    m[:, len(head):plen_end] = props_len.astype(">i2").view(np.uint8).reshape(-1, PROPERTIES_LENGTH_SIZE)
+    at = plen_end + len(_ORIGIN_PREFIX)
+    m[:, plen_end:at] = np.frombuffer(_ORIGIN_PREFIX, dtype=np.uint8)
     m[:, at:at + digits] = decimal_columns(origins, digits)
-    m[:, -1] = 2
+    m[:, -1] = _PS_CODE
     rows: list[bytes] = m.view(f"V{width}").ravel().tolist()
     return rows
 
@@ -246,7 +265,7 @@ def committed_batches(h: BulkHalves, keep: I64, max_batch_bytes: int, max_proper
     if int(props_len.max()) > min(max_properties, MAX_PROPERTIES_SIZE):
         return None
     middles = _middles(topic, props_len, origins, digits)
-    mid_len = 3 + len(topic) + props_len - prefix_len
+    mid_len = MIN_TAIL_SIZE + len(topic) + props_len - prefix_len
     sizes = _HDR + blen + mid_len + prefix_len
     hdr["total_size"] = sizes
     hdr["queue_id"] = h.real[1]

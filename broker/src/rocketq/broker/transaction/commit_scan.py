@@ -27,25 +27,25 @@ from typing import Any, Final
 from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC
 from rocketq.broker.transaction.op_log import OP_QUEUE_ID, DoneOffsets
 from rocketq.client.errors import MessageFormatError
-from rocketq.client.remoting.message import (
+from rocketq.client.remoting.message import RecordHeader, record_header_fields
+from rocketq.client.remoting.msgid import bytes_to_ip
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.record_layout import (
     BLANK_MAGIC,
+    PORT_SIZE,
+    SIZE_MAGIC,
     SYSFLAG_POS,
-    RecordHeader,
-    SysFlag,
-    record_header_fields,
+    TRANSACTION_COMMIT_TYPE,
     store_host_len,
     store_host_pos,
     transaction_value,
 )
-from rocketq.client.remoting.msgid import bytes_to_ip
-from rocketq.client.remoting.properties import MessageConst
 
 __all__ = ["UnrecordedCommit", "find_unrecorded_commits", "scan_start"]
 
-_COMMIT: Final = int(SysFlag.TRANSACTION_COMMIT)
-_SIZE_MAGIC: Final = struct.Struct(">iI")
+_COMMIT: Final = TRANSACTION_COMMIT_TYPE
 _INT32: Final = struct.Struct(">i")
-assert _SIZE_MAGIC.size == 8 and _INT32.size == 4
+assert _INT32.size == PORT_SIZE
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,9 +92,9 @@ def _committed_records(commit_log: Any, start: int, end: int) -> Iterator[tuple[
             _, _, view = tail
             try:
                 pos = 0
-                while pos + 8 <= len(view):
-                    size, magic = _SIZE_MAGIC.unpack_from(view, pos)
-                    if magic == BLANK_MAGIC or size <= SYSFLAG_POS + 4 or pos + size > len(view):
+                while pos + SIZE_MAGIC.size <= len(view):
+                    size, magic = SIZE_MAGIC.unpack_from(view, pos)
+                    if magic == BLANK_MAGIC or size <= SYSFLAG_POS + _INT32.size or pos + size > len(view):
                         break
                     (sys_flag,) = _INT32.unpack_from(view, pos + SYSFLAG_POS)
                     if transaction_value(sys_flag) == _COMMIT:
@@ -132,7 +132,7 @@ def _half_copy(commit_log: Any, offset: int, origin: int, uniq_key: str | None) 
                 or half.properties.get(MessageConst.UNIQ_KEY) != uniq_key):
             return None
         pos = store_host_pos(half.sys_flag)
-        ip_len = store_host_len(half.sys_flag) - 4
+        ip_len = store_host_len(half.sys_flag) - PORT_SIZE
         host = (bytes_to_ip(bytes(view[pos:pos + ip_len])), int(_INT32.unpack_from(view, pos + ip_len)[0]))
         return UnrecordedCommit(half_offset=half.queue_offset, origin=origin, store_host=host)
     except MessageFormatError:

@@ -24,16 +24,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from rocketq.broker.store.commit_log import TRANS_HALF_TOPIC, MessageToStore
+from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult
-from rocketq.client.remoting.message import (
+from rocketq.client.remoting.message import StoredMessage, encode_stored_message
+from rocketq.client.remoting.properties import MessageConst, decode_properties
+from rocketq.client.remoting.record_layout import (
+    TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
-    StoredMessage,
-    SysFlag,
-    encode_stored_message,
 )
-from rocketq.client.remoting.properties import MessageConst, decode_properties
+from rocketq.client.remoting.vocabulary import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 __all__ = [
     "CHECK_MAX_TIME_TOPIC",
@@ -54,13 +58,13 @@ __all__ = [
 ]
 
 HALF_TOPIC: Final = TRANS_HALF_TOPIC  # the store dispatches it without a property scan
-OP_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+OP_TOPIC: Final = TRANS_OP_HALF_TOPIC
+CHECK_MAX_TIME_TOPIC: Final = TRANS_CHECK_MAX_TIME_TOPIC
 #: The system consumer group whose offsets hold the check progress (``CID_SYS_RMQ_TRANS``).
 SYS_TRANS_GROUP: Final = "CID_SYS_RMQ_TRANS"
 HALF_QUEUE_ID: Final = 0
 
-_COMMIT: Final = int(SysFlag.TRANSACTION_COMMIT)
+_COMMIT: Final = TRANSACTION_COMMIT_TYPE
 #: Broker-owned properties a producer must not be able to preset on a half message.
 _BROKER_OWNED: Final = (MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, MessageConst.TRANSACTION_CHECK_TIMES)
 

@@ -34,9 +34,19 @@ import numpy.typing as npt
 
 from rocketq.broker.transaction.half_message import HALF_TOPIC, origin_offset, parse_real_queue, real_queue
 from rocketq.client.errors import MessageFormatError
-from rocketq.client.remoting.message import MAGIC_V1, decode_stored_message
+from rocketq.client.remoting.message import decode_stored_message
 from rocketq.client.remoting.msgid import bytes_to_ip
 from rocketq.client.remoting.properties import MessageConst, encode_properties_bytes, find_property
+from rocketq.client.remoting.record_layout import (
+    HOST_V6_FLAGS,
+    IPV4,
+    IPV4_HEADER_SIZE,
+    MAGIC_V1,
+    MIN_TAIL_SIZE,
+    PORT_SIZE,
+    PROPERTIES_LENGTH_SIZE,
+    header_dtype_spec,
+)
 
 __all__ = ["HalfColumns", "read_half", "read_halves"]
 
@@ -49,7 +59,11 @@ _GROUP: Final = MessageConst.PRODUCER_GROUP
 _DELAY: Final = MessageConst.DELAY_TIME_LEVEL
 _BULK_MIN: Final = 8
 _HALF_TOPIC_B: Final = HALF_TOPIC.encode()
-_HDR: Final = 88  # record header size with IPv4 hosts
+_HDR: Final = IPV4_HEADER_SIZE
+#: Field name -> (position, width, numpy format) in an IPv4 record header.
+_FIELDS: Final = {
+    name: (IPV4.positions[name], np.dtype(fmt).itemsize, fmt) for name, fmt in header_dtype_spec(IPV4.kind)
+}
 
 Host = tuple[str, int]  # (IP text, port)
 
@@ -85,12 +99,12 @@ class HalfColumns:
         return len(self.queue_offsets)
 
     def extend(self, other: HalfColumns) -> None:
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             getattr(self, name).extend(getattr(other, name))
 
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` records."""
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             del getattr(self, name)[n:]
 
 
@@ -140,6 +154,12 @@ def _gather(a: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], width: int, dt
     return out
 
 
+def _field(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], name: str) -> npt.NDArray[Any]:
+    """Header field ``name`` of every (IPv4) record starting at ``starts``."""
+    pos, width, fmt = _FIELDS[name]
+    return _gather(a, starts + pos, width, fmt)
+
+
 def _needle(key: str) -> bytes:
     return f"\x02{key}\x01".encode()
 
@@ -151,23 +171,23 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
     a = np.frombuffer(data, dtype=np.uint8)
-    if (lens < _HDR + 3 + len(_HALF_TOPIC_B)).any():
+    if (lens < _HDR + MIN_TAIL_SIZE + len(_HALF_TOPIC_B)).any():
         return None
-    if (_gather(a, starts, 4, ">i4") != lens).any() or (_gather(a, starts + 4, 4, ">u4") != MAGIC_V1).any():
+    if (_field(a, starts, "total_size") != lens).any() or (_field(a, starts, "magic") != MAGIC_V1).any():
         return None
-    sys_flags = _gather(a, starts + 36, 4, ">i4")
-    if (sys_flags & 0x30).any():
+    sys_flags = _field(a, starts, "sys_flag")
+    if (sys_flags & HOST_V6_FLAGS).any():
         return None  # an IPv6 host: another header layout
-    body_len = _gather(a, starts + 84, 4, ">i4")
+    body_len = _field(a, starts, "body_length")
     tpos = starts + _HDR + body_len
     ends = starts + lens
-    if (body_len < 0).any() or (tpos + 3 + len(_HALF_TOPIC_B) > ends).any():
+    if (body_len < 0).any() or (tpos + MIN_TAIL_SIZE + len(_HALF_TOPIC_B) > ends).any():
         return None
-    topic = np.frombuffer(bytes((len(_HALF_TOPIC_B),)) + _HALF_TOPIC_B, dtype=np.uint8)
+    topic = np.frombuffer(bytes((len(_HALF_TOPIC_B),)) + _HALF_TOPIC_B, dtype=np.uint8)  # V1 length, topic
     if (a[tpos[:, None] + np.arange(len(topic))] != topic).any():
         return None
-    ppos = tpos + len(topic) + 2
-    if (ppos + _gather(a, tpos + len(topic), 2, ">i2") != ends).any():
+    ppos = tpos + len(topic) + PROPERTIES_LENGTH_SIZE
+    if (ppos + _gather(a, tpos + len(topic), PROPERTIES_LENGTH_SIZE, ">i2") != ends).any():
         return None
     props = [data[p:e] for p, e in zip(ppos.tolist(), ends.tolist(), strict=True)]
     if not all(map(bytes.endswith, props, repeat(b"\x02"))):
@@ -185,15 +205,15 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
             or joined.count(_needle(_GROUP)) != n or joined.count(f"\x02{_GROUP}\x01{group}\x02".encode()) != n:
         return None
     cut = len(suffix)
-    queue_offsets = _gather(a, starts + 20, 8, ">i8").tolist()
+    queue_offsets = _field(a, starts, "queue_offset").tolist()
     return HalfColumns(
         queue_offsets=queue_offsets, origins=list(queue_offsets),
-        physical_offsets=_gather(a, starts + 28, 8, ">i8").tolist(), sizes=lens.tolist(),
-        flags=_gather(a, starts + 16, 4, ">i4").tolist(), sys_flags=sys_flags.tolist(),
-        born_timestamps=_gather(a, starts + 40, 8, ">i8").tolist(),
-        reconsume_times=_gather(a, starts + 72, 4, ">i4").tolist(),
-        born_hosts=_hosts(_gather(a, starts + 48, 8, "V8").tolist()),
-        store_hosts=_hosts(_gather(a, starts + 64, 8, "V8").tolist()),
+        physical_offsets=_field(a, starts, "physical_offset").tolist(), sizes=lens.tolist(),
+        flags=_field(a, starts, "flag").tolist(), sys_flags=sys_flags.tolist(),
+        born_timestamps=_field(a, starts, "born_timestamp").tolist(),
+        reconsume_times=_field(a, starts, "reconsume_times").tolist(),
+        born_hosts=_hosts(_field(a, starts, "born_host").tolist()),
+        store_hosts=_hosts(_field(a, starts, "store_host").tolist()),
         bodies=[data[b:e] for b, e in zip((starts + _HDR).tolist(), tpos.tolist(), strict=True)],
         topics=[HALF_TOPIC] * n, reals=[real] * n, groups=[group] * n, delayed=[False] * n,
         committed=[p[:-cut] + b"%s\x01%d\x02" % (_ORIGIN.encode(), qo) for p, qo in zip(props, queue_offsets, strict=True)],
@@ -202,5 +222,6 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
 
 def _hosts(raw: list[bytes]) -> list[tuple[str, int]]:
     """(IP text, port) of stored IPv4 hosts (IP + int32 port), each distinct value decoded once."""
-    decoded = {r: (bytes_to_ip(r[:4]), int.from_bytes(r[4:], "big", signed=True)) for r in set(raw)}
+    ip_len = IPV4.born_host_len - PORT_SIZE
+    decoded = {r: (bytes_to_ip(r[:ip_len]), int.from_bytes(r[ip_len:], "big", signed=True)) for r in set(raw)}
     return [decoded[r] for r in raw]

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import GetMessageStatus
 from rocketq.broker.transaction.half_message import OP_TOPIC, SYS_TRANS_GROUP
 from rocketq.client.errors import MessageFormatError
@@ -190,13 +191,14 @@ class DoneOffsets:
 T = TypeVar("T")
 
 
-def iter_queue_records(store: Any, topic: str, queue_id: int, start: int, end: int) -> Iterator[StoredMessage]:
+def iter_queue_records(store: MessageStore, topic: str, queue_id: int, start: int,
+                       end: int) -> Iterator[StoredMessage]:
     """Decoded records (bodies as stored, not decompressed) of ``topic``/``queue_id`` in ``[start, end)``."""
     for batch in iter_queue_reads(store, topic, queue_id, start, end, _decode_as_stored):
         yield from batch
 
 
-def _decode_as_stored(buffers: Sequence[Any]) -> list[StoredMessage]:
+def _decode_as_stored(buffers: Sequence[memoryview]) -> list[StoredMessage]:
     out: list[StoredMessage] = []
     for buf in buffers:
         try:
@@ -206,8 +208,8 @@ def _decode_as_stored(buffers: Sequence[Any]) -> list[StoredMessage]:
     return out
 
 
-def iter_queue_reads(store: Any, topic: str, queue_id: int, start: int, end: int,
-                     decode: Callable[[Sequence[Any]], T], *, batch: int = _READ_BATCH) -> Iterator[T]:
+def iter_queue_reads(store: MessageStore, topic: str, queue_id: int, start: int, end: int,
+                     decode: Callable[[Sequence[memoryview]], T], *, batch: int = _READ_BATCH) -> Iterator[T]:
     """``decode(buffers)`` of each read of ``topic``/``queue_id`` over ``[start, end)``, in order.
 
     ``decode`` gets the record buffers of one read (valid only during the call: it must copy what
@@ -231,7 +233,7 @@ def iter_queue_reads(store: Any, topic: str, queue_id: int, start: int, end: int
         offset = max(res.next_begin_offset, offset + 1)
 
 
-def read_op_offsets(store: Any, done: DoneOffsets) -> int:
+def read_op_offsets(store: MessageStore, done: DoneOffsets) -> int:
     """Mark every half offset found in the op queue; return the number of op records read."""
     start = store.get_min_offset_in_queue(OP_TOPIC, OP_QUEUE_ID)
     end = store.get_max_offset_in_queue(OP_TOPIC, OP_QUEUE_ID)

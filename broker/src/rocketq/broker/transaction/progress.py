@@ -17,8 +17,8 @@ import logging
 import os
 from typing import Final, Protocol
 
+from rocketq.broker.metadata import load_json_file, persist_json_file
 from rocketq.broker.store.errors import StoreError
-from rocketq.broker.store.metadata import load_json_file, persist_json_file
 from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC, SYS_TRANS_GROUP
 
 __all__ = ["PROGRESS_FILE", "CheckProgress", "OffsetTable"]

@@ -29,10 +29,11 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import TypeVar
 
 from rocketq.broker.schedule.delay import apply_delay_level
 from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageBatchToStore
 from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.transaction.half_message import (
@@ -64,6 +65,7 @@ __all__ = [
     "to_half_batch",
 ]
 
+_V = TypeVar("_V")
 _DISPATCH_WAIT_S = 3.0
 _LOAD_BATCH = 4096  # records per read of the half queue: numpy's fixed costs are paid per read
 _COMMIT = int(SysFlag.TRANSACTION_COMMIT)
@@ -156,7 +158,7 @@ def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
 def _common_tail(properties: Sequence[bytes]) -> bytes | None:
     """``TRAN_MSG=true`` then ``PGROUP`` (and nothing else) ending every message, or None.
 
-    Senders that encode their entries (the Spark sink, ``send_encoded_half_batch``) put these two
+    Senders that encode their entries (the Spark sink, ``send_half_batch`` of a ``PreparedHalfBatch``) put these two
     last; then one ``endswith`` per message replaces two exact counts over the whole batch."""
     first = properties[0]
     at = first.rfind(_TRAN_TRUE)
@@ -178,7 +180,7 @@ def to_half_batch(msgs: Sequence[MessageToStore]) -> list[MessageToStore]:
 # ---------------------------------------------------------------------------- ranged end
 
 
-def check_ranges(store: Any, ranges: Sequence[tuple[int, int]], *, max_messages: int) -> None:
+def check_ranges(store: MessageStore, ranges: Sequence[tuple[int, int]], *, max_messages: int) -> None:
     """Refuse requests above ``max_messages`` (:class:`RangedRefused`); wait a moment for the half
     ConsumeQueue to cover the ranges (they may have just been stored)."""
     total = sum(count for _, count in ranges)
@@ -191,7 +193,7 @@ def check_ranges(store: Any, ranges: Sequence[tuple[int, int]], *, max_messages:
         store.wait_dispatched(_DISPATCH_WAIT_S)  # just stored: the half ConsumeQueue may lag a little
 
 
-def load_ranges(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *,
+def load_ranges(store: MessageStore, ranges: Sequence[tuple[int, int]], producer_group: str, *,
                 max_bytes: int) -> HalfColumns:
     """The half records of ``ranges`` in range order (the caller ran :func:`check_ranges`);
     raises :class:`RangedRefused`."""
@@ -289,11 +291,11 @@ def _runs(cols: HalfColumns, idx: list[int], props: list[bytes], topic: str,
         yield lo, len(idx)
 
 
-def _column(values: list[Any], idx: list[int]) -> list[Any]:
+def _column(values: Sequence[_V], idx: list[int]) -> list[_V]:
     return [values[i] for i in idx]
 
 
-def append_committed(store: Any, cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
+def append_committed(store: MessageStore, cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
                      max_batch_bytes: int) -> tuple[list[int], PutMessageResult | None]:
     """Append the real messages of records ``todo`` (indices into ``cols``) per destination queue.
 

@@ -46,12 +46,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import numpy as np
 
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
 from rocketq.broker.transaction.bulk_commit import BulkHalves, committed_batches, load_bulk
 from rocketq.broker.transaction.commit_scan import find_unrecorded_commits, scan_start
@@ -162,7 +162,7 @@ class _Counters:
 class TransactionalMessageService:
     """Half messages over a ``MessageStore``; thread-safe (one lock around state changes)."""
 
-    def __init__(self, store: Any, config: TransactionConfig | None = None, *,
+    def __init__(self, store: MessageStore, config: TransactionConfig | None = None, *,
                  offsets: OffsetTable | None = None, clock_ms: Callable[[], int] | None = None) -> None:
         self.store = store
         self.config = config or TransactionConfig()
@@ -245,7 +245,7 @@ class TransactionalMessageService:
     # ------------------------------------------------------------------ prepare
     def prepare(self, msg: MessageToStore) -> PutMessageResult:
         """Store a prepared send as a half message (the result's queue offset is the half offset)."""
-        return self.store.put_message(to_half_message(msg))  # type: ignore[no-any-return]
+        return self.store.put_message(to_half_message(msg))
 
     def prepare_half_batch(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
         """Store prepared messages of one topic and queue as half messages in ONE append.
@@ -254,7 +254,7 @@ class TransactionalMessageService:
         its msg_id the comma-joined offset msgIds.  The caller checks ``TRAN_MSG``/``PGROUP``
         (:func:`.ranged.check_half_batch`).
         """
-        return self.store.put_messages(to_half_batch(msgs))  # type: ignore[no-any-return]
+        return self.store.put_messages(to_half_batch(msgs))
 
     # ------------------------------------------------------------------ end transaction
     def end_transaction(self, header: EndTransactionRequestHeader) -> tuple[ResponseCode, str | None]:

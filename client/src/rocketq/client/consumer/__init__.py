@@ -15,6 +15,7 @@ from rocketq.client.consumer.listener import (
 )
 from rocketq.client.consumer.lite_pull import AsyncLitePullConsumer
 from rocketq.client.consumer.push import AsyncPushConsumer
+from rocketq.client.consumer.subscription import ExpressionType, MessageSelector, SubscriptionRefusedError
 from rocketq.client.model import MessageExt, PullResult, PullStatus
 
 __all__ = [
@@ -30,10 +31,13 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "ConsumerConfig",
+    "ExpressionType",
     "LitePullConsumer",
     "MessageExt",
     "MessageModel",
+    "MessageSelector",
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "SubscriptionRefusedError",
 ]

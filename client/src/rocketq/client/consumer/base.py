@@ -15,7 +15,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from rocketq.client.api import PullSysFlag
 from rocketq.client.config import ConsumerConfig, MessageModel
 from rocketq.client.consumer.allocate import AllocateFn, allocate_strategy
 from rocketq.client.consumer.offset_store import (
@@ -26,12 +25,18 @@ from rocketq.client.consumer.offset_store import (
 )
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.consumer.rebalance import RebalanceImpl
-from rocketq.client.consumer.subscription import SubscriptionData, build_subscription
-from rocketq.client.errors import MQClientError, NoRouteError
+from rocketq.client.consumer.subscription import (
+    MessageSelector,
+    Subscribable,
+    SubscriptionData,
+    subscription_refused,
+)
+from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import PullResult
 from rocketq.client.remoting.headers import PullMessageRequestHeader
-from rocketq.client.remoting.route import MessageQueue, TopicRouteData
+from rocketq.client.remoting.route import TopicRouteData
+from rocketq.client.remoting.vocabulary import MASTER_ID, ExpressionType, MessageQueue, PullSysFlag
 
 __all__ = ["ConsumerBase"]
 
@@ -119,8 +124,9 @@ class ConsumerBase:
         if self._own_instance:
             await inst.close()
 
-    def _add_subscription(self, topic: str, expression: str | None) -> SubscriptionData:
-        sub = build_subscription(topic, expression)
+    def _add_subscription(self, topic: str, expression: Subscribable) -> SubscriptionData:
+        """Record a subscription; a string that cannot be a tag expression raises MQClientError."""
+        sub = MessageSelector.of(expression).subscription(topic)
         self._subscriptions[topic] = sub
         return sub
 
@@ -138,7 +144,7 @@ class ConsumerBase:
             "consumeType": self.consume_type,
             "groupName": self.group,
             "messageModel": self.config.message_model.value,
-            "subscriptionDataSet": [s.to_json() for s in self.subscriptions().values()],
+            "subscriptionDataSet": [s.to_obj() for s in self.subscriptions().values()],
             "unitMode": False,
         }
 
@@ -189,11 +195,11 @@ class ConsumerBase:
     ) -> PullResult:
         """One PULL_MESSAGE; ``block`` long-polls for ``broker_suspend_max_time_ms``."""
         c = self.config
-        broker_id = self._suggested_broker.get(mq, 0)
+        broker_id = self._suggested_broker.get(mq, MASTER_ID)
         addr = self.instance.find_broker_addr(mq.broker_name, broker_id)
         if addr is None:
             addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-        is_master = self.instance.find_broker_addr(mq.broker_name, 0, only_this=True) == addr
+        is_master = self.instance.find_broker_addr(mq.broker_name, MASTER_ID, only_this=True) == addr
         flag = PullSysFlag.SUBSCRIPTION
         if block:
             flag |= PullSysFlag.SUSPEND
@@ -215,9 +221,29 @@ class ConsumerBase:
             expression_type=sub.expression_type,
         )
         timeout = c.consumer_timeout_when_suspend_ms if block else c.consumer_pull_timeout_ms
-        result = await self.instance.api.pull_message(addr, header, timeout, tags_filter=sub.tags_filter())
+        api = self.instance.api
+        try:
+            result = await api.pull_message(addr, header, timeout, tags_filter=sub.tags_filter())
+        except MQBrokerError as exc:
+            raise (subscription_refused(exc, sub) or exc) from None
         self._suggested_broker[mq] = result.suggest_which_broker_id
         return result
+
+    async def check_client_in_broker(self) -> None:
+        """Java's ``checkClientInBroker``: ask the brokers of each SQL92 subscription's topic
+        whether they serve it (CHECK_CLIENT_CONFIG); raises SubscriptionRefusedError if one refuses."""
+        for sub in self.subscriptions().values():
+            if sub.expression_type is ExpressionType.TAG:
+                continue
+            route = self.instance.topic_routes.get(sub.topic)  # no route yet: nothing to ask
+            for bd in route.broker_datas if route is not None else ():
+                addr = bd.master_addr
+                if addr is None:
+                    continue
+                try:
+                    await self.instance.api.check_client_config(addr, self.group, sub)
+                except MQBrokerError as exc:
+                    raise (subscription_refused(exc, sub) or exc) from None
 
     # ------------------------------------------------------------------ rebalance hooks (overridden)
 

@@ -17,6 +17,7 @@ from rocketq.client.consumer.allocate import AllocateFn
 from rocketq.client.consumer.listener import MessageListenerConcurrently, MessageListenerOrderly
 from rocketq.client.consumer.lite_pull import AsyncLitePullConsumer
 from rocketq.client.consumer.push import AsyncPushConsumer
+from rocketq.client.consumer.subscription import SUB_ALL, Subscribable
 from rocketq.client.loop import BackgroundLoop, acquire_loop, release_loop
 from rocketq.client.remoting.route import MessageQueue
 
@@ -54,8 +55,10 @@ class _Blocking(Generic[_C]):
         """The underlying asyncio consumer (lives on the background loop)."""
         return self._consumer
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA || TagB"``)."""
+    def subscribe(self, topic: str, expression: Subscribable = SUB_ALL) -> None:
+        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA || TagB"``) or a
+        :class:`MessageSelector` (``MessageSelector.by_sql("a > 5")``); a string that cannot be a
+        tag expression raises MQClientError."""
 
         async def run() -> None:
             self._consumer.subscribe(topic, expression)

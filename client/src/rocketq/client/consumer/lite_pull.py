@@ -40,7 +40,14 @@ from rocketq.client.consumer.allocate import AllocateFn
 from rocketq.client.consumer.base import ConsumerBase
 from rocketq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from rocketq.client.consumer.process_queue import ProcessQueue
-from rocketq.client.consumer.subscription import SubscriptionData, build_subscription
+from rocketq.client.consumer.subscription import (
+    SUB_ALL,
+    MessageSelector,
+    Subscribable,
+    SubscriptionData,
+    SubscriptionRefusedError,
+    build_subscription,
+)
 from rocketq.client.errors import MessageFormatError, MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullResult, PullStatus
@@ -95,15 +102,21 @@ class AsyncLitePullConsumer(ConsumerBase):
         self._assigned_mode: bool | None = None
         self._last_auto_commit = time.monotonic()
         self._pending_assign: set[MessageQueue] | None = None
+        self._refused: SubscriptionRefusedError | None = None  # raised by the next poll()
 
     # ------------------------------------------------------------------ setup
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression; the group's rebalance assigns queues."""
+    def subscribe(self, topic: str, expression: Subscribable = SUB_ALL) -> None:
+        """Subscribe to ``topic``; the group's rebalance assigns queues.
+
+        ``expression`` is a tag expression (``"*"``, ``"TagA || TagB"``) or a
+        :class:`MessageSelector` (``MessageSelector.by_sql("a > 5")``); a string that cannot be a
+        tag expression raises MQClientError.
+        """
         if self._assigned_mode is True:
             raise MQClientError("subscribe and assign are mutually exclusive")
-        self._assigned_mode = False
         self._add_subscription(topic, expression)
+        self._assigned_mode = False
         if self.running:
             self.instance.rebalance_immediately()
 
@@ -116,7 +129,7 @@ class AsyncLitePullConsumer(ConsumerBase):
         wanted = set(mqs)
         for mq in wanted:
             if mq.topic not in self._subscriptions:
-                self._subscriptions[mq.topic] = build_subscription(mq.topic, "*")
+                self._subscriptions[mq.topic] = build_subscription(mq.topic, SUB_ALL)
         if self.running:
             await self._apply_assignment(wanted)
         else:
@@ -147,6 +160,11 @@ class AsyncLitePullConsumer(ConsumerBase):
             await self._apply_assignment(pending)
         await self.instance.update_all_routes()
         await self.instance.send_heartbeat_to_all_brokers()
+        try:
+            await self.check_client_in_broker()
+        except RocketQError:
+            await self.shutdown()
+            raise
         if self._assigned_mode is False:
             await self.do_rebalance()
 
@@ -213,12 +231,17 @@ class AsyncLitePullConsumer(ConsumerBase):
                     async with asyncio.timeout(_FLOW_CONTROL_DELAY_S):
                         await self._room.wait()
                 continue
-            sub = self._subscriptions.get(state.mq.topic) or build_subscription(state.mq.topic, "*")
+            sub = self._subscriptions.get(state.mq.topic) or build_subscription(state.mq.topic, SUB_ALL)
             generation, offset = state.generation, state.pull_offset
             try:
                 result = await self.pull_once(state.mq, sub, offset, c.pull_batch_size, block=True)
             except asyncio.CancelledError:
                 raise
+            except SubscriptionRefusedError as exc:
+                log.error("pull of %s at %d failed: %s", state.mq, offset, exc.remark)
+                self._refused = exc
+                await asyncio.sleep(c.pull_time_delay_when_exception_ms / 1000)
+                continue
             except (RocketQError, OSError) as exc:
                 log.warning("pull of %s at %d failed: %s", state.mq, offset, exc)
                 await asyncio.sleep(c.pull_time_delay_when_exception_ms / 1000)
@@ -249,9 +272,14 @@ class AsyncLitePullConsumer(ConsumerBase):
     # ------------------------------------------------------------------ user API
 
     async def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
-        """The next batch of messages (possibly empty after ``timeout_ms``)."""
+        """The next batch of messages (possibly empty after ``timeout_ms``).
+
+        Raises SubscriptionRefusedError when a broker refused the subscription (e.g. SQL92 on a
+        broker without ``enablePropertyFilter=true``); the pull tasks keep retrying.
+        """
         if not self.running:
             raise MQClientError("the consumer is not started; call start() first")
+        self._raise_refused()
         timeout = (self.config.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         deadline = time.monotonic() + timeout
         self._maybe_auto_commit()
@@ -263,6 +291,7 @@ class AsyncLitePullConsumer(ConsumerBase):
                 else:
                     state, generation, offset, result = await asyncio.wait_for(self._buffer.get(), remaining)
             except (asyncio.QueueEmpty, TimeoutError):
+                self._raise_refused()
                 return []
             covered = _covered(offset, result)
             self._buffered -= covered
@@ -281,6 +310,11 @@ class AsyncLitePullConsumer(ConsumerBase):
             state.consumed_offset = result.next_begin_offset
             if msgs:  # else the tag filter dropped the whole pull: consumed all the same
                 return msgs
+
+    def _raise_refused(self) -> None:
+        refused, self._refused = self._refused, None
+        if refused is not None:
+            raise refused
 
     def _maybe_auto_commit(self) -> None:
         if (
@@ -371,11 +405,12 @@ class AsyncLitePullConsumer(ConsumerBase):
         offset: int,
         max_nums: int = 32,
         *,
-        expression: str | None = "*",
+        expression: Subscribable = SUB_ALL,
         block: bool = False,
     ) -> PullResult:
-        """One pull of ``mq`` at ``offset``, outside the buffer (no assignment needed)."""
+        """One pull of ``mq`` at ``offset``, outside the buffer (no assignment needed);
+        ``expression`` is a tag expression or a :class:`MessageSelector`."""
         if not self.running:
             raise MQClientError("the consumer is not started; call start() first")
-        sub: SubscriptionData = build_subscription(mq.topic, expression)
+        sub: SubscriptionData = MessageSelector.of(expression).subscription(mq.topic)
         return await self.pull_once(mq, sub, offset, max_nums, block=block)

@@ -46,12 +46,12 @@ from rocketq.client.consumer.listener import (
 )
 from rocketq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from rocketq.client.consumer.process_queue import ProcessQueue
-from rocketq.client.consumer.rebalance import RETRY_GROUP_TOPIC_PREFIX
+from rocketq.client.consumer.subscription import SUB_ALL, Subscribable, SubscriptionRefusedError
 from rocketq.client.errors import MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullStatus
 from rocketq.client.remoting.properties import MessageConst
-from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue, retry_topic
 
 __all__ = ["AsyncPushConsumer"]
 
@@ -94,8 +94,12 @@ class AsyncPushConsumer(ConsumerBase):
 
     # ------------------------------------------------------------------ setup
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA || TagB"``)."""
+    def subscribe(self, topic: str, expression: Subscribable = SUB_ALL) -> None:
+        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA || TagB"``) or a
+        :class:`MessageSelector` (``MessageSelector.by_sql("a > 5")``).
+
+        A string that cannot be a tag expression raises MQClientError (use ``by_sql``).
+        """
         self._add_subscription(topic, expression)
         if self.running:
             self.instance.rebalance_immediately()
@@ -123,8 +127,7 @@ class AsyncPushConsumer(ConsumerBase):
         if not self._subscriptions:
             raise MQClientError("subscribe to a topic before start()")
         if self._clustering:
-            retry = RETRY_GROUP_TOPIC_PREFIX + self.group
-            self._add_subscription(retry, "*")
+            self._add_subscription(retry_topic(self.group), SUB_ALL)
         self._semaphore = asyncio.Semaphore(self.config.consume_thread_nums)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             self.config.consume_thread_nums, thread_name_prefix=f"rocketq-consume-{self.group}"
@@ -132,6 +135,11 @@ class AsyncPushConsumer(ConsumerBase):
         await self._start_base()
         await self.instance.update_all_routes()
         await self.instance.send_heartbeat_to_all_brokers()
+        try:
+            await self.check_client_in_broker()
+        except RocketQError:
+            await self.shutdown()
+            raise
         if self.orderly and self._clustering:
             self._lock_task = asyncio.get_running_loop().create_task(self._lock_loop())
         await self.do_rebalance()
@@ -262,6 +270,10 @@ class AsyncPushConsumer(ConsumerBase):
                 )
             except asyncio.CancelledError:
                 raise
+            except SubscriptionRefusedError as exc:
+                log.error("pull of %s at %d failed: %s", mq, offset, exc.remark)
+                await asyncio.sleep(c.pull_time_delay_when_exception_ms / 1000)
+                continue
             except (RocketQError, OSError) as exc:
                 log.warning("pull of %s at %d failed: %s", mq, offset, exc)
                 await asyncio.sleep(c.pull_time_delay_when_exception_ms / 1000)
@@ -295,7 +307,7 @@ class AsyncPushConsumer(ConsumerBase):
                 await asyncio.sleep(c.pull_interval_ms / 1000)
 
     def _restore_retry_topic(self, msg: MessageExt) -> MessageExt:
-        if msg.topic != RETRY_GROUP_TOPIC_PREFIX + self.group:
+        if msg.topic != retry_topic(self.group):
             return msg
         real = msg.properties.get(MessageConst.RETRY_TOPIC)
         if real:

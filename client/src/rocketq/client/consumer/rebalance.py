@@ -30,13 +30,13 @@ from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.consumer.subscription import SubscriptionData
 from rocketq.client.errors import RocketQError
 from rocketq.client.instance import ClientInstance
-from rocketq.client.remoting.route import MessageQueue, TopicRouteData
+from rocketq.client.remoting.route import TopicRouteData
+from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 
 __all__ = ["RETRY_GROUP_TOPIC_PREFIX", "RebalanceImpl", "RebalanceOwner", "readable_queues"]
 
 log = logging.getLogger("rocketq.client")
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 _HALF_HOUR_MS = 30 * 60 * 1000
 
 

@@ -17,13 +17,16 @@ from rocketq.client.producer.selector import (
     SelectMessageQueueByRoundRobin,
 )
 from rocketq.client.producer.transaction import AsyncTransactionProducer, TransactionListener
+from rocketq.client.producer.transaction_batch import HalfBatchResult, PreparedHalfBatch
 
 __all__ = [
     "AsyncProducer",
     "AsyncTransactionProducer",
+    "HalfBatchResult",
     "LocalTransactionState",
     "Message",
     "MessageQueueSelector",
+    "PreparedHalfBatch",
     "Producer",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByRandom",

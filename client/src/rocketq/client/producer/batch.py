@@ -20,9 +20,10 @@ from rocketq.client.model import Message
 from rocketq.client.remoting.batch import DEFAULT_MAX_BATCH_BYTES, BatchItem, encode_batch, split_batches
 from rocketq.client.remoting.msgid import UniqKeyGenerator
 from rocketq.client.remoting.properties import MessageConst, encode_properties_bytes
+from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, ResponseCode
 
 __all__ = ["EncodedBatch", "prepare_batches"]
-_MESSAGE_ILLEGAL = 13
+_ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,16 +40,14 @@ def _check_batch(msgs: Sequence[Message]) -> None:
     first = msgs[0]
     for m in msgs:
         if m.delay_time_level > 0:
-            raise MQClientError("TimeDelayLevel is not supported for batching", code=_MESSAGE_ILLEGAL)
-        if m.topic.startswith("%RETRY%"):
-            raise MQClientError("Retry Group is not supported for batching", code=_MESSAGE_ILLEGAL)
+            raise MQClientError("TimeDelayLevel is not supported for batching", code=_ILLEGAL)
+        if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise MQClientError("Retry Group is not supported for batching", code=_ILLEGAL)
         if m.topic != first.topic:
-            raise MQClientError(
-                "The topic of the messages in one batch should be the same", code=_MESSAGE_ILLEGAL
-            )
+            raise MQClientError("The topic of the messages in one batch should be the same", code=_ILLEGAL)
         if m.wait_store_msg_ok != first.wait_store_msg_ok:
             raise MQClientError(
-                "The waitStoreMsgOK of the messages in one batch should the same", code=_MESSAGE_ILLEGAL
+                "The waitStoreMsgOK of the messages in one batch should the same", code=_ILLEGAL
             )
 
 
@@ -69,7 +68,7 @@ def prepare_batches(
     try:
         chunks = split_batches(items, max_size)
     except MessageFormatError as exc:
-        raise MQClientError(f"cannot batch: {exc}", code=_MESSAGE_ILLEGAL) from exc
+        raise MQClientError(f"cannot batch: {exc}", code=_ILLEGAL) from exc
     batches = []
     start = 0
     for chunk in chunks:
@@ -105,7 +104,7 @@ def _encode_items(msgs: Sequence[Message], uniq: UniqKeyGenerator, wait: str) ->
             try:
                 data = encode_properties_bytes(props)
             except MessageFormatError as exc:
-                raise MQClientError(f"cannot batch: {exc}", code=_MESSAGE_ILLEGAL) from exc
+                raise MQClientError(f"cannot batch: {exc}", code=_ILLEGAL) from exc
         items.append((m.flag, m.body, data))
         ids.append(uid)
     return items, ids

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rocketq.client.blocking_facade import blocking_method
@@ -36,7 +36,7 @@ from rocketq.client.producer.transaction import (
     TransactionListener,
     run_local_transaction,
 )
-from rocketq.client.producer.transaction_batch import HalfBatchResult
+from rocketq.client.producer.transaction_batch import HalfBatchResult, PreparedHalfBatch
 from rocketq.client.remoting.route import MessageQueue
 
 __all__ = ["Producer", "TransactionProducer"]
@@ -44,7 +44,7 @@ __all__ = ["Producer", "TransactionProducer"]
 
 class Producer:
     """Blocking producer: ``start()``, ``send()``, ``send_oneway()``, ``send_async()``,
-    ``send_batch()``, ``shutdown()``; also a context manager."""
+    ``send_batch()``, ``send_encoded_batch()``, ``shutdown()``; also a context manager."""
 
     def __init__(
         self, namesrv_addr: str | Sequence[str], config: ProducerConfig | None = None, **settings: Any
@@ -100,6 +100,7 @@ class Producer:
     send = blocking_method(AsyncProducer.send, "_producer")
     send_oneway = blocking_method(AsyncProducer.send_oneway, "_producer")
     send_batch = blocking_method(AsyncProducer.send_batch, "_producer")
+    send_encoded_batch = blocking_method(AsyncProducer.send_encoded_batch, "_producer")
     fetch_publish_message_queues = blocking_method(AsyncProducer.fetch_publish_message_queues, "_producer")
 
     def send_async(
@@ -199,26 +200,15 @@ class TransactionProducer(Producer):
         return self._loop.run(producer.end_transaction(half, result, state, error))
 
     def send_half_batch(
-        self, mq: MessageQueue, msgs: Sequence[Message], *, timeout_ms: int | None = None
-    ) -> HalfBatchResult:
-        """Store ``msgs`` as half messages of ``mq`` (see AsyncTransactionProducer.send_half_batch)."""
-        return self._loop.run(self.async_producer.send_half_batch(mq, msgs, timeout_ms=timeout_ms))
-
-    def send_encoded_half_batch(
-        self, mq: MessageQueue, body: bytes, *, extra_properties: Mapping[str, str] | None = None,
+        self,
+        mq: MessageQueue,
+        batch: Sequence[Message] | PreparedHalfBatch,
+        *,
         timeout_ms: int | None = None,
     ) -> HalfBatchResult:
-        """Store an encoded batch as half messages of ``mq`` (see AsyncTransactionProducer.send_encoded_half_batch)."""
-        return self._loop.run(self.async_producer.send_encoded_half_batch(
-            mq, body, extra_properties=extra_properties, timeout_ms=timeout_ms))
-
-    def send_prepared_half_batch(
-        self, mq: MessageQueue, body: bytes, transaction_ids: Sequence[str], *, timeout_ms: int | None = None,
-    ) -> HalfBatchResult:
-        """Store a batch whose entries carry their transaction properties as half messages of ``mq``
-        (see AsyncTransactionProducer.send_prepared_half_batch)."""
-        return self._loop.run(self.async_producer.send_prepared_half_batch(
-            mq, body, transaction_ids, timeout_ms=timeout_ms))
+        """Store ``batch`` (messages, or a :class:`PreparedHalfBatch`) as half messages of ``mq``
+        (see AsyncTransactionProducer.send_half_batch)."""
+        return self._loop.run(self.async_producer.send_half_batch(mq, batch, timeout_ms=timeout_ms))
 
     def end_transaction_batch(
         self, handles: Sequence[HalfBatchResult], state: LocalTransactionState, *, timeout_ms: int | None = None

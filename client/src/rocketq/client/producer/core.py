@@ -14,7 +14,11 @@ retried (the queue choice is the caller's).
 
 Bodies over ``compress_msg_body_over_howmuch`` bytes are compressed (zlib level 5 by default, LZ4
 with ``compression_type``) and flagged in the sysFlag; batches are never compressed.  Each
-message gets a ``UNIQ_KEY`` (the ``msg_id`` of its SendResult).
+message gets a ``UNIQ_KEY`` (the ``msg_id`` of its SendResult).  ``send_encoded_batch`` sends a
+SEND_BATCH_MESSAGE body its caller encoded (the Spark sink) to a given queue: same header, route
+lookup and errors, no decoding.  Methods marked "Internal API" (``check_running``, ``validate``,
+``next_uniq_key``, ``broker_addr_of``, ``send_batch_request``) are what the transaction
+producer's batching layer (:mod:`.transaction_batch`) builds on.
 """
 
 from __future__ import annotations
@@ -23,50 +27,70 @@ import asyncio
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rocketq.client.config import CompressionType, ProducerConfig
 from rocketq.client.errors import (
     MQBrokerError,
     MQClientError,
-    NoRouteError,
     RemotingConnectError,
     RemotingError,
-    RocketQError,
 )
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Message, SendResult
 from rocketq.client.producer.batch import EncodedBatch, prepare_batches
 from rocketq.client.producer.fault import MQFaultStrategy, TopicPublishInfo
+from rocketq.client.producer.routes import PublishRoutes
 from rocketq.client.producer.selector import MessageQueueSelector
+from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.message import SysFlag, compress_body, with_compression
 from rocketq.client.remoting.msgid import UniqKeyGenerator
 from rocketq.client.remoting.properties import MessageConst, encode_properties
-from rocketq.client.remoting.route import MessageQueue, TopicRouteData
+from rocketq.client.remoting.route import TopicRouteData
+from rocketq.client.remoting.vocabulary import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    MessageQueue,
+    RequestCode,
+    ResponseCode,
+)
 
-__all__ = ["AsyncProducer", "check_topic"]
+__all__ = ["AsyncProducer", "BatchReply", "check_topic"]
 
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_MAX_LENGTH = 127
-_MESSAGE_ILLEGAL = 13
-_RETRY_PREFIX = "%RETRY%"
+_WAIT_STORE_OK = encode_properties({MessageConst.WAIT_STORE_MSG_OK: "true"})
 
 
 def check_topic(topic: str) -> None:
     """RocketMQ's Validators.checkTopic."""
     if not topic or not topic.strip():
-        raise MQClientError("The specified topic is blank", code=_MESSAGE_ILLEGAL)
+        raise MQClientError("The specified topic is blank", code=ResponseCode.MESSAGE_ILLEGAL)
     if len(topic) > _TOPIC_MAX_LENGTH:
         raise MQClientError(
-            f"The specified topic is longer than {_TOPIC_MAX_LENGTH} characters", code=_MESSAGE_ILLEGAL
+            f"The specified topic is longer than {_TOPIC_MAX_LENGTH} characters",
+            code=ResponseCode.MESSAGE_ILLEGAL,
         )
     if not _TOPIC_RE.match(topic):
         raise MQClientError(
             f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            code=_MESSAGE_ILLEGAL,
+            code=ResponseCode.MESSAGE_ILLEGAL,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReply:
+    """A broker's answer to one SEND_BATCH_MESSAGE of :meth:`AsyncProducer.send_batch_request`:
+    the SendResult (the stored-but-not-OK codes included), the broker's address, and the
+    response's code, remark and header fields (protocol extensions read theirs there)."""
+
+    result: SendResult
+    broker_addr: str
+    code: int
+    remark: str | None
+    ext_fields: Mapping[str, str]
 
 
 def _now_ms() -> int:
@@ -90,8 +114,8 @@ class AsyncProducer:
         self._own_instance = instance is None
         self._namesrv_addr = namesrv_addr
         self._instance = instance
-        self.publish_info: dict[str, TopicPublishInfo] = {}
         c = self.config
+        self.routes = PublishRoutes(lambda: self.instance, c.create_topic_key, c.default_topic_queue_nums)
         self.fault_strategy = MQFaultStrategy(
             enabled=c.send_latency_fault_enable,
             latency_max_ms=c.latency_max_ms,
@@ -139,72 +163,28 @@ class AsyncProducer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
+    @property
+    def publish_info(self) -> dict[str, TopicPublishInfo]:
+        """The topics this producer sends to and their routes (see :class:`PublishRoutes`)."""
+        return self.routes.table
+
     def topics_in_use(self) -> set[str]:
-        return set(self.publish_info)
+        return set(self.routes.table)
 
     def heartbeat_data(self) -> tuple[str, dict[str, Any]]:
         return "producer", {"groupName": self.group}
 
     def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
-        info = TopicPublishInfo.from_route(topic, route)
-        if info.ok():
-            self.publish_info[topic] = info
+        self.routes.on_route_changed(topic, route)
 
     async def periodic(self, what: str) -> None:
         return None
 
     # ------------------------------------------------------------------ routes
 
-    async def _publish_info_of(self, topic: str, *, refresh: bool = False) -> TopicPublishInfo:
-        info = self.publish_info.get(topic)
-        if info is not None and info.ok() and not refresh:
-            return info
-        try:
-            route = await self.instance.update_topic_route(topic)
-            info = TopicPublishInfo.from_route(topic, route)
-        except NoRouteError as unknown:
-            try:
-                info = await self._default_topic_publish_info(topic)
-            except NoRouteError:
-                key = self.config.create_topic_key
-                raise NoRouteError(
-                    topic,
-                    f"The NameServer knows no topic {topic} and no broker offers the auto-creation "
-                    f"template {key}: the topic does not exist and topic auto-creation is off.",
-                ) from unknown
-        if not info.ok():
-            raise NoRouteError(topic, "the route has no writable queue")
-        self.publish_info[topic] = info
-        return info
-
-    async def _default_topic_publish_info(self, topic: str) -> TopicPublishInfo:
-        """The TBW102 route with each broker's queue count capped at default_topic_queue_nums."""
-        template = await self.instance.update_topic_route(self.config.create_topic_key)
-        nums = self.config.default_topic_queue_nums
-        queue_datas = [
-            dataclasses.replace(
-                qd,
-                read_queue_nums=min(nums, qd.read_queue_nums),
-                write_queue_nums=min(nums, qd.read_queue_nums),
-            )
-            for qd in template.queue_datas
-        ]
-        route = dataclasses.replace(template, queue_datas=queue_datas)
-        return dataclasses.replace(TopicPublishInfo.from_route(topic, route), from_template=True)
-
-    async def _after_failure(self, topic: str, info: TopicPublishInfo) -> TopicPublishInfo:
-        """A send built on the TBW102 template failed: the broker may have created (and
-        registered) the topic with another queue count meanwhile, so look the route up again."""
-        if not info.from_template:
-            return info
-        try:
-            return await self._publish_info_of(topic, refresh=True)
-        except NoRouteError:
-            return info
-
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic`` (what a selector chooses among)."""
-        return list((await self._publish_info_of(topic)).message_queues)
+        return list((await self.routes.get(topic)).message_queues)
 
     # ------------------------------------------------------------------ public sends
 
@@ -255,9 +235,9 @@ class AsyncProducer:
         arg: Any = None,
     ) -> None:
         """Send without waiting for (or getting) an answer; no retry."""
-        self._check_running()
-        self._validate(msg)
-        info = await self._publish_info_of(msg.topic)
+        self.check_running()
+        self.validate(msg)
+        info = await self.routes.get(msg.topic)
         mq = self._choose(info, msg, queue, selector, arg)
         await self._send_kernel(msg, mq, self.config.send_msg_timeout_ms, oneway=True)
 
@@ -268,16 +248,16 @@ class AsyncProducer:
 
         Returns one SendResult per request; its ``msg_id`` lists the UNIQ_KEYs, comma-joined.
         """
-        self._check_running()
+        self.check_running()
         if not msgs:
             return []
         assert self._uniq is not None
         timeout = timeout_ms or self.config.send_msg_timeout_ms
-        self._validate(msgs[0])  # the topic once: prepare_batches checks that all topics are equal
+        self.validate(msgs[0])  # the topic once: prepare_batches checks that all topics are equal
         max_size = self.config.max_message_size
         for m in msgs:
             if not m.body or len(m.body) > max_size:
-                self._validate(m)  # raises the precise error
+                self.validate(m)  # raises the precise error
         results: list[SendResult] = []
         for batch in prepare_batches(msgs, self._uniq, self.config.max_message_size):
             if queue is not None:
@@ -292,23 +272,106 @@ class AsyncProducer:
                 )
         return results
 
+    async def send_encoded_batch(
+        self,
+        mq: MessageQueue,
+        body: bytes,
+        *,
+        count: int,
+        msg_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send ``body``, an already encoded SEND_BATCH_MESSAGE body of ``count`` messages, to
+        ``mq`` in one request.
+
+        ``body`` is the batch entry format of :func:`rocketq.client.remoting.batch.encode_batch`;
+        every entry carries its own flag, body and properties (its ``UNIQ_KEY`` included: nothing
+        is decoded here).  The producer builds the header, looks the route up (through the
+        ``TBW102`` template when the topic has none yet, so that a broker with
+        ``autoCreateTopicEnable`` creates the topic, as for every send) and returns the
+        SendResult; its ``msg_id`` is ``msg_id`` if given, else the broker's offset msgIds.
+        Not retried (the queue is the caller's choice): errors say whether a retry may help
+        (``retriable``) — MQBrokerError with the broker's code and remark, RemotingError,
+        NoRouteError, MQClientError (code 13) for an empty body or one over ``max_message_size``.
+        """
+        reply = await self.send_batch_request(mq, body, count=count, msg_id=msg_id, timeout_ms=timeout_ms)
+        return reply.result
+
+    async def send_batch_request(
+        self,
+        mq: MessageQueue,
+        body: bytes,
+        *,
+        count: int,
+        prepared: bool = False,
+        msg_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> BatchReply:
+        """Internal API (the transaction producer's half batches): :meth:`send_encoded_batch`
+        returning the whole answer; ``prepared`` sets the TRANSACTION_PREPARED sysFlag, so that
+        every entry is stored as a half message."""
+        self.check_running()
+        if count < 1 or not body:
+            raise MQClientError(
+                "an encoded batch needs at least one message", code=ResponseCode.MESSAGE_ILLEGAL
+            )
+        limit = self.config.max_message_size
+        if len(body) > limit:
+            raise MQClientError(
+                f"the batch of {count} messages is {len(body)} bytes, more than max_message_size={limit}: "
+                "split it",
+                code=ResponseCode.MESSAGE_ILLEGAL,
+            )
+        self._check_send_topic(mq.topic)
+        begin = time.monotonic()
+        timeout = timeout_ms or self.config.send_msg_timeout_ms
+        addr = await self.broker_addr_of(mq)
+        remaining = timeout - int((time.monotonic() - begin) * 1000)
+        if remaining <= 0:
+            raise MQClientError("send timed out before the batch could be sent", code=-1006)
+        sys_flag = int(SysFlag.TRANSACTION_PREPARED) if prepared else 0
+        header = self._header(mq, sys_flag=sys_flag, flag=0, properties=_WAIT_STORE_OK, batch=True)
+        api = self.instance.api
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), body)
+        response = await api.invoke(addr, cmd, remaining)
+        result = api.process_send_response(addr, mq.broker_name, Message(mq.topic, body), response, msg_id)
+        return BatchReply(result, addr, response.code, response.remark, response.ext_fields)
+
     # ------------------------------------------------------------------ internals
 
-    def _check_running(self) -> None:
+    def check_running(self) -> None:
+        """Internal API: raise MQClientError unless ``start()`` was called."""
         if not self._running:
             raise MQClientError("the producer is not started; call start() first")
 
-    def _validate(self, msg: Message) -> None:
-        check_topic(msg.topic)
-        if msg.topic == self.config.create_topic_key:
-            raise MQClientError(f"the topic {msg.topic} is reserved for auto-creation", code=_MESSAGE_ILLEGAL)
+    def validate(self, msg: Message) -> None:
+        """Internal API: Java's ``Validators.checkMessage`` (topic, body, size); raises MQClientError."""
+        self._check_send_topic(msg.topic)
         if not msg.body:
-            raise MQClientError("the message body is empty", code=_MESSAGE_ILLEGAL)
+            raise MQClientError("the message body is empty", code=ResponseCode.MESSAGE_ILLEGAL)
         if len(msg.body) > self.config.max_message_size:
             raise MQClientError(
                 f"the message body size over max value, MAX: {self.config.max_message_size}",
-                code=_MESSAGE_ILLEGAL,
+                code=ResponseCode.MESSAGE_ILLEGAL,
             )
+
+    def _check_send_topic(self, topic: str) -> None:
+        check_topic(topic)
+        if topic == self.config.create_topic_key:
+            raise MQClientError(
+                f"the topic {topic} is reserved for auto-creation", code=ResponseCode.MESSAGE_ILLEGAL
+            )
+
+    def next_uniq_key(self) -> str:
+        """Internal API: a new ``UNIQ_KEY`` (message id) from this producer's generator."""
+        self.check_running()
+        assert self._uniq is not None
+        return self._uniq.next_id()
+
+    async def broker_addr_of(self, mq: MessageQueue) -> str:
+        """Internal API: the master address of ``mq``'s broker, after the route lookup of every
+        send (the ``TBW102`` template when the NameServer knows no route for the topic yet)."""
+        return await self.routes.broker_addr_of(mq)
 
     def _choose(
         self,
@@ -353,10 +416,10 @@ class AsyncProducer:
         arg: Any,
         timeout_ms: int,
     ) -> SendResult:
-        self._check_running()
-        self._validate(msg)
+        self.check_running()
+        self.validate(msg)
         begin = time.monotonic()
-        info = await self._publish_info_of(msg.topic)
+        info = await self.routes.get(msg.topic)
         mq = self._choose(info, msg, queue, selector, arg)
         remaining = timeout_ms - int((time.monotonic() - begin) * 1000)
         if remaining <= 0:
@@ -380,23 +443,23 @@ class AsyncProducer:
         certainly stored nothing (no connection, a refusal by the broker, no route): after a
         timeout or a lost connection, or a stored-but-not-OK status, a second copy could be stored.
         """
-        self._check_running()
+        self.check_running()
         if batch is None:
-            self._validate(msg)
+            self.validate(msg)
         begin = time.monotonic()
-        info = await self._publish_info_of(msg.topic)
+        info = await self.routes.get(msg.topic)
         last_broker: str | None = None
         last_error: BaseException | None = None
         brokers_sent: list[str] = []
         for attempt in range(1 + retries):
             mq = self.fault_strategy.select_one_message_queue(info, last_broker)
             last_broker = mq.broker_name
-            brokers_sent.append(mq.broker_name)
             start = time.monotonic()
             remaining = timeout_ms - int((start - begin) * 1000)
             if remaining <= 0:
                 last_error = last_error or MQClientError("sendDefaultImpl call timeout", code=-1006)
                 break
+            brokers_sent.append(mq.broker_name)  # only brokers a request actually went to
             try:
                 result = await self._send_kernel(msg, mq, remaining, batch=batch)
             except (RemotingError, MQClientError) as exc:
@@ -404,13 +467,13 @@ class AsyncProducer:
                 last_error = exc
                 if not retry_if_maybe_stored and _maybe_stored(exc):
                     break
-                info = await self._after_failure(msg.topic, info)
+                info = await self.routes.after_failure(msg.topic, info)
                 continue
             except MQBrokerError as exc:
                 self._record_latency(mq, start, isolation=True)
                 last_error = exc
                 if exc.retriable:
-                    info = await self._after_failure(msg.topic, info)
+                    info = await self.routes.after_failure(msg.topic, info)
                     continue
                 raise
             self._record_latency(mq, start, isolation=False)
@@ -464,12 +527,42 @@ class AsyncProducer:
             msg_id = props[MessageConst.UNIQ_KEY]
         reconsume_times: int | None = None
         max_reconsume: int | None = None
-        if mq.topic.startswith(_RETRY_PREFIX):
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             reconsume = props.pop(MessageConst.RECONSUME_TIME, None)
             reconsume_times = int(reconsume) if reconsume else 0
             max_text = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
             max_reconsume = int(max_text) if max_text else None
-        header = SendMessageRequestHeaderV2(
+        header = self._header(
+            mq,
+            sys_flag=sys_flag,
+            flag=msg.flag,
+            properties=encode_properties(props),
+            batch=batch is not None,
+            reconsume_times=reconsume_times if reconsume_times is not None else 0,
+            max_reconsume_times=max_reconsume,
+        )
+        api = inst.api
+        if oneway:
+            await api.send_message_oneway(addr, msg, header, body=body)
+            return None
+        sent = dataclasses.replace(msg, properties=props) if batch is None else msg
+        return await api.send_message(
+            addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id
+        )
+
+    def _header(
+        self,
+        mq: MessageQueue,
+        *,
+        sys_flag: int,
+        flag: int,
+        properties: str,
+        batch: bool,
+        reconsume_times: int = 0,
+        max_reconsume_times: int | None = None,
+    ) -> SendMessageRequestHeaderV2:
+        """The send header: ``default_topic`` names the auto-creation template of this producer."""
+        return SendMessageRequestHeaderV2(
             producer_group=self.group,
             topic=mq.topic,
             default_topic=self.config.create_topic_key,
@@ -477,25 +570,14 @@ class AsyncProducer:
             queue_id=mq.queue_id,
             sys_flag=sys_flag,
             born_timestamp=_now_ms(),
-            flag=msg.flag,
-            properties=encode_properties(props),
-            reconsume_times=reconsume_times if reconsume_times is not None else 0,
+            flag=flag,
+            properties=properties,
+            reconsume_times=reconsume_times,
             unit_mode=False,
-            max_reconsume_times=max_reconsume,
-            batch=batch is not None,
+            max_reconsume_times=max_reconsume_times,
+            batch=batch,
             broker_name=mq.broker_name,
         )
-        api = inst.api
-        if oneway:
-            await api.send_message_oneway(addr, msg, header, body=body)
-            return None
-        sent = dataclasses.replace(msg, properties=props) if batch is None else msg
-        try:
-            return await api.send_message(
-                addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id
-            )
-        except RocketQError:
-            raise
 
     def _maybe_compress(self, body: bytes) -> tuple[bytes, int]:
         c = self.config

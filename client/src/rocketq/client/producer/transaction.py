@@ -30,7 +30,8 @@ answer is a oneway END_TRANSACTION with ``fromTransactionCheck=true`` and the of
 request header.
 
 Batched transactions (rocketq extension, :mod:`.transaction_batch`): :meth:`send_half_batch`
-stores many half messages of one queue in one request, :meth:`end_transaction_batch` ends them
+stores many half messages of one queue (messages, or an encoded :class:`PreparedHalfBatch`) in
+one request, :meth:`end_transaction_batch` ends them
 with one ranged request per queue (module function :func:`.transaction_batch.end_transaction_batch`
 does the same without a producer, e.g. on a Spark driver).  Each half message of a batch is
 checked back individually, through the same check listener.
@@ -43,7 +44,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from rocketq.client.config import ProducerConfig
@@ -60,21 +61,21 @@ from rocketq.client.model import (
 from rocketq.client.producer.core import AsyncProducer
 from rocketq.client.producer.transaction_batch import (
     HalfBatchResult,
+    PreparedHalfBatch,
     end_transaction_batch,
-    send_encoded_half_batch,
     send_half_batch,
-    send_prepared_half_batch,
 )
 from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
-from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.remoting.vocabulary import MessageQueue, ResponseCode
 
 __all__ = [
     "AsyncTransactionProducer",
     "CheckListener",
     "HalfBatchResult",
     "LocalTransaction",
+    "PreparedHalfBatch",
     "TransactionListener",
     "as_transaction_state",
     "run_local_transaction",
@@ -83,7 +84,6 @@ __all__ = [
 
 log = logging.getLogger("rocketq.client.transaction")
 
-_MESSAGE_ILLEGAL = 13
 DEFAULT_CHECK_REQUEST_HOLD_MAX = 2000
 
 StateOrAwaitable = LocalTransactionState | None | Awaitable[LocalTransactionState | None]
@@ -260,8 +260,8 @@ class AsyncTransactionProducer(AsyncProducer):
         self, msg: Message, *, timeout_ms: int | None = None
     ) -> tuple[Message, SendResult]:
         """Step 1: store ``msg`` as a half message; returns (the message as sent, the result)."""
-        self._check_running()
-        half = self._prepare_half(msg)
+        self.check_running()
+        half = self.half_message(msg)
         timeout = timeout_ms or self.config.send_msg_timeout_ms
         result = await self._send_default(
             half, self.config.retry_times_when_send_failed, timeout, retry_if_maybe_stored=False
@@ -312,26 +312,21 @@ class AsyncTransactionProducer(AsyncProducer):
         )
 
     async def send_half_batch(
-        self, mq: MessageQueue, msgs: Sequence[Message], *, timeout_ms: int | None = None
-    ) -> HalfBatchResult:
-        """Store ``msgs`` as half messages of queue ``mq`` in one request (rocketq brokers), or
-        one by one (other brokers); the handle is picklable. See :mod:`.transaction_batch`."""
-        return await send_half_batch(self, mq, msgs, timeout_ms=timeout_ms)
-
-    async def send_encoded_half_batch(
-        self, mq: MessageQueue, body: bytes, *, extra_properties: Mapping[str, str] | None = None,
+        self,
+        mq: MessageQueue,
+        batch: Sequence[Message] | PreparedHalfBatch,
+        *,
         timeout_ms: int | None = None,
     ) -> HalfBatchResult:
-        """:meth:`send_half_batch` of an encoded batch body whose entries carry UNIQ_KEY; ``TRAN_MSG``,
-        ``PGROUP`` and ``extra_properties`` are appended as bytes. See :mod:`.transaction_batch`."""
-        return await send_encoded_half_batch(self, mq, body, extra_properties=extra_properties, timeout_ms=timeout_ms)
+        """Store ``batch`` as half messages of queue ``mq`` in one request (rocketq brokers), or
+        one by one (other brokers); the handle is picklable.
 
-    async def send_prepared_half_batch(
-        self, mq: MessageQueue, body: bytes, transaction_ids: Sequence[str], *, timeout_ms: int | None = None,
-    ) -> HalfBatchResult:
-        """:meth:`send_encoded_half_batch` of a body whose entries already carry ``TRAN_MSG``, this
-        producer's ``PGROUP`` and the ``UNIQ_KEY`` values ``transaction_ids``: sent as is. See :mod:`.transaction_batch`."""
-        return await send_prepared_half_batch(self, mq, body, transaction_ids, timeout_ms=timeout_ms)
+        ``batch`` is a list of messages of ``mq.topic``, or a :class:`PreparedHalfBatch`: an
+        encoded body whose entries already carry the transaction properties, sent as it is (see
+        :meth:`PreparedHalfBatch.of_encoded` to add them to a plain encoded batch).  A topic with
+        no route yet is created by a broker with ``autoCreateTopicEnable``, as for every send.
+        See :mod:`.transaction_batch`."""
+        return await send_half_batch(self, mq, batch, timeout_ms=timeout_ms)
 
     async def end_transaction_batch(
         self,
@@ -354,21 +349,24 @@ class AsyncTransactionProducer(AsyncProducer):
         except RocketQError as exc:
             log.warning("heartbeat to %s failed (the periodic one will retry): %s", addr, exc)
 
-    def _prepare_half(self, msg: Message) -> Message:
+    def half_message(self, msg: Message) -> Message:
+        """Internal API: ``msg`` as sent as a half message of this producer (``TRAN_MSG``,
+        ``PGROUP`` and a ``UNIQ_KEY`` fixed before any retry); refuses batches and delays."""
         if not isinstance(msg, Message):
             raise MQClientError(
                 f"send_message_in_transaction takes one Message, not {type(msg).__name__}: batch "
                 "messages cannot be sent in a transaction",
-                code=_MESSAGE_ILLEGAL,
+                code=ResponseCode.MESSAGE_ILLEGAL,
             )
         if msg.delay_time_level > 0 or MessageConst.DELAY_TIME_LEVEL in msg.properties:
-            raise MQClientError("delayed messages cannot be sent in a transaction", code=_MESSAGE_ILLEGAL)
-        assert self._uniq is not None
+            raise MQClientError(
+                "delayed messages cannot be sent in a transaction", code=ResponseCode.MESSAGE_ILLEGAL
+            )
         props = dict(msg.properties)
         props[MessageConst.TRANSACTION_PREPARED] = "true"
         props[MessageConst.PRODUCER_GROUP] = self.group
         if not props.get(MessageConst.UNIQ_KEY):
-            props[MessageConst.UNIQ_KEY] = self._uniq.next_id()  # fixed before any retry
+            props[MessageConst.UNIQ_KEY] = self.next_uniq_key()  # fixed before any retry
         return dataclasses.replace(msg, properties=props)
 
     async def _heartbeat_once(self, result: SendResult) -> None:

@@ -5,7 +5,10 @@ broker advertises ``rocketqTransactionBatch`` (:meth:`MQClientAPI.supports_trans
 Against it, :func:`send_half_batch` sends a SEND_BATCH_MESSAGE with the TRANSACTION_PREPARED
 sysFlag whose inner messages carry ``TRAN_MSG=true``, ``PGROUP`` and a fixed ``UNIQ_KEY`` (the
 transaction id); the broker stores them as half messages at contiguous half-queue offsets, so the
-returned :class:`HalfBatchResult` is one range.  :func:`end_transaction_batch` sends, per (broker,
+returned :class:`HalfBatchResult` is one range.  The layers follow the producer's: messages are
+encoded into a :class:`PreparedHalfBatch` (senders that encode their own rows build one
+directly), which the producer's internal API sends (``send_batch_request``: header, route lookup
+with ``TBW102`` auto-creation, typed errors).  :func:`end_transaction_batch` sends, per (broker,
 topic, queue), ranged END_TRANSACTIONs (two-way) naming all the ranges of that queue; the broker
 commits them with one append per queue (a consumer sees the queue's messages at once) and skips
 offsets already ended, so repeating a commit is harmless.
@@ -22,22 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rocketq.client.errors import MessageFormatError, MQBrokerError, MQClientError
 from rocketq.client.model import LocalTransactionState, Message, SendStatus
-from rocketq.client.remoting.batch import append_properties, decode_batch_columns, encode_batch
-from rocketq.client.remoting.codes import RequestCode, ResponseCode
-from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.headers import (
-    EndTransactionRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
-)
-from rocketq.client.remoting.message import SysFlag
+from rocketq.client.remoting.batch import BatchItem, append_properties, decode_batch_columns, encode_batch
+from rocketq.client.remoting.headers import EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.properties import (
     MessageConst,
@@ -45,8 +40,8 @@ from rocketq.client.remoting.properties import (
     encode_properties,
     find_property,
 )
-from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.remoting.txn_batch import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES, HALF_COUNT_FIELD
+from rocketq.client.remoting.vocabulary import MessageQueue, ResponseCode
 
 if TYPE_CHECKING:
     from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
@@ -54,18 +49,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HalfBatchResult",
+    "PreparedHalfBatch",
     "end_transaction_batch",
     "end_transaction_batch_blocking",
-    "send_encoded_half_batch",
     "send_half_batch",
-    "send_prepared_half_batch",
 ]
 
 log = logging.getLogger("rocketq.client.transaction")
 
-_MESSAGE_ILLEGAL = 13
+_ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
 _FALLBACK_CONCURRENCY = 32
-_STORED_NOT_OK = (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,167 +89,138 @@ class HalfBatchResult:
         return self.first_half_offset + i if self.ranged else self.half_offsets[i]
 
 
+# ---------------------------------------------------------------------------- batching
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedHalfBatch:
+    """An encoded SEND_BATCH_MESSAGE body of half messages, sent as it is.
+
+    Every entry (:func:`~rocketq.client.remoting.batch.encode_batch` format) carries ``UNIQ_KEY``
+    = ``transaction_ids[i]`` and ends its properties with ``TRAN_MSG=true`` and the sending
+    producer's ``PGROUP`` (last, so that the broker's bulk path recognises them with one
+    comparison per entry).  Senders that encode their own rows (the Spark sink) build it
+    directly; :meth:`of_encoded` appends the transaction properties to a plain encoded batch.
+    """
+
+    body: bytes
+    transaction_ids: tuple[str, ...]
+
+    @classmethod
+    def of_encoded(
+        cls, body: bytes, producer_group: str, *, extra_properties: Mapping[str, str] | None = None
+    ) -> PreparedHalfBatch:
+        """``body`` (entries carrying their ``UNIQ_KEY``) with ``extra_properties``, ``TRAN_MSG``
+        and ``PGROUP`` appended to every entry's properties as bytes, without decoding messages."""
+        extra = {**(extra_properties or {}), MessageConst.TRANSACTION_PREPARED: "true",
+                 MessageConst.PRODUCER_GROUP: producer_group}
+        try:
+            wire, cols = append_properties(body, encode_properties(extra).encode())
+        except MessageFormatError as exc:
+            raise MQClientError(f"the encoded half batch is malformed: {exc}", code=_ILLEGAL) from exc
+        uniq = [find_property(p, MessageConst.UNIQ_KEY) for p in cols.properties]
+        if None in uniq:
+            raise MQClientError(f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY",
+                                code=_ILLEGAL)
+        return cls(wire, tuple(u for u in uniq if u is not None))
+
+    def messages(self, topic: str) -> list[Message]:
+        """The entries as messages of ``topic`` (for brokers without batched transactions)."""
+        try:
+            cols = decode_batch_columns(self.body)
+        except MessageFormatError as exc:
+            raise MQClientError(f"the prepared half batch is malformed: {exc}", code=_ILLEGAL) from exc
+        return [Message(topic, bytes(b), flag=f, properties=decode_properties(p))
+                for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
+
+
+def _prepare(producer: AsyncTransactionProducer, mq: MessageQueue,
+             msgs: Sequence[Message]) -> PreparedHalfBatch:
+    """``msgs`` as half messages of ``producer`` encoded in one body (TRAN_MSG and PGROUP last)."""
+    items: list[BatchItem] = []
+    ids: list[str] = []
+    for half in _halves(producer, mq, msgs):
+        props = half.wire_properties()
+        for key in (MessageConst.TRANSACTION_PREPARED, MessageConst.PRODUCER_GROUP):
+            props[key] = props.pop(key)
+        items.append((half.flag, half.body, props))
+        ids.append(props[MessageConst.UNIQ_KEY])
+    try:
+        return PreparedHalfBatch(encode_batch(items), tuple(ids))
+    except MessageFormatError as exc:
+        raise MQClientError(f"cannot batch: {exc}", code=_ILLEGAL) from exc
+
+
+def _halves(producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence[Message]) -> list[Message]:
+    """The half messages of ``msgs`` (validated; delayed messages refused, as Java does)."""
+    for m in msgs:
+        if m.topic != mq.topic:
+            raise MQClientError(f"message topic {m.topic} differs from the queue's {mq.topic}", code=_ILLEGAL)
+        producer.validate(m)
+    return [producer.half_message(m) for m in msgs]
+
+
 # ---------------------------------------------------------------------------- send
 
 
-def _half_items(producer: AsyncTransactionProducer, mq: MessageQueue,
-                msgs: Sequence[Message]) -> list[tuple[int, bytes, dict[str, str]]]:
-    assert producer._uniq is not None
-    items = []
-    for m in msgs:
-        if m.topic != mq.topic:
-            raise MQClientError(f"message topic {m.topic} differs from the queue's {mq.topic}", code=_MESSAGE_ILLEGAL)
-        producer._validate(m)
-        props = m.wire_properties()
-        props[MessageConst.TRANSACTION_PREPARED] = "true"
-        props[MessageConst.PRODUCER_GROUP] = producer.group
-        props[MessageConst.UNIQ_KEY] = m.properties.get(MessageConst.UNIQ_KEY) or producer._uniq.next_id()
-        items.append((m.flag, m.body, props))
-    return items
-
-
-async def send_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence[Message], *,
+async def send_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue,
+                          batch: Sequence[Message] | PreparedHalfBatch, *,
                           timeout_ms: int | None = None) -> HalfBatchResult:
-    """Store ``msgs`` (all of ``mq.topic``) as half messages of ``mq``; see the module docstring.
+    """Store ``batch`` (messages of ``mq.topic``, or a prepared body) as half messages of ``mq``.
 
-    On a rocketq broker the encoded batch must fit ``max_message_size`` (4 MiB): split larger
-    lists and call this once per part.  Raises on failure; half messages stored but not flushed
-    in time are rolled back (best effort) before the error is raised.
+    The route lookup is every send's (the ``TBW102`` template for a topic that does not exist
+    yet, which a broker with ``autoCreateTopicEnable`` creates).  On a rocketq broker: one
+    SEND_BATCH_MESSAGE, which must fit ``max_message_size`` (4 MiB; split larger lists); else
+    one half message per message.  Then the broker is heartbeated once (it may check back).
+    Raises on failure; half messages stored but not flushed in time are rolled back (best
+    effort) before the error is raised.
     """
-    producer._check_running()
-    if not msgs:
-        raise MQClientError("send_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
-    return await _send_either(producer, mq, timeout_ms,
-                              lambda api, addr, timeout: _send_ranged(producer, api, addr, mq, msgs, timeout),
-                              lambda: list(msgs))
-
-
-async def _send_either(producer: AsyncTransactionProducer, mq: MessageQueue, timeout_ms: int | None,
-                       ranged: Callable[[MQClientAPI, str, int], Awaitable[HalfBatchResult]],
-                       messages: Callable[[], list[Message]]) -> HalfBatchResult:
-    """One ranged request on a rocketq broker (``ranged(api, addr, timeout)``), else one half message
-    per message of ``messages()``; then the broker is heartbeated once (it may check back)."""
+    producer.check_running()
+    prepared, msgs = (batch, []) if isinstance(batch, PreparedHalfBatch) else (None, list(batch))
+    if not (prepared.transaction_ids if prepared is not None else msgs):
+        raise MQClientError("send_half_batch needs at least one message", code=_ILLEGAL)
     timeout = timeout_ms or producer.config.send_msg_timeout_ms
-    addr = await producer.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+    addr = await producer.broker_addr_of(mq)
     api = producer.instance.api
     if await api.supports_transaction_batch(addr):
-        result = await ranged(api, addr, timeout)
+        result = await _send_ranged(producer, mq, prepared or _prepare(producer, mq, msgs), timeout)
     else:
-        result = await _send_each(producer, addr, mq, messages(), timeout)
+        each = msgs if prepared is None else prepared.messages(mq.topic)
+        result = await _send_each(producer, addr, mq, each, timeout)
     await producer.heartbeat_broker(addr)
     return result
 
 
-async def send_encoded_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, body: bytes, *,
-                                  extra_properties: Mapping[str, str] | None = None,
-                                  timeout_ms: int | None = None) -> HalfBatchResult:
-    """:func:`send_half_batch` of a batch body already encoded (:func:`~rocketq.client.remoting.batch.encode_batch`).
-
-    Every entry must carry its ``UNIQ_KEY`` (the transaction id).  ``TRAN_MSG``, ``PGROUP`` and
-    ``extra_properties`` are appended to every entry's properties as bytes, without decoding the
-    messages: this is the bulk path of senders that encode rows themselves (the Spark sink).
-    Against brokers without batched transactions the body is decoded and sent message by message.
-    """
-    producer._check_running()
-    extra = {**(extra_properties or {}), MessageConst.TRANSACTION_PREPARED: "true",
-             MessageConst.PRODUCER_GROUP: producer.group}
-    try:
-        wire, cols = append_properties(body, encode_properties(extra).encode())
-    except MessageFormatError as exc:
-        raise MQClientError(f"the encoded half batch is malformed: {exc}", code=_MESSAGE_ILLEGAL) from exc
-    if not len(cols):
-        raise MQClientError("send_encoded_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
-    uniq = [find_property(p, MessageConst.UNIQ_KEY) for p in cols.properties]
-    if None in uniq:
-        raise MQClientError(f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY",
-                            code=_MESSAGE_ILLEGAL)
-    ids = [u for u in uniq if u is not None]
-    return await _send_either(
-        producer, mq, timeout_ms, lambda api, addr, timeout: _send_ranged_body(producer, api, addr, mq, wire, ids, timeout),
-        lambda: [Message(mq.topic, bytes(b), flag=f, properties={**decode_properties(p), **(extra_properties or {})})
-                 for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)])
-
-
-async def send_prepared_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue, body: bytes,
-                                   transaction_ids: Sequence[str], *, timeout_ms: int | None = None) -> HalfBatchResult:
-    """:func:`send_encoded_half_batch` of a body whose entries already end with ``TRAN_MSG=true`` and
-    this producer's ``PGROUP`` and carry the ``UNIQ_KEY`` values ``transaction_ids`` (in entry order).
-
-    Nothing is decoded or re-encoded on rocketq brokers: this is the path of senders that build the
-    whole entry themselves (the Spark sink encodes its rows with the transaction properties).
-    Against brokers without batched transactions the body is decoded and sent message by message.
-    """
-    producer._check_running()
-    if not transaction_ids:
-        raise MQClientError("send_prepared_half_batch needs at least one message", code=_MESSAGE_ILLEGAL)
-    ids = list(transaction_ids)
-
-    def each() -> list[Message]:
-        try:
-            cols = decode_batch_columns(body)
-        except MessageFormatError as exc:
-            raise MQClientError(f"the prepared half batch is malformed: {exc}", code=_MESSAGE_ILLEGAL) from exc
-        return [Message(mq.topic, bytes(b), flag=f, properties=decode_properties(p))
-                for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
-
-    return await _send_either(
-        producer, mq, timeout_ms, lambda api, addr, timeout: _send_ranged_body(producer, api, addr, mq, body, ids, timeout),
-        each)
-
-
-async def _send_ranged(producer: AsyncTransactionProducer, api: MQClientAPI, addr: str, mq: MessageQueue,
-                       msgs: Sequence[Message], timeout_ms: int) -> HalfBatchResult:
-    items = _half_items(producer, mq, msgs)
-    return await _send_ranged_body(producer, api, addr, mq, encode_batch(items),
-                                   [str(p[MessageConst.UNIQ_KEY]) for _, _, p in items], timeout_ms)
-
-
-async def _send_ranged_body(producer: AsyncTransactionProducer, api: MQClientAPI, addr: str, mq: MessageQueue,
-                            body: bytes, transaction_ids: list[str], timeout_ms: int) -> HalfBatchResult:
-    """One prepared SEND_BATCH_MESSAGE of ``body`` (entries carrying TRAN_MSG, PGROUP, UNIQ_KEY)."""
-    n = len(transaction_ids)
-    if len(body) > producer.config.max_message_size:
-        raise MQClientError(f"the half batch is {len(body)} bytes, more than max_message_size="
-                            f"{producer.config.max_message_size}: split it", code=_MESSAGE_ILLEGAL)
-    header = SendMessageRequestHeaderV2(
-        producer_group=producer.group, topic=mq.topic, default_topic=producer.config.create_topic_key,
-        default_topic_queue_nums=producer.config.default_topic_queue_nums, queue_id=mq.queue_id,
-        sys_flag=int(SysFlag.TRANSACTION_PREPARED), born_timestamp=int(time.time() * 1000), flag=0,
-        properties=encode_properties({MessageConst.WAIT_STORE_MSG_OK: "true"}), reconsume_times=0,
-        unit_mode=False, batch=True, broker_name=mq.broker_name)
-    cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), body)
-    response = await api.invoke(addr, cmd, timeout_ms)
-    if response.code != ResponseCode.SUCCESS and response.code not in _STORED_NOT_OK:
-        raise MQBrokerError.for_code(response.code, response.remark, addr)
-    rh = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
-    msg_ids = tuple(rh.msg_id.split(","))
-    count = int(response.ext_fields.get(HALF_COUNT_FIELD) or 0)
+async def _send_ranged(producer: AsyncTransactionProducer, mq: MessageQueue, batch: PreparedHalfBatch,
+                       timeout_ms: int) -> HalfBatchResult:
+    """One prepared SEND_BATCH_MESSAGE; the broker must answer with its half count."""
+    n = len(batch.transaction_ids)
+    reply = await producer.send_batch_request(mq, batch.body, count=n, prepared=True, timeout_ms=timeout_ms)
+    sent, addr = reply.result, reply.broker_addr
+    msg_ids = tuple(sent.offset_msg_id.split(","))
+    count = int(reply.ext_fields.get(HALF_COUNT_FIELD) or 0)
     if count != n or len(msg_ids) != count:
         raise MQClientError(f"broker {addr} stored {count} half messages ({len(msg_ids)} msgIds) of {n}")
     result = HalfBatchResult(
-        broker_addr=addr, broker_name=mq.broker_name, topic=mq.topic, queue_id=rh.queue_id,
-        first_half_offset=rh.queue_offset, count=count, first_commit_log_offset=decode_offset_msg_id(msg_ids[0])[2],
-        msg_ids=msg_ids, transaction_ids=tuple(transaction_ids), data_bytes=len(body))
-    if response.code != ResponseCode.SUCCESS:
-        await _rollback_quietly(api, producer.group, [result])
-        raise MQBrokerError.for_code(response.code, response.remark, addr)
+        broker_addr=addr, broker_name=mq.broker_name, topic=mq.topic, queue_id=sent.message_queue.queue_id,
+        first_half_offset=sent.queue_offset, count=count,
+        first_commit_log_offset=decode_offset_msg_id(msg_ids[0])[2], msg_ids=msg_ids,
+        transaction_ids=batch.transaction_ids, data_bytes=len(batch.body))
+    if sent.send_status is not SendStatus.SEND_OK:
+        await _rollback_quietly(producer.instance.api, producer.group, [result])
+        raise MQBrokerError.for_code(reply.code, reply.remark, addr)
     return result
 
 
 async def _send_each(producer: AsyncTransactionProducer, addr: str, mq: MessageQueue, msgs: Sequence[Message],
                      timeout_ms: int) -> HalfBatchResult:
     """Fallback for brokers without the extension: one half message per message, concurrently."""
-    for m in msgs:
-        if m.topic != mq.topic:
-            raise MQClientError(f"message topic {m.topic} differs from the queue's {mq.topic}", code=_MESSAGE_ILLEGAL)
-        producer._validate(m)
-    halves = [producer._prepare_half(m) for m in msgs]  # refuses delayed messages, as Java does
+    halves = _halves(producer, mq, msgs)
     slots = asyncio.Semaphore(_FALLBACK_CONCURRENCY)
 
     async def one(half: Message) -> tuple[int, str, int]:
         async with slots:
-            sent = await producer._send_kernel(half, mq, timeout_ms)
-        assert sent is not None
+            sent = await producer.send(half, queue=mq, timeout_ms=timeout_ms)
         return sent.queue_offset, sent.offset_msg_id, 0 if sent.send_status is SendStatus.SEND_OK else 1
 
     outcomes = await asyncio.gather(*(one(h) for h in halves), return_exceptions=True)

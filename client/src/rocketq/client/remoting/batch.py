@@ -177,7 +177,7 @@ def split_batches(
     A single message that alone exceeds ``max_bytes`` raises MessageFormatError.
     """
     if all(type(item[2]) is bytes for item in messages):  # encoded properties: measure in bulk
-        total = ENTRY_OVERHEAD * len(messages) + sum(len(i[1]) + len(i[2]) for i in messages)  # type: ignore[arg-type]
+        total = ENTRY_OVERHEAD * len(messages) + sum(len(i[1]) + len(i[2]) for i in messages)
         if total <= max_bytes:
             return [list(messages)] if messages else []
     batches: list[list[BatchItem]] = []

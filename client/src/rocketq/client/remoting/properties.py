@@ -19,12 +19,27 @@ from collections.abc import Mapping
 from typing import Final
 
 from rocketq.client.errors import MessageFormatError
+from rocketq.client.remoting.record_layout import (
+    MAX_PROPERTIES_SIZE,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+)
 
-NAME_VALUE_SEPARATOR: Final = "\x01"
-PROPERTY_SEPARATOR: Final = "\x02"
+__all__ = [
+    "KEY_SEPARATOR",
+    "MAX_PROPERTIES_SIZE",
+    "NAME_VALUE_SEPARATOR",
+    "PROPERTY_SEPARATOR",
+    "MessageConst",
+    "decode_properties",
+    "encode_properties",
+    "encode_properties_bytes",
+    "find_property",
+    "split_keys",
+]
+
 KEY_SEPARATOR: Final = " "
-#: The properties length is a signed int16 in the CommitLog record and batch bodies.
-MAX_PROPERTIES_SIZE: Final = 32767
+_PS_BYTES: Final = PROPERTY_SEPARATOR.encode()
 
 
 class MessageConst:
@@ -104,10 +119,11 @@ def encode_properties(properties: Mapping[str, str | None]) -> str:
 
     Raises :class:`MessageFormatError` if a key or value contains a separator character.
     """
-    parts = [f"{k}\x01{v}\x02" for k, v in properties.items() if v is not None]
+    nv, ps = NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+    parts = [f"{k}{nv}{v}{ps}" for k, v in properties.items() if v is not None]
     text = "".join(parts)
     # One count per separator instead of a per-entry scan: cheap, and catches any stray separator.
-    if text.count("\x01") != len(parts) or text.count("\x02") != len(parts):
+    if text.count(nv) != len(parts) or text.count(ps) != len(parts):
         bad = [k for k, v in properties.items() if v is not None and _has_separator(k, v)]
         raise MessageFormatError(f"property key or value contains \\x01 or \\x02: {bad!r}")
     return text
@@ -131,9 +147,9 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
     result: dict[str, str] = {}
     if not text:
         return result
-    for segment in text.split("\x02"):
+    for segment in text.split(PROPERTY_SEPARATOR):
         # Non-empty key and value around the first \x01 implies Java's "at least 3 chars" rule.
-        key, sep, value = segment.partition("\x01")
+        key, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
         if key and value and sep:
             result[key] = value
     return result
@@ -142,12 +158,12 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
 def find_property(data: bytes, key: str) -> str | None:
     """The value of ``key`` in encoded properties, as :func:`decode_properties` would give it
     (the last non-empty occurrence wins), without decoding the others; None if absent."""
-    padded = b"\x02" + data
-    needle = f"\x02{key}\x01".encode()
+    padded = _PS_BYTES + data
+    needle = f"{PROPERTY_SEPARATOR}{key}{NAME_VALUE_SEPARATOR}".encode()
     end = len(padded)
     while (i := padded.rfind(needle, 0, end)) >= 0:
         start = i + len(needle)
-        stop = padded.find(b"\x02", start)
+        stop = padded.find(_PS_BYTES, start)
         value = padded[start : stop if stop >= 0 else len(padded)]
         if value:
             return str(value, "utf-8", "replace")

@@ -17,7 +17,6 @@ subscription groups) keep their state elsewhere and replace their ``DataVersion`
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,7 +61,6 @@ __all__ = [
     "is_internal_topic",
     "is_readable",
     "is_system_topic",
-    "is_tag_expression",
     "is_writeable",
     "json_object",
     "parse_expression_type",
@@ -328,10 +326,6 @@ class DataVersion:
         return cls.from_obj(json_object(data))
 
 
-# A tag expression is tags joined by "||"; these never occur in one and always in SQL92 text.
-_NOT_A_TAG_EXPRESSION: Final = re.compile(r"[\s()'\"=<>!]|\|(?!\|)")
-
-
 @dataclass(frozen=True, slots=True)
 class SubscriptionData:
     """One topic's subscription of a consumer group (``SubscriptionData``), as in HeartbeatData."""
@@ -389,11 +383,6 @@ def parse_expression_type(value: object) -> ExpressionType:
         return ExpressionType(str(value).upper())
     except ValueError:
         raise ProtocolError(f"unknown subscription expression type {value!r}; use TAG or SQL92") from None
-
-
-def is_tag_expression(expression: str) -> bool:
-    """Whether ``expression`` can be a tag expression (``*`` or tags joined by ``||``)."""
-    return _NOT_A_TAG_EXPRESSION.search(expression.replace("||", "")) is None
 
 
 def build_subscription(

@@ -1,5 +1,9 @@
 """The broker's metadata files in RocketMQ's ``config/`` layout, typed, written atomically.
 
+These are broker state (topics, subscription groups, consumer and delay offsets, the transaction
+check progress), not part of the storage engine: ``store/`` holds only the CommitLog,
+ConsumeQueue, IndexFile and checkpoint files.
+
 Files and JSON shapes (as written by RocketMQ 4.x's fastjson; integer map keys may be unquoted)::
 
     topics.json             {"dataVersion": {"counter": n, "timestamp": ms},
