@@ -71,9 +71,15 @@ async def preload(ns_addr: str, total: int) -> float:
 
 
 def lite_pull_rate(ns_addr: str, total: int, pull_batch: int) -> float:
-    consumer = LitePullConsumer(ns_addr, consumer_group=f"bench-lite-{pull_batch}", consume_from_where=FIRST,
-                                pull_batch_size=pull_batch, auto_commit=False,
-                                pull_threshold_for_queue=4 * pull_batch, pull_threshold_for_all=50_000)
+    consumer = LitePullConsumer(
+        ns_addr,
+        consumer_group=f"bench-lite-{pull_batch}",
+        consume_from_where=FIRST,
+        pull_batch_size=pull_batch,
+        auto_commit=False,
+        pull_threshold_for_queue=4 * pull_batch,
+        pull_threshold_for_all=50_000,
+    )
     consumer.assign(consumer.fetch_message_queues(TOPIC))
     got = touched = 0
     start = time.perf_counter()
@@ -106,10 +112,16 @@ def push_rate(ns_addr: str, total: int, pull_batch: int) -> float:
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(ns_addr, consumer_group=f"bench-push-{pull_batch}", consume_from_where=FIRST,
-                            pull_batch_size=pull_batch, consume_message_batch_max_size=32,
-                            pull_threshold_for_queue=4 * pull_batch, consume_thread_nums=4,
-                            consume_concurrently_max_span=100_000)
+    consumer = PushConsumer(
+        ns_addr,
+        consumer_group=f"bench-push-{pull_batch}",
+        consume_from_where=FIRST,
+        pull_batch_size=pull_batch,
+        consume_message_batch_max_size=32,
+        pull_threshold_for_queue=4 * pull_batch,
+        consume_thread_nums=4,
+        consume_concurrently_max_span=100_000,
+    )
     consumer.subscribe(TOPIC, "*")
     consumer.register_message_listener(listener)
     start = time.perf_counter()
@@ -136,9 +148,18 @@ async def raw_pull(ns_addr: str, addr: str, total: int, pull_batch: int) -> tupl
             offset = 0
             while True:
                 header = PullMessageRequestHeader(
-                    consumer_group="bench-raw", topic=TOPIC, queue_id=queue_id, queue_offset=offset,
-                    max_msg_nums=pull_batch, sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0,
-                    suspend_timeout_millis=0, subscription="*", sub_version=0, expression_type="TAG")
+                    consumer_group="bench-raw",
+                    topic=TOPIC,
+                    queue_id=queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=pull_batch,
+                    sys_flag=int(PullSysFlag.SUBSCRIPTION),
+                    commit_offset=0,
+                    suspend_timeout_millis=0,
+                    subscription="*",
+                    sub_version=0,
+                    expression_type="TAG",
+                )
                 result = await api.pull_message(addr, header, 10_000)
                 if result.next_begin_offset == offset or not result.body:
                     return
@@ -175,20 +196,28 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="rocketq-consume-bench-"))
     rows: list[tuple[str, float]] = []
     try:
-        conf: dict[str, Any] = {"flushDiskType": "ASYNC_FLUSH", "mappedFileSizeCommitLog": 1 << 30,
-                                "mappedFileSizeConsumeQueue": 20 * 1_000_000,
-                                "maxTransferCountOnMessageInMemory": args.pull_batch,
-                                "maxTransferBytesOnMessageInMemory": 4 << 20}
+        conf: dict[str, Any] = {
+            "flushDiskType": "ASYNC_FLUSH",
+            "mappedFileSizeCommitLog": 1 << 30,
+            "mappedFileSizeConsumeQueue": 20 * 1_000_000,
+            "maxTransferCountOnMessageInMemory": args.pull_batch,
+            "maxTransferBytesOnMessageInMemory": 4 << 20,
+        }
         with spawn_namesrv(work / "ns") as ns, spawn_broker(work / "b", ns.addr, **conf) as broker:
             with Admin(ns.addr) as admin:
-                admin.create_topic(TOPIC, cluster="DefaultCluster", read_queue_nums=QUEUES,
-                                   write_queue_nums=QUEUES)
+                admin.create_topic(
+                    TOPIC, cluster="DefaultCluster", read_queue_nums=QUEUES, write_queue_nums=QUEUES
+                )
             time.sleep(0.5)
             load_rate = asyncio.run(preload(ns.addr, total))
-            print(f"preloaded {total:,} x 100 B messages in {QUEUES} queues at {load_rate:,.0f} msg/s; "
-                  f"pull batch {args.pull_batch}, {os.cpu_count()} CPUs")
+            print(
+                f"preloaded {total:,} x 100 B messages in {QUEUES} queues at {load_rate:,.0f} msg/s; "
+                f"pull batch {args.pull_batch}, {os.cpu_count()} CPUs"
+            )
             raw, decode, lazy = asyncio.run(raw_pull(ns.addr, broker.addr, total, args.pull_batch))
-            rows.append((f"lite pull, batch {args.pull_batch}", lite_pull_rate(ns.addr, total, args.pull_batch)))
+            rows.append(
+                (f"lite pull, batch {args.pull_batch}", lite_pull_rate(ns.addr, total, args.pull_batch))
+            )
             rows.append((f"push, batch {args.pull_batch}", push_rate(ns.addr, total, args.pull_batch)))
             rows.append(("lite pull, batch 32", lite_pull_rate(ns.addr, total, 32)))
     finally:
@@ -198,11 +227,20 @@ def main() -> int:
         print(f"{name:28} {rate:12,.0f}   >= {TARGET:,} msg/s")
     print("\nreferences measured in this run:")
     print(f"{'raw pull, undecoded':28} {raw:12,.0f} msg/s  (MQClientAPI.pull_message, 8 queues in parallel)")
-    print(f"{'eager record decoding alone':28} {decode:12,.0f} msg/s  (iter_stored_messages over the pulled bytes)")
-    print(f"{'lazy decoding + body reads':28} {lazy:12,.0f} msg/s  (scan_messages, then every body, as the consumers)")
+    print(
+        f"{'eager record decoding alone':28} {decode:12,.0f} msg/s"
+        "  (iter_stored_messages over the pulled bytes)"
+    )
+    print(
+        f"{'lazy decoding + body reads':28} {lazy:12,.0f} msg/s"
+        "  (scan_messages, then every body, as the consumers)"
+    )
     best = max(rate for _, rate in rows)
     verdict = "met" if best >= TARGET else "MISSED"
-    print(f"\nbest consumer: {best:,.0f} msg/s vs target {TARGET:,}: {verdict} ({100 * best / TARGET:.0f}% of target)")
+    print(
+        f"\nbest consumer: {best:,.0f} msg/s vs target {TARGET:,}: {verdict} "
+        f"({100 * best / TARGET:.0f}% of target)"
+    )
     return 0
 
 

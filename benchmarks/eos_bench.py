@@ -41,20 +41,34 @@ def source_batches(n: int, chunk: int = 50_000) -> Iterator[pa.RecordBatch]:
 
 
 def run_stream(spark: Any, ns: str, src: str, dst: str, guarantee: str, per_trigger: int, tmp: str) -> float:
-    df = (spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", src)
-          .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", str(per_trigger)).load())  # fmt: skip
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", src)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", str(per_trigger))
+        .load()
+    )
     t0 = time.perf_counter()
-    query = (df.selectExpr("body", "array_join(keys, ' ') AS keys").writeStream.format("rocketmq")
-             .option("nameServer", ns).option("topic", dst).option("deliveryGuarantee", guarantee)
-             .option("checkpointLocation", os.path.join(tmp, f"cp-{dst}")).trigger(availableNow=True).start())  # fmt: skip
+    query = (
+        df.selectExpr("body", "array_join(keys, ' ') AS keys")
+        .writeStream.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", dst)
+        .option("deliveryGuarantee", guarantee)
+        .option("checkpointLocation", os.path.join(tmp, f"cp-{dst}"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return time.perf_counter() - t0
 
 
 def run_batch(data: Any, ns: str, dst: str, guarantee: str) -> float:
     t0 = time.perf_counter()
-    data.write.format("rocketmq").option("nameServer", ns).option("topic", dst) \
-        .option("deliveryGuarantee", guarantee).mode("append").save()
+    data.write.format("rocketmq").option("nameServer", ns).option("topic", dst).option(
+        "deliveryGuarantee", guarantee
+    ).mode("append").save()
     return time.perf_counter() - t0
 
 
@@ -96,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     from rocketq.connector.testing import create_topic, local_cluster, produce_fast
 
     n = args.messages
-    with tempfile.TemporaryDirectory(prefix="rocketq-eos-bench-") as tmp, local_cluster(tmp, flushDiskType=args.flush, diskMaxUsedSpaceRatio=95) as c:
+    with (
+        tempfile.TemporaryDirectory(prefix="rocketq-eos-bench-") as tmp,
+        local_cluster(tmp, flushDiskType=args.flush, diskMaxUsedSpaceRatio=95) as c,
+    ):
         for topic in ("EosBenchSrc", "AloStream", "EosStream", "AloBatch", "EosBatch"):
             create_topic(c, topic, args.queues)
         produce_fast(c.namesrv_addr, "EosBenchSrc", source_batches(n))
@@ -109,12 +126,22 @@ def main(argv: list[str] | None = None) -> int:
         warm = spark.createDataFrame([("w", "k")], "body string, keys string")
         run_batch(warm, c.namesrv_addr, "AloBatch", "atLeastOnce")
         run_batch(warm, c.namesrv_addr, "EosBatch", "exactlyOnce")
-        alo_s = run_stream(spark, c.namesrv_addr, "EosBenchSrc", "AloStream", "atLeastOnce", args.per_trigger, tmp)
-        eos_s = run_stream(spark, c.namesrv_addr, "EosBenchSrc", "EosStream", "exactlyOnce", args.per_trigger, tmp)
+        alo_s = run_stream(
+            spark, c.namesrv_addr, "EosBenchSrc", "AloStream", "atLeastOnce", args.per_trigger, tmp
+        )
+        eos_s = run_stream(
+            spark, c.namesrv_addr, "EosBenchSrc", "EosStream", "exactlyOnce", args.per_trigger, tmp
+        )
         assert count(c.namesrv_addr, "AloStream", n) >= n and count(c.namesrv_addr, "EosStream", n) == n
         report("streaming", n, alo_s, eos_s)
-        data = spark.read.format("rocketmq").option("nameServer", c.namesrv_addr).option("topic", "EosBenchSrc") \
-            .load().selectExpr("body", "array_join(keys, ' ') AS keys").cache()
+        data = (
+            spark.read.format("rocketmq")
+            .option("nameServer", c.namesrv_addr)
+            .option("topic", "EosBenchSrc")
+            .load()
+            .selectExpr("body", "array_join(keys, ' ') AS keys")
+            .cache()
+        )
         data.count()
         alo_runs: list[float] = []
         eos_runs: list[float] = []
@@ -124,12 +151,16 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run_batch(data, c.namesrv_addr, topic, guarantee))
                 # untimed: let the broker dispatch this write before the next one is measured
                 count(c.namesrv_addr, topic, len(runs) * n + 1)
-            print(f"  round {r + 1}: at-least-once {n / alo_runs[-1]:,.0f} rows/s, exactly-once "
-                  f"{n / eos_runs[-1]:,.0f} rows/s ({alo_runs[-1] / eos_runs[-1]:.1%})")
+            print(
+                f"  round {r + 1}: at-least-once {n / alo_runs[-1]:,.0f} rows/s, exactly-once "
+                f"{n / eos_runs[-1]:,.0f} rows/s ({alo_runs[-1] / eos_runs[-1]:.1%})"
+            )
         written = count(c.namesrv_addr, "EosBatch", args.rounds * n + 1) - 1  # minus the warm-up row
         if written != args.rounds * n:
             print(f"exactly-once batch writes stored {written} rows, expected {args.rounds * n}")
-        report(f"batch (median of {args.rounds})", n, statistics.median(alo_runs), statistics.median(eos_runs))
+        report(
+            f"batch (median of {args.rounds})", n, statistics.median(alo_runs), statistics.median(eos_runs)
+        )
         spark.stop()
     return 0
 

@@ -53,8 +53,10 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 def summary(lat_ms: list[float]) -> str:
     s = sorted(lat_ms)
-    return (f"p50 {percentile(s, 0.5):6.3f}  p99 {percentile(s, 0.99):6.3f}  "
-            f"p99.9 {percentile(s, 0.999):7.3f}  max {s[-1]:7.3f} ms  (n={len(s)})")
+    return (
+        f"p50 {percentile(s, 0.5):6.3f}  p99 {percentile(s, 0.99):6.3f}  "
+        f"p99.9 {percentile(s, 0.999):7.3f}  max {s[-1]:7.3f} ms  (n={len(s)})"
+    )
 
 
 def raw_ping_pong(addr: str, count: int) -> list[float]:
@@ -96,7 +98,9 @@ async def client_ping_pong(ns_addr: str, addr: str, count: int) -> list[float]:
     return out
 
 
-async def fixed_rate(producer: AsyncProducer, rate: int, seconds: float) -> tuple[list[float], int, list[float]]:
+async def fixed_rate(
+    producer: AsyncProducer, rate: int, seconds: float
+) -> tuple[list[float], int, list[float]]:
     """Open loop: send i starts at t0 + i/rate; latency = ack time - scheduled start.
 
     Also returns how late each send started (the generator's own error, included in latency)."""
@@ -134,7 +138,9 @@ async def fixed_rate(producer: AsyncProducer, rate: int, seconds: float) -> tupl
     return lat, errors, late
 
 
-async def run_rates(ns_addr: str, rates: list[int], seconds: float) -> dict[int, tuple[list[float], int, list[float]]]:
+async def run_rates(
+    ns_addr: str, rates: list[int], seconds: float
+) -> dict[int, tuple[list[float], int, list[float]]]:
     results: dict[int, tuple[list[float], int, list[float]]] = {}
     async with AsyncProducer(ns_addr, producer_group="bench-latency") as producer:
         for _ in range(500):  # warm up: routes, connection, broker code paths
@@ -154,8 +160,12 @@ def main() -> int:
     rates = [int(r) for r in args.rates.split(",")]
     work = Path(tempfile.mkdtemp(prefix="rocketq-latency-bench-"))
     try:
-        with spawn_namesrv(work / "ns") as ns, spawn_broker(work / "b", ns.addr, flushDiskType="ASYNC_FLUSH",
-                                                            mappedFileSizeCommitLog=256 << 20) as broker:
+        with (
+            spawn_namesrv(work / "ns") as ns,
+            spawn_broker(
+                work / "b", ns.addr, flushDiskType="ASYNC_FLUSH", mappedFileSizeCommitLog=256 << 20
+            ) as broker,
+        ):
             with Admin(ns.addr) as admin:
                 admin.create_topic(TOPIC, cluster="DefaultCluster", read_queue_nums=4, write_queue_nums=4)
             time.sleep(0.5)
@@ -163,18 +173,27 @@ def main() -> int:
             client = asyncio.run(client_ping_pong(ns.addr, broker.addr, 5000))
             # select(2) takes microsecond timeouts; epoll (asyncio's default) rounds every sleep up
             # to a whole millisecond, which made the generator start sends up to 1 ms late.
-            with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selectors.SelectSelector())) as runner:
+            with asyncio.Runner(
+                loop_factory=lambda: asyncio.SelectorEventLoop(selectors.SelectSelector())
+            ) as runner:
                 results = runner.run(run_rates(ns.addr, rates, seconds))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"sync send latency, 100 B, ASYNC_FLUSH, open loop, {seconds:.0f} s per rate, {os.cpu_count()} CPUs")
+    print(
+        f"sync send latency, 100 B, ASYNC_FLUSH, open loop, {seconds:.0f} s per rate, {os.cpu_count()} CPUs"
+    )
     print(f"{'raw wire ping-pong':24} {summary(raw)}  -> {1000 / statistics.mean(raw):,.0f} round trips/s")
-    print(f"{'client invoke ping-pong':24} {summary(client)}  -> {1000 / statistics.mean(client):,.0f} round trips/s")
+    print(
+        f"{'client invoke ping-pong':24} {summary(client)}"
+        f"  -> {1000 / statistics.mean(client):,.0f} round trips/s"
+    )
     for rate, (lat, errors, late) in results.items():
         extra = f"  errors {errors}" if errors else ""
         s_late = sorted(late)
-        print(f"{f'send @ {rate} msg/s':24} {summary(lat)}{extra}  (send started late by p50 "
-              f"{percentile(s_late, 0.5):.3f} / p99 {percentile(s_late, 0.99):.3f} ms)")
+        print(
+            f"{f'send @ {rate} msg/s':24} {summary(lat)}{extra}  (send started late by p50 "
+            f"{percentile(s_late, 0.5):.3f} / p99 {percentile(s_late, 0.99):.3f} ms)"
+        )
     if 2000 in results:
         p99 = percentile(sorted(results[2000][0]), 0.99)
         verdict = "met" if p99 <= TARGET_P99_MS_AT_2000 else "MISSED"

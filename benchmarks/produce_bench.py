@@ -61,7 +61,9 @@ def start_servers(work: Path, profile_dir: Path | None) -> tuple[ServerProcess, 
 
 def _spawn_profiled_broker(tmp: Path, ns_addr: str, out: Path) -> ServerProcess:
     """The broker under ``python -m cProfile`` (a clean SIGTERM makes it write ``out``)."""
-    return spawn_broker(tmp, ns_addr, timeout_s=60, python_args=("-m", "cProfile", "-o", str(out)), **BROKER_CONF)
+    return spawn_broker(
+        tmp, ns_addr, timeout_s=60, python_args=("-m", "cProfile", "-o", str(out)), **BROKER_CONF
+    )
 
 
 def create_topic(ns_addr: str) -> None:
@@ -78,7 +80,9 @@ def create_topic(ns_addr: str) -> None:
     raise SystemExit("the topic never reached the NameServer")
 
 
-async def _batch_run(ns_addr: str, size: int, batch: int, concurrency: int, seconds: float) -> tuple[int, float]:
+async def _batch_run(
+    ns_addr: str, size: int, batch: int, concurrency: int, seconds: float
+) -> tuple[int, float]:
     body = os.urandom(size)
     async with AsyncProducer(ns_addr, producer_group=f"bench-batch-{size}") as producer:
         await producer.send_batch([Message(TOPIC, body) for _ in range(batch)])  # warm up
@@ -124,14 +128,28 @@ def store_only_rate(size: int, count: int, batch: int = 100) -> float:
     host = ("127.0.0.1", 10911)
     body = os.urandom(size)
     batches = [
-        [MessageToStore(topic=TOPIC, queue_id=b % 8, body=body,
-                        properties={"UNIQ_KEY": f"7F000001{b * batch + i:024X}", "WAIT": "true"},
-                        born_timestamp=1, born_host=host, store_host=host) for i in range(batch)]
+        [
+            MessageToStore(
+                topic=TOPIC,
+                queue_id=b % 8,
+                body=body,
+                properties={"UNIQ_KEY": f"7F000001{b * batch + i:024X}", "WAIT": "true"},
+                born_timestamp=1,
+                born_host=host,
+                store_host=host,
+            )
+            for i in range(batch)
+        ]
         for b in range(count // batch)
     ]
     root = tempfile.mkdtemp(prefix="rocketq-store-ref-")
-    store = MessageStore(StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log_bytes=1 << 30,
-                                     flush_disk_type=FlushDiskType.ASYNC_FLUSH))
+    store = MessageStore(
+        StoreConfig(
+            store_path_root_dir=root,
+            mapped_file_size_commit_log_bytes=1 << 30,
+            flush_disk_type=FlushDiskType.ASYNC_FLUSH,
+        )
+    )
     store.start()
     try:
         start = time.perf_counter()
@@ -182,8 +200,10 @@ def main() -> int:
     ns, broker = start_servers(work, profile_dir)
     try:
         create_topic(ns.addr)
-        print(f"broker {broker.addr} (ASYNC_FLUSH), topic {TOPIC} with 8 queues, {seconds:.0f} s per case, "
-              f"batch {args.batch} x {args.concurrency} in flight, {os.cpu_count()} CPUs")
+        print(
+            f"broker {broker.addr} (ASYNC_FLUSH), topic {TOPIC} with 8 queues, {seconds:.0f} s per case, "
+            f"batch {args.batch} x {args.concurrency} in flight, {os.cpu_count()} CPUs"
+        )
         rows: list[tuple[str, float, str]] = []
         profiler = cProfile.Profile() if profile_dir is not None else None
         if profiler is not None:
@@ -214,12 +234,18 @@ def main() -> int:
         size = 100 if "100 B" in name else 1024
         print(f"{name:24} {rate:12,.0f} {rate * size / 1e6:7.1f}   {target}")
     print("\nreferences measured in this run:")
-    print(f"{'store-only append, 100 B':24} {store_100:12,.0f} msg/s  (MessageStore.put_messages, batches of 100)")
+    print(
+        f"{'store-only append, 100 B':24} {store_100:12,.0f} msg/s"
+        "  (MessageStore.put_messages, batches of 100)"
+    )
     print(f"{'client batch encode, 100 B':24} {encode_100:10,.0f} msg/s  (prepare_batches alone)")
     batch_100 = rows[0][1]
     verdict = "met" if batch_100 >= TARGET_BATCH_100B else "MISSED"
-    print(f"\nbatch 100 B: {batch_100:,.0f} msg/s vs target {TARGET_BATCH_100B:,}: {verdict} "
-          f"({100 * batch_100 / TARGET_BATCH_100B:.0f}% of target, {100 * batch_100 / store_100:.0f}% of the store-only rate)")
+    print(
+        f"\nbatch 100 B: {batch_100:,.0f} msg/s vs target {TARGET_BATCH_100B:,}: {verdict} "
+        f"({100 * batch_100 / TARGET_BATCH_100B:.0f}% of target, "
+        f"{100 * batch_100 / store_100:.0f}% of the store-only rate)"
+    )
     if profile_dir is not None:
         _print_profile(profile_dir / "client-batch.prof", "client, batch 100 B")
         _print_profile(profile_dir / "broker.prof", "broker main thread, whole run")

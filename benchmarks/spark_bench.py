@@ -65,11 +65,25 @@ import pyarrow as pa
 BODY_SIZE = 100
 #: One aggregate reading every column of the source schema (and counting the rows, checked).
 EVERY_COLUMN = [
-    "count(1)", "sum(length(topic))", "sum(length(brokerName))", "sum(queueId)", "sum(queueOffset)", "sum(length(msgId))",
-    "sum(length(uniqKey))", "count(tags)", "sum(size(keys))", "sum(length(body))", "sum(size(properties))",
-    "max(bornTimestamp)", "max(storeTimestamp)", "sum(length(bornHost))", "sum(length(storeHost))",
-    "sum(reconsumeTimes)", "sum(flag)", "sum(sysFlag)",
-]  # fmt: skip
+    "count(1)",
+    "sum(length(topic))",
+    "sum(length(brokerName))",
+    "sum(queueId)",
+    "sum(queueOffset)",
+    "sum(length(msgId))",
+    "sum(length(uniqKey))",
+    "count(tags)",
+    "sum(size(keys))",
+    "sum(length(body))",
+    "sum(size(properties))",
+    "max(bornTimestamp)",
+    "max(storeTimestamp)",
+    "sum(length(bornHost))",
+    "sum(length(storeHost))",
+    "sum(reconsumeTimes)",
+    "sum(flag)",
+    "sum(sysFlag)",
+]
 
 
 # -- the in-memory copies ---------------------------------------------------------------------
@@ -89,15 +103,26 @@ def snapshot(namesrv: str, topic: str, out: Path) -> int:
     for queue, addr in sorted(access.read_queues(topic).items()):
         end = access.max_offset(queue, addr)
         part = RocketMQInputPartition((QueueRange(topic, queue.broker_name, queue.queue_id, addr, 0, end),))
-        with pa.OSFile(str(out / f"q{queue.queue_id}.arrow"), "wb") as sink, pa.ipc.new_file(sink, ARROW_SCHEMA) as w:
+        with (
+            pa.OSFile(str(out / f"q{queue.queue_id}.arrow"), "wb") as sink,
+            pa.ipc.new_file(sink, ARROW_SCHEMA) as w,
+        ):
             for batch in read_partition(opts, part):
                 w.write_batch(batch)
                 rows += batch.num_rows
         with open(out / f"q{queue.queue_id}.rec", "wb") as f:
             offset = 0
             while offset < end:
-                res = access.pull(queue, addr, offset, group=opts.group, max_nums=opts.pull_batch_size,
-                                  max_bytes=opts.pull_max_bytes, sub_expression="*", timeout_ms=10_000)  # fmt: skip
+                res = access.pull(
+                    queue,
+                    addr,
+                    offset,
+                    group=opts.group,
+                    max_nums=opts.pull_batch_size,
+                    max_bytes=opts.pull_max_bytes,
+                    sub_expression="*",
+                    timeout_ms=10_000,
+                )
                 f.write(len(res.body).to_bytes(4, "big") + res.body)
                 offset = res.next_begin_offset
     access.close()
@@ -198,7 +223,9 @@ def rates(n: int, times: list[float]) -> str:
     return f"{best:>11,.0f} rows/s (spread {worst:,.0f}-{best:,.0f})"
 
 
-def line(what: str, n: int, ours: list[float], ceiling: list[float], target: float, label: str = "ceiling") -> None:
+def line(
+    what: str, n: int, ours: list[float], ceiling: list[float], target: float, label: str = "ceiling"
+) -> None:
     share = min(ceiling) / min(ours)
     mark = "OK " if share >= target else "LOW"
     print(f"{what:40s} {rates(n, ours)}")
@@ -251,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=2_000_000)
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--partitions", type=int, default=2, help="maxPartitions of the reads (default: the 2 cores)")
+    parser.add_argument(
+        "--partitions", type=int, default=2, help="maxPartitions of the reads (default: the 2 cores)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     n, nq = args.messages - args.messages % args.queues, args.queues
@@ -265,10 +294,16 @@ def main(argv: list[str] | None = None) -> int:
             create_topic(Cluster(namesrv, broker_addr, "broker-a", tmp / "c"), "bench", nq)
             t = time.perf_counter()
             load(namesrv, n, nq)
-            print(f"loaded {n:,} messages of {BODY_SIZE} bytes into {nq} queues in {time.perf_counter() - t:.1f} s")
+            print(
+                f"loaded {n:,} messages of {BODY_SIZE} bytes into {nq} queues "
+                f"in {time.perf_counter() - t:.1f} s"
+            )
             if snapshot(namesrv, "bench", tmp / "mem") != n:
                 raise RuntimeError("the snapshot of the topic does not hold every message")
-            print(f"decode only (connector, 1 core, no Spark, no broker): {decode_rate(tmp / 'mem', nq):,.0f} rows/s")
+            print(
+                "decode only (connector, 1 core, no Spark, no broker): "
+                f"{decode_rate(tmp / 'mem', nq):,.0f} rows/s"
+            )
             run_spark(args, n, nq, namesrv, broker_pid, tmp)
     return 0
 
@@ -333,14 +368,31 @@ def run_spark(args: Any, n: int, nq: int, namesrv: str, broker_pid: int, tmp: Pa
     line("source: streaming read (AvailableNow)", n, ours_s, ceil_s, 0.5)
     print(f"{'  no broker (decode stored bytes)':40s} {rates(n, nob_s)}")
 
-    data = spark.range(n, numPartitions=2).select(
-        F.expr(f"cast(repeat('s', {BODY_SIZE}) as binary)").alias("body"), F.concat(F.lit("k"), (F.col("id") % 1000).cast("string")).alias("keys")
-    ).cache()  # fmt: skip
+    data = (
+        spark.range(n, numPartitions=2)
+        .select(
+            F.expr(f"cast(repeat('s', {BODY_SIZE}) as binary)").alias("body"),
+            F.concat(F.lit("k"), (F.col("id") % 1000).cast("string")).alias("keys"),
+        )
+        .cache()
+    )
     data.count()
     noop_w = timed(r, lambda: data.write.format("noop").mode("overwrite").save())
-    sink = timed(1, lambda: data.write.format("rocketmq").option("nameServer", namesrv).option("topic", "bench-out").mode("append").save())
+    sink = timed(
+        1,
+        lambda: (
+            data.write.format("rocketmq")
+            .option("nameServer", namesrv)
+            .option("topic", "bench-out")
+            .mode("append")
+            .save()
+        ),
+    )
     line("sink: batch write", n, sink, noop_w, 0.3, "noop sink")
-    print(f"{'  connector-side encoding only':40s} {encode_rate(nq):>11,.0f} rows/s (routing + batch encoding, no broker)")
+    print(
+        f"{'  connector-side encoding only':40s} {encode_rate(nq):>11,.0f} rows/s"
+        " (routing + batch encoding, no broker)"
+    )
     spark.stop()
 
 
@@ -352,7 +404,9 @@ def encode_rate(nq: int, rows: int = 200_000) -> float:
     opts = parse_sink_options({"nameServer": "127.0.0.1:1", "topic": "x"})
     queues = [TargetQueue("x", "broker-a", i) for i in range(nq)]
     keys = pa.array([f"k{i % 1000}" for i in range(10_000)])
-    batch = pa.RecordBatch.from_arrays([pa.array([b"b" * BODY_SIZE] * 10_000, pa.binary()), keys], names=["body", "keys"])
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"b" * BODY_SIZE] * 10_000, pa.binary()), keys], names=["body", "keys"]
+    )
     uniq = BulkUniqKeys()
     t = time.perf_counter()
     for _ in range(rows // 10_000):

@@ -69,8 +69,18 @@ def message_batches(count: int, size: int, batch: int) -> list[Callable[[Message
     body = os.urandom(size)
     out: list[Callable[[MessageStore], PutMessageResult]] = []
     for b in range(count // batch):
-        msgs = [MessageToStore(topic=TOPIC, queue_id=b % QUEUES, body=body, properties=props_of(b * batch + i),
-                               born_timestamp=1, born_host=BORN, store_host=HOST) for i in range(batch)]
+        msgs = [
+            MessageToStore(
+                topic=TOPIC,
+                queue_id=b % QUEUES,
+                body=body,
+                properties=props_of(b * batch + i),
+                born_timestamp=1,
+                born_host=BORN,
+                store_host=HOST,
+            )
+            for i in range(batch)
+        ]
         out.append(lambda s, m=msgs: s.put_messages(m))  # type: ignore[misc]
     return out
 
@@ -84,9 +94,19 @@ def wire_batches(count: int, size: int, batch: int) -> list[Callable[[MessageSto
 
         def put(s: MessageStore, wire: bytes = wire, queue_id: int = b % QUEUES) -> PutMessageResult:
             cols = decode_batch_columns(wire)
-            return s.put_batch(MessageBatchToStore(
-                topic=TOPIC, queue_id=queue_id, born_host=BORN, store_host=HOST, bodies=cols.bodies,
-                properties=cols.properties, flags=cols.flags, born_timestamps=1))
+            return s.put_batch(
+                MessageBatchToStore(
+                    topic=TOPIC,
+                    queue_id=queue_id,
+                    born_host=BORN,
+                    store_host=HOST,
+                    bodies=cols.bodies,
+                    properties=cols.properties,
+                    flags=cols.flags,
+                    born_timestamps=1,
+                )
+            )
+
         out.append(put)
     return out
 
@@ -97,15 +117,23 @@ def column_batches(count: int, size: int, batch: int) -> list[Callable[[MessageS
     out: list[Callable[[MessageStore], PutMessageResult]] = []
     for b in range(count // batch):
         cols = decode_batch_columns(encode_batch([(0, body, props_of(b * batch + i)) for i in range(batch)]))
-        columns = MessageBatchToStore(topic=TOPIC, queue_id=b % QUEUES, born_host=BORN, store_host=HOST,
-                                      bodies=cols.bodies, properties=cols.properties, flags=cols.flags,
-                                      born_timestamps=1)
+        columns = MessageBatchToStore(
+            topic=TOPIC,
+            queue_id=b % QUEUES,
+            born_host=BORN,
+            store_host=HOST,
+            bodies=cols.bodies,
+            properties=cols.properties,
+            flags=cols.flags,
+            born_timestamps=1,
+        )
         out.append(lambda s, c=columns: s.put_batch(c))  # type: ignore[misc]
     return out
 
 
-def run_appends(store: MessageStore, batches: Sequence[Callable[[MessageStore], PutMessageResult]],
-                threads: int) -> float:
+def run_appends(
+    store: MessageStore, batches: Sequence[Callable[[MessageStore], PutMessageResult]], threads: int
+) -> float:
     parts = [batches[i::threads] for i in range(threads)]
 
     def worker(part: Sequence[Callable[[MessageStore], PutMessageResult]]) -> None:
@@ -141,10 +169,13 @@ def run_reads(store: MessageStore, max_msgs: int, max_bytes: int) -> tuple[int, 
     return n, time.perf_counter() - start
 
 
-def bench(root: str, api: str, size: int, count: int, flush: FlushDiskType, batch: int, threads: int,
-          read: bool) -> dict[str, float]:
+def bench(
+    root: str, api: str, size: int, count: int, flush: FlushDiskType, batch: int, threads: int, read: bool
+) -> dict[str, float]:
     shutil.rmtree(root, ignore_errors=True)
-    cfg = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log_bytes=1 << 30, flush_disk_type=flush)
+    cfg = StoreConfig(
+        store_path_root_dir=root, mapped_file_size_commit_log_bytes=1 << 30, flush_disk_type=flush
+    )
     make = {"wire": wire_batches, "cols": column_batches, "msgs": message_batches}[api]
     batches = make(count, size, batch)
     store = MessageStore(cfg)
@@ -178,23 +209,39 @@ def main() -> None:
         disk = disk_bandwidth_mb_s(base, int(512 * scale) or 64)
         print(f"disk sequential write (1 MiB writes + fsync), same run: {disk:8.1f} MB/s")
         print(f"batch size: {args.batch} messages")
-        print(f"{'case':30} {'msgs':>9} {'append msgs/s':>14} {'MB/s':>8} {'% disk':>7} "
-              f"{'read@32 msgs/s':>15} {'read@1024 msgs/s':>17}")
+        print(
+            f"{'case':30} {'msgs':>9} {'append msgs/s':>14} {'MB/s':>8} {'% disk':>7} "
+            f"{'read@32 msgs/s':>15} {'read@1024 msgs/s':>17}"
+        )
         a, s = FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH
-        cases = [("msgs", 100, 200_000, a, 1, False), ("cols", 100, 1_000_000, a, 1, True),
-                 ("wire", 100, 1_000_000, a, 1, False),
-                 ("msgs", 1024, 100_000, a, 1, False), ("cols", 1024, 600_000, a, 1, True),
-                 ("wire", 1024, 600_000, a, 1, False),
-                 ("wire", 100, 400_000, s, 4, False), ("wire", 1024, 300_000, s, 4, False)]
+        cases = [
+            ("msgs", 100, 200_000, a, 1, False),
+            ("cols", 100, 1_000_000, a, 1, True),
+            ("wire", 100, 1_000_000, a, 1, False),
+            ("msgs", 1024, 100_000, a, 1, False),
+            ("cols", 1024, 600_000, a, 1, True),
+            ("wire", 1024, 600_000, a, 1, False),
+            ("wire", 100, 400_000, s, 4, False),
+            ("wire", 1024, 300_000, s, 4, False),
+        ]
         only = [o for o in args.only.split(",") if o]
         for api, size, count, flush, threads, read in cases:
             name = f"{api} {size}B {flush.value} x{threads}thr"
             if only and not any(name.startswith(o) for o in only):
                 continue
-            r = bench(os.path.join(base, "store"), api, size, int(count * scale), flush, args.batch, threads, read)
-            reads = (f"{r['read32_msgs_s']:15,.0f} {r['read1024_msgs_s']:17,.0f}" if read else f"{'-':>15} {'-':>17}")
-            print(f"{name:30} {r['msgs']:9,.0f} {r['append_msgs_s']:14,.0f} {r['append_mb_s']:8.1f} "
-                  f"{100 * r['append_mb_s'] / disk:6.1f}% {reads}", flush=True)
+            r = bench(
+                os.path.join(base, "store"), api, size, int(count * scale), flush, args.batch, threads, read
+            )
+            reads = (
+                f"{r['read32_msgs_s']:15,.0f} {r['read1024_msgs_s']:17,.0f}"
+                if read
+                else f"{'-':>15} {'-':>17}"
+            )
+            print(
+                f"{name:30} {r['msgs']:9,.0f} {r['append_msgs_s']:14,.0f} {r['append_mb_s']:8.1f} "
+                f"{100 * r['append_mb_s'] / disk:6.1f}% {reads}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -39,24 +40,35 @@ def run(spark: Any, ns: str) -> None:
     df.write.format("rocketmq").option("nameServer", ns).option("topic", "readings").mode("append").save()
 
     everything = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "readings").load()
-    print("per queue:", sorted((r.queueId, r["count"]) for r in everything.groupBy("queueId").count().collect()))
+    print(
+        "per queue:", sorted((r.queueId, r["count"]) for r in everything.groupBy("queueId").count().collect())
+    )
 
     first_ten = (
         spark.read.format("rocketmq").option("nameServer", ns).option("topic", "readings")
         .option("startingOffsets", "earliest")
-        .option("endingOffsets", '{"readings": {"broker-a:0": 10, "broker-a:1": 10, "broker-a:2": 10, "broker-a:3": 10}}')
+        .option("endingOffsets", json.dumps({"readings": {f"broker-a:{q}": 10 for q in range(4)}}))
         .load()
     )  # fmt: skip
     print("first 10 of each queue:", first_ten.count(), "rows")
-    first_ten.select("queueId", "queueOffset", "keys", "tags", F.col("body").cast("string")).show(5, truncate=False)
+    first_ten.select("queueId", "queueOffset", "keys", "tags", F.col("body").cast("string")).show(
+        5, truncate=False
+    )
 
     tag_a = (
         spark.read.format("rocketmq").option("nameServer", ns).option("topic", "readings")
         .option("subExpression", "TagA").load()
     )  # fmt: skip
-    tag_a.select("body", "keys", "tags", "properties").write.format("rocketmq").option("nameServer", ns) \
-        .option("topic", "readings-tag-a").mode("append").save()
-    copied = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "readings-tag-a").load().count()
+    tag_a.select("body", "keys", "tags", "properties").write.format("rocketmq").option(
+        "nameServer", ns
+    ).option("topic", "readings-tag-a").mode("append").save()
+    copied = (
+        spark.read.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", "readings-tag-a")
+        .load()
+        .count()
+    )
     print("copied TagA messages:", copied)
 
 
@@ -67,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[2]").appName("rocketq-batch").config("spark.ui.enabled", "false") \
-        .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketq-batch")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         with name_server(args.name_server) as ns:

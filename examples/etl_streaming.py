@@ -27,7 +27,13 @@ CUSTOMERS = [("c0", "gold", "EU"), ("c1", "silver", "US"), ("c2", "gold", "US"),
 
 
 def build_query(
-    spark: Any, name_server: str, source: str, sink: str, checkpoint: str, *, available_now: bool = True,
+    spark: Any,
+    name_server: str,
+    source: str,
+    sink: str,
+    checkpoint: str,
+    *,
+    available_now: bool = True,
     max_messages_per_trigger: int = 500,
 ) -> Any:
     """Define and start the ETL query; returns the StreamingQuery."""
@@ -45,28 +51,39 @@ def build_query(
         .select("o.*", "storeTimestamp")
         .where(F.col("order_id").isNotNull())  # drop malformed events
     )
-    enriched = orders.join(F.broadcast(customers), "customer", "left").fillna({"tier": "unknown", "region": "?"})
+    enriched = orders.join(F.broadcast(customers), "customer", "left").fillna(
+        {"tier": "unknown", "region": "?"}
+    )
 
     def write_batch(batch: Any, batch_id: int) -> None:
         # Python sinks support append only, so the aggregation is per micro-batch (foreachBatch).
         totals = batch.groupBy("customer", "tier", "region").agg(
-            F.count("*").alias("orders"), F.round(F.sum("amount"), 2).alias("total"), F.max("ts").alias("last_ts")
+            F.count("*").alias("orders"),
+            F.round(F.sum("amount"), 2).alias("total"),
+            F.max("ts").alias("last_ts"),
         )
         out = totals.select(
-            F.to_json(F.struct(F.lit(batch_id).alias("batch"), "customer", "tier", "region", "orders", "total",
-                               "last_ts")).alias("body"),
+            F.to_json(
+                F.struct(
+                    F.lit(batch_id).alias("batch"), "customer", "tier", "region", "orders", "total", "last_ts"
+                )
+            ).alias("body"),
             F.col("customer").alias("keys"),
             F.col("tier").alias("tags"),
             F.create_map(F.lit("batchId"), F.lit(str(batch_id))).alias("properties"),
         )  # fmt: skip
-        out.write.format("rocketmq").option("nameServer", name_server).option("topic", sink).mode("append").save()
+        out.write.format("rocketmq").option("nameServer", name_server).option("topic", sink).mode(
+            "append"
+        ).save()
 
     writer = (
         enriched.writeStream.foreachBatch(write_batch)
         .option("checkpointLocation", checkpoint)
         .queryName("orders_etl")
     )
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="2 seconds")
+    writer = (
+        writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="2 seconds")
+    )
     return writer.start()
 
 
@@ -81,8 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[2]").appName("rocketq-etl").config("spark.ui.enabled", "false") \
-        .config("spark.sql.shuffle.partitions", "2").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketq-etl")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     query = build_query(spark, args.name_server, args.source, args.sink, args.checkpoint,
                         available_now=args.available_now)  # fmt: skip
     query.awaitTermination()

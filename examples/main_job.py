@@ -34,7 +34,12 @@ def sample_orders(n: int, seed: int = 7) -> list[dict[str, object]]:
     rng = random.Random(seed)
     base = int(time.time() * 1000)
     return [
-        {"order_id": i, "customer": f"c{rng.randrange(6)}", "amount": round(rng.uniform(1, 200), 2), "ts": base + i}
+        {
+            "order_id": i,
+            "customer": f"c{rng.randrange(6)}",
+            "amount": round(rng.uniform(1, 200), 2),
+            "ts": base + i,
+        }
         for i in range(n)
     ]
 
@@ -72,8 +77,13 @@ def main() -> int:
     from rocketq.client.launcher import local_cluster
 
     orders = sample_orders(N_ORDERS)
-    with tempfile.TemporaryDirectory(prefix="rocketq-main-") as tmp, local_cluster(Path(tmp) / "cluster") as cluster:
-        print(f"[main] NameServer {cluster.namesrv_addr}, broker {cluster.broker_name} at {cluster.broker_addr}")
+    with (
+        tempfile.TemporaryDirectory(prefix="rocketq-main-") as tmp,
+        local_cluster(Path(tmp) / "cluster") as cluster,
+    ):
+        print(
+            f"[main] NameServer {cluster.namesrv_addr}, broker {cluster.broker_name} at {cluster.broker_addr}"
+        )
         create_topic(cluster.namesrv_addr, cluster.broker_addr, "orders", 4)
         create_topic(cluster.namesrv_addr, cluster.broker_addr, "customer-totals", 4)
 
@@ -91,27 +101,42 @@ def main() -> int:
             )  # fmt: skip
             print(f"[main] produced {len(events)} events to 'orders' (one malformed)")
             started = time.monotonic()
-            query = build_query(spark, cluster.namesrv_addr, "orders", "customer-totals", str(Path(tmp) / "checkpoint"))
+            query = build_query(
+                spark, cluster.namesrv_addr, "orders", "customer-totals", str(Path(tmp) / "checkpoint")
+            )
             query.awaitTermination()
             if query.exception() is not None:
                 print(f"[main] the ETL query failed: {query.exception()}")
                 return 1
             batches = [p.numInputRows for p in query.recentProgress if p.numInputRows]
-            print(f"[main] ETL finished in {time.monotonic() - started:.1f} s: micro-batches of {batches} events")
+            elapsed_s = time.monotonic() - started
+            print(f"[main] ETL finished in {elapsed_s:.1f} s: micro-batches of {batches} events")
 
             arrived = (
-                spark.read.format("rocketmq").option("nameServer", cluster.namesrv_addr)
-                .option("topic", "customer-totals").load()
-                .select("queueId", "queueOffset", "keys", "tags", "body").orderBy("queueId", "queueOffset").collect()
-            )  # fmt: skip
-            print(f"[main] {len(arrived)} messages arrived at 'customer-totals' (one per customer per micro-batch):")
+                spark.read.format("rocketmq")
+                .option("nameServer", cluster.namesrv_addr)
+                .option("topic", "customer-totals")
+                .load()
+                .select("queueId", "queueOffset", "keys", "tags", "body")
+                .orderBy("queueId", "queueOffset")
+                .collect()
+            )
+            print(
+                f"[main] {len(arrived)} messages arrived at 'customer-totals' "
+                "(one per customer per micro-batch):"
+            )
             per_batch: dict[tuple[str, int], tuple[int, float]] = {}
             for row in arrived:
                 value = json.loads(row.body)
                 # at-least-once: a replayed micro-batch would repeat (customer, batch); keep one
-                per_batch[(value["customer"], int(value["batch"]))] = (int(value["orders"]), float(value["total"]))
-                print(f"  queue {row.queueId} offset {row.queueOffset:3d} key={row.keys[0]:3s} tag={row.tags:7s} "
-                      f"{row.body.decode()}")
+                per_batch[(value["customer"], int(value["batch"]))] = (
+                    int(value["orders"]),
+                    float(value["total"]),
+                )
+                print(
+                    f"  queue {row.queueId} offset {row.queueOffset:3d} key={row.keys[0]:3s} "
+                    f"tag={row.tags:7s} {row.body.decode()}"
+                )
             got: dict[str, tuple[int, float]] = {}
             for (customer, _), (count, total) in sorted(per_batch.items()):
                 n, t = got.get(customer, (0, 0.0))

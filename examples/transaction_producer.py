@@ -66,7 +66,8 @@ class OrderService:
             with sqlite3.connect(self.db_path) as db:
                 db.execute("INSERT INTO orders VALUES (?, ?)", (msg.uniq_key, msg.body.decode()))
         print(
-            f"  broker checked {msg.uniq_key} (check #{msg.properties.get('TRANSACTION_CHECK_TIMES')}): commit"
+            f"  broker checked {msg.uniq_key} "
+            f"(check #{msg.properties.get('TRANSACTION_CHECK_TIMES')}): commit"
         )
         return LocalTransactionState.COMMIT_MESSAGE
 
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         # the producer must stay up until the broker's check-back has its answer
         got = consume(args.namesrv, expected, 150 if args.check_back else 30)
     print(
-        f"consumed {len(got & expected)} of {len(expected)} committed orders, {len(got - expected)} unexpected"
+        f"consumed {len(got & expected)} of {len(expected)} committed orders, "
+        f"{len(got - expected)} unexpected"
     )
     return 0 if expected <= got and not any(b.startswith(b"order-2 ") for b in got) else 1
 

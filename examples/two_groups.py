@@ -50,9 +50,14 @@ def two_group_cluster() -> Iterator[str]:
         work = Path(tmp)
         with spawn_namesrv(work / "ns1") as ns1, spawn_namesrv(work / "ns2") as ns2:
             both = f"{ns1.addr};{ns2.addr}"
-            small: dict[str, Any] = {"mappedFileSizeCommitLog": 64 << 20, "mappedFileSizeConsumeQueue": 20 * 100_000}
-            with spawn_broker(work / "a", both, brokerName="broker-a", **small), \
-                    spawn_broker(work / "b", both, brokerName="broker-b", **small):
+            small: dict[str, Any] = {
+                "mappedFileSizeCommitLog": 64 << 20,
+                "mappedFileSizeConsumeQueue": 20 * 100_000,
+            }
+            with (
+                spawn_broker(work / "a", both, brokerName="broker-a", **small),
+                spawn_broker(work / "b", both, brokerName="broker-b", **small),
+            ):
                 print(f"started NameServers {ns1.addr} and {ns2.addr}; brokers broker-a and broker-b")
                 yield both
 
@@ -69,6 +74,7 @@ def check_registration(namesrv: str) -> None:
     """Each NameServer, asked alone, lists both broker groups (brokers register with all)."""
     for addr in namesrv.split(";"):
         with Admin(addr) as admin:
+
             def both_known(admin: Admin = admin) -> bool:
                 return {"broker-a", "broker-b"} <= set(admin.cluster_list().broker_addr_table)
 
@@ -116,8 +122,11 @@ def consume(namesrv: str) -> Counter[str]:
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(namesrv, consumer_group="two-groups-consumer",
-                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer = PushConsumer(
+        namesrv,
+        consumer_group="two-groups-consumer",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     consumer.subscribe(TOPIC, "*")
     consumer.register_message_listener(listener)
     consumer.start()
@@ -140,9 +149,15 @@ def run(namesrv: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR"),
-                        help='two NameServers, e.g. "10.0.0.1:9876;10.0.0.2:9876" (default: start them)')
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-n",
+        "--namesrv",
+        default=os.environ.get("NAMESRV_ADDR"),
+        help='two NameServers, e.g. "10.0.0.1:9876;10.0.0.2:9876" (default: start them)',
+    )
     args = parser.parse_args()
     if args.namesrv:
         return run(args.namesrv)

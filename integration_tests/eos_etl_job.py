@@ -81,10 +81,16 @@ def main() -> int:
         )  # fmt: skip
         out = df.select(fn(F.col("body").cast("string")).alias("body"), F.col("keys")[0].alias("keys"))
         query = (
-            out.writeStream.format("rocketmq").option("nameServer", name_server).option("topic", "EosB")
-            .option("deliveryGuarantee", "exactlyOnce").option("checkpointLocation", checkpoint)
-            .option("sendTimeoutMs", "3000").option("commitTimeoutMs", "3000").trigger(availableNow=True).start()
-        )  # fmt: skip
+            out.writeStream.format("rocketmq")
+            .option("nameServer", name_server)
+            .option("topic", "EosB")
+            .option("deliveryGuarantee", "exactlyOnce")
+            .option("checkpointLocation", checkpoint)
+            .option("sendTimeoutMs", "3000")
+            .option("commitTimeoutMs", "3000")
+            .trigger(availableNow=True)
+            .start()
+        )
         print(f"QUERY_STARTED run={run}", flush=True)
         try:
             query.awaitTermination()

@@ -27,8 +27,13 @@ from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.testing import ServerProcess, spawn_broker
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
-SMALL_STORE: dict[str, Any] = {"mappedFileSizeCommitLog": 8 << 20, "maxMessageSize": 256 * 1024,
-               "mappedFileSizeConsumeQueue": 20 * 2000, "maxHashSlotNum": 1000, "maxIndexNum": 4000}
+SMALL_STORE: dict[str, Any] = {
+    "mappedFileSizeCommitLog": 8 << 20,
+    "maxMessageSize": 256 * 1024,
+    "mappedFileSizeConsumeQueue": 20 * 2000,
+    "maxHashSlotNum": 1000,
+    "maxIndexNum": 4000,
+}
 
 
 @pytest.fixture
@@ -38,20 +43,54 @@ def client() -> Iterator[BlockingRemotingClient]:
     c.close()
 
 
-def send(client: BlockingRemotingClient, addr: str, topic: str, body: bytes, *, props: str = "TAGS\x01TagA\x02",
-         queue_id: int = 0) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(producer_group="pg", topic=topic, default_topic="TBW102",
-                                   default_topic_queue_nums=4, queue_id=queue_id, sys_flag=0,
-                                   born_timestamp=int(time.time() * 1000), flag=0, properties=props)
+def send(
+    client: BlockingRemotingClient,
+    addr: str,
+    topic: str,
+    body: bytes,
+    *,
+    props: str = "TAGS\x01TagA\x02",
+    queue_id: int = 0,
+) -> RemotingCommand:
+    h = SendMessageRequestHeaderV2(
+        producer_group="pg",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=props,
+    )
     return client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 10_000)
 
 
-def pull(client: BlockingRemotingClient, addr: str, topic: str, offset: int, *, sub: str = "*",
-         suspend_ms: int = 0, queue_id: int = 0) -> RemotingCommand:
-    h = PullMessageRequestHeader(consumer_group="cg", topic=topic, queue_id=queue_id, queue_offset=offset,
-                                 max_msg_nums=32, sys_flag=0x4 | (0x2 if suspend_ms else 0), commit_offset=0,
-                                 suspend_timeout_millis=suspend_ms, subscription=sub, sub_version=0)
-    return client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), suspend_ms + 10_000)
+def pull(
+    client: BlockingRemotingClient,
+    addr: str,
+    topic: str,
+    offset: int,
+    *,
+    sub: str = "*",
+    suspend_ms: int = 0,
+    queue_id: int = 0,
+) -> RemotingCommand:
+    h = PullMessageRequestHeader(
+        consumer_group="cg",
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=0x4 | (0x2 if suspend_ms else 0),
+        commit_offset=0,
+        suspend_timeout_millis=suspend_ms,
+        subscription=sub,
+        sub_version=0,
+    )
+    return client.invoke(
+        addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), suspend_ms + 10_000
+    )
 
 
 def bodies(resp: RemotingCommand) -> list[bytes]:
@@ -69,11 +108,14 @@ def pull_until(client: BlockingRemotingClient, addr: str, topic: str, offset: in
 
 
 def route(client: BlockingRemotingClient, namesrv: ServerProcess, topic: str) -> RemotingCommand:
-    return client.invoke(namesrv.addr, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5000)
+    return client.invoke(
+        namesrv.addr, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5000
+    )
 
 
-def test_send_pull_query_and_registration(tmp_path: Path, namesrv: ServerProcess,
-                                          client: BlockingRemotingClient) -> None:
+def test_send_pull_query_and_registration(
+    tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient
+) -> None:
     with spawn_broker(tmp_path, namesrv.addr, **SMALL_STORE) as broker:
         addr = broker.addr
         r = send(client, addr, "E2E", b"one", props="TAGS\x01TagA\x02KEYS\x01key-1\x02")
@@ -94,12 +136,16 @@ def test_send_pull_query_and_registration(tmp_path: Path, namesrv: ServerProcess
         other.close()
         assert result and bodies(result[0]) == [b"three"] and time.monotonic() - started < 15
         # query by key and view by id
-        qh = QueryMessageRequestHeader(topic="E2E", key="key-1", max_num=32, begin_timestamp=0, end_timestamp=2**62)
+        qh = QueryMessageRequestHeader(
+            topic="E2E", key="key-1", max_num=32, begin_timestamp=0, end_timestamp=2**62
+        )
         r = client.invoke(addr, RemotingCommand.request(RC.QUERY_MESSAGE, qh.to_ext_fields()), 5000)
         assert bodies(r) == [b"one"]
         _, _, offset = decode_offset_msg_id(msg_id)
         vh = ViewMessageRequestHeader(offset=offset).to_ext_fields()
-        assert bodies(client.invoke(addr, RemotingCommand.request(RC.VIEW_MESSAGE_BY_ID, vh), 5000)) == [b"one"]
+        assert bodies(client.invoke(addr, RemotingCommand.request(RC.VIEW_MESSAGE_BY_ID, vh), 5000)) == [
+            b"one"
+        ]
         # the auto-created topic reached the NameServer at once
         deadline = time.monotonic() + 10
         while route(client, namesrv, "E2E").code != R.SUCCESS and time.monotonic() < deadline:
@@ -109,7 +155,9 @@ def test_send_pull_query_and_registration(tmp_path: Path, namesrv: ServerProcess
         # illegal requests
         assert send(client, addr, "bad topic", b"x").code == R.MESSAGE_ILLEGAL
         assert send(client, addr, "E2E", b"x" * (256 * 1024 + 1)).code == R.MESSAGE_ILLEGAL
-        assert send(client, addr, "E2E", b"x", props="K\x01" + "v" * 33_000 + "\x02").code == R.MESSAGE_ILLEGAL
+        assert (
+            send(client, addr, "E2E", b"x", props="K\x01" + "v" * 33_000 + "\x02").code == R.MESSAGE_ILLEGAL
+        )
         assert pull(client, addr, "E2E", 0, queue_id=77).code == R.SYSTEM_ERROR
         assert pull(client, addr, "E2E", 10_000).code == R.PULL_OFFSET_MOVED
         assert client.invoke(addr, RemotingCommand.request(31_999), 5000).code == R.REQUEST_CODE_NOT_SUPPORTED
@@ -130,8 +178,9 @@ def test_send_pull_query_and_registration(tmp_path: Path, namesrv: ServerProcess
     assert route(client, namesrv, "E2E").code == R.TOPIC_NOT_EXIST
 
 
-def test_auto_create_off_rejects_unknown_topic(tmp_path: Path, namesrv: ServerProcess,
-                                               client: BlockingRemotingClient) -> None:
+def test_auto_create_off_rejects_unknown_topic(
+    tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient
+) -> None:
     with spawn_broker(tmp_path, namesrv.addr, autoCreateTopicEnable=False, **SMALL_STORE) as broker:
         r = send(client, broker.addr, "Nope", b"x")
         assert r.code == R.TOPIC_NOT_EXIST
@@ -139,8 +188,9 @@ def test_auto_create_off_rejects_unknown_topic(tmp_path: Path, namesrv: ServerPr
         assert "TBW102" not in json.loads(r.body)["topicConfigTable"]
 
 
-def test_sigterm_then_restart_keeps_data(tmp_path: Path, namesrv: ServerProcess,
-                                         client: BlockingRemotingClient) -> None:
+def test_sigterm_then_restart_keeps_data(
+    tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient
+) -> None:
     broker = spawn_broker(tmp_path, namesrv.addr, **SMALL_STORE)
     for i in range(20):
         assert send(client, broker.addr, "Durable", b"m%d" % i).code == R.SUCCESS
@@ -154,11 +204,14 @@ def test_sigterm_then_restart_keeps_data(tmp_path: Path, namesrv: ServerProcess,
         assert r.ext_fields["offset"] == "7"
 
 
-def test_sigkill_with_sync_flush_keeps_acknowledged(tmp_path: Path, namesrv: ServerProcess,
-                                                    client: BlockingRemotingClient) -> None:
+def test_sigkill_with_sync_flush_keeps_acknowledged(
+    tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient
+) -> None:
     conf: dict[str, Any] = dict(SMALL_STORE, flushDiskType="SYNC_FLUSH")
     broker = spawn_broker(tmp_path, namesrv.addr, **conf)
-    acked = [b"k%d" % i for i in range(30) if send(client, broker.addr, "Synced", b"k%d" % i).code == R.SUCCESS]
+    acked = [
+        b"k%d" % i for i in range(30) if send(client, broker.addr, "Synced", b"k%d" % i).code == R.SUCCESS
+    ]
     assert len(acked) == 30
     broker.kill9()
     client.close()

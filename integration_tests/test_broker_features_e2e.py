@@ -22,8 +22,13 @@ from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
 from rocketq.client.testing import ServerProcess, spawn_broker
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
-CONF: dict[str, Any] = {"mappedFileSizeCommitLog": 8 << 20, "mappedFileSizeConsumeQueue": 20 * 2000,
-                        "maxHashSlotNum": 1000, "maxIndexNum": 4000, "messageDelayLevel": "1s 2s 3s"}
+CONF: dict[str, Any] = {
+    "mappedFileSizeCommitLog": 8 << 20,
+    "mappedFileSizeConsumeQueue": 20 * 2000,
+    "maxHashSlotNum": 1000,
+    "maxIndexNum": 4000,
+    "messageDelayLevel": "1s 2s 3s",
+}
 GROUP = "cg-e2e"
 
 
@@ -35,19 +40,38 @@ def client() -> Iterator[BlockingRemotingClient]:
 
 
 def send(client: BlockingRemotingClient, addr: str, topic: str, body: bytes, props: str) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(producer_group="pg", topic=topic, default_topic="TBW102",
-                                   default_topic_queue_nums=1, queue_id=0, sys_flag=0,
-                                   born_timestamp=int(time.time() * 1000), flag=0, properties=props)
+    h = SendMessageRequestHeaderV2(
+        producer_group="pg",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=1,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=props,
+    )
     r = client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 10_000)
     assert r.code == R.SUCCESS, r.remark
     return r
 
 
-def pull(client: BlockingRemotingClient, addr: str, topic: str, *, sql: str | None = None,
-         offset: int = 0) -> RemotingCommand:
-    h = PullMessageRequestHeader(consumer_group=GROUP, topic=topic, queue_id=0, queue_offset=offset, max_msg_nums=32,
-                                 sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0,
-                                 subscription=sql or "*", sub_version=0, expression_type="SQL92" if sql else "TAG")
+def pull(
+    client: BlockingRemotingClient, addr: str, topic: str, *, sql: str | None = None, offset: int = 0
+) -> RemotingCommand:
+    h = PullMessageRequestHeader(
+        consumer_group=GROUP,
+        topic=topic,
+        queue_id=0,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=0x4,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription=sql or "*",
+        sub_version=0,
+        expression_type="SQL92" if sql else "TAG",
+    )
     return client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), 10_000)
 
 
@@ -56,7 +80,9 @@ def messages(client: BlockingRemotingClient, addr: str, topic: str, **kw: Any) -
     return list(iter_stored_messages(r.body)) if r.code == R.SUCCESS else []
 
 
-def wait_for(client: BlockingRemotingClient, addr: str, topic: str, n: int, timeout_s: float = 15) -> list[StoredMessage]:
+def wait_for(
+    client: BlockingRemotingClient, addr: str, topic: str, n: int, timeout_s: float = 15
+) -> list[StoredMessage]:
     deadline = time.monotonic() + timeout_s
     while True:
         got = messages(client, addr, topic)
@@ -65,14 +91,23 @@ def wait_for(client: BlockingRemotingClient, addr: str, topic: str, n: int, time
         time.sleep(0.1)
 
 
-def send_back(client: BlockingRemotingClient, addr: str, msg: StoredMessage, max_times: int) -> RemotingCommand:
-    h = ConsumerSendMsgBackRequestHeader(offset=msg.physical_offset, group=GROUP, delay_level=0,
-                                         origin_msg_id=msg.offset_msg_id, origin_topic=msg.topic,
-                                         max_reconsume_times=max_times)
+def send_back(
+    client: BlockingRemotingClient, addr: str, msg: StoredMessage, max_times: int
+) -> RemotingCommand:
+    h = ConsumerSendMsgBackRequestHeader(
+        offset=msg.physical_offset,
+        group=GROUP,
+        delay_level=0,
+        origin_msg_id=msg.offset_msg_id,
+        origin_topic=msg.topic,
+        max_reconsume_times=max_times,
+    )
     return client.invoke(addr, RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, h.to_ext_fields()), 10_000)
 
 
-def test_delay_retry_dlq_and_sql92(tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient) -> None:
+def test_delay_retry_dlq_and_sql92(
+    tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient
+) -> None:
     with spawn_broker(tmp_path, namesrv.addr, enablePropertyFilter=True, **CONF) as broker:
         addr = broker.addr
         # -- delay level 2 (2 s): invisible first, delivered after its time with the same UNIQ_KEY
@@ -93,12 +128,17 @@ def test_delay_retry_dlq_and_sql92(tmp_path: Path, namesrv: ServerProcess, clien
         assert retry.properties["ORIGIN_MESSAGE_ID"] == got[0].offset_msg_id
         # a retried copy keeps the consumer-side msg_id (the UNIQ_KEY), not the offset msgId
         assert retry.msg_id == got[0].msg_id == "UK-2" and retry.offset_msg_id != got[0].offset_msg_id
-        route = client.invoke(namesrv.addr, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC,
-                                                                    {"topic": "%RETRY%" + GROUP}), 5000)
+        route = client.invoke(
+            namesrv.addr,
+            RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%" + GROUP}),
+            5000,
+        )
         assert route.code == R.SUCCESS and b"broker-a" in route.body
         assert send_back(client, addr, retry, max_times=1).code == R.SUCCESS
         [dead] = wait_for(client, addr, "%DLQ%" + GROUP, 1, timeout_s=5)
-        assert dead.body == b"now" and dead.properties["RETRY_TOPIC"] == "Delayed" and dead.reconsume_times == 2
+        assert (
+            dead.body == b"now" and dead.properties["RETRY_TOPIC"] == "Delayed" and dead.reconsume_times == 2
+        )
         assert dead.msg_id == "UK-2"
         # -- SQL92: only matching messages, the offset moves past the others
         for i in range(6):
@@ -118,8 +158,9 @@ def test_delay_retry_dlq_and_sql92(tmp_path: Path, namesrv: ServerProcess, clien
         assert len(messages(client, broker.addr, "%RETRY%" + GROUP)) == 1
 
 
-def test_sql92_disabled_is_a_clear_error(tmp_path: Path, namesrv: ServerProcess,
-                                         client: BlockingRemotingClient) -> None:
+def test_sql92_disabled_is_a_clear_error(
+    tmp_path: Path, namesrv: ServerProcess, client: BlockingRemotingClient
+) -> None:
     with spawn_broker(tmp_path, namesrv.addr, **CONF) as broker:
         send(client, broker.addr, "Plain", b"x", "TAGS\x01T\x02a\x011\x02")
         r = pull(client, broker.addr, "Plain", sql="a = 1")

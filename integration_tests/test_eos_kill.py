@@ -98,8 +98,16 @@ def read_topic(
         for ref, addr in sorted(route.items(), key=lambda kv: kv[0].queue_id):
             offset = (start or {}).get(ref.queue_id, 0)
             while True:
-                res = access.pull(QueueRef(topic, ref.broker_name, ref.queue_id), addr, offset, group="eos-test-reader",
-                                  max_nums=512, max_bytes=4 << 20, sub_expression="*", timeout_ms=3000)  # fmt: skip
+                res = access.pull(
+                    QueueRef(topic, ref.broker_name, ref.queue_id),
+                    addr,
+                    offset,
+                    group="eos-test-reader",
+                    max_nums=512,
+                    max_bytes=4 << 20,
+                    sub_expression="*",
+                    timeout_ms=3000,
+                )
                 if res.status is not PullStatus.FOUND:
                     break
                 for m in iter_stored_messages(res.body):
@@ -203,7 +211,8 @@ def wait_progress(commits: Path, proc: subprocess.Popen[bytes], timeout_s: float
 
 
 def driver_logs(work: Path, tail_lines: int = 15) -> str:
-    """The job's own lines (query starts and failures, commits) of every driver run, and the last lines of each."""
+    """The job's own lines (query starts and failures, commits) of every driver run, and the last
+    lines of each."""
     out = []
     for path in sorted(work.glob("driver-*.log"), key=lambda p: int(p.stem.split("-")[1])):
         lines = path.read_text(errors="replace").splitlines()
@@ -301,14 +310,16 @@ def test_exactly_once_under_kills(tmp_path: Path) -> None:
             )  # generous: Spark starts slowly on 2 busy cores
             if not started and driver.poll() is None:
                 pytest.fail(
-                    f"driver run {runs - 1} started no query in 300 s; timeline: {timeline}\n{driver_logs(tmp_path)}"
+                    f"driver run {runs - 1} started no query in 300 s; timeline: {timeline}\n"
+                    f"{driver_logs(tmp_path)}"
                 )
             while events and started and driver.poll() is None:
                 # a random point of a run that is making progress: after its next batch commit
                 if not wait_progress(commits, driver, 180):  # generous: 2 shared cores
                     if driver.poll() is None:
                         pytest.fail(
-                            f"no micro-batch committed in 180 s; timeline: {timeline}\n{driver_logs(tmp_path)}"
+                            f"no micro-batch committed in 180 s; timeline: {timeline}\n"
+                            f"{driver_logs(tmp_path)}"
                         )
                     break
                 # ... a random fraction of a batch later: a wall-clock delay would let a fast
@@ -319,7 +330,8 @@ def test_exactly_once_under_kills(tmp_path: Path) -> None:
                 event = events.pop(0)
                 done_kills[event] += 1
                 timeline.append(
-                    f"{time.strftime('%H:%M:%S')} kill {event} (driver run {runs - 1}, {n_commits(commits)} commits)"
+                    f"{time.strftime('%H:%M:%S')} kill {event} "
+                    f"(driver run {runs - 1}, {n_commits(commits)} commits)"
                 )
                 if event == "driver":
                     os.killpg(driver.pid, signal.SIGKILL)
@@ -349,7 +361,8 @@ def test_exactly_once_under_kills(tmp_path: Path) -> None:
         injected = len((tmp_path / "injected.log").read_text().splitlines())
         kill_points = done_kills["driver"] + done_kills["broker"] + injected
         print(
-            f"kill points: {dict(done_kills)} + {injected} injected task failures = {kill_points}; driver runs {runs}"
+            f"kill points: {dict(done_kills)} + {injected} injected task failures = {kill_points}; "
+            f"driver runs {runs}"
         )
         assert kill_points >= 20, f"too few kill points; timeline: {timeline}"
 
@@ -375,7 +388,11 @@ def test_check_back_commit_keeps_queue_order(tmp_path: Path) -> None:
         create_topic(cluster, "EosOrder", 1)
         sink, write = "order" + os.urandom(4).hex(), os.urandom(8).hex()
         group = cl.producer_group(sink)
-        props = {cl.PROP_TXN: cl.TxnTag(sink, "0", write, 0, 0, 0).text(), "TRAN_MSG": "true", "PGROUP": group}
+        props = {
+            cl.PROP_TXN: cl.TxnTag(sink, "0", write, 0, 0, 0).text(),
+            "TRAN_MSG": "true",
+            "PGROUP": group,
+        }
         producer = TransactionProducer(
             cluster.namesrv_addr, producer_group=group, check_listener=lambda _: LocalTransactionState.UNKNOW
         )
@@ -405,8 +422,16 @@ def test_check_back_commit_keeps_queue_order(tmp_path: Path) -> None:
             bodies: list[str] = []
             deadline = time.monotonic() + 30
             while len(bodies) < 10 and time.monotonic() < deadline:
-                res = access.pull(queue, cluster.broker_addr, len(bodies), group="eos-order-reader", max_nums=64,
-                                  max_bytes=1 << 20, sub_expression="*", timeout_ms=5000)  # fmt: skip
+                res = access.pull(
+                    queue,
+                    cluster.broker_addr,
+                    len(bodies),
+                    group="eos-order-reader",
+                    max_nums=64,
+                    max_bytes=1 << 20,
+                    sub_expression="*",
+                    timeout_ms=5000,
+                )
                 if res.status is PullStatus.FOUND:
                     bodies += [m.body.decode() for m in iter_stored_messages(res.body)]
                 else:

@@ -28,8 +28,12 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    conf = {"flushDiskType": "SYNC_FLUSH", "transactionTimeOut": 1000, "transactionCheckInterval": 500,
-            "diskMaxUsedSpaceRatio": 95}
+    conf = {
+        "flushDiskType": "SYNC_FLUSH",
+        "transactionTimeOut": 1000,
+        "transactionCheckInterval": 500,
+        "diskMaxUsedSpaceRatio": 95,
+    }
     with local_cluster(tmp_path_factory.mktemp("eos-cluster"), **conf) as c:
         yield c
 
@@ -60,10 +64,19 @@ def read_bodies(cluster: Cluster, topic: str) -> list[str]:
     return sorted(out)
 
 
-def attempt(cluster: Cluster, sink: str, topic: str, batch: str, rows: list[str], part: int = 0) -> list[HalfBatch]:
+def attempt(
+    cluster: Cluster, sink: str, topic: str, batch: str, rows: list[str], part: int = 0
+) -> list[HalfBatch]:
     """One task attempt: send ``rows`` as half messages; returns its handles."""
-    opts = parse_sink_options({"nameServer": cluster.namesrv_addr, "topic": topic, "deliveryGuarantee": "exactlyOnce",
-                               "transactionalId": sink, "batchMaxMessages": "4"})  # fmt: skip
+    opts = parse_sink_options(
+        {
+            "nameServer": cluster.namesrv_addr,
+            "topic": topic,
+            "deliveryGuarantee": "exactlyOnce",
+            "transactionalId": sink,
+            "batchMaxMessages": "4",
+        }
+    )
     ident = WriteIdentity(sink, batch, os.urandom(8).hex(), part, 0)
     strategy = ExactlyOnceStrategy(opts, ident)
     batch_rows = pa.record_batch({"body": pa.array(rows), "keys": pa.array([r.split(":")[0] for r in rows])})
@@ -72,8 +85,15 @@ def attempt(cluster: Cluster, sink: str, topic: str, batch: str, rows: list[str]
 
 
 def opts_of(cluster: Cluster, sink: str, topic: str) -> Any:
-    return parse_sink_options({"nameServer": cluster.namesrv_addr, "topic": topic, "deliveryGuarantee": "exactlyOnce",
-                               "transactionalId": sink, "commitTimeoutMs": "3000"})  # fmt: skip
+    return parse_sink_options(
+        {
+            "nameServer": cluster.namesrv_addr,
+            "topic": topic,
+            "deliveryGuarantee": "exactlyOnce",
+            "transactionalId": sink,
+            "commitTimeoutMs": "3000",
+        }
+    )
 
 
 def test_commit_only_accepted_attempts_and_replay_is_a_no_op(cluster: Cluster) -> None:
@@ -104,11 +124,16 @@ def test_abort_rolls_back_and_orphans_are_resolved_by_check_back(cluster: Cluste
     commit_batch(opts, "t2", "1", attempt(cluster, "t2", "EosT2", "1", ["c:1"]))  # ... batch 1 is
     assert read_bodies(cluster, "EosT2") == ["c:1"]
     deadline = time.monotonic() + 20  # check-backs ask the executor producer: ROLLBACK (orphan)
-    while "END_TRANSACTION (check answer): rollback" not in broker_log(cluster) and time.monotonic() < deadline:
+    while (
+        "END_TRANSACTION (check answer): rollback" not in broker_log(cluster) and time.monotonic() < deadline
+    ):
         time.sleep(0.5)
     assert "END_TRANSACTION (check answer): rollback" in broker_log(cluster)
     assert read_bodies(cluster, "EosT2") == ["c:1"]
-    log = CommitLog(__import__("rocketq.connector.access", fromlist=["x"]).executor_access(cluster.namesrv_addr, 3000), "t2")
+    log = CommitLog(
+        __import__("rocketq.connector.access", fromlist=["x"]).executor_access(cluster.namesrv_addr, 3000),
+        "t2",
+    )
     assert set(log.refresh().records) == {"1"}
 
 
@@ -116,17 +141,30 @@ def test_batch_write_exactly_once(spark_session: Any, cluster: Cluster) -> None:
     create_topic(cluster, "EosT3", 4)
     rows = [(f"{i}", f"key{i % 7}") for i in range(500)]
     df = spark_session.createDataFrame(rows, "body string, keys string").repartition(3)
-    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "EosT3") \
-        .option("deliveryGuarantee", "exactlyOnce").mode("append").save()
+    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "EosT3").option(
+        "deliveryGuarantee", "exactlyOnce"
+    ).mode("append").save()
     assert read_bodies(cluster, "EosT3") == sorted(b for b, _ in rows)
 
 
-def test_streaming_exactly_once_needs_an_identity(spark_session: Any, cluster: Cluster, tmp_path: Path) -> None:
-    df = spark_session.readStream.format("rate").option("rowsPerSecond", 1).load().selectExpr("CAST(value AS STRING) AS body")
+def test_streaming_exactly_once_needs_an_identity(
+    spark_session: Any, cluster: Cluster, tmp_path: Path
+) -> None:
+    df = (
+        spark_session.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS body")
+    )
     spark_session.conf.set("spark.sql.streaming.checkpointLocation", str(tmp_path / "cp"))
     try:
-        query = df.writeStream.format("rocketmq").option("nameServer", cluster.namesrv_addr) \
-            .option("topic", "EosT4").option("deliveryGuarantee", "exactlyOnce").start()
+        query = (
+            df.writeStream.format("rocketmq")
+            .option("nameServer", cluster.namesrv_addr)
+            .option("topic", "EosT4")
+            .option("deliveryGuarantee", "exactlyOnce")
+            .start()
+        )
         with pytest.raises(Exception, match="checkpointLocation"):
             query.awaitTermination(60)
             query.stop()
@@ -140,9 +178,11 @@ def test_batch_write_exactly_once_to_a_new_topic(spark_session: Any, cluster: Cl
     broker's default) through the TBW102 template, as the at-least-once sink's sends do."""
     rows = [(f"new-{i}", f"key{i % 5}") for i in range(200)]
     df = spark_session.createDataFrame(rows, "body string, keys string").repartition(2)
-    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "EosNewTopic") \
-        .option("deliveryGuarantee", "exactlyOnce").option("transactionalId", "eos-new-topic") \
-        .mode("append").save()
+    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option(
+        "topic", "EosNewTopic"
+    ).option("deliveryGuarantee", "exactlyOnce").option("transactionalId", "eos-new-topic").mode(
+        "append"
+    ).save()
     from rocketq.connector.errors import OptionError
 
     deadline = time.monotonic() + 30  # the NameServer learns the topic at the broker's registration

@@ -34,8 +34,9 @@ def test_the_non_spark_examples_are_known() -> None:
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=TIME_LIMIT_S,
-                          cwd=str(cwd), env=None)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=TIME_LIMIT_S, cwd=str(cwd), env=None
+    )
 
 
 @pytest.mark.parametrize("example", NON_SPARK)

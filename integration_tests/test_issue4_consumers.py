@@ -33,8 +33,11 @@ from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-FAST = ClientConfig(heartbeat_broker_interval_ms=1000, persist_consumer_offset_interval_ms=500,
-                    poll_name_server_interval_ms=2000)
+FAST = ClientConfig(
+    heartbeat_broker_interval_ms=1000,
+    persist_consumer_offset_interval_ms=500,
+    poll_name_server_interval_ms=2000,
+)
 BROKER_CONF: dict[str, Any] = {
     "mappedFileSizeCommitLog": 16 << 20,
     "mappedFileSizeConsumeQueue": 20 * 20_000,
@@ -95,10 +98,16 @@ def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> Non
     lock = threading.Lock()
 
     def make(name: str) -> PushConsumer:
-        consumer = PushConsumer(ns_addr, consumer_group=group, consume_from_where=FIRST,
-                                consume_thread_nums=4, rebalance_interval_ms=1000, client=ClientConfig(
-                                    instance_name=name, heartbeat_broker_interval_ms=1000,
-                                    persist_consumer_offset_interval_ms=500))
+        consumer = PushConsumer(
+            ns_addr,
+            consumer_group=group,
+            consume_from_where=FIRST,
+            consume_thread_nums=4,
+            rebalance_interval_ms=1000,
+            client=ClientConfig(
+                instance_name=name, heartbeat_broker_interval_ms=1000, persist_consumer_offset_interval_ms=500
+            ),
+        )
         consumer.subscribe(topic, "*")
 
         def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
@@ -161,8 +170,10 @@ def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> Non
     assert len(produced) == total
     assert set(seen) == set(produced), "nothing lost"
     duplicates = sum(n - 1 for n in seen.values())
-    print(f"\nrebalance: {total} messages, {duplicates} redelivered across the membership changes; "
-          f"per consumer {dict(sorted(by_consumer.items()))}")
+    print(
+        f"\nrebalance: {total} messages, {duplicates} redelivered across the membership changes; "
+        f"per consumer {dict(sorted(by_consumer.items()))}"
+    )
     assert len(by_consumer) >= 3, "the messages were shared by the members"
 
 
@@ -177,10 +188,17 @@ def test_broadcasting_every_consumer_gets_every_message(ns_addr: str, tmp_path: 
     consumers = []
     for n in range(3):
         name = f"b{n}"
-        consumer = PushConsumer(ns_addr, consumer_group="cg-i4-broadcast", consume_from_where=FIRST,
-                                message_model=MessageModel.BROADCASTING, offset_store_dir=str(tmp_path),
-                                rebalance_interval_ms=1000, client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
-                                                    persist_consumer_offset_interval_ms=500))
+        consumer = PushConsumer(
+            ns_addr,
+            consumer_group="cg-i4-broadcast",
+            consume_from_where=FIRST,
+            message_model=MessageModel.BROADCASTING,
+            offset_store_dir=str(tmp_path),
+            rebalance_interval_ms=1000,
+            client=ClientConfig(
+                instance_name=name, heartbeat_broker_interval_ms=1000, persist_consumer_offset_interval_ms=500
+            ),
+        )
         consumer.subscribe(topic, "*")
 
         def listener(msgs: list[MessageExt], ctx: Any, name: str = name) -> ConsumeConcurrentlyStatus:
@@ -244,9 +262,16 @@ def test_orderly_one_thread_per_queue_in_order_with_broker_locks(
     threads: dict[int, set[tuple[str, int]]] = defaultdict(set)
 
     def make(name: str) -> PushConsumer:
-        consumer = PushConsumer(ns_addr, consumer_group=group, consume_from_where=FIRST, consume_thread_nums=4,
-                                rebalance_interval_ms=1000, client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
-                                                    persist_consumer_offset_interval_ms=500))
+        consumer = PushConsumer(
+            ns_addr,
+            consumer_group=group,
+            consume_from_where=FIRST,
+            consume_thread_nums=4,
+            rebalance_interval_ms=1000,
+            client=ClientConfig(
+                instance_name=name, heartbeat_broker_interval_ms=1000, persist_consumer_offset_interval_ms=500
+            ),
+        )
         consumer.subscribe(topic, "*")
 
         def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeOrderlyStatus:
@@ -291,5 +316,7 @@ def test_orderly_one_thread_per_queue_in_order_with_broker_locks(
     time.sleep(0.3)
     mqs = [MessageQueue(topic, cluster[1].broker_name or "broker-a", q) for q in range(queues)]
     assert _foreign_lock(ns_addr, cluster[1].addr, group, mqs) == set(mqs)
-    print(f"\norderly: queue -> consumer threads {{q: [(consumer, thread)]}} = "
-          f"{ {q: sorted(n for n, _ in v) for q, v in sorted(threads.items())} }")
+    print(
+        f"\norderly: queue -> consumer threads {{q: [(consumer, thread)]}} = "
+        f"{ {q: sorted(n for n, _ in v) for q, v in sorted(threads.items())} }"
+    )

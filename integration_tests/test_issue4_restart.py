@@ -40,9 +40,16 @@ def namesrv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerP
 
 
 def _broker_conf(port: int, **extra: Any) -> dict[str, Any]:
-    return {"listenPort": port, "mappedFileSizeCommitLog": 16 << 20, "mappedFileSizeConsumeQueue": 20 * 20_000,
-            "maxHashSlotNum": 2000, "maxIndexNum": 8000, "flushConsumerOffsetInterval": OFFSET_FLUSH_MS,
-            "channelExpiredTimeout": 10_000, **extra}
+    return {
+        "listenPort": port,
+        "mappedFileSizeCommitLog": 16 << 20,
+        "mappedFileSizeConsumeQueue": 20 * 20_000,
+        "maxHashSlotNum": 2000,
+        "maxIndexNum": 8000,
+        "flushConsumerOffsetInterval": OFFSET_FLUSH_MS,
+        "channelExpiredTimeout": 10_000,
+        **extra,
+    }
 
 
 def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
@@ -81,10 +88,17 @@ class _Recorder:
         self.seen: Counter[bytes] = Counter()
         self._lock = threading.Lock()
         self.consumer = PushConsumer(
-            ns_addr, consumer_group=group, consume_from_where=FIRST, pull_time_delay_when_exception_ms=300,
-            client=ClientConfig(instance_name=name, heartbeat_broker_interval_ms=1000,
-                                persist_consumer_offset_interval_ms=CLIENT_PERSIST_MS,
-                                poll_name_server_interval_ms=1000))
+            ns_addr,
+            consumer_group=group,
+            consume_from_where=FIRST,
+            pull_time_delay_when_exception_ms=300,
+            client=ClientConfig(
+                instance_name=name,
+                heartbeat_broker_interval_ms=1000,
+                persist_consumer_offset_interval_ms=CLIENT_PERSIST_MS,
+                poll_name_server_interval_ms=1000,
+            ),
+        )
         self.consumer.subscribe(topic, "*")
         self.consumer.register_message_listener(self._listen)
         self.consumer.start()
@@ -178,8 +192,9 @@ def test_sigkill_with_sync_flush_keeps_acked_and_committed(tmp_path: Path, names
             broker = spawn_broker(tmp_path, namesrv.addr, **conf)
             _send_with_retry(producer, topic, b"post-crash")
         # every acknowledged message survived the crash
-        drain = LitePullConsumer(namesrv.addr, consumer_group="cg-i4-crash-drain", consume_from_where=FIRST,
-                                 auto_commit=False)
+        drain = LitePullConsumer(
+            namesrv.addr, consumer_group="cg-i4-crash-drain", consume_from_where=FIRST, auto_commit=False
+        )
         drain.assign(drain.fetch_message_queues(topic))
         drain.start()
         stored: list[bytes] = []
@@ -196,9 +211,13 @@ def test_sigkill_with_sync_flush_keeps_acked_and_committed(tmp_path: Path, names
             _wait(lambda: again.has([b"post-crash"]), what="the successor consumes new messages")
             time.sleep(0.5)
             replayed = sorted(b for b in again.seen if b != b"post-crash")
-            print(f"\nSIGKILL: {len(replayed)} messages consumed again after the crash "
-                  f"(committed within the last offset flush interval of {OFFSET_FLUSH_MS} ms)")
-            assert set(replayed) <= set(recent), f"reprocessed beyond the last commit interval: {replayed[:5]}"
+            print(
+                f"\nSIGKILL: {len(replayed)} messages consumed again after the crash "
+                f"(committed within the last offset flush interval of {OFFSET_FLUSH_MS} ms)"
+            )
+            assert set(replayed) <= set(recent), (
+                f"reprocessed beyond the last commit interval: {replayed[:5]}"
+            )
         finally:
             again.consumer.shutdown()
     finally:

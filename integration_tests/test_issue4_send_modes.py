@@ -80,8 +80,9 @@ def _create_topic(ns_addr: str, topic: str, queues: int = 4) -> None:
 
 def _drain(ns_addr: str, topic: str, expected: int, timeout_s: float = 30.0) -> list[MessageExt]:
     """Every message of ``topic`` from offset 0 (assign all queues, no commits)."""
-    consumer = LitePullConsumer(ns_addr, consumer_group=f"drain-{topic}", consume_from_where=FIRST,
-                                auto_commit=False)
+    consumer = LitePullConsumer(
+        ns_addr, consumer_group=f"drain-{topic}", consume_from_where=FIRST, auto_commit=False
+    )
     consumer.assign(consumer.fetch_message_queues(topic))
     consumer.start()
     got: list[MessageExt] = []
@@ -111,10 +112,12 @@ def test_round_trip_every_send_mode(ns_addr: str) -> None:
             expected[b"sync-%d" % i] = r.msg_id
         futures = []
         for i in range(5):
+
             def cb(res: SendResult | None, exc: BaseException | None) -> None:
                 callbacks.append((res, exc))
                 if len(callbacks) == 5:
                     done.set()
+
             futures.append(producer.send_async(Message(topic, b"async-%d" % i, tags="A"), cb))
         for i, fut in enumerate(futures):
             expected[b"async-%d" % i] = fut.result(10).msg_id
@@ -130,7 +133,9 @@ def test_round_trip_every_send_mode(ns_addr: str) -> None:
             expected[b"batch-%d" % i] = uid
         queues = producer.fetch_publish_message_queues(topic)
         for key in ("alpha", "beta", "gamma"):
-            r = producer.send(Message(topic, f"sel-{key}".encode()), selector=SelectMessageQueueByHash(), arg=key)
+            r = producer.send(
+                Message(topic, f"sel-{key}".encode()), selector=SelectMessageQueueByHash(), arg=key
+            )
             assert r.message_queue == queues[abs(java_string_hash(key)) % len(queues)]
             expected[f"sel-{key}".encode()] = r.msg_id
         r = producer.send(Message(topic, b"explicit"), queue=queues[-1])
@@ -188,8 +193,12 @@ def test_per_key_order_with_concurrent_producers(ns_addr: str) -> None:
     _create_topic(ns_addr, topic, queues=8)
     per_key = 15
     procs = [
-        subprocess.Popen([sys.executable, "-c", _PRODUCER_SCRIPT, ns_addr, topic, f"proc{n}", str(per_key)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _PRODUCER_SCRIPT, ns_addr, topic, f"proc{n}", str(per_key)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for n in range(2)
     ]
     errors: list[BaseException] = []
@@ -200,8 +209,11 @@ def test_per_key_order_with_concurrent_producers(ns_addr: str) -> None:
                 for seq in range(per_key):
                     for k in range(8):
                         key = f"key-{k}"
-                        producer.send(Message(topic, f"{name}|{key}|{seq}".encode(), keys=key),
-                                      selector=SelectMessageQueueByHash(), arg=key)
+                        producer.send(
+                            Message(topic, f"{name}|{key}|{seq}".encode(), keys=key),
+                            selector=SelectMessageQueueByHash(),
+                            arg=key,
+                        )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -239,8 +251,12 @@ def test_long_polling_returns_soon_after_a_send(ns_addr: str) -> None:
     topic = "I4LongPoll"
     _create_topic(ns_addr, topic, queues=1)
     suspend_ms = 15_000
-    consumer = LitePullConsumer(ns_addr, consumer_group="cg-i4-longpoll", broker_suspend_max_time_ms=suspend_ms,
-                                consumer_timeout_when_suspend_ms=suspend_ms + 10_000)
+    consumer = LitePullConsumer(
+        ns_addr,
+        consumer_group="cg-i4-longpoll",
+        broker_suspend_max_time_ms=suspend_ms,
+        consumer_timeout_when_suspend_ms=suspend_ms + 10_000,
+    )
     consumer.start()
     with Producer(ns_addr, producer_group="pg-i4-longpoll") as producer:
         mq = MessageQueue(topic, producer.fetch_publish_message_queues(topic)[0].broker_name, 0)
@@ -277,16 +293,19 @@ def test_long_polling_returns_soon_after_a_send(ns_addr: str) -> None:
                 samples.append((ended - sent_at) * 1000)
         finally:
             consumer.shutdown()
-    print(f"\nlong polling: send -> parked pull returned in {', '.join(f'{s:.1f}' for s in samples)} ms "
-          f"(suspend timeout {suspend_ms} ms)")
+    print(
+        f"\nlong polling: send -> parked pull returned in {', '.join(f'{s:.1f}' for s in samples)} ms "
+        f"(suspend timeout {suspend_ms} ms)"
+    )
 
 
 # ---------------------------------------------------------------------------- queries
 
 
 def _mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rocketq.client.admin_cli", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "rocketq.client.admin_cli", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_query_by_key_and_by_id(ns_addr: str) -> None:
@@ -315,7 +334,9 @@ def test_query_by_key_and_by_id(ns_addr: str) -> None:
     by_id = _mqadmin("queryMsgById", "-n", ns_addr, "-i", r1.offset_msg_id)
     assert by_id.returncode == 0 and "Message Body: order created" in by_id.stdout, by_id.stderr
     by_uniq_cli = _mqadmin("queryMsgById", "-n", ns_addr, "-t", topic, "-i", r2.msg_id)
-    assert by_uniq_cli.returncode == 0 and "Message Body: order paid" in by_uniq_cli.stdout, by_uniq_cli.stderr
+    assert by_uniq_cli.returncode == 0 and "Message Body: order paid" in by_uniq_cli.stdout, (
+        by_uniq_cli.stderr
+    )
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -412,8 +433,16 @@ def test_unknown_topic_with_auto_create_off(no_auto_create: ServerProcess) -> No
 
     with BlockingMQClientAPI(ns_addr) as api:
         header = SendMessageRequestHeaderV2(
-            producer_group="pg", topic="NoSuchTopic", default_topic="TBW102", default_topic_queue_nums=4,
-            queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0, properties="")
+            producer_group="pg",
+            topic="NoSuchTopic",
+            default_topic="TBW102",
+            default_topic_queue_nums=4,
+            queue_id=0,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties="",
+        )
         with pytest.raises(TopicNotExistError) as broker_info:
             api.send_message(broker_addr, mq.broker_name, Message("NoSuchTopic", b"x"), header, 5000)
         assert "NoSuchTopic" in broker_info.value.remark

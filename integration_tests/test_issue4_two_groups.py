@@ -25,8 +25,12 @@ from rocketq.client.producer import Producer
 from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-SMALL: dict[str, Any] = {"mappedFileSizeCommitLog": 16 << 20, "mappedFileSizeConsumeQueue": 20 * 20_000,
-                         "maxHashSlotNum": 2000, "maxIndexNum": 8000}
+SMALL: dict[str, Any] = {
+    "mappedFileSizeCommitLog": 16 << 20,
+    "mappedFileSizeConsumeQueue": 20 * 20_000,
+    "maxHashSlotNum": 2000,
+    "maxIndexNum": 8000,
+}
 TOPIC = "I4Spread"
 
 
@@ -35,8 +39,10 @@ def two_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server
     tmp = tmp_path_factory.mktemp("issue4-two-groups")
     with spawn_namesrv(tmp / "ns1") as ns1, spawn_namesrv(tmp / "ns2") as ns2:
         both = f"{ns1.addr};{ns2.addr}"
-        with spawn_broker(tmp / "a", both, brokerName="broker-a", **SMALL) as a, \
-                spawn_broker(tmp / "b", both, brokerName="broker-b", **SMALL) as b:
+        with (
+            spawn_broker(tmp / "a", both, brokerName="broker-a", **SMALL) as a,
+            spawn_broker(tmp / "b", both, brokerName="broker-b", **SMALL) as b,
+        ):
             yield [ns1, ns2, a, b]
 
 
@@ -63,11 +69,15 @@ def test_topic_spread_over_two_groups_and_two_namesrvs(two_groups: list[ServerPr
         with Admin(ns.addr) as admin:
             info = admin.cluster_list()
             assert set(info.cluster_addr_table["DefaultCluster"]) == {"broker-a", "broker-b"}
-            assert {bd.master_addr for bd in info.broker_addr_table.values()} == {broker_a.addr, broker_b.addr}
+            assert {bd.master_addr for bd in info.broker_addr_table.values()} == {
+                broker_a.addr,
+                broker_b.addr,
+            }
     with Admin(both) as admin:
         masters = admin.create_topic(TOPIC, cluster="DefaultCluster", read_queue_nums=4, write_queue_nums=4)
         assert sorted(masters) == sorted([broker_a.addr, broker_b.addr])
     for ns_addr in (ns1.addr, ns2.addr):
+
         def spread(addr: str = ns_addr) -> bool:
             return _route_brokers(addr, TOPIC) == {"broker-a", "broker-b"}
 
@@ -103,15 +113,18 @@ def test_topic_spread_over_two_groups_and_two_namesrvs(two_groups: list[ServerPr
     try:
         _wait(lambda: len(seen) >= total, what="every message consumed")
         assert {mq.broker_name for mq in push.async_consumer.assigned_queues() if mq.topic == TOPIC} == {
-            "broker-a", "broker-b"}
+            "broker-a",
+            "broker-b",
+        }
     finally:
         push.shutdown()
     assert set(seen) == {b"s-%03d" % i for i in range(total)}
     assert from_broker == sent_to
 
 
-def test_one_namesrv_down_clients_use_the_other(tmp_path_factory: pytest.TempPathFactory,
-                                                 two_groups: list[ServerProcess]) -> None:
+def test_one_namesrv_down_clients_use_the_other(
+    tmp_path_factory: pytest.TempPathFactory, two_groups: list[ServerProcess]
+) -> None:
     ns1, ns2, _, _ = two_groups
     both = f"{ns1.addr};{ns2.addr}"
     topic = "I4Failover"

@@ -175,8 +175,10 @@ def violations_in(source: str, name: str = "<snippet>") -> list[str]:
                 continue  # not a constant: a field default or a local name
             if target.lstrip("_").startswith("MAX_PROPERTIES") or "MAGIC" in target:
                 found.append(f"{where}: {target} = {literal} redefines a record layout limit or magic code")
-            elif record_module and (target.endswith("_POS") or (
-                    literal in RECORD_OFFSETS and any(w in target.replace("_", "") for w in _LAYOUT_WORDS))):
+            elif record_module and (
+                target.endswith("_POS")
+                or (literal in RECORD_OFFSETS and any(w in target.replace("_", "") for w in _LAYOUT_WORDS))
+            ):
                 found.append(f"{where}: {target} = {literal} redefines a record position or header size")
     return found
 

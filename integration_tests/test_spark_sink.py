@@ -23,7 +23,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def read_back(spark: Any, cluster: Cluster, topic: str) -> list[Any]:
-    df = spark.read.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic).load()
+    df = (
+        spark.read.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic).load()
+    )
     return list(df.collect())
 
 
@@ -34,8 +36,9 @@ def test_per_key_order_one_queue_per_key(spark_session: Any, cluster: Cluster) -
     df = spark_session.createDataFrame(rows, "body string, keys string")
     # every key in one task, rows of a task in seq order: the sink keeps that order per queue
     df = df.repartition(3, "keys").sortWithinPartitions(df.body.cast("int"))
-    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic) \
-        .option("batchMaxMessages", "64").mode("append").save()
+    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic).option(
+        "batchMaxMessages", "64"
+    ).mode("append").save()
     got = read_back(spark_session, cluster, topic)
     assert len(got) == 3000
     from rocketq.client.model import Message
@@ -65,12 +68,18 @@ def test_batch_write_all_columns(spark_session: Any, cluster: Cluster) -> None:
         "body binary, topic string, tags string, keys array<string>, properties map<string,string>, "
         "shardingKey string, queueId int",
     )
-    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "SinkCols") \
-        .mode("append").save()
+    df.write.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "SinkCols").mode(
+        "append"
+    ).save()
     first = sorted(read_back(spark_session, cluster, "SinkCols"), key=lambda r: r.body)
     assert [r.body for r in first] == [b"\x00bin", b"three"]
     one, three = first
-    assert (one.tags, one.keys, one.properties["p"], one.properties["__SHARDINGKEY"]) == ("TagA", ["k1", "k2"], "1", "shard-1")
+    assert (one.tags, one.keys, one.properties["p"], one.properties["__SHARDINGKEY"]) == (
+        "TagA",
+        ["k1", "k2"],
+        "1",
+        "shard-1",
+    )
     assert len(one.uniqKey) == 32 and one.properties["UNIQ_KEY"] == one.uniqKey
     assert (three.tags, three.queueId, three.properties["x"]) == ("TagB", 3, "y")
     (two,) = read_back(spark_session, cluster, "SinkCols2")
@@ -85,14 +94,24 @@ def test_streaming_etl_into_another_topic(spark_session: Any, cluster: Cluster, 
     from pyspark.sql import functions as F
 
     src = (
-        spark_session.readStream.format("rocketmq").option("nameServer", cluster.namesrv_addr)
-        .option("topic", "SinkIn").option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "80").load()
-    )  # fmt: skip
-    out = src.select(F.concat(F.col("body").cast("string"), F.lit("!")).alias("body"), "keys", F.lit("ETL").alias("tags"))
+        spark_session.readStream.format("rocketmq")
+        .option("nameServer", cluster.namesrv_addr)
+        .option("topic", "SinkIn")
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", "80")
+        .load()
+    )
+    out = src.select(
+        F.concat(F.col("body").cast("string"), F.lit("!")).alias("body"), "keys", F.lit("ETL").alias("tags")
+    )
     q = (
-        out.writeStream.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", "SinkOut")
-        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
-    )  # fmt: skip
+        out.writeStream.format("rocketmq")
+        .option("nameServer", cluster.namesrv_addr)
+        .option("topic", "SinkOut")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert q.awaitTermination(120) and q.exception() is None
     got = read_back(spark_session, cluster, "SinkOut")
     assert sorted(r.body for r in got) == sorted(f"m{i}!".encode() for i in range(200))

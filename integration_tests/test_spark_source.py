@@ -38,7 +38,9 @@ def topic_with(cluster: Cluster, topic: str, per_queue: int, queues: int = 4, ta
 
 
 def stream(spark: Any, cluster: Cluster, topic: str, **options: str) -> Any:
-    reader = spark.readStream.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic)
+    reader = (
+        spark.readStream.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic)
+    )
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load()
@@ -105,10 +107,14 @@ def test_starting_latest_reads_only_new(spark_session: Any, cluster: Cluster, tm
         q.stop()
 
 
-def test_max_messages_per_trigger_and_committed_offsets(spark_session: Any, cluster: Cluster, tmp_path: Path) -> None:
+def test_max_messages_per_trigger_and_committed_offsets(
+    spark_session: Any, cluster: Cluster, tmp_path: Path
+) -> None:
     topic = "SrcLimit"
     topic_with(cluster, topic, per_queue=25)  # 100
-    df = stream(spark_session, cluster, topic, startingOffsets="earliest", maxMessagesPerTrigger="30", group="g-limit")
+    df = stream(
+        spark_session, cluster, topic, startingOffsets="earliest", maxMessagesPerTrigger="30", group="g-limit"
+    )
     rows, q = run_available_now(spark_session, df, "m_limit", tmp_path / "cp")
     sizes = [p.numInputRows for p in q.recentProgress if p.numInputRows]
     assert sizes == [30, 30, 30, 10]
@@ -119,10 +125,14 @@ def test_max_messages_per_trigger_and_committed_offsets(spark_session: Any, clus
 
     with Admin(cluster.namesrv_addr) as admin:
         progress = admin.consumer_progress("g-limit", topic)
-    assert {p.message_queue.queue_id: (p.consumer_offset, p.lag) for p in progress} == {i: (25, 0) for i in range(4)}
+    assert {p.message_queue.queue_id: (p.consumer_offset, p.lag) for p in progress} == {
+        i: (25, 0) for i in range(4)
+    }
 
 
-def test_available_now_stops_at_its_start_snapshot(spark_session: Any, cluster: Cluster, tmp_path: Path) -> None:
+def test_available_now_stops_at_its_start_snapshot(
+    spark_session: Any, cluster: Cluster, tmp_path: Path
+) -> None:
     topic = "SrcAvail"
     topic_with(cluster, topic, per_queue=20)  # 80 before the start
     stop = threading.Event()
@@ -158,7 +168,9 @@ def test_queue_added_mid_stream(spark_session: Any, cluster: Cluster, tmp_path: 
         produce(cluster, topic, [b"q3"] * 6, queue_ids=[3] * 6)
         produce(cluster, topic, [b"q2"] * 2, queue_ids=[2] * 2)
         deadline = time.monotonic() + 60
-        while spark_session.sql("select count(*) c from m_grow").first().c < 18 and time.monotonic() < deadline:
+        while (
+            spark_session.sql("select count(*) c from m_grow").first().c < 18 and time.monotonic() < deadline
+        ):
             q.processAllAvailable()
             time.sleep(0.2)
         rows = spark_session.sql("select * from m_grow").collect()
@@ -168,7 +180,9 @@ def test_queue_added_mid_stream(spark_session: Any, cluster: Cluster, tmp_path: 
         q.stop()
 
 
-def test_restart_from_checkpoint_no_loss_no_repeat(spark_session: Any, cluster: Cluster, tmp_path: Path) -> None:
+def test_restart_from_checkpoint_no_loss_no_repeat(
+    spark_session: Any, cluster: Cluster, tmp_path: Path
+) -> None:
     topic = "SrcRestart"
     topic_with(cluster, topic, per_queue=30)  # 120
     cp, out = tmp_path / "cp", str(tmp_path / "out")
@@ -207,7 +221,11 @@ def test_batch_read_with_ending_offsets_and_partitions(spark_session: Any, clust
     topic_with(cluster, topic, per_queue=10)
 
     def read(**opts: str) -> Any:
-        reader = spark_session.read.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", topic)
+        reader = (
+            spark_session.read.format("rocketmq")
+            .option("nameServer", cluster.namesrv_addr)
+            .option("topic", topic)
+        )
         for k, v in opts.items():
             reader = reader.option(k, v)
         return reader.load()

@@ -33,8 +33,13 @@ from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
-CONF: dict[str, Any] = {"transactionTimeOut": 600_000, "mappedFileSizeCommitLog": 8 << 20, "mappedFileSizeConsumeQueue": 20 * 2000,
-        "maxHashSlotNum": 1000, "maxIndexNum": 4000}
+CONF: dict[str, Any] = {
+    "transactionTimeOut": 600_000,
+    "mappedFileSizeCommitLog": 8 << 20,
+    "mappedFileSizeConsumeQueue": 20 * 2000,
+    "maxHashSlotNum": 1000,
+    "maxIndexNum": 4000,
+}
 DRIVER = """
 import pickle, sys
 from rocketq.client.api import BlockingMQClientAPI
@@ -85,9 +90,18 @@ def pull_queue(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -
     offset = 0
     while True:
         header = PullMessageRequestHeader(
-            consumer_group="cg-txb-probe", topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
-            sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0, suspend_timeout_millis=0, subscription="*",
-            sub_version=0, expression_type="TAG")
+            consumer_group="cg-txb-probe",
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=32,
+            sys_flag=int(PullSysFlag.SUBSCRIPTION),
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription="*",
+            sub_version=0,
+            expression_type="TAG",
+        )
         try:
             result = api.pull_message(addr, header, timeout_ms=5000)
         except RocketQError:
@@ -105,8 +119,11 @@ def rows(tag: str, n: int, topic: str) -> list[Message]:
 def send_halves(ns: str, broker_name: str, topic: str, group: str) -> list[HalfBatchResult]:
     with TransactionProducer(ns, producer_group=group, check_listener=lambda m: ROLLBACK) as producer:
         q0, q1 = MessageQueue(topic, broker_name, 0), MessageQueue(topic, broker_name, 1)
-        return [producer.send_half_batch(q0, rows("a", 3, topic)), producer.send_half_batch(q1, rows("b", 5, topic)),
-                producer.send_half_batch(q0, rows("c", 4, topic))]
+        return [
+            producer.send_half_batch(q0, rows("a", 3, topic)),
+            producer.send_half_batch(q1, rows("b", 5, topic)),
+            producer.send_half_batch(q0, rows("c", 4, topic)),
+        ]
 
 
 def test_feature_detection(cluster: tuple[ServerProcess, ServerProcess]) -> None:
@@ -115,8 +132,9 @@ def test_feature_detection(cluster: tuple[ServerProcess, ServerProcess]) -> None
         assert api.supports_transaction_batch(broker.addr) is True
 
 
-def test_commit_from_another_process_is_atomic_and_idempotent(cluster: tuple[ServerProcess, ServerProcess],
-                                                              tmp_path: Path) -> None:
+def test_commit_from_another_process_is_atomic_and_idempotent(
+    cluster: tuple[ServerProcess, ServerProcess], tmp_path: Path
+) -> None:
     ns, broker = cluster
     topic = "TxBatchCommit"
     create_topic(ns.addr, topic)
@@ -139,8 +157,12 @@ def test_commit_from_another_process_is_atomic_and_idempotent(cluster: tuple[Ser
         path = tmp_path / "handles.pickle"
         path.write_bytes(pickle.dumps(handles))
         try:
-            done = subprocess.run([sys.executable, "-c", DRIVER, ns.addr, "pg-txb", str(path)], capture_output=True,
-                                  text=True, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-c", DRIVER, ns.addr, "pg-txb", str(path)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
             assert "committed 12" in done.stdout
             wait_for(lambda: len(pull_queue(api, broker.addr, topic, 0)) == 7, "queue 0 committed")
@@ -149,13 +171,18 @@ def test_commit_from_another_process_is_atomic_and_idempotent(cluster: tuple[Ser
             watcher.join()
         assert seen[0] <= {0, 7} and seen[1] <= {0, 5}, seen  # never part of a queue's rows
         q0, q1 = pull_queue(api, broker.addr, topic, 0), pull_queue(api, broker.addr, topic, 1)
-        assert [m.body for m in q0] == [f"a-{i}".encode() for i in range(3)] + [f"c-{i}".encode() for i in range(4)]
+        assert [m.body for m in q0] == [f"a-{i}".encode() for i in range(3)] + [
+            f"c-{i}".encode() for i in range(4)
+        ]
         assert [m.body for m in q1] == [f"b-{i}".encode() for i in range(5)]
         assert [m.uniq_key for m in q0] == list(handles[0].transaction_ids + handles[2].transaction_ids)
         assert all(m.keys and m.tags == "T" for m in q0 + q1)
         end_transaction_batch_blocking(api, "pg-txb", handles, COMMIT)  # again: nothing new
         time.sleep(0.5)
-        assert len(pull_queue(api, broker.addr, topic, 0)) == 7 and len(pull_queue(api, broker.addr, topic, 1)) == 5
+        assert (
+            len(pull_queue(api, broker.addr, topic, 0)) == 7
+            and len(pull_queue(api, broker.addr, topic, 1)) == 5
+        )
 
 
 def test_rollback_is_never_visible(cluster: tuple[ServerProcess, ServerProcess]) -> None:

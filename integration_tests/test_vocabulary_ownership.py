@@ -118,7 +118,9 @@ def test_no_module_redefines_the_vocabulary() -> None:
         if rel in OWNERS:
             continue
         found.extend(violations(path.read_text(encoding="utf-8"), str(rel)))
-    assert not found, "import these from rocketq.client.remoting.vocabulary/codes instead:\n" + "\n".join(found)
+    assert not found, "import these from rocketq.client.remoting.vocabulary/codes instead:\n" + "\n".join(
+        found
+    )
 
 
 def test_the_owner_modules_exist() -> None:

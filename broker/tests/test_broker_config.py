@@ -67,8 +67,9 @@ def test_rocketmq_broker_conf_loads(tmp_path: Path) -> None:
 
 def test_unknown_keys_warned_not_fatal() -> None:
     warnings: list[str] = []
-    cfg = load_broker_config(None, overrides={"brokerName": "b", "noSuchKey": "1", "aclEnable": "false"},
-                             warn=warnings.append)
+    cfg = load_broker_config(
+        None, overrides={"brokerName": "b", "noSuchKey": "1", "aclEnable": "false"}, warn=warnings.append
+    )
     assert cfg.broker_name == "b"
     assert len(warnings) == 1 and "noSuchKey" in warnings[0]
 
@@ -95,10 +96,17 @@ def test_bad_values_name_the_key(key: str, value: str) -> None:
 
 
 def test_store_keys_reach_store_config(tmp_path: Path) -> None:
-    cfg = load_broker_config(None, overrides={
-        "brokerName": "b", "storePathRootDir": str(tmp_path), "flushDiskType": "SYNC_FLUSH",
-        "mappedFileSizeCommitLog": str(8 << 20), "maxMessageSize": str(1 << 20), "syncFlushTimeout": "1234",
-    })
+    cfg = load_broker_config(
+        None,
+        overrides={
+            "brokerName": "b",
+            "storePathRootDir": str(tmp_path),
+            "flushDiskType": "SYNC_FLUSH",
+            "mappedFileSizeCommitLog": str(8 << 20),
+            "maxMessageSize": str(1 << 20),
+            "syncFlushTimeout": "1234",
+        },
+    )
     store = build_store_config(cfg)
     assert store.flush_disk_type.name == "SYNC_FLUSH"
     assert store.mapped_file_size_commit_log_bytes == 8 << 20

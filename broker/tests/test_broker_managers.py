@@ -130,8 +130,9 @@ def test_heartbeat_parse() -> None:
 
 def test_consumer_membership_notifies_and_expires() -> None:
     notified: list[tuple[str, int]] = []
-    cm = ConsumerManager(channel_expired_timeout_ms=1000,
-                         on_ids_changed=lambda g, chs: notified.append((g, len(chs))))
+    cm = ConsumerManager(
+        channel_expired_timeout_ms=1000, on_ids_changed=lambda g, chs: notified.append((g, len(chs)))
+    )
     data = ConsumerData(group_name="cg", subscriptions=(SubscriptionData(topic="T1", sub_version=1),))
     ch1, ch2 = cast(Channel, object()), cast(Channel, object())
     assert cm.register(data, ClientChannelInfo(channel=ch1, client_id="c1", last_update_ms=0))

@@ -27,10 +27,15 @@ def test_topics_round_trip_and_backup(tmp_path: Path) -> None:
     files.persist_topics(table)
     raw = json.loads((tmp_path / "config" / "topics.json").read_text())
     assert raw["topicConfigTable"]["TopicA"]["readQueueNums"] == 4 and raw["dataVersion"]["counter"] == 3
-    files.persist_topics(TopicConfigTable({**table.topic_config_table, "B": TopicConfig("B")}, table.data_version))
+    files.persist_topics(
+        TopicConfigTable({**table.topic_config_table, "B": TopicConfig("B")}, table.data_version)
+    )
     assert json.loads((tmp_path / "config" / "topics.json.bak").read_text()) == raw
     loaded = files.load_topics()
-    assert set(loaded.topic_config_table) == {"TopicA", "B"} and loaded.topic_config_table["TopicA"].write_queue_nums == 4
+    assert (
+        set(loaded.topic_config_table) == {"TopicA", "B"}
+        and loaded.topic_config_table["TopicA"].write_queue_nums == 4
+    )
     assert not (tmp_path / "config" / "topics.json.tmp").exists()
 
 
@@ -46,10 +51,14 @@ def test_corrupt_file_falls_back_to_backup(tmp_path: Path, caplog: pytest.LogCap
 
 
 def test_fastjson_unquoted_keys_and_missing_files(tmp_path: Path) -> None:
-    (tmp_path / "consumerOffset.json").write_text('{"offsetTable":{"TopicTest@please_rename_unique_group_name_4":{0:250,1:249}}}')
+    (tmp_path / "consumerOffset.json").write_text(
+        '{"offsetTable":{"TopicTest@please_rename_unique_group_name_4":{0:250,1:249}}}'
+    )
     (tmp_path / "delayOffset.json").write_text('{"offsetTable":{1:0,3:17}}')
     files = MetadataFiles(str(tmp_path))
-    assert files.load_consumer_offsets().offset_table == {"TopicTest@please_rename_unique_group_name_4": {0: 250, 1: 249}}
+    assert files.load_consumer_offsets().offset_table == {
+        "TopicTest@please_rename_unique_group_name_4": {0: 250, 1: 249}
+    }
     assert files.load_delay_offsets().offset_table == {1: 0, 3: 17}
     assert files.load_subscription_groups().subscription_group_table == {}
     assert files.load_topics().topic_config_table == {}
@@ -57,7 +66,9 @@ def test_fastjson_unquoted_keys_and_missing_files(tmp_path: Path) -> None:
 
 def test_subscription_groups_and_delay_offsets(tmp_path: Path) -> None:
     files = MetadataFiles(str(tmp_path))
-    t = SubscriptionGroupTable(subscription_group_table={"g": SubscriptionGroupConfig(group_name="g", retry_max_times=3)})
+    t = SubscriptionGroupTable(
+        subscription_group_table={"g": SubscriptionGroupConfig(group_name="g", retry_max_times=3)}
+    )
     t.next_version()
     files.persist_subscription_groups(t)
     raw = json.loads((tmp_path / "subscriptionGroup.json").read_text())

@@ -35,24 +35,53 @@ from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.transport.aio import RemotingClient
 
 
-def send_header(topic: str = "T1", *, queue_id: int = 0, props: str = "TAGS\x01TagA\x02KEYS\x01k1\x02",
-                queue_nums: int = 4) -> dict[str, str]:
+def send_header(
+    topic: str = "T1",
+    *,
+    queue_id: int = 0,
+    props: str = "TAGS\x01TagA\x02KEYS\x01k1\x02",
+    queue_nums: int = 4,
+) -> dict[str, str]:
     return SendMessageRequestHeaderV2(
-        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=queue_nums,
-        queue_id=queue_id, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0, properties=props,
+        producer_group="pg",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=queue_nums,
+        queue_id=queue_id,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=props,
     ).to_ext_fields()
 
 
 async def send(client: RemotingClient, addr: str, body: bytes = b"hello", **kw: Any) -> RemotingCommand:
-    return await client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, send_header(**kw), body), 5000)
+    return await client.invoke(
+        addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, send_header(**kw), body), 5000
+    )
 
 
-def pull_header(topic: str = "T1", queue_id: int = 0, offset: int = 0, *, sub: str = "*", suspend_ms: int = 0,
-                sys_flag: int = 0x4) -> dict[str, str]:
+def pull_header(
+    topic: str = "T1",
+    queue_id: int = 0,
+    offset: int = 0,
+    *,
+    sub: str = "*",
+    suspend_ms: int = 0,
+    sys_flag: int = 0x4,
+) -> dict[str, str]:
     flag = sys_flag | (0x2 if suspend_ms else 0)
     return PullMessageRequestHeader(
-        consumer_group="cg", topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
-        sys_flag=flag, commit_offset=0, suspend_timeout_millis=suspend_ms, subscription=sub, sub_version=0,
+        consumer_group="cg",
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=flag,
+        commit_offset=0,
+        suspend_timeout_millis=suspend_ms,
+        subscription=sub,
+        sub_version=0,
     ).to_ext_fields()
 
 
@@ -80,7 +109,9 @@ def test_send_pull_round_trip_and_tag_filter(tmp_path: Path) -> None:
         r = await pull(client, addr, offset=2)
         assert r.code == R.PULL_NOT_FOUND
         r = await pull(client, addr, offset=100)
-        assert r.code == R.PULL_OFFSET_MOVED and r.ext_fields["nextBeginOffset"] == "0"  # Java: min when min == 0
+        assert (
+            r.code == R.PULL_OFFSET_MOVED and r.ext_fields["nextBeginOffset"] == "0"
+        )  # Java: min when min == 0
         r = await pull(client, addr, queue_id=99)
         assert r.code == R.SYSTEM_ERROR and "queueId[99]" in (r.remark or "")
         r = await pull(client, addr, topic="NoSuchTopic")
@@ -152,9 +183,17 @@ def test_query_by_key_unique_key_and_view_by_id(tmp_path: Path) -> None:
         assert c.store.wait_dispatched()
 
         async def query(key: str, unique: bool | None = None) -> RemotingCommand:
-            h = QueryMessageRequestHeader(topic="T1", key=key, max_num=32, begin_timestamp=0,
-                                          end_timestamp=2**62, unique_key_query=unique)
-            return await client.invoke(addr, RemotingCommand.request(RC.QUERY_MESSAGE, h.to_ext_fields()), 5000)
+            h = QueryMessageRequestHeader(
+                topic="T1",
+                key=key,
+                max_num=32,
+                begin_timestamp=0,
+                end_timestamp=2**62,
+                unique_key_query=unique,
+            )
+            return await client.invoke(
+                addr, RemotingCommand.request(RC.QUERY_MESSAGE, h.to_ext_fields()), 5000
+            )
 
         assert bodies(await query("order-2")) == [b"keyed"]
         assert bodies(await query(uniq, True)) == [b"keyed"]
@@ -182,8 +221,12 @@ def test_send_rejections(tmp_path: Path) -> None:
         r = await send(client, addr, topic="TBW102")
         assert r.code == R.NO_PERMISSION
         # create a topic by admin, then check size limits on it
-        h = CreateTopicRequestHeader(topic="T2", default_topic="TBW102", read_queue_nums=2, write_queue_nums=2, perm=6)
-        r = await client.invoke(addr, RemotingCommand.request(RC.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields()), 5000)
+        h = CreateTopicRequestHeader(
+            topic="T2", default_topic="TBW102", read_queue_nums=2, write_queue_nums=2, perm=6
+        )
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields()), 5000
+        )
         assert r.code == R.SUCCESS
         r = await send(client, addr, b"x" * (64 * 1024 + 1), topic="T2")
         assert r.code == R.MESSAGE_ILLEGAL and "65537" in (r.remark or "") and "65536" in (r.remark or "")
@@ -204,11 +247,21 @@ def test_concurrent_first_sends_create_topic_once(tmp_path: Path) -> None:
         version = c.ctx.topics.data_version.counter
         clients = [RemotingClient() for _ in range(4)]
         try:
-            results = await asyncio.gather(*(
-                cl.invoke(addr, RemotingCommand.request(
-                    RC.SEND_MESSAGE_V2, send_header("Fresh", queue_id=i % 4, queue_nums=4 + i % 3), b"x"), 5000)
-                for i in range(24) for cl in clients[i % 4:i % 4 + 1]
-            ))
+            results = await asyncio.gather(
+                *(
+                    cl.invoke(
+                        addr,
+                        RemotingCommand.request(
+                            RC.SEND_MESSAGE_V2,
+                            send_header("Fresh", queue_id=i % 4, queue_nums=4 + i % 3),
+                            b"x",
+                        ),
+                        5000,
+                    )
+                    for i in range(24)
+                    for cl in clients[i % 4 : i % 4 + 1]
+                )
+            )
         finally:
             for cl in clients:
                 await cl.close()
@@ -230,7 +283,9 @@ def test_batch_send(tmp_path: Path) -> None:
         assert r.code == R.SUCCESS and len(r.ext_fields["msgId"].split(",")) == 3
         assert c.store.wait_dispatched()
         assert bodies(await pull(client, addr)) == [b"b0", b"b1", b"b2"]
-        r = await client.invoke(addr, RemotingCommand.request(RC.SEND_BATCH_MESSAGE, ext, b"\x00\x01garbage"), 5000)
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.SEND_BATCH_MESSAGE, ext, b"\x00\x01garbage"), 5000
+        )
         assert r.code == R.MESSAGE_ILLEGAL
 
     run_broker(tmp_path, scenario)
@@ -238,10 +293,25 @@ def test_batch_send(tmp_path: Path) -> None:
 
 HEARTBEAT = {
     "clientID": "127.0.0.1@c1",
-    "consumerDataSet": [{"groupName": "cg", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-                         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
-                         "subscriptionDataSet": [{"topic": "T1", "subString": "*", "tagsSet": [], "codeSet": [],
-                                                  "subVersion": 1, "expressionType": "TAG"}]}],
+    "consumerDataSet": [
+        {
+            "groupName": "cg",
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": "CLUSTERING",
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "unitMode": False,
+            "subscriptionDataSet": [
+                {
+                    "topic": "T1",
+                    "subString": "*",
+                    "tagsSet": [],
+                    "codeSet": [],
+                    "subVersion": 1,
+                    "expressionType": "TAG",
+                }
+            ],
+        }
+    ],
     "producerDataSet": [{"groupName": "pg"}],
 }
 
@@ -268,7 +338,9 @@ def test_heartbeat_membership_notify_lock_and_reset(tmp_path: Path) -> None:
         r = await client.invoke(addr, RemotingCommand.request(RC.HEART_BEAT, body=hb), 5000)
         assert r.code == R.SUCCESS
         assert c.ctx is not None and c.ctx.topics.select("%RETRY%cg") is not None
-        r = await client.invoke(addr, RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "cg"}), 5000)
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "cg"}), 5000
+        )
         assert json.loads(r.body) == {"consumerIdList": ["127.0.0.1@c1"]}
         for _ in range(100):
             if notified:
@@ -278,14 +350,24 @@ def test_heartbeat_membership_notify_lock_and_reset(tmp_path: Path) -> None:
         # pull without the SUBSCRIPTION flag uses the heartbeat's subscription
         r = await pull(client, addr, sys_flag=0)
         assert r.code == R.SUCCESS and len(bodies(r)) == 3
-        lock = {"consumerGroup": "cg", "clientId": "127.0.0.1@c1", "onlyThisBroker": False,
-                "mqSet": [{"brokerName": "broker-t", "queueId": 0, "topic": "T1"}]}
-        r = await client.invoke(addr, RemotingCommand.request(RC.LOCK_BATCH_MQ, body=json.dumps(lock).encode()), 5000)
+        lock = {
+            "consumerGroup": "cg",
+            "clientId": "127.0.0.1@c1",
+            "onlyThisBroker": False,
+            "mqSet": [{"brokerName": "broker-t", "queueId": 0, "topic": "T1"}],
+        }
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.LOCK_BATCH_MQ, body=json.dumps(lock).encode()), 5000
+        )
         assert json.loads(r.body)["lockOKMQSet"] == lock["mqSet"]
         other = dict(lock, clientId="someone-else")
-        r = await client.invoke(addr, RemotingCommand.request(RC.LOCK_BATCH_MQ, body=json.dumps(other).encode()), 5000)
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.LOCK_BATCH_MQ, body=json.dumps(other).encode()), 5000
+        )
         assert json.loads(r.body)["lockOKMQSet"] == []
-        r = await client.invoke(addr, RemotingCommand.request(RC.UNLOCK_BATCH_MQ, body=json.dumps(lock).encode()), 5000)
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.UNLOCK_BATCH_MQ, body=json.dumps(lock).encode()), 5000
+        )
         assert r.code == R.SUCCESS
         reset = ResetOffsetRequestHeader(topic="T1", group="cg", timestamp=0, is_force=True).to_ext_fields()
         r = await client.invoke(addr, RemotingCommand.request(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset), 5000)
@@ -293,7 +375,9 @@ def test_heartbeat_membership_notify_lock_and_reset(tmp_path: Path) -> None:
         assert resets and b'"queueId":0,"topic":"T1"}:0' in resets[0]
         assert c.ctx.offsets.query_offset("cg", "T1", 0) == 0
         un = {"clientID": "127.0.0.1@c1", "consumerGroup": "cg"}
-        assert (await client.invoke(addr, RemotingCommand.request(RC.UNREGISTER_CLIENT, un), 5000)).code == R.SUCCESS
+        assert (
+            await client.invoke(addr, RemotingCommand.request(RC.UNREGISTER_CLIENT, un), 5000)
+        ).code == R.SUCCESS
         assert c.ctx.consumers.get("cg") is None
 
     run_broker(tmp_path, scenario)
@@ -304,14 +388,18 @@ def test_admin_topics_groups_runtime(tmp_path: Path) -> None:
         async def call(code: int, ext: dict[str, str] | None = None, body: bytes = b"") -> RemotingCommand:
             return await client.invoke(addr, RemotingCommand.request(code, ext, body), 5000)
 
-        h = CreateTopicRequestHeader(topic="Adm", default_topic="TBW102", read_queue_nums=3, write_queue_nums=3, perm=6)
+        h = CreateTopicRequestHeader(
+            topic="Adm", default_topic="TBW102", read_queue_nums=3, write_queue_nums=3, perm=6
+        )
         assert (await call(RC.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())).code == R.SUCCESS
         doc = json.loads((await call(RC.GET_ALL_TOPIC_CONFIG)).body)
         assert doc["topicConfigTable"]["Adm"]["writeQueueNums"] == 3
         assert (await call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "Adm"})).code == R.SUCCESS
         assert c.ctx is not None and c.ctx.topics.select("Adm") is None
         sg = {"groupName": "strict", "consumeEnable": False, "retryQueueNums": 1}
-        assert (await call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(sg).encode())).code == R.SUCCESS
+        assert (
+            await call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(sg).encode())
+        ).code == R.SUCCESS
         r = await call(RC.PULL_MESSAGE, dict(pull_header(), consumerGroup="strict"))
         assert r.code == R.NO_PERMISSION
         info = json.loads((await call(RC.GET_BROKER_RUNTIME_INFO)).body)["table"]

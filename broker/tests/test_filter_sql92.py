@@ -22,43 +22,111 @@ from rocketq.client.remoting.headers import PullMessageRequestHeader, SendMessag
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.transport.aio import RemotingClient
 
-PROPS = {"a": "5", "b": "abc", "f": "2.5", "neg": "-3", "TAGS": "TagA", "KEYS": "k1 k2", "flag": "true",
-         "Mixed": "X"}
+PROPS = {
+    "a": "5",
+    "b": "abc",
+    "f": "2.5",
+    "neg": "-3",
+    "TAGS": "TagA",
+    "KEYS": "k1 k2",
+    "flag": "true",
+    "Mixed": "X",
+}
 
 
 def ev(expr: str, props: dict[str, str] | None = None) -> bool:
     return matches(parse_sql92(expr), PROPS if props is None else props)
 
 
-@pytest.mark.parametrize(("expr", "expected"), [
-    ("a = 5", True), ("a = 6", False), ("a <> 6", True), ("a != 5", False), ("a = 5.0", True),
-    ("a > 4", True), ("a > 5", False), ("a >= 5", True), ("a < 5", False), ("a <= 5", True),
-    ("5 < a", False), ("4 < a", True), ("a > -1", True), ("neg < 0", True), ("neg = -3", True),
-    ("f > 2", False), ("f < 2.6", True), ("f = 2.5", True), ("f > 2.5", False), ("f = 2", False),
-    ("a > 4.5", True), ("a BETWEEN 1 AND 5", True), ("a BETWEEN 6 AND 9", False), ("a NOT BETWEEN 6 AND 9", True),
-    ("a BETWEEN -10 AND 5", True), ("f between 2.0 and 3.0", True), ("f between 2 and 3", False),
-    ("b = 'abc'", True), ("b = 'ABC'", False), ("b <> 'x'", True), ("TAGS = 'TagA'", True), ("KEYS = 'k1 k2'", True),
-    ("b IN ('x', 'abc')", True), ("b IN ('x')", False), ("b NOT IN ('x', 'y')", True), ("b NOT IN ('abc')", False),
-    ("missing IS NULL", True), ("a IS NULL", False), ("a IS NOT NULL", True), ("missing IS NOT NULL", False),
-    ("a = 5 AND b = 'abc'", True), ("a = 5 AND b = 'x'", False), ("a = 6 OR b = 'abc'", True),
-    ("NOT (a = 6)", True), ("NOT (a = 5)", False), ("(a = 6 OR a = 5) AND NOT (b = 'z')", True),
-    ("a = 5 and B = 'abc'", False),  # property names are case-sensitive, keywords are not
-    ("Mixed = 'X'", True), ("flag = TRUE", True), ("flag = FALSE", False),
-    ("TRUE", True), ("FALSE", False), ("NULL", False), ("a", False),  # a bare string property is never true
-    ("b CONTAINS 'bc'", True), ("b NOT CONTAINS 'bc'", False), ("b STARTSWITH 'ab'", True),
-    ("b ENDSWITH 'bc'", True), ("b ENDSWITH 'ab'", False), ("missing CONTAINS 'x'", False),
-    ("a = 5 -- trailing comment", True), ("/* c */ a = 5", True), ("a = 5L", True),
-    ("'it''s' = q", True), ("a = +5", True), ("x = 'a''b'", False),
-])
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("a = 5", True),
+        ("a = 6", False),
+        ("a <> 6", True),
+        ("a != 5", False),
+        ("a = 5.0", True),
+        ("a > 4", True),
+        ("a > 5", False),
+        ("a >= 5", True),
+        ("a < 5", False),
+        ("a <= 5", True),
+        ("5 < a", False),
+        ("4 < a", True),
+        ("a > -1", True),
+        ("neg < 0", True),
+        ("neg = -3", True),
+        ("f > 2", False),
+        ("f < 2.6", True),
+        ("f = 2.5", True),
+        ("f > 2.5", False),
+        ("f = 2", False),
+        ("a > 4.5", True),
+        ("a BETWEEN 1 AND 5", True),
+        ("a BETWEEN 6 AND 9", False),
+        ("a NOT BETWEEN 6 AND 9", True),
+        ("a BETWEEN -10 AND 5", True),
+        ("f between 2.0 and 3.0", True),
+        ("f between 2 and 3", False),
+        ("b = 'abc'", True),
+        ("b = 'ABC'", False),
+        ("b <> 'x'", True),
+        ("TAGS = 'TagA'", True),
+        ("KEYS = 'k1 k2'", True),
+        ("b IN ('x', 'abc')", True),
+        ("b IN ('x')", False),
+        ("b NOT IN ('x', 'y')", True),
+        ("b NOT IN ('abc')", False),
+        ("missing IS NULL", True),
+        ("a IS NULL", False),
+        ("a IS NOT NULL", True),
+        ("missing IS NOT NULL", False),
+        ("a = 5 AND b = 'abc'", True),
+        ("a = 5 AND b = 'x'", False),
+        ("a = 6 OR b = 'abc'", True),
+        ("NOT (a = 6)", True),
+        ("NOT (a = 5)", False),
+        ("(a = 6 OR a = 5) AND NOT (b = 'z')", True),
+        ("a = 5 and B = 'abc'", False),  # property names are case-sensitive, keywords are not
+        ("Mixed = 'X'", True),
+        ("flag = TRUE", True),
+        ("flag = FALSE", False),
+        ("TRUE", True),
+        ("FALSE", False),
+        ("NULL", False),
+        ("a", False),  # a bare string property is never true
+        ("b CONTAINS 'bc'", True),
+        ("b NOT CONTAINS 'bc'", False),
+        ("b STARTSWITH 'ab'", True),
+        ("b ENDSWITH 'bc'", True),
+        ("b ENDSWITH 'ab'", False),
+        ("missing CONTAINS 'x'", False),
+        ("a = 5 -- trailing comment", True),
+        ("/* c */ a = 5", True),
+        ("a = 5L", True),
+        ("'it''s' = q", True),
+        ("a = +5", True),
+        ("x = 'a''b'", False),
+    ],
+)
 def test_evaluation(expr: str, expected: bool) -> None:
     props = {**PROPS, "q": "it's"}
     assert ev(expr, props) is expected
 
 
-@pytest.mark.parametrize("expr", [
-    "missing = 5", "missing <> 5", "missing > 1", "missing BETWEEN 1 AND 2", "missing NOT BETWEEN 1 AND 2",
-    "missing IN ('a')", "missing NOT IN ('a')", "NOT (missing = 1)",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "missing = 5",
+        "missing <> 5",
+        "missing > 1",
+        "missing BETWEEN 1 AND 2",
+        "missing NOT BETWEEN 1 AND 2",
+        "missing IN ('a')",
+        "missing NOT IN ('a')",
+        "NOT (missing = 1)",
+    ],
+)
 def test_missing_property_is_unknown_so_never_matches(expr: str) -> None:
     assert ev(expr) is False
 
@@ -95,38 +163,42 @@ def test_not_binds_tighter_than_comparison_as_in_rocketmq() -> None:
     assert ev("NOT a = 5") is False
 
 
-@pytest.mark.parametrize(("expr", "position", "expected_fragment"), [
-    ("", 0, "an expression"),
-    ("a >", 3, "a value"),
-    ("a = 5 AND", 9, "a value"),
-    ("(a = 5", 6, "')'"),
-    ("a = 5)", 5, "end of expression"),
-    ("a > 'x'", 4, "cannot be compared"),
-    ("a BETWEEN 'x' AND 'y'", 10, "cannot be compared"),
-    ("a BETWEEN 5 AND 1", 10, "in order"),
-    ("a BETWEEN 1 5", 12, "AND between"),
-    ("a = NULL", 4, "IS NULL"),
-    ("TRUE = 1", 0, "cannot be compared"),
-    ("a IN (1, 2)", 6, "string literal"),
-    ("a IN ('x' 'y')", 10, "',' or ')'"),
-    ("5 IN ('x')", 0, "property name"),
-    ("a", None, None),  # valid
-    ("5", 0, "boolean"),
-    ("'x'", 0, "boolean"),
-    ("a IS 5", 5, "NULL"),
-    ("a IS NOT 5", 9, "NULL"),
-    ("b CONTAINS 5", 11, "string literal"),
-    ("a = 'unterminated", 4, "closing quote"),
-    ("a = 5 /* open", 6, "'*/'"),
-    ("a # 5", 2, "operator"),
-    ("a = 007", 4, "leading zeros"),
-    ("a = 99999999999999999999", 4, "long range"),
-    ("a > (b = 1)", 4, "condition"),
-    ("a == 5", 3, "a value"),
-    ("a LIKE 'x'", 2, "AND, OR"),
-])
-def test_parse_errors_name_position_and_expectation(expr: str, position: int | None,
-                                                    expected_fragment: str | None) -> None:
+@pytest.mark.parametrize(
+    ("expr", "position", "expected_fragment"),
+    [
+        ("", 0, "an expression"),
+        ("a >", 3, "a value"),
+        ("a = 5 AND", 9, "a value"),
+        ("(a = 5", 6, "')'"),
+        ("a = 5)", 5, "end of expression"),
+        ("a > 'x'", 4, "cannot be compared"),
+        ("a BETWEEN 'x' AND 'y'", 10, "cannot be compared"),
+        ("a BETWEEN 5 AND 1", 10, "in order"),
+        ("a BETWEEN 1 5", 12, "AND between"),
+        ("a = NULL", 4, "IS NULL"),
+        ("TRUE = 1", 0, "cannot be compared"),
+        ("a IN (1, 2)", 6, "string literal"),
+        ("a IN ('x' 'y')", 10, "',' or ')'"),
+        ("5 IN ('x')", 0, "property name"),
+        ("a", None, None),  # valid
+        ("5", 0, "boolean"),
+        ("'x'", 0, "boolean"),
+        ("a IS 5", 5, "NULL"),
+        ("a IS NOT 5", 9, "NULL"),
+        ("b CONTAINS 5", 11, "string literal"),
+        ("a = 'unterminated", 4, "closing quote"),
+        ("a = 5 /* open", 6, "'*/'"),
+        ("a # 5", 2, "operator"),
+        ("a = 007", 4, "leading zeros"),
+        ("a = 99999999999999999999", 4, "long range"),
+        ("a > (b = 1)", 4, "condition"),
+        ("a == 5", 3, "a value"),
+        ("a LIKE 'x'", 2, "AND, OR"),
+    ],
+)
+def test_parse_errors_name_position_and_expectation(
+    expr: str, position: int | None, expected_fragment: str | None
+) -> None:
     if position is None:
         parse_sql92(expr)
         return
@@ -161,14 +233,58 @@ def test_compile_cache_returns_fresh_errors() -> None:
     assert errors[0] is not errors[1] and str(errors[0]) == str(errors[1])
 
 
-_WORDS = ["a", "b", "TAGS", "AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE", "CONTAINS",
-          "STARTSWITH", "ENDSWITH", "(", ")", ",", "=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "1", "2.5",
-          "-3", ".5", "1e3", "'x'", "'it''s'", "'", "--", "/*", "*/", "0", "00", "$", "é", "\n"]
+_WORDS = [
+    "a",
+    "b",
+    "TAGS",
+    "AND",
+    "OR",
+    "NOT",
+    "BETWEEN",
+    "IN",
+    "IS",
+    "NULL",
+    "TRUE",
+    "FALSE",
+    "CONTAINS",
+    "STARTSWITH",
+    "ENDSWITH",
+    "(",
+    ")",
+    ",",
+    "=",
+    "<>",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "+",
+    "-",
+    "1",
+    "2.5",
+    "-3",
+    ".5",
+    "1e3",
+    "'x'",
+    "'it''s'",
+    "'",
+    "--",
+    "/*",
+    "*/",
+    "0",
+    "00",
+    "$",
+    "é",
+    "\n",
+]
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(_WORDS), max_size=25), st.dictionaries(st.sampled_from(["a", "b", "TAGS"]),
-                                                                     st.text(max_size=5)))
+@given(
+    st.lists(st.sampled_from(_WORDS), max_size=25),
+    st.dictionaries(st.sampled_from(["a", "b", "TAGS"]), st.text(max_size=5)),
+)
 def test_random_token_soup_parses_or_fails_cleanly(words: list[str], props: dict[str, str]) -> None:
     text = " ".join(words)
     try:
@@ -191,10 +307,19 @@ def test_random_text_parses_or_fails_cleanly(text: str) -> None:
 # -- the pull processor with a SQL92 subscription (a real broker in-process) --------------------------
 
 
-def _run_broker(tmp_path: Path, scenario: Callable[[RemotingClient, str], Awaitable[None]], **conf: str) -> None:
-    props = {"brokerName": "broker-f", "listenPort": "0", "storePathRootDir": str(tmp_path / "store"),
-             "mappedFileSizeCommitLog": str(8 << 20), "mappedFileSizeConsumeQueue": str(20 * 1000),
-             "maxHashSlotNum": "1000", "maxIndexNum": "4000", **conf}
+def _run_broker(
+    tmp_path: Path, scenario: Callable[[RemotingClient, str], Awaitable[None]], **conf: str
+) -> None:
+    props = {
+        "brokerName": "broker-f",
+        "listenPort": "0",
+        "storePathRootDir": str(tmp_path / "store"),
+        "mappedFileSizeCommitLog": str(8 << 20),
+        "mappedFileSizeConsumeQueue": str(20 * 1000),
+        "maxHashSlotNum": "1000",
+        "maxIndexNum": "4000",
+        **conf,
+    }
 
     async def main() -> None:
         controller = BrokerController(load_broker_config(None, overrides=props))
@@ -209,20 +334,41 @@ def _run_broker(tmp_path: Path, scenario: Callable[[RemotingClient, str], Awaita
     asyncio.run(main())
 
 
-async def _pull(client: RemotingClient, addr: str, sql: str, offset: int = 0, max_nums: int = 32) -> RemotingCommand:
-    h = PullMessageRequestHeader(consumer_group="cg", topic="S", queue_id=0, queue_offset=offset, max_msg_nums=max_nums,
-                                 sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription=sql,
-                                 sub_version=0, expression_type="SQL92")
+async def _pull(
+    client: RemotingClient, addr: str, sql: str, offset: int = 0, max_nums: int = 32
+) -> RemotingCommand:
+    h = PullMessageRequestHeader(
+        consumer_group="cg",
+        topic="S",
+        queue_id=0,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=0x4,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription=sql,
+        sub_version=0,
+        expression_type="SQL92",
+    )
     return await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), 5000)
 
 
 async def _fill(client: RemotingClient, addr: str, n: int) -> None:
     for i in range(n):
-        h = SendMessageRequestHeaderV2(producer_group="pg", topic="S", default_topic="TBW102",
-                                       default_topic_queue_nums=1, queue_id=0, sys_flag=0,
-                                       born_timestamp=int(time.time() * 1000), flag=0,
-                                       properties=f"TAGS\x01T{i % 2}\x02a\x01{i}\x02")
-        r = await client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), b"%d" % i), 5000)
+        h = SendMessageRequestHeaderV2(
+            producer_group="pg",
+            topic="S",
+            default_topic="TBW102",
+            default_topic_queue_nums=1,
+            queue_id=0,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=f"TAGS\x01T{i % 2}\x02a\x01{i}\x02",
+        )
+        r = await client.invoke(
+            addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), b"%d" % i), 5000
+        )
         assert r.code == R.SUCCESS
 
 

@@ -29,10 +29,18 @@ LEVELS = "1s 2s 3s"
 
 
 def open_store(root: Path) -> MessageStore:
-    s = MessageStore(StoreConfig(
-        store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=64 * 1024,
-        mapped_file_size_consume_queue_units=100, max_message_size_bytes=16 * 1024, max_hash_slot_num=64,
-        max_index_num=500, clean_resource_interval_ms=3_600_000, message_delay_level=LEVELS))
+    s = MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=64 * 1024,
+            mapped_file_size_consume_queue_units=100,
+            max_message_size_bytes=16 * 1024,
+            max_hash_slot_num=64,
+            max_index_num=500,
+            clean_resource_interval_ms=3_600_000,
+            message_delay_level=LEVELS,
+        )
+    )
     s.start()
     return s
 
@@ -44,12 +52,23 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
     s.shutdown()
 
 
-def put_delayed(store: MessageStore, body: bytes, level: int, topic: str = "Orders", queue_id: int = 2) -> int:
+def put_delayed(
+    store: MessageStore, body: bytes, level: int, topic: str = "Orders", queue_id: int = 2
+) -> int:
     props = encode_properties({"TAGS": "T", "UNIQ_KEY": f"U-{body.decode()}", "DELAY": str(level)})
     t, q, p = apply_delay_level(topic, queue_id, props, 3)
-    r = store.put_message(MessageToStore(topic=t, queue_id=q, body=body, properties=p,
-                                         born_timestamp=int(time.time() * 1000), born_host=("10.0.0.2", 1),
-                                         store_host=HOST, reconsume_times=1))
+    r = store.put_message(
+        MessageToStore(
+            topic=t,
+            queue_id=q,
+            body=body,
+            properties=p,
+            born_timestamp=int(time.time() * 1000),
+            born_host=("10.0.0.2", 1),
+            store_host=HOST,
+            reconsume_times=1,
+        )
+    )
     assert r.is_ok and r.append_result is not None
     assert store.wait_dispatched()
     return r.append_result.store_timestamp
@@ -118,7 +137,9 @@ def test_due_messages_are_delivered_in_order_and_progress_persists(tmp_path: Pat
         finally:
             g.release()
         assert m.topic == "Orders" and m.queue_id == 2 and m.reconsume_times == 1
-        assert "DELAY" not in m.properties and m.properties["UNIQ_KEY"] == "U-a" and m.properties["TAGS"] == "T"
+        assert (
+            "DELAY" not in m.properties and m.properties["UNIQ_KEY"] == "U-a" and m.properties["TAGS"] == "T"
+        )
         svc.persist()
         doc = json.loads((root / "config" / "delayOffset.json").read_text())
         assert doc == {"offsetTable": {"1": 2, "3": 1}}

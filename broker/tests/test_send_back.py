@@ -26,29 +26,50 @@ from rocketq.client.transport.aio import RemotingClient
 GROUP = "cg"
 
 
-
-
 def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
     _run_broker(tmp_path, scenario, **{"messageDelayLevel": "1s 1s 1s 1s 1s", **conf})
 
 
-async def send(client: RemotingClient, addr: str, topic: str, body: bytes, props: str = "TAGS\x01TagA\x02",
-               **extra: Any) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(producer_group="pg", topic=topic, default_topic="TBW102",
-                                   default_topic_queue_nums=1, queue_id=0, sys_flag=0,
-                                   born_timestamp=int(time.time() * 1000), flag=0, properties=props, **extra)
-    return await client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 5000)
+async def send(
+    client: RemotingClient, addr: str, topic: str, body: bytes, props: str = "TAGS\x01TagA\x02", **extra: Any
+) -> RemotingCommand:
+    h = SendMessageRequestHeaderV2(
+        producer_group="pg",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=1,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=props,
+        **extra,
+    )
+    return await client.invoke(
+        addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 5000
+    )
 
 
 async def pull_msgs(client: RemotingClient, addr: str, topic: str, offset: int = 0) -> list[StoredMessage]:
-    h = PullMessageRequestHeader(consumer_group=GROUP, topic=topic, queue_id=0, queue_offset=offset,
-                                 max_msg_nums=32, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0,
-                                 subscription="*", sub_version=0)
+    h = PullMessageRequestHeader(
+        consumer_group=GROUP,
+        topic=topic,
+        queue_id=0,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=0x4,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
+    )
     r = await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), 5000)
     return list(iter_stored_messages(r.body)) if r.code == R.SUCCESS else []
 
 
-async def wait_msgs(client: RemotingClient, addr: str, topic: str, n: int, timeout_s: float = 10) -> list[StoredMessage]:
+async def wait_msgs(
+    client: RemotingClient, addr: str, topic: str, n: int, timeout_s: float = 10
+) -> list[StoredMessage]:
     deadline = time.monotonic() + timeout_s
     while True:
         got = await pull_msgs(client, addr, topic)
@@ -57,17 +78,33 @@ async def wait_msgs(client: RemotingClient, addr: str, topic: str, n: int, timeo
         await asyncio.sleep(0.1)
 
 
-async def send_back(client: RemotingClient, addr: str, msg: StoredMessage, *, delay_level: int = 0,
-                    max_reconsume_times: int | None = 2, offset: int | None = None) -> RemotingCommand:
-    h = ConsumerSendMsgBackRequestHeader(offset=msg.physical_offset if offset is None else offset, group=GROUP,
-                                         delay_level=delay_level, origin_msg_id=msg.offset_msg_id,
-                                         origin_topic=msg.topic, max_reconsume_times=max_reconsume_times)
-    return await client.invoke(addr, RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, h.to_ext_fields()), 5000)
+async def send_back(
+    client: RemotingClient,
+    addr: str,
+    msg: StoredMessage,
+    *,
+    delay_level: int = 0,
+    max_reconsume_times: int | None = 2,
+    offset: int | None = None,
+) -> RemotingCommand:
+    h = ConsumerSendMsgBackRequestHeader(
+        offset=msg.physical_offset if offset is None else offset,
+        group=GROUP,
+        delay_level=delay_level,
+        origin_msg_id=msg.offset_msg_id,
+        origin_topic=msg.topic,
+        max_reconsume_times=max_reconsume_times,
+    )
+    return await client.invoke(
+        addr, RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, h.to_ext_fields()), 5000
+    )
 
 
 def test_send_back_goes_to_retry_after_the_delay_then_to_the_dlq(tmp_path: Path) -> None:
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
-        assert (await send(client, addr, "T1", b"payload", "TAGS\x01TagA\x02KEYS\x01k1\x02")).code == R.SUCCESS
+        assert (
+            await send(client, addr, "T1", b"payload", "TAGS\x01TagA\x02KEYS\x01k1\x02")
+        ).code == R.SUCCESS
         [original] = await wait_msgs(client, addr, "T1", 1)
         r = await send_back(client, addr, original)
         assert r.code == R.SUCCESS, r.remark

@@ -33,35 +33,62 @@ from rocketq.client.transport.aio import RemotingClient
 HOST = ("127.0.0.1", 10911)
 
 
-
-
 def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
-    _run_broker(tmp_path, scenario, **{"brokerName": "broker-f", "mappedFileSizeCommitLog": str(1 << 20),
-                                        "maxMessageSize": str(512 * 1024), **conf})
+    _run_broker(
+        tmp_path,
+        scenario,
+        **{
+            "brokerName": "broker-f",
+            "mappedFileSizeCommitLog": str(1 << 20),
+            "maxMessageSize": str(512 * 1024),
+            **conf,
+        },
+    )
 
 
 def header(*, props: str = "", batch: bool = False, queue_id: int = 0) -> dict[str, str]:
     return SendMessageRequestHeaderV2(
-        producer_group="pg", topic="TF", default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
-        sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0, properties=props, batch=batch,
+        producer_group="pg",
+        topic="TF",
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=props,
+        batch=batch,
     ).to_ext_fields()
 
 
 async def send_batch(client: RemotingClient, addr: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
-    req = RemotingCommand.request(RC.SEND_BATCH_MESSAGE, header(props="WAIT\x01true\x02", batch=True,
-                                                                queue_id=queue_id), body)
+    req = RemotingCommand.request(
+        RC.SEND_BATCH_MESSAGE, header(props="WAIT\x01true\x02", batch=True, queue_id=queue_id), body
+    )
     return await client.invoke(addr, req, 10_000)
 
 
-async def send_one(client: RemotingClient, addr: str, body: bytes = b"one", queue_id: int = 0) -> RemotingCommand:
-    req = RemotingCommand.request(RC.SEND_MESSAGE_V2, header(props="UNIQ_KEY\x01U-one\x02", queue_id=queue_id), body)
+async def send_one(
+    client: RemotingClient, addr: str, body: bytes = b"one", queue_id: int = 0
+) -> RemotingCommand:
+    req = RemotingCommand.request(
+        RC.SEND_MESSAGE_V2, header(props="UNIQ_KEY\x01U-one\x02", queue_id=queue_id), body
+    )
     return await client.invoke(addr, req, 10_000)
 
 
 async def pull_all(client: RemotingClient, addr: str, queue_id: int = 0) -> list[Any]:
     ext = PullMessageRequestHeader(
-        consumer_group="cg", topic="TF", queue_id=queue_id, queue_offset=0, max_msg_nums=32, sys_flag=0x4,
-        commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
+        consumer_group="cg",
+        topic="TF",
+        queue_id=queue_id,
+        queue_offset=0,
+        max_msg_nums=32,
+        sys_flag=0x4,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
     ).to_ext_fields()
     r = await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, ext), 5000)
     assert r.code == R.SUCCESS, (r.code, r.remark)
@@ -73,7 +100,7 @@ def test_batch_columns_cluster_flags_and_unique_keys(tmp_path: Path) -> None:
         entries = [
             (7, b"b0", b"UNIQ_KEY\x01U0\x02KEYS\x01k0\x02"),
             (8, b"b1", b"UNIQ_KEY\x01U1\x02CLUSTER\x01Other\x02"),  # CLUSTER kept as sent
-            (9, b"b2", b"UNIQ_KEY\x01U2\x02MYDELAY\x013"),           # not a delay; no trailing \x02
+            (9, b"b2", b"UNIQ_KEY\x01U2\x02MYDELAY\x013"),  # not a delay; no trailing \x02
             (0, b"", b""),
         ]
         r = await send_batch(client, addr, encode_batch(entries))
@@ -86,8 +113,9 @@ def test_batch_columns_cluster_flags_and_unique_keys(tmp_path: Path) -> None:
         cluster = c.config.broker_cluster_name
         assert [m.properties.get("CLUSTER") for m in msgs] == [cluster, "Other", cluster, cluster]
         assert msgs[2].properties["MYDELAY"] == "3" and msgs[0].properties["KEYS"] == "k0"
-        ext = QueryMessageRequestHeader(topic="TF", key="U1", max_num=4, begin_timestamp=0,
-                                        end_timestamp=2**62).to_ext_fields()
+        ext = QueryMessageRequestHeader(
+            topic="TF", key="U1", max_num=4, begin_timestamp=0, end_timestamp=2**62
+        ).to_ext_fields()
         q = await client.invoke(addr, RemotingCommand.request(RC.QUERY_MESSAGE, ext), 5000)
         assert q.code == R.SUCCESS and [m.body for m in iter_stored_messages(q.body)] == [b"b1"]
 
@@ -96,7 +124,9 @@ def test_batch_columns_cluster_flags_and_unique_keys(tmp_path: Path) -> None:
 
 def test_batch_rejections(tmp_path: Path) -> None:
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
-        delayed = encode_batch([(0, b"a", b"UNIQ_KEY\x01U0\x02"), (0, b"b", b"DELAY\x012\x02UNIQ_KEY\x01U1\x02")])
+        delayed = encode_batch(
+            [(0, b"a", b"UNIQ_KEY\x01U0\x02"), (0, b"b", b"DELAY\x012\x02UNIQ_KEY\x01U1\x02")]
+        )
         r = await send_batch(client, addr, delayed)
         assert r.code == R.MESSAGE_ILLEGAL and "delay" in (r.remark or "")
         r = await send_batch(client, addr, b"\x00\x00\x00\x30garbage")
@@ -109,7 +139,9 @@ def test_batch_rejections(tmp_path: Path) -> None:
     run_broker(tmp_path, scenario)
 
 
-def test_big_batch_runs_on_the_executor_and_busy_answers_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_big_batch_runs_on_the_executor_and_busy_answers_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(send_module, "INLINE_PUT_MAX_BYTES", 256 * 1024)  # below this broker's maxMessageSize
 
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
@@ -157,8 +189,10 @@ def test_segment_roll_and_locked_appends_fall_back_to_the_executor(tmp_path: Pat
 
 def test_sync_flush_sends_are_acknowledged_after_the_group_commit(tmp_path: Path) -> None:
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
-        results = await asyncio.gather(*(send_one(client, addr, b"s%d" % i, queue_id=i % 4) for i in range(40)),
-                                       send_batch(client, addr, encode_batch([(0, b"x", b"")] * 10)))
+        results = await asyncio.gather(
+            *(send_one(client, addr, b"s%d" % i, queue_id=i % 4) for i in range(40)),
+            send_batch(client, addr, encode_batch([(0, b"x", b"")] * 10)),
+        )
         assert all(r.code == R.SUCCESS for r in results), [(r.code, r.remark) for r in results]
         assert c.store.commit_log.flushed_where >= c.store.max_phy_offset - 1  # nothing acked unflushed
         # a disk that never finishes its flush
@@ -170,17 +204,31 @@ def test_sync_flush_sends_are_acknowledged_after_the_group_commit(tmp_path: Path
 
 
 def _store(tmp_path: Path, flush: FlushDiskType, **kw: Any) -> MessageStore:
-    cfg = StoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log_bytes=64 * 1024,
-                      mapped_file_size_consume_queue_units=1000, max_hash_slot_num=100, max_index_num=400,
-                      max_message_size_bytes=60_000, flush_disk_type=flush, **kw)
+    cfg = StoreConfig(
+        store_path_root_dir=str(tmp_path),
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        mapped_file_size_consume_queue_units=1000,
+        max_hash_slot_num=100,
+        max_index_num=400,
+        max_message_size_bytes=60_000,
+        flush_disk_type=flush,
+        **kw,
+    )
     store = MessageStore(cfg)
     store.start()
     return store
 
 
 def _batch(n: int, size: int = 100) -> MessageBatchToStore:
-    return MessageBatchToStore(topic="T", queue_id=0, born_host=HOST, store_host=HOST, bodies=[b"b" * size] * n,
-                               properties=[b"UNIQ_KEY\x01u%d\x02" % i for i in range(n)], born_timestamps=1)
+    return MessageBatchToStore(
+        topic="T",
+        queue_id=0,
+        born_host=HOST,
+        store_host=HOST,
+        bodies=[b"b" * size] * n,
+        properties=[b"UNIQ_KEY\x01u%d\x02" % i for i in range(n)],
+        born_timestamps=1,
+    )
 
 
 def test_store_put_batch_nowait_and_when_flushed(tmp_path: Path) -> None:
@@ -226,9 +274,17 @@ def test_store_put_batch_nowait_and_when_flushed(tmp_path: Path) -> None:
         assert astore.put_batch(_batch(1)).is_ok
         outcome = astore.put_batch_nowait(_batch(3))
         assert not callable(outcome) and outcome[0].is_ok and outcome[1] == 0
-        wait_false = astore.put_batch_nowait(MessageBatchToStore(
-            topic="T", queue_id=0, born_host=HOST, store_host=HOST, bodies=[b"w"],
-            properties=[b"WAIT\x01false\x02"], born_timestamps=1))
+        wait_false = astore.put_batch_nowait(
+            MessageBatchToStore(
+                topic="T",
+                queue_id=0,
+                born_host=HOST,
+                store_host=HOST,
+                bodies=[b"w"],
+                properties=[b"WAIT\x01false\x02"],
+                born_timestamps=1,
+            )
+        )
         assert not callable(wait_false) and wait_false[1] == 0
     finally:
         astore.shutdown()
@@ -249,8 +305,9 @@ def test_pulls_of_recent_data_run_on_the_loop_older_ones_on_the_executor(tmp_pat
 
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
         assert c.ctx is not None
-        r = await send_batch(client, addr, encode_batch([(0, b"p%d" % i, b"UNIQ_KEY\x01P%d\x02" % i)
-                                                         for i in range(5)]))
+        r = await send_batch(
+            client, addr, encode_batch([(0, b"p%d" % i, b"UNIQ_KEY\x01P%d\x02" % i) for i in range(5)])
+        )
         assert r.code == R.SUCCESS and c.store.wait_dispatched()
         assert c.store.check_in_mem_by_consume_offset("TF", 0, 0, 1 << 20)
         assert not c.store.check_in_mem_by_consume_offset("TF", 0, 0, 0)
@@ -262,8 +319,16 @@ def test_pulls_of_recent_data_run_on_the_loop_older_ones_on_the_executor(tmp_pat
             assert [m.body for m in await pull_all(client, addr)] == [b"p%d" % i for i in range(5)]
             pull_module.INLINE_READ_MAX_BEHIND_BYTES = 0  # "old" data: read on the (full) executor
             ext = PullMessageRequestHeader(
-                consumer_group="cg", topic="TF", queue_id=0, queue_offset=0, max_msg_nums=32, sys_flag=0x4,
-                commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
+                consumer_group="cg",
+                topic="TF",
+                queue_id=0,
+                queue_offset=0,
+                max_msg_nums=32,
+                sys_flag=0x4,
+                commit_offset=0,
+                suspend_timeout_millis=0,
+                subscription="*",
+                sub_version=0,
             ).to_ext_fields()
             busy = await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, ext), 5000)
             assert busy.code == R.SYSTEM_BUSY and (busy.remark or "").startswith("[REJECTREQUEST]")

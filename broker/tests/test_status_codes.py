@@ -51,7 +51,8 @@ def test_every_put_status_has_a_response_code_and_remark(status: PutMessageStatu
 
 def test_put_remarks_say_why() -> None:
     assert put_status_remark(P.MESSAGE_ILLEGAL, "body=9 bytes") == (
-        "the message is illegal, maybe msg body or properties length not matched. body=9 bytes")
+        "the message is illegal, maybe msg body or properties length not matched. body=9 bytes"
+    )
     busy = put_status_remark(P.OS_PAGE_CACHE_BUSY, "")
     assert busy == "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
     assert put_status_remark(P.UNKNOWN_ERROR, "") == "UNKNOWN_ERROR: UNKNOWN_ERROR"

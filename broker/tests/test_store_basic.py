@@ -23,17 +23,30 @@ HOST = ("127.0.0.1", 10911)
 
 def small_config(root: Path, **kw: object) -> StoreConfig:
     base: dict[str, object] = dict(
-        store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=64 * 1024,
-        mapped_file_size_consume_queue_units=100, max_message_size_bytes=16 * 1024, max_hash_slot_num=64,
-        max_index_num=500, flush_interval_commit_log_ms=20, flush_interval_consume_queue_ms=20,
-        clean_resource_interval_ms=3_600_000)
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        mapped_file_size_consume_queue_units=100,
+        max_message_size_bytes=16 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=500,
+        flush_interval_commit_log_ms=20,
+        flush_interval_consume_queue_ms=20,
+        clean_resource_interval_ms=3_600_000,
+    )
     base.update(kw)
     return StoreConfig(**base)  # type: ignore[arg-type]
 
 
 def msg(topic: str = "TopicA", queue_id: int = 0, body: bytes = b"hello", **props: str) -> MessageToStore:
-    return MessageToStore(topic=topic, queue_id=queue_id, body=body, properties=props,
-                          born_timestamp=int(time.time() * 1000), born_host=("10.0.0.2", 5555), store_host=HOST)
+    return MessageToStore(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        properties=props,
+        born_timestamp=int(time.time() * 1000),
+        born_host=("10.0.0.2", 5555),
+        store_host=HOST,
+    )
 
 
 @pytest.fixture
@@ -114,25 +127,44 @@ def test_batch_put(store: MessageStore) -> None:
     assert mixed.status is PutMessageStatus.MESSAGE_ILLEGAL
 
 
-@pytest.mark.parametrize(("topic", "body", "props", "status"), [
-    ("bad topic", b"x", {}, PutMessageStatus.MESSAGE_ILLEGAL),
-    ("", b"x", {}, PutMessageStatus.MESSAGE_ILLEGAL),
-    ("T" * 128, b"x", {}, PutMessageStatus.MESSAGE_ILLEGAL),
-    ("T" * 127, b"x", {}, PutMessageStatus.PUT_OK),
-    ("%RETRY%g|x_y-z", b"x", {}, PutMessageStatus.PUT_OK),
-    ("TopicA", b"x" * (16 * 1024 + 1), {}, PutMessageStatus.MESSAGE_ILLEGAL),
-    ("TopicA", b"x", {"K": "v" * 32767}, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
-])
-def test_validation(store: MessageStore, topic: str, body: bytes, props: dict[str, str],
-                    status: PutMessageStatus) -> None:
-    m = MessageToStore(topic=topic, queue_id=0, body=body, properties=props, born_timestamp=1, born_host=HOST,
-                       store_host=HOST)
+@pytest.mark.parametrize(
+    ("topic", "body", "props", "status"),
+    [
+        ("bad topic", b"x", {}, PutMessageStatus.MESSAGE_ILLEGAL),
+        ("", b"x", {}, PutMessageStatus.MESSAGE_ILLEGAL),
+        ("T" * 128, b"x", {}, PutMessageStatus.MESSAGE_ILLEGAL),
+        ("T" * 127, b"x", {}, PutMessageStatus.PUT_OK),
+        ("%RETRY%g|x_y-z", b"x", {}, PutMessageStatus.PUT_OK),
+        ("TopicA", b"x" * (16 * 1024 + 1), {}, PutMessageStatus.MESSAGE_ILLEGAL),
+        ("TopicA", b"x", {"K": "v" * 32767}, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
+    ],
+)
+def test_validation(
+    store: MessageStore, topic: str, body: bytes, props: dict[str, str], status: PutMessageStatus
+) -> None:
+    m = MessageToStore(
+        topic=topic,
+        queue_id=0,
+        body=body,
+        properties=props,
+        born_timestamp=1,
+        born_host=HOST,
+        store_host=HOST,
+    )
     assert store.put_message(m).status is status
 
 
 def test_transaction_prepared_records_skip_consume_queue(store: MessageStore) -> None:
-    half = MessageToStore(topic="TopicA", queue_id=0, body=b"half", properties={}, sys_flag=int(SysFlag.TRANSACTION_PREPARED),
-                          born_timestamp=1, born_host=HOST, store_host=HOST)
+    half = MessageToStore(
+        topic="TopicA",
+        queue_id=0,
+        body=b"half",
+        properties={},
+        sys_flag=int(SysFlag.TRANSACTION_PREPARED),
+        born_timestamp=1,
+        born_host=HOST,
+        store_host=HOST,
+    )
     r = store.put_message(half)
     assert r.is_ok and r.append_result is not None and r.append_result.queue_offset == 0
     store.put_message(msg(body=b"normal"))
@@ -142,8 +174,15 @@ def test_transaction_prepared_records_skip_consume_queue(store: MessageStore) ->
 
 
 def test_ipv6_hosts(store: MessageStore) -> None:
-    m = MessageToStore(topic="TopicA", queue_id=0, body=b"v6", properties={}, born_timestamp=5,
-                       born_host=("::1", 1), store_host=("fe80::1", 10911))
+    m = MessageToStore(
+        topic="TopicA",
+        queue_id=0,
+        body=b"v6",
+        properties={},
+        born_timestamp=5,
+        born_host=("::1", 1),
+        store_host=("fe80::1", 10911),
+    )
     r = store.put_message(m)
     assert r.is_ok and r.append_result is not None and len(r.append_result.msg_id) == 56
     assert store.wait_dispatched()
@@ -199,7 +238,9 @@ def test_query_by_key_and_uniq_key(tmp_path: Path) -> None:
         assert s.wait_dispatched()
         assert len(s.index_service.files) >= 3  # type: ignore[union-attr]
         q = s.query_message("TopicA", "order1", 32, 0, 1 << 62)
-        assert sorted(decode_stored_message(b).body for b in q.buffers) == sorted(b"%d" % i for i in range(1, 30, 3))
+        assert sorted(decode_stored_message(b).body for b in q.buffers) == sorted(
+            b"%d" % i for i in range(1, 30, 3)
+        )
         assert q.index_last_update_phy_offset == s.max_phy_offset - len(q.buffers[0])
         q = s.query_message("TopicA", "U0017", 32, 0, 1 << 62)
         assert [decode_stored_message(b).body for b in q.buffers] == [b"17"]
@@ -313,7 +354,9 @@ def test_dispatch_hints_and_record_parsing_build_the_same_consume_queue(tmp_path
         s.commit_log.hints_enabled = hints
         with s:
             for i in range(60):
-                batch = [msg(queue_id=i % 3, body=b"%d" % i, TAGS=f"t{i % 4}", KEYS=f"a{i} b{i}")] * (1 + i % 3)
+                batch = [msg(queue_id=i % 3, body=b"%d" % i, TAGS=f"t{i % 4}", KEYS=f"a{i} b{i}")] * (
+                    1 + i % 3
+                )
                 assert s.put_messages(batch).is_ok
             assert s.wait_dispatched()
             assert len(s.query_message("TopicA", "b59", 32, 0, 1 << 62).buffers) == 3
@@ -328,8 +371,9 @@ def test_dispatch_appended_runs_here_unless_busy_or_behind(tmp_path: Path) -> No
     thread is woken and does it."""
     from rocketq.broker.store.message_store import INLINE_DISPATCH_MAX_BYTES, batch_from_messages
 
-    with MessageStore(small_config(tmp_path, reput_idle_wait_ms=60_000,
-                                   mapped_file_size_commit_log_bytes=1 << 20)) as s:
+    with MessageStore(
+        small_config(tmp_path, reput_idle_wait_ms=60_000, mapped_file_size_commit_log_bytes=1 << 20)
+    ) as s:
         threads: list[int] = []
         s.add_arrival_listener(lambda t, q, m: threads.append(threading.get_ident()))
 

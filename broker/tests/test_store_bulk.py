@@ -33,7 +33,8 @@ from rocketq.client.remoting.properties import decode_properties, encode_propert
 HOSTS = [("127.0.0.1", 10911), ("10.1.2.3", 65535), ("::1", 8080), ("fe80::1:2:3:4", 1)]
 _text = st.text(alphabet=st.sampled_from("abcXYZ019 _-é中\U0001f600"), max_size=12)
 _props = st.dictionaries(
-    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", "TAGSX", "KEY"]), _text, max_size=5)
+    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", "TAGSX", "KEY"]), _text, max_size=5
+)
 
 
 def raw_properties(draw: Callable[[st.SearchStrategy[Any]], Any]) -> bytes:
@@ -42,9 +43,17 @@ def raw_properties(draw: Callable[[st.SearchStrategy[Any]], Any]) -> bytes:
     if draw(st.booleans()):
         result = encode_properties(draw(_props)).encode()
         return result
-    segments: list[str] = draw(st.lists(st.one_of(
-        st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "", "x"]), _text).map(lambda kv: f"{kv[0]}\x01{kv[1]}"),
-        _text), max_size=6))
+    segments: list[str] = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "", "x"]), _text).map(
+                    lambda kv: f"{kv[0]}\x01{kv[1]}"
+                ),
+                _text,
+            ),
+            max_size=6,
+        )
+    )
     tail: str = draw(st.sampled_from(["", "\x02"]))
     return ("\x02".join(segments) + tail).encode()
 
@@ -53,27 +62,41 @@ def raw_properties(draw: Callable[[st.SearchStrategy[Any]], Any]) -> bytes:
 def batches(draw: st.DrawFn, min_size: int = 1, max_size: int = 24) -> MessageBatchToStore:
     n = draw(st.integers(min_size, max_size))
     long_topic = draw(st.booleans())
-    topic = "T" * draw(st.integers(128, 200)) if long_topic else draw(st.sampled_from(["TopicA", "%RETRY%g", "a|b-c_d"]))
+    topic = (
+        "T" * draw(st.integers(128, 200))
+        if long_topic
+        else draw(st.sampled_from(["TopicA", "%RETRY%g", "a|b-c_d"]))
+    )
 
     def column(strategy: st.SearchStrategy[int]) -> int | list[int]:
         return draw(strategy) if draw(st.booleans()) else draw(st.lists(strategy, min_size=n, max_size=n))
 
     return MessageBatchToStore(
-        topic=topic, queue_id=draw(st.integers(0, 2**31 - 1)), born_host=draw(st.sampled_from(HOSTS)),
+        topic=topic,
+        queue_id=draw(st.integers(0, 2**31 - 1)),
+        born_host=draw(st.sampled_from(HOSTS)),
         store_host=draw(st.sampled_from(HOSTS)),
         bodies=draw(st.lists(st.binary(max_size=300), min_size=n, max_size=n)),
         properties=[raw_properties(draw) for _ in range(n)],
-        born_timestamps=column(st.integers(0, 2**63 - 1)), flags=column(st.integers(-(2**31), 2**31 - 1)),
+        born_timestamps=column(st.integers(0, 2**63 - 1)),
+        flags=column(st.integers(-(2**31), 2**31 - 1)),
         sys_flags=column(st.sampled_from([0, 1, 2, 4, 8, 12, 0x10, 0x31, 0x103])),
         reconsume_times=column(st.integers(0, 16)),
-        prepared_transaction_offsets=column(st.integers(0, 2**40)))
+        prepared_transaction_offsets=column(st.integers(0, 2**40)),
+    )
 
 
 def config(root: Path, **kw: object) -> StoreConfig:
     base: dict[str, object] = dict(
-        store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=64 * 1024,
-        mapped_file_size_consume_queue_units=100, max_message_size_bytes=16 * 1024, max_hash_slot_num=64,
-        max_index_num=500, max_topic_length=1000, clean_resource_interval_ms=3_600_000)
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        mapped_file_size_consume_queue_units=100,
+        max_message_size_bytes=16 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=500,
+        max_topic_length=1000,
+        clean_resource_interval_ms=3_600_000,
+    )
     base.update(kw)
     return StoreConfig(**base)  # type: ignore[arg-type]
 
@@ -81,14 +104,20 @@ def config(root: Path, **kw: object) -> StoreConfig:
 def render(prep: PreparedBatch, first_qo: int, base: int, now: int) -> bytes:
     qos = list(range(first_qo, first_qo + prep.n))
     phys = [base + int(s) for s in prep.starts]
-    return bytes(prep.render(np.array(qos) if prep.hdr is not None else qos,
-                             np.array(phys) if prep.hdr is not None else phys, now))
+    return bytes(
+        prep.render(
+            np.array(qos) if prep.hdr is not None else qos,
+            np.array(phys) if prep.hdr is not None else phys,
+            now,
+        )
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=batches(), first_qo=st.integers(0, 2**40), base=st.integers(0, 2**50), now=st.integers(0, 2**45))
-def test_bulk_records_equal_scalar_encoder(tmp_path_factory: pytest.TempPathFactory, batch: MessageBatchToStore,
-                                           first_qo: int, base: int, now: int) -> None:
+def test_bulk_records_equal_scalar_encoder(
+    tmp_path_factory: pytest.TempPathFactory, batch: MessageBatchToStore, first_qo: int, base: int, now: int
+) -> None:
     cfg = config(Path("/nonexistent"))
     bulk = record_batch._prepare_bulk(batch, cfg, len(batch))
     small = record_batch._prepare_small(batch, cfg, len(batch))
@@ -98,13 +127,22 @@ def test_bulk_records_equal_scalar_encoder(tmp_path_factory: pytest.TempPathFact
     pos = 0
     for i in range(len(batch)):  # and each record is what encode_stored_message makes of it
         rec = encode_stored_message(
-            topic=batch.topic, queue_id=batch.queue_id, flag=batch.column("flags", i), body=bytes(batch.bodies[i]),
-            properties=bytes(batch.properties[i]), sys_flag=batch.column("sys_flags", i),
-            born_timestamp=batch.column("born_timestamps", i), born_host=batch.born_host, store_host=batch.store_host,
+            topic=batch.topic,
+            queue_id=batch.queue_id,
+            flag=batch.column("flags", i),
+            body=bytes(batch.bodies[i]),
+            properties=bytes(batch.properties[i]),
+            sys_flag=batch.column("sys_flags", i),
+            born_timestamp=batch.column("born_timestamps", i),
+            born_host=batch.born_host,
+            store_host=batch.store_host,
             reconsume_times=batch.column("reconsume_times", i),
             prepared_transaction_offset=batch.column("prepared_transaction_offsets", i),
-            queue_offset=first_qo + i, physical_offset=base + pos, store_timestamp=now)
-        assert got[pos:pos + len(rec)] == rec
+            queue_offset=first_qo + i,
+            physical_offset=base + pos,
+            store_timestamp=now,
+        )
+        assert got[pos : pos + len(rec)] == rec
         pos += len(rec)
     assert pos == len(got) == bulk.total
     assert list(bulk.in_cq) == list(small.in_cq)
@@ -112,8 +150,15 @@ def test_bulk_records_equal_scalar_encoder(tmp_path_factory: pytest.TempPathFact
 
 def test_bulk_rejections_match_scalar_rules(tmp_path: Path) -> None:
     cfg = config(tmp_path, max_properties_size_bytes=100)
-    ok = MessageBatchToStore(topic="T", queue_id=0, born_host=HOSTS[0], store_host=HOSTS[0],
-                             bodies=[b"x"] * 8, properties=[b""] * 8, born_timestamps=1)
+    ok = MessageBatchToStore(
+        topic="T",
+        queue_id=0,
+        born_host=HOSTS[0],
+        store_host=HOSTS[0],
+        bodies=[b"x"] * 8,
+        properties=[b""] * 8,
+        born_timestamps=1,
+    )
 
     def status(**changes: object) -> object:
         fields = {f: getattr(ok, f) for f in ok.__dataclass_fields__}
@@ -124,8 +169,10 @@ def test_bulk_rejections_match_scalar_rules(tmp_path: Path) -> None:
     assert status(topic="bad") is PutMessageStatus.MESSAGE_ILLEGAL
     assert status(queue_id=-1) is PutMessageStatus.MESSAGE_ILLEGAL
     assert status(properties=[b"a\x01b\x02"] * 7 + [b"x" * 101]) is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-    assert status(bodies=[b"x" * (16 * 1024 + 1)] + [b""] * 7,
-                  properties=[b""] * 7 + [b"x" * 101]) is PutMessageStatus.MESSAGE_ILLEGAL  # the first one decides
+    assert (
+        status(bodies=[b"x" * (16 * 1024 + 1)] + [b""] * 7, properties=[b""] * 7 + [b"x" * 101])
+        is PutMessageStatus.MESSAGE_ILLEGAL
+    )  # the first one decides
     assert status(flags=[2**31] + [0] * 7) is PutMessageStatus.MESSAGE_ILLEGAL
     assert status(born_timestamps=2**63) is PutMessageStatus.MESSAGE_ILLEGAL
     assert status(properties=[b""] * 7) is PutMessageStatus.MESSAGE_ILLEGAL  # columns of different lengths
@@ -148,7 +195,9 @@ def reference_dispatch_data(props: list[bytes], topic: str) -> tuple[list[int], 
 @given(data=st.data(), n=st.integers(1, 30), topic=st.sampled_from(["TopicA", "T" * 130, "x"]))
 def test_property_scan_matches_decode_properties(data: st.DataObject, n: int, topic: str) -> None:
     props = [raw_properties(data.draw) for _ in range(n)]
-    tags, key_hashes, key_lens, key_recs = scan_properties(props, np.array([len(p) for p in props], dtype=np.int64))
+    tags, key_hashes, key_lens, key_recs = scan_properties(
+        props, np.array([len(p) for p in props], dtype=np.int64)
+    )
     want_tags, want_keys = reference_dispatch_data(props, topic)
     assert tags.tolist() == want_tags
     prefix = np.full(len(key_hashes), java_string_hash(topic + "#") & 0xFFFFFFFF, dtype=np.int64)
@@ -156,7 +205,11 @@ def test_property_scan_matches_decode_properties(data: st.DataObject, n: int, to
     assert list(zip(key_recs.tolist(), full.tolist(), strict=True)) == want_keys
 
 
-@given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), min_size=1, max_size=140), min_size=1, max_size=60))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(max_codepoint=127), min_size=1, max_size=140), min_size=1, max_size=60
+    )
+)
 def test_segment_hashes_match_java(keys: list[str]) -> None:
     data = "".join(keys).encode()
     lens = np.array([len(k) for k in keys], dtype=np.int64)
@@ -166,11 +219,16 @@ def test_segment_hashes_match_java(keys: list[str]) -> None:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(before=st.lists(st.integers(0, 2**31 - 1), max_size=20), hashes=st.lists(st.integers(0, 2**31 - 1), min_size=1,
-       max_size=60), slots=st.integers(1, 9), stamps=st.lists(st.integers(0, 10**7), min_size=60, max_size=60),
-       stale=st.integers(-3, 90))
-def test_index_bulk_insert_equals_sequential_put_key(tmp_path: Path, before: list[int], hashes: list[int],
-                                                     slots: int, stamps: list[int], stale: int) -> None:
+@given(
+    before=st.lists(st.integers(0, 2**31 - 1), max_size=20),
+    hashes=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=60),
+    slots=st.integers(1, 9),
+    stamps=st.lists(st.integers(0, 10**7), min_size=60, max_size=60),
+    stale=st.integers(-3, 90),
+)
+def test_index_bulk_insert_equals_sequential_put_key(
+    tmp_path: Path, before: list[int], hashes: list[int], slots: int, stamps: list[int], stale: int
+) -> None:
     paths = [tmp_path / f"{next(_counter)}" for _ in range(2)]
     files = [IndexFile(str(p), slots, 50) for p in paths]
     try:
@@ -185,10 +243,18 @@ def test_index_bulk_insert_equals_sequential_put_key(tmp_path: Path, before: lis
                 break
             seq.put_hashes(np.array([h]), np.array([100 + i]), np.array([stamps[i]]))
             n += 1
-        assert bulk.put_hashes(np.array(hashes), np.arange(100, 100 + len(hashes)), np.array(stamps[:len(hashes)])) == n
+        assert (
+            bulk.put_hashes(
+                np.array(hashes), np.arange(100, 100 + len(hashes)), np.array(stamps[: len(hashes)])
+            )
+            == n
+        )
         assert bytes(seq.mf.buffer) == bytes(bulk.mf.buffer)
-        assert (seq.index_count, seq.hash_slot_count, seq.end_timestamp) == \
-            (bulk.index_count, bulk.hash_slot_count, bulk.end_timestamp)
+        assert (seq.index_count, seq.hash_slot_count, seq.end_timestamp) == (
+            bulk.index_count,
+            bulk.hash_slot_count,
+            bulk.end_timestamp,
+        )
     finally:
         for f in files:
             f.close()
@@ -209,14 +275,24 @@ def test_single_entry_put_hashes_equals_put_key(tmp_path: Path) -> None:
 
 def store_files(root: Path) -> dict[str, bytes]:
     """Every data file of a store; index files (named by creation time) by their rank."""
-    out = {str(p.relative_to(root)): p.read_bytes() for d in ("commitlog", "consumequeue")
-           for p in sorted((root / d).rglob("*")) if p.is_file()}
+    out = {
+        str(p.relative_to(root)): p.read_bytes()
+        for d in ("commitlog", "consumequeue")
+        for p in sorted((root / d).rglob("*"))
+        if p.is_file()
+    }
     out.update({f"index/{i}": p.read_bytes() for i, p in enumerate(sorted((root / "index").glob("*")))})
     return out
 
 
-def fill(root: Path, batches_: list[MessageBatchToStore], monkeypatch: pytest.MonkeyPatch, *, small: bool,
-         hints: bool) -> dict[str, bytes]:
+def fill(
+    root: Path,
+    batches_: list[MessageBatchToStore],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    small: bool,
+    hints: bool,
+) -> dict[str, bytes]:
     clock = itertools.count(1_700_000_000_000, 1234)
 
     class FakeTime:  # only the CommitLog's store timestamps are made deterministic
@@ -236,11 +312,19 @@ def fill(root: Path, batches_: list[MessageBatchToStore], monkeypatch: pytest.Mo
     return store_files(root)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(data=st.data())
-def test_store_bulk_path_equals_scalar_and_parsing_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          data: st.DataObject) -> None:
+def test_store_bulk_path_equals_scalar_and_parsing_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: st.DataObject
+) -> None:
     """Whole stores: bulk encoder + bulk dispatch vs scalar encoder + scalar dispatch vs record parsing.
 
     Small segments make batches roll over to new CommitLog, ConsumeQueue and index files.
@@ -251,20 +335,42 @@ def test_store_bulk_path_equals_scalar_and_parsing_paths(tmp_path: Path, monkeyp
     sizes = data.draw(st.lists(st.integers(1, 30), min_size=3, max_size=12))
     batches_ = []
     for k, n in enumerate(sizes):
-        props = [encode_properties({"TAGS": f"t{(k + i) % 3}", "KEYS": f"a{k}-{i} b{i}",
-                                    "UNIQ_KEY": f"U{k:04d}{i:04d}"}).encode() for i in range(n)]
+        props = [
+            encode_properties(
+                {"TAGS": f"t{(k + i) % 3}", "KEYS": f"a{k}-{i} b{i}", "UNIQ_KEY": f"U{k:04d}{i:04d}"}
+            ).encode()
+            for i in range(n)
+        ]
         if data.draw(st.booleans()):
             props = [raw_properties(data.draw) for _ in range(n)]
-        batches_.append(MessageBatchToStore(
-            topic=topic, queue_id=k % 3, born_host=born, store_host=host,
-            bodies=[bytes([k, i]) * data.draw(st.integers(0, 60)) for i in range(n)], properties=props,
-            born_timestamps=k, flags=0 if data.draw(st.booleans()) else list(range(n)),
-            sys_flags=data.draw(st.sampled_from([0, 8])) if data.draw(st.booleans())
-            else [(4 if i % 5 == 1 else 0) for i in range(n)]))
+        batches_.append(
+            MessageBatchToStore(
+                topic=topic,
+                queue_id=k % 3,
+                born_host=born,
+                store_host=host,
+                bodies=[bytes([k, i]) * data.draw(st.integers(0, 60)) for i in range(n)],
+                properties=props,
+                born_timestamps=k,
+                flags=0 if data.draw(st.booleans()) else list(range(n)),
+                sys_flags=data.draw(st.sampled_from([0, 8]))
+                if data.draw(st.booleans())
+                else [(4 if i % 5 == 1 else 0) for i in range(n)],
+            )
+        )
     for k in range(8):  # 10-13 KB each: the CommitLog (64 KiB segments) rolls over at least once
-        batches_.insert(data.draw(st.integers(0, len(batches_))), MessageBatchToStore(
-            topic=topic, queue_id=k % 2, born_host=born, store_host=host, bodies=[bytes([k]) * 400] * 20,
-            properties=[f"KEYS\x01big{k}-{i}\x02".encode() for i in range(20)], born_timestamps=7))
+        batches_.insert(
+            data.draw(st.integers(0, len(batches_))),
+            MessageBatchToStore(
+                topic=topic,
+                queue_id=k % 2,
+                born_host=born,
+                store_host=host,
+                bodies=[bytes([k]) * 400] * 20,
+                properties=[f"KEYS\x01big{k}-{i}\x02".encode() for i in range(20)],
+                born_timestamps=7,
+            ),
+        )
     run = next(_counter)
     bulk = fill(tmp_path / f"bulk{run}", batches_, monkeypatch, small=False, hints=True)
     assert bulk == fill(tmp_path / f"small{run}", batches_, monkeypatch, small=True, hints=True)
@@ -277,10 +383,15 @@ def test_put_batch_round_trip_and_batch_msg_ids(tmp_path: Path) -> None:
     with store:
         n = 20
         batch = MessageBatchToStore(
-            topic="TopicA", queue_id=1, born_host=HOSTS[2], store_host=HOSTS[0],
+            topic="TopicA",
+            queue_id=1,
+            born_host=HOSTS[2],
+            store_host=HOSTS[0],
             bodies=[b"m%d" % i for i in range(n)],
             properties=[encode_properties({"TAGS": "TagA", "KEYS": f"k{i}"}).encode() for i in range(n)],
-            born_timestamps=list(range(n)), tags_codes=None)
+            born_timestamps=list(range(n)),
+            tags_codes=None,
+        )
         r = store.put_batch(batch)
         assert r.status is PutMessageStatus.PUT_OK and r.append_result is not None
         ids = r.append_result.msg_id.split(",")
@@ -297,14 +408,41 @@ def test_put_batch_round_trip_and_batch_msg_ids(tmp_path: Path) -> None:
 def test_put_messages_adapter_keeps_per_message_semantics(tmp_path: Path) -> None:
     store = MessageStore(config(tmp_path))
     with store:
-        msgs = [MessageToStore(topic="TopicA", queue_id=0, body=b"x", properties={"KEYS": "a b", "TAGS": "t"},
-                               born_timestamp=1, born_host=HOSTS[0], store_host=HOSTS[0]) for _ in range(10)]
+        msgs = [
+            MessageToStore(
+                topic="TopicA",
+                queue_id=0,
+                body=b"x",
+                properties={"KEYS": "a b", "TAGS": "t"},
+                born_timestamp=1,
+                born_host=HOSTS[0],
+                store_host=HOSTS[0],
+            )
+            for _ in range(10)
+        ]
         assert store.put_messages(msgs).is_ok
-        mixed_hosts = [msgs[0], MessageToStore(topic="TopicA", queue_id=0, body=b"y", properties="",
-                                               born_timestamp=1, born_host=HOSTS[1], store_host=HOSTS[0])]
+        mixed_hosts = [
+            msgs[0],
+            MessageToStore(
+                topic="TopicA",
+                queue_id=0,
+                body=b"y",
+                properties="",
+                born_timestamp=1,
+                born_host=HOSTS[1],
+                store_host=HOSTS[0],
+            ),
+        ]
         assert store.put_messages(mixed_hosts).status is PutMessageStatus.MESSAGE_ILLEGAL
-        bad = MessageToStore(topic="TopicA", queue_id=0, body=b"x", properties={"K": "a\x01"}, born_timestamp=1,
-                             born_host=HOSTS[0], store_host=HOSTS[0])
+        bad = MessageToStore(
+            topic="TopicA",
+            queue_id=0,
+            body=b"x",
+            properties={"K": "a\x01"},
+            born_timestamp=1,
+            born_host=HOSTS[0],
+            store_host=HOSTS[0],
+        )
         assert store.put_message(bad).status is PutMessageStatus.MESSAGE_ILLEGAL
         assert store.wait_dispatched()
         assert len(store.query_message("TopicA", "b", 32, 0, 1 << 62).buffers) == 10

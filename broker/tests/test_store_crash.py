@@ -66,8 +66,13 @@ def run_child(root: Path, rnd: int, kill_after_s: float) -> list[tuple[int, int,
     env = dict(os.environ)
     src = [str(Path(__file__).resolve().parents[2] / p / "src") for p in ("client", "broker")]
     env["PYTHONPATH"] = os.pathsep.join([*src, env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(rnd)], stdout=subprocess.PIPE,
-                            stderr=open(root / f"child-{rnd}.log", "w"), env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(root), str(rnd)],
+        stdout=subprocess.PIPE,
+        stderr=open(root / f"child-{rnd}.log", "w"),
+        env=env,
+        text=True,
+    )
     assert proc.stdout is not None
     acks: list[tuple[int, int, int, int, int, int]] = []
     ready = threading.Event()
@@ -99,15 +104,23 @@ def run_child(root: Path, rnd: int, kill_after_s: float) -> list[tuple[int, int,
 
 
 def verify(root: Path, acked: list[tuple[int, int, int, int, int, int]]) -> None:
-    cfg = StoreConfig(store_path_root_dir=str(root), flush_disk_type=FlushDiskType.SYNC_FLUSH,
-                      mapped_file_size_commit_log_bytes=128 * 1024, mapped_file_size_consume_queue_units=200,
-                      max_hash_slot_num=256, max_index_num=4000, max_message_size_bytes=16 * 1024)
+    cfg = StoreConfig(
+        store_path_root_dir=str(root),
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        mapped_file_size_commit_log_bytes=128 * 1024,
+        mapped_file_size_consume_queue_units=200,
+        max_hash_slot_num=256,
+        max_index_num=4000,
+        max_message_size_bytes=16 * 1024,
+    )
     with MessageStore(cfg) as store:
         assert not store.last_exit_ok
         for rnd, seq, n, queue_offset, wrote_offset, queue_id in acked:
             bufs: list[memoryview] = []
             while len(bufs) < n:  # a pull stops at the end of a ConsumeQueue segment
-                g = store.get_message("g", "Crash", queue_id, queue_offset + len(bufs), n - len(bufs), 1 << 30)
+                g = store.get_message(
+                    "g", "Crash", queue_id, queue_offset + len(bufs), n - len(bufs), 1 << 30
+                )
                 assert g.status is GetMessageStatus.FOUND
                 bufs += g.buffers
             pos = wrote_offset
@@ -115,7 +128,11 @@ def verify(root: Path, acked: list[tuple[int, int, int, int, int, int]]) -> None
                 key = f"r{rnd}-{seq + k}"
                 rec = decode_stored_message(buf, check_crc=True)
                 assert rec.body == body_of(key, seq + k) and rec.properties["KEYS"] == key
-                assert (rec.queue_id, rec.queue_offset, rec.physical_offset) == (queue_id, queue_offset + k, pos)
+                assert (rec.queue_id, rec.queue_offset, rec.physical_offset) == (
+                    queue_id,
+                    queue_offset + k,
+                    pos,
+                )
                 assert store.look_message_by_offset(pos) == bytes(buf)
                 hits = store.query_message("Crash", key, 32, 0, 1 << 62).buffers
                 assert [bytes(h) for h in hits] == [bytes(buf)]

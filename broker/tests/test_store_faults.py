@@ -25,17 +25,29 @@ SEG = 64 * 1024
 
 def cfg(root: Path, **kw: object) -> StoreConfig:
     base: dict[str, object] = dict(
-        store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=SEG,
-        mapped_file_size_consume_queue_units=100, max_message_size_bytes=16 * 1024, max_hash_slot_num=64,
-        max_index_num=500, flush_disk_type=FlushDiskType.SYNC_FLUSH, clean_resource_interval_ms=3_600_000)
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log_bytes=SEG,
+        mapped_file_size_consume_queue_units=100,
+        max_message_size_bytes=16 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=500,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        clean_resource_interval_ms=3_600_000,
+    )
     base.update(kw)
     return StoreConfig(**base)  # type: ignore[arg-type]
 
 
 def msg(i: int, queue_id: int = 0, size: int = 200) -> MessageToStore:
-    return MessageToStore(topic="TopicA", queue_id=queue_id, body=(b"%06d" % i) * (size // 6),
-                          properties={"KEYS": f"key{i}", "UNIQ_KEY": f"U{i:08d}"},
-                          born_timestamp=int(time.time() * 1000), born_host=HOST, store_host=HOST)
+    return MessageToStore(
+        topic="TopicA",
+        queue_id=queue_id,
+        body=(b"%06d" % i) * (size // 6),
+        properties={"KEYS": f"key{i}", "UNIQ_KEY": f"U{i:08d}"},
+        born_timestamp=int(time.time() * 1000),
+        born_host=HOST,
+        store_host=HOST,
+    )
 
 
 def fill(root: Path, n: int, *, crash: bool = False, queues: int = 1) -> list[int]:
@@ -91,8 +103,9 @@ def test_abnormal_recovery_keeps_everything(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("crash", [False, True])
-def test_flipped_byte_in_tail_record_truncates_only_it(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                        crash: bool) -> None:
+def test_flipped_byte_in_tail_record_truncates_only_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, crash: bool
+) -> None:
     offsets = fill(tmp_path, 100, crash=crash)
     flip(segment_path(tmp_path, offsets[-1]), offsets[-1] % SEG + 100)  # inside the body
     caplog.set_level(logging.WARNING)
@@ -127,8 +140,8 @@ def test_torn_partial_record_at_tail(tmp_path: Path) -> None:
         end = s.max_phy_offset
     path = segment_path(tmp_path, end)
     data = bytearray(path.read_bytes())
-    rec = data[offsets[0] % SEG: offsets[1] % SEG]
-    data[end % SEG: end % SEG + len(rec) // 2] = rec[: len(rec) // 2]  # half a record, as a kill mid-memcpy
+    rec = data[offsets[0] % SEG : offsets[1] % SEG]
+    data[end % SEG : end % SEG + len(rec) // 2] = rec[: len(rec) // 2]  # half a record, as a kill mid-memcpy
     path.write_bytes(bytes(data))
     (tmp_path / "abort").touch()
     with MessageStore(cfg(tmp_path)) as s:
@@ -157,8 +170,9 @@ def test_truncated_middle_segment_is_an_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("what", ["all", "one"])
-def test_missing_consume_queue_directory_is_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                    what: str) -> None:
+def test_missing_consume_queue_directory_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, what: str
+) -> None:
     fill(tmp_path, 300, queues=3)
     if what == "all":
         shutil.rmtree(tmp_path / "consumequeue")
@@ -180,8 +194,9 @@ def test_missing_index_is_rebuilt_after_crash(tmp_path: Path) -> None:
         assert len(s.query_message("TopicA", "key3", 32, 0, 1 << 62).buffers) == 1
 
 
-def test_disk_full_when_creating_a_segment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_disk_full_when_creating_a_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.ERROR)
     with MessageStore(cfg(tmp_path)) as s:
         stored = 0

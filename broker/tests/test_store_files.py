@@ -19,10 +19,18 @@ from rocketq.client.remoting.javahash import index_key_hash
 
 
 def test_store_config_from_broker_conf() -> None:
-    cfg = StoreConfig.from_broker_conf({"storePathRootDir": "/data/store", "flushDiskType": "SYNC_FLUSH",
-                                        "mappedFileSizeCommitLog": "104857600", "mappedFileSizeConsumeQueue": "6000",
-                                        "deleteWhen": "04;16", "fileReservedTime": "48", "brokerName": "ignored",
-                                        "messageIndexEnable": "false"})
+    cfg = StoreConfig.from_broker_conf(
+        {
+            "storePathRootDir": "/data/store",
+            "flushDiskType": "SYNC_FLUSH",
+            "mappedFileSizeCommitLog": "104857600",
+            "mappedFileSizeConsumeQueue": "6000",
+            "deleteWhen": "04;16",
+            "fileReservedTime": "48",
+            "brokerName": "ignored",
+            "messageIndexEnable": "false",
+        }
+    )
     assert cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH and cfg.mapped_file_size_consume_queue_units == 300
     assert cfg.delete_hours() == frozenset({4, 16}) and cfg.file_reserved_time_hours == 48
     assert not cfg.message_index_enable and cfg.mapped_file_size_commit_log_bytes == 100 << 20
@@ -55,7 +63,9 @@ def test_index_file_golden_layout(tmp_path: Path) -> None:
     assert struct.unpack_from(">i", buf, 40 + (h % 8) * 4) == (2,)
     assert struct.unpack_from(">iqii", buf, 40 + 32 + 1 * 20) == (h, 1234, 0, 0)
     assert struct.unpack_from(">iqii", buf, 40 + 32 + 2 * 20) == (h, 5678, 2, 1)
-    assert f.put_key("x", 9, 1_700_000_003_000) and not f.put_key("y", 10, 1_700_000_003_000)  # full (entry 0 unused)
+    assert f.put_key("x", 9, 1_700_000_003_000) and not f.put_key(
+        "y", 10, 1_700_000_003_000
+    )  # full (entry 0 unused)
     out: list[int] = []
     f.select_phy_offsets(key, 32, 0, 1 << 62, out)
     assert out == [5678, 1234]
@@ -73,7 +83,9 @@ def test_bulk_index_writes_same_bytes_as_single_puts(tmp_path: Path) -> None:
     b = IndexFile(str(tmp_path / "2"), 7, 80)
     for i, k in enumerate(keys[:79]):
         assert a.put_key(k, 100 + i, 5000)
-    assert b.put_hashes(bulk_index_key_hash(keys), np.arange(100, 100 + len(keys), dtype=np.int64), 5000) == 79
+    assert (
+        b.put_hashes(bulk_index_key_hash(keys), np.arange(100, 100 + len(keys), dtype=np.int64), 5000) == 79
+    )
     assert bytes(a.mf.buffer) == bytes(b.mf.buffer)
     a.close()
     b.close()

@@ -34,10 +34,17 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.root = tempfile.mkdtemp(prefix="rq-stateful-")
         self.config = StoreConfig(
-            store_path_root_dir=self.root, mapped_file_size_commit_log_bytes=SEG,
-            mapped_file_size_consume_queue_units=20, max_message_size_bytes=4096, max_hash_slot_num=16,
-            max_index_num=40, flush_interval_commit_log_ms=3_600_000, flush_commit_log_thorough_interval_ms=3_600_000,
-            flush_interval_consume_queue_ms=3_600_000, clean_resource_interval_ms=3_600_000)
+            store_path_root_dir=self.root,
+            mapped_file_size_commit_log_bytes=SEG,
+            mapped_file_size_consume_queue_units=20,
+            max_message_size_bytes=4096,
+            max_hash_slot_num=16,
+            max_index_num=40,
+            flush_interval_commit_log_ms=3_600_000,
+            flush_commit_log_thorough_interval_ms=3_600_000,
+            flush_interval_consume_queue_ms=3_600_000,
+            clean_resource_interval_ms=3_600_000,
+        )
         self.store = MessageStore(self.config)
         self.store.start()
         # per queue: list of (body, key, commit log end offset of the record)
@@ -52,8 +59,15 @@ class StoreMachine(RuleBasedStateMachine):
     def _msg(self, queue_id: int, body: bytes) -> tuple[MessageToStore, str]:
         self.counter += 1
         key = f"k{self.counter}"
-        return MessageToStore(topic="T", queue_id=queue_id, body=body, properties={"KEYS": key, "TAGS": "t"},
-                              born_timestamp=1, born_host=HOST, store_host=HOST), key
+        return MessageToStore(
+            topic="T",
+            queue_id=queue_id,
+            body=body,
+            properties={"KEYS": key, "TAGS": "t"},
+            born_timestamp=1,
+            born_host=HOST,
+            store_host=HOST,
+        ), key
 
     @rule(queue_id=st.integers(0, QUEUES - 1), body=bodies)
     def append(self, queue_id: int, body: bytes) -> None:
@@ -71,8 +85,17 @@ class StoreMachine(RuleBasedStateMachine):
         assert r.append_result.queue_offset == len(self.model[queue_id])
         pos = r.append_result.wrote_offset
         for (m, key), b in zip(msgs, batch, strict=True):
-            pos += len(encode_stored_message(topic="T", queue_id=queue_id, body=b, properties=m.properties,
-                                             born_timestamp=1, born_host=HOST, store_host=HOST))
+            pos += len(
+                encode_stored_message(
+                    topic="T",
+                    queue_id=queue_id,
+                    body=b,
+                    properties=m.properties,
+                    born_timestamp=1,
+                    born_host=HOST,
+                    store_host=HOST,
+                )
+            )
             self.model[queue_id].append((b, key, pos))
         assert pos == r.append_result.wrote_offset + r.append_result.wrote_bytes
 
@@ -84,14 +107,17 @@ class StoreMachine(RuleBasedStateMachine):
         if start < len(expected):
             assert g.status is GetMessageStatus.FOUND
             got = [decode_stored_message(b, check_crc=True) for b in g.buffers]
-            want = expected[start:start + max_n]
+            want = expected[start : start + max_n]
             if len(got) < len(want):  # a pull stops at the end of a ConsumeQueue segment
                 assert g.next_begin_offset % 20 == 0 and g.next_begin_offset == start + len(got)
-            assert [m.body for m in got] == [e[0] for e in want[:len(got)]] and got
+            assert [m.body for m in got] == [e[0] for e in want[: len(got)]] and got
             assert [m.queue_offset for m in got] == list(range(start, start + len(got)))
         else:
-            assert g.status in (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
-                                GetMessageStatus.NO_MESSAGE_IN_QUEUE)
+            assert g.status in (
+                GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+            )
 
     @rule()
     def flush(self) -> None:
@@ -136,8 +162,15 @@ class StoreMachine(RuleBasedStateMachine):
 
     def _write_torn_record(self, end: int, torn: bytes) -> None:
         """A record cut short: a plausible header, then part of the body (as a kill mid-memcpy)."""
-        rec = encode_stored_message(topic="T", queue_id=0, body=torn + b"pad" * 50, properties={},
-                                    born_timestamp=1, born_host=HOST, store_host=HOST)
+        rec = encode_stored_message(
+            topic="T",
+            queue_id=0,
+            body=torn + b"pad" * 50,
+            properties={},
+            born_timestamp=1,
+            born_host=HOST,
+            store_host=HOST,
+        )
         part = rec[: max(8, len(rec) // 2)]
         name = Path(self.config.commit_log_dir) / f"{end - end % SEG:020d}"
         if end % SEG + len(part) > SEG or not name.exists():
@@ -162,5 +195,6 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 TestStoreStateful = StoreMachine.TestCase
-TestStoreStateful.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
-                                      suppress_health_check=[HealthCheck.too_slow])
+TestStoreStateful.settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)

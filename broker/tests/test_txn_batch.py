@@ -45,9 +45,17 @@ TOPIC = "TopicB"
 
 
 def make_store(root: Path) -> MessageStore:
-    return MessageStore(StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=512 * 1024,
-                                    mapped_file_size_consume_queue_units=400, max_message_size_bytes=64 * 1024,
-                                    max_hash_slot_num=64, max_index_num=1000, clean_resource_interval_ms=3_600_000))
+    return MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=512 * 1024,
+            mapped_file_size_consume_queue_units=400,
+            max_message_size_bytes=64 * 1024,
+            max_hash_slot_num=64,
+            max_index_num=1000,
+            clean_resource_interval_ms=3_600_000,
+        )
+    )
 
 
 @pytest.fixture
@@ -58,13 +66,30 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
     s.shutdown()
 
 
-def batch(n: int, *, queue_id: int = 0, tag: str = "b", group: str = "PG", born_ms: int | None = None,
-          **extra: str) -> list[MessageToStore]:
+def batch(
+    n: int, *, queue_id: int = 0, tag: str = "b", group: str = "PG", born_ms: int | None = None, **extra: str
+) -> list[MessageToStore]:
     born = born_ms if born_ms is not None else int(time.time() * 1000)
-    return [MessageToStore(topic=TOPIC, queue_id=queue_id, body=f"{tag}-{i}".encode() * 3, sys_flag=4,
-                           properties={"TRAN_MSG": "true", "PGROUP": group, "UNIQ_KEY": new_uniq_key(),
-                                       "KEYS": f"k{i}", "color": "blue", **extra},
-                           born_timestamp=born, born_host=BORN, store_host=HOST) for i in range(n)]
+    return [
+        MessageToStore(
+            topic=TOPIC,
+            queue_id=queue_id,
+            body=f"{tag}-{i}".encode() * 3,
+            sys_flag=4,
+            properties={
+                "TRAN_MSG": "true",
+                "PGROUP": group,
+                "UNIQ_KEY": new_uniq_key(),
+                "KEYS": f"k{i}",
+                "color": "blue",
+                **extra,
+            },
+            born_timestamp=born,
+            born_host=BORN,
+            store_host=HOST,
+        )
+        for i in range(n)
+    ]
 
 
 def prepare(svc: TransactionalMessageService, msgs: list[MessageToStore]) -> AppendMessageResult:
@@ -75,9 +100,13 @@ def prepare(svc: TransactionalMessageService, msgs: list[MessageToStore]) -> App
 
 def ranged_header(first: AppendMessageResult, kind: int, group: str = "PG") -> EndTransactionRequestHeader:
     msg_id = first.msg_id.split(",")[0]
-    return EndTransactionRequestHeader(producer_group=group, tran_state_table_offset=first.queue_offset,
-                                       commit_log_offset=decode_offset_msg_id(msg_id)[2], commit_or_rollback=kind,
-                                       msg_id=msg_id)
+    return EndTransactionRequestHeader(
+        producer_group=group,
+        tran_state_table_offset=first.queue_offset,
+        commit_log_offset=decode_offset_msg_id(msg_id)[2],
+        commit_or_rollback=kind,
+        msg_id=msg_id,
+    )
 
 
 def pull_all(store: MessageStore, topic: str, queue_id: int) -> list[StoredMessage]:
@@ -114,8 +143,17 @@ def test_ranged_commit_is_visible_per_queue_at_once(store: MessageStore) -> None
     store.add_arrival_listener(lambda t, q, m: arrivals.append((t, q, m)) if t == TOPIC else None)
     b1, b2, b3 = batch(4, queue_id=0, tag="a"), batch(3, queue_id=1, tag="b"), batch(5, queue_id=0, tag="c")
     a1, a2, a3 = prepare(svc, b1), prepare(svc, b2), prepare(svc, b3)
-    store.put_message(MessageToStore(topic="Other", queue_id=0, body=b"noise", properties={}, born_timestamp=1,
-                                     born_host=BORN, store_host=HOST))
+    store.put_message(
+        MessageToStore(
+            topic="Other",
+            queue_id=0,
+            body=b"noise",
+            properties={},
+            born_timestamp=1,
+            born_host=BORN,
+            store_host=HOST,
+        )
+    )
     assert pull_all(store, TOPIC, 0) == [] and pull_all(store, TOPIC, 1) == []
     ranges = [(a1.queue_offset, 4), (a2.queue_offset, 3), (a3.queue_offset, 5)]
     result = svc.end_transaction_ranges(ranged_header(a1, COMMIT), ranges)
@@ -123,8 +161,9 @@ def test_ranged_commit_is_visible_per_queue_at_once(store: MessageStore) -> None
     assert "committed 12" in result.remark
     q0, q1 = pull_all(store, TOPIC, 0), pull_all(store, TOPIC, 1)
     assert [m.body for m in q0] == [m.body for m in b1 + b3] and [m.body for m in q1] == [m.body for m in b2]
-    for got, sent, origin in zip(q0 + q1, b1 + b3 + b2, list(range(4)) + list(range(7, 12)) + list(range(4, 7)),
-                                 strict=True):
+    for got, sent, origin in zip(
+        q0 + q1, b1 + b3 + b2, list(range(4)) + list(range(7, 12)) + list(range(4, 7)), strict=True
+    ):
         expected = dict(sent.properties)  # type: ignore[arg-type]
         expected["TRAN_PREPARED_QUEUE_OFFSET"] = str(origin)
         got_props = {k: v for k, v in got.properties.items() if k != "CLUSTER"}
@@ -147,23 +186,33 @@ def test_ranged_rollback_and_idempotent_repeats(store: MessageStore) -> None:
     first = svc.end_transaction_ranges(ranged_header(a1, COMMIT), [(0, 3), (3, 2)])
     assert (first.code, first.ended, first.skipped) == (ResponseCode.SUCCESS, 2, 3)
     again = svc.end_transaction_ranges(ranged_header(a1, COMMIT), [(0, 3), (3, 2)])
-    assert (again.code, again.ended, again.skipped) == (ResponseCode.SUCCESS, 0, 5) and "skipped 5" in again.remark
+    assert (again.code, again.ended, again.skipped) == (
+        ResponseCode.SUCCESS,
+        0,
+        5,
+    ) and "skipped 5" in again.remark
     assert len(pull_all(store, TOPIC, 0)) == 2
     assert len(pull_all(store, OP_TOPIC, 0)) == 2  # nothing written by the repeat
     assert a2.queue_offset == 3
 
 
 def test_refusals_write_nothing(store: MessageStore) -> None:
-    svc = TransactionalMessageService(store, TransactionConfig(transaction_batch_max_messages=4,
-                                                               transaction_batch_max_bytes=200))
+    svc = TransactionalMessageService(
+        store, TransactionConfig(transaction_batch_max_messages=4, transaction_batch_max_bytes=200)
+    )
     a1 = prepare(svc, batch(3))
     too_many = svc.end_transaction_ranges(ranged_header(a1, COMMIT), [(0, 3), (3, 2)])
-    assert too_many.code == ResponseCode.MESSAGE_ILLEGAL and "transactionBatchMaxMessages=4" in too_many.remark
+    assert (
+        too_many.code == ResponseCode.MESSAGE_ILLEGAL and "transactionBatchMaxMessages=4" in too_many.remark
+    )
     assert "split" in too_many.remark
     too_big = svc.end_transaction_ranges(ranged_header(a1, COMMIT), [(0, 3)])
     assert too_big.code == ResponseCode.MESSAGE_ILLEGAL and "transactionBatchMaxBytes=200" in too_big.remark
     svc = TransactionalMessageService(store)
-    assert svc.end_transaction_ranges(ranged_header(a1, COMMIT, "other"), [(0, 3)]).code == ResponseCode.SYSTEM_ERROR
+    assert (
+        svc.end_transaction_ranges(ranged_header(a1, COMMIT, "other"), [(0, 3)]).code
+        == ResponseCode.SYSTEM_ERROR
+    )
     missing = svc.end_transaction_ranges(ranged_header(a1, COMMIT), [(0, 5)])
     assert missing.code == ResponseCode.SYSTEM_ERROR and "half offset 3 not found" in missing.remark
     wrong = ranged_header(a1, COMMIT).replace(commit_log_offset=a1.wrote_offset + 1)
@@ -175,9 +224,19 @@ def test_refusals_write_nothing(store: MessageStore) -> None:
 
 def test_large_group_respects_the_store_batch_limit(store: MessageStore) -> None:
     svc = TransactionalMessageService(store)
-    big = [MessageToStore(topic=TOPIC, queue_id=2, body=bytes([i]) * 30_000, sys_flag=4,
-                          properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": new_uniq_key()},
-                          born_timestamp=1, born_host=BORN, store_host=HOST) for i in range(3)]
+    big = [
+        MessageToStore(
+            topic=TOPIC,
+            queue_id=2,
+            body=bytes([i]) * 30_000,
+            sys_flag=4,
+            properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": new_uniq_key()},
+            born_timestamp=1,
+            born_host=BORN,
+            store_host=HOST,
+        )
+        for i in range(3)
+    ]
     ars = [prepare(svc, big[:2]), prepare(svc, big[2:])]
     result = svc.end_transaction_ranges(ranged_header(ars[0], COMMIT), [(0, 2), (2, 1)])
     assert result.code == ResponseCode.SUCCESS and result.ended == 3
@@ -210,9 +269,14 @@ def test_batch_half_message_is_checked_back_individually(store: MessageStore) ->
     stats = svc.check(int(time.time() * 1000), record)
     assert stats.checked == 3 and [c.tran_state_table_offset for c in calls] == [3, 4, 5]
     c = calls[1]  # the producer answers the check of the 2nd message: commit
-    answer = EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=c.tran_state_table_offset,
-                                         commit_log_offset=c.commit_log_offset, commit_or_rollback=COMMIT,
-                                         from_transaction_check=True, msg_id=c.offset_msg_id or "")
+    answer = EndTransactionRequestHeader(
+        producer_group="PG",
+        tran_state_table_offset=c.tran_state_table_offset,
+        commit_log_offset=c.commit_log_offset,
+        commit_or_rollback=COMMIT,
+        from_transaction_check=True,
+        msg_id=c.offset_msg_id or "",
+    )
     assert svc.end_transaction(answer) == (ResponseCode.SUCCESS, None)
     assert len(pull_all(store, TOPIC, 0)) == 1
     result = svc.end_transaction_ranges(ranged_header(ar, COMMIT), [(0, 3)])
@@ -230,12 +294,18 @@ def test_processor_ranged_request(store: MessageStore) -> None:
     resp = asyncio.run(process_end_transaction(svc, cmd))
     assert resp is not None and resp.code == ResponseCode.SUCCESS
     assert resp.ext_fields["rqEnded"] == "3" and resp.ext_fields["rqSkipped"] == "0"
-    for body, code in ((b"{}", ResponseCode.MESSAGE_ILLEGAL), (b'{"ranges":[[0,0]]}', ResponseCode.MESSAGE_ILLEGAL),
-                       (encode_ranges_body([(1, 2)]), ResponseCode.MESSAGE_ILLEGAL)):
-        resp = asyncio.run(process_end_transaction(svc, RemotingCommand.request(RequestCode.END_TRANSACTION, ext,
-                                                                                body)))
+    for body, code in (
+        (b"{}", ResponseCode.MESSAGE_ILLEGAL),
+        (b'{"ranges":[[0,0]]}', ResponseCode.MESSAGE_ILLEGAL),
+        (encode_ranges_body([(1, 2)]), ResponseCode.MESSAGE_ILLEGAL),
+    ):
+        resp = asyncio.run(
+            process_end_transaction(svc, RemotingCommand.request(RequestCode.END_TRANSACTION, ext, body))
+        )
         assert resp is not None and resp.code == code, body
-    oneway = RemotingCommand.request(RequestCode.END_TRANSACTION, ext, encode_ranges_body([(0, 3)]), oneway=True)
+    oneway = RemotingCommand.request(
+        RequestCode.END_TRANSACTION, ext, encode_ranges_body([(0, 3)]), oneway=True
+    )
     assert asyncio.run(process_end_transaction(svc, oneway)) is None
     assert len(pull_all(store, TOPIC, 0)) == 3
 
@@ -246,9 +316,16 @@ Scenario = Callable[[RemotingClient, str], Awaitable[None]]
 
 
 def run_broker(tmp_path: Path, scenario: Scenario) -> None:
-    props = {"brokerName": "broker-t", "listenPort": "0", "storePathRootDir": str(tmp_path / "store"),
-             "mappedFileSizeCommitLog": str(8 << 20), "maxMessageSize": str(64 * 1024),
-             "mappedFileSizeConsumeQueue": str(20 * 1000), "maxHashSlotNum": "1000", "maxIndexNum": "4000"}
+    props = {
+        "brokerName": "broker-t",
+        "listenPort": "0",
+        "storePathRootDir": str(tmp_path / "store"),
+        "mappedFileSizeCommitLog": str(8 << 20),
+        "maxMessageSize": str(64 * 1024),
+        "mappedFileSizeConsumeQueue": str(20 * 1000),
+        "maxHashSlotNum": "1000",
+        "maxIndexNum": "4000",
+    }
 
     async def main() -> None:
         controller = BrokerController(load_broker_config(None, overrides=props))
@@ -265,8 +342,17 @@ def run_broker(tmp_path: Path, scenario: Scenario) -> None:
 
 def batch_request(items: list[dict[str, str]], *, sys_flag: int = 4, queue_id: int = 1) -> RemotingCommand:
     header = SendMessageRequestHeaderV2(
-        producer_group="PG", topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
-        sys_flag=sys_flag, born_timestamp=int(time.time() * 1000), flag=0, properties="WAIT\x01true\x02", batch=True)
+        producer_group="PG",
+        topic=TOPIC,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties="WAIT\x01true\x02",
+        batch=True,
+    )
     body = encode_batch([(0, f"row-{i}".encode(), props) for i, props in enumerate(items)])
     return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), body)
 
@@ -276,10 +362,21 @@ def txn_props(group: str = "PG", **extra: Any) -> dict[str, str]:
 
 
 async def pull_count(client: RemotingClient, addr: str, queue_id: int) -> int:
-    header = PullMessageRequestHeader(consumer_group="cg", topic=TOPIC, queue_id=queue_id, queue_offset=0,
-                                      max_msg_nums=32, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0,
-                                      subscription="*", sub_version=0)
-    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields()), 5000)
+    header = PullMessageRequestHeader(
+        consumer_group="cg",
+        topic=TOPIC,
+        queue_id=queue_id,
+        queue_offset=0,
+        max_msg_nums=32,
+        sys_flag=0x4,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
+    )
+    resp = await client.invoke(
+        addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields()), 5000
+    )
     if resp.code != ResponseCode.SUCCESS:
         return 0
     return int(resp.ext_fields["nextBeginOffset"])
@@ -295,12 +392,19 @@ def test_broker_prepared_batch_send_and_ranged_end(tmp_path: Path) -> None:
         assert r.ext_fields["queueOffset"] == "0" and len(r.ext_fields["msgId"].split(",")) == 4
         assert await pull_count(client, addr, 1) == 0
         first = r.ext_fields["msgId"].split(",")[0]
-        ext = EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=0,
-                                          commit_log_offset=decode_offset_msg_id(first)[2], commit_or_rollback=COMMIT,
-                                          msg_id=first).to_ext_fields()
+        ext = EndTransactionRequestHeader(
+            producer_group="PG",
+            tran_state_table_offset=0,
+            commit_log_offset=decode_offset_msg_id(first)[2],
+            commit_or_rollback=COMMIT,
+            msg_id=first,
+        ).to_ext_fields()
         ext["rqRanges"] = "true"
-        end = await client.invoke(addr, RemotingCommand.request(RequestCode.END_TRANSACTION, ext,
-                                                                encode_ranges_body([(0, 4)])), 5000)
+        end = await client.invoke(
+            addr,
+            RemotingCommand.request(RequestCode.END_TRANSACTION, ext, encode_ranges_body([(0, 4)])),
+            5000,
+        )
         assert end.code == ResponseCode.SUCCESS and end.remark == "committed 4, skipped 0 already ended"
         for _ in range(50):
             if await pull_count(client, addr, 1) == 4:
@@ -313,8 +417,12 @@ def test_broker_prepared_batch_send_and_ranged_end(tmp_path: Path) -> None:
         r = await client.invoke(addr, batch_request([txn_props("PG"), txn_props("PG2")]), 5000)
         assert r.code == ResponseCode.MESSAGE_ILLEGAL and "one producer group" in (r.remark or "")
         r = await client.invoke(addr, batch_request([txn_props(), txn_props()], sys_flag=0), 5000)
-        assert r.code == ResponseCode.SUCCESS and r.ext_fields["rqHalfCount"] == "2"  # TRAN_MSG alone suffices
+        assert (
+            r.code == ResponseCode.SUCCESS and r.ext_fields["rqHalfCount"] == "2"
+        )  # TRAN_MSG alone suffices
         r = await client.invoke(addr, batch_request([{"UNIQ_KEY": new_uniq_key()}], sys_flag=0), 5000)
-        assert r.code == ResponseCode.SUCCESS and "rqHalfCount" not in r.ext_fields  # a plain batch is unchanged
+        assert (
+            r.code == ResponseCode.SUCCESS and "rqHalfCount" not in r.ext_fields
+        )  # a plain batch is unchanged
 
     run_broker(tmp_path, scenario)

@@ -38,10 +38,17 @@ CLUSTER = b"CLUSTER\x01DefaultCluster\x02"
 
 
 def make_store(root: Path, max_message_size: int = 64 * 1024) -> MessageStore:
-    store = MessageStore(StoreConfig(
-        store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=4 * 1024 * 1024,
-        mapped_file_size_consume_queue_units=4000, max_message_size_bytes=max_message_size,
-        max_hash_slot_num=512, max_index_num=20_000, clean_resource_interval_ms=3_600_000))
+    store = MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=4 * 1024 * 1024,
+            mapped_file_size_consume_queue_units=4000,
+            max_message_size_bytes=max_message_size,
+            max_hash_slot_num=512,
+            max_index_num=20_000,
+            clean_resource_interval_ms=3_600_000,
+        )
+    )
     store.start()
     return store
 
@@ -62,24 +69,48 @@ def props(i: int, *, group: str = GROUP, **extra: str) -> bytes:
     return encode_properties(base).encode()
 
 
-def put_halves(store: MessageStore, first: int, n: int, topic: str = "TopicB", queue_id: int = 2, *,
-               body_size: int = 40, lead: bytes = b"", **extra: str) -> tuple[int, int]:
+def put_halves(
+    store: MessageStore,
+    first: int,
+    n: int,
+    topic: str = "TopicB",
+    queue_id: int = 2,
+    *,
+    body_size: int = 40,
+    lead: bytes = b"",
+    **extra: str,
+) -> tuple[int, int]:
     """A prepared batch as the send processor stores it; (first half offset, its CommitLog offset).
     ``lead``: encoded properties put first (as another writer might)."""
-    fast = half_properties([props(i, **extra) for i in range(first, first + n)], topic, queue_id, cluster=CLUSTER)
+    fast = half_properties(
+        [props(i, **extra) for i in range(first, first + n)], topic, queue_id, cluster=CLUSTER
+    )
     assert fast is not None
     fast = [lead + f for f in fast]
-    result = store.put_batch(MessageBatchToStore(
-        topic=HALF_TOPIC, queue_id=0, born_host=BORN, store_host=HOST,
-        bodies=[bytes([i % 251]) * (body_size + i % 7) for i in range(first, first + n)], properties=fast,
-        flags=[i % 4 for i in range(n)], born_timestamps=1_700_000_000_000))
+    result = store.put_batch(
+        MessageBatchToStore(
+            topic=HALF_TOPIC,
+            queue_id=0,
+            born_host=BORN,
+            store_host=HOST,
+            bodies=[bytes([i % 251]) * (body_size + i % 7) for i in range(first, first + n)],
+            properties=fast,
+            flags=[i % 4 for i in range(n)],
+            born_timestamps=1_700_000_000_000,
+        )
+    )
     assert result.is_ok and result.append_result is not None
     return result.append_result.queue_offset, result.append_result.wrote_offset
 
 
 def header(first: tuple[int, int], kind: int, group: str = GROUP) -> EndTransactionRequestHeader:
-    return EndTransactionRequestHeader(producer_group=group, tran_state_table_offset=first[0],
-                                       commit_log_offset=first[1], commit_or_rollback=kind, msg_id="x")
+    return EndTransactionRequestHeader(
+        producer_group=group,
+        tran_state_table_offset=first[0],
+        commit_log_offset=first[1],
+        commit_or_rollback=kind,
+        msg_id="x",
+    )
 
 
 def records(store: MessageStore, topic: str, queue_id: int) -> list[StoredMessage]:
@@ -93,9 +124,23 @@ def records(store: MessageStore, topic: str, queue_id: int) -> list[StoredMessag
 
 def view(m: StoredMessage) -> tuple[Any, ...]:
     """Everything but the store time (and the order of properties, which carries no meaning)."""
-    return (m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.total_size, m.body, m.flag, m.sys_flag,
-            m.born_timestamp, m.born_host, m.store_host, m.reconsume_times, m.prepared_transaction_offset,
-            m.body_crc, dict(m.properties))
+    return (
+        m.topic,
+        m.queue_id,
+        m.queue_offset,
+        m.physical_offset,
+        m.total_size,
+        m.body,
+        m.flag,
+        m.sys_flag,
+        m.born_timestamp,
+        m.born_host,
+        m.store_host,
+        m.reconsume_times,
+        m.prepared_transaction_offset,
+        m.body_crc,
+        dict(m.properties),
+    )
 
 
 def tags_codes(store: MessageStore, topic: str, queue_id: int) -> list[int]:
@@ -126,13 +171,19 @@ class Paths:
         assert ra == rb
         return ra
 
-    def end(self, first: tuple[int, int], kind: int, ranges: list[tuple[int, int]], group: str = GROUP) -> Any:
+    def end(
+        self, first: tuple[int, int], kind: int, ranges: list[tuple[int, int]], group: str = GROUP
+    ) -> Any:
         got = self.svc_a.end_transaction_ranges(header(first, kind, group), ranges)
         with self.monkeypatch.context() as m:
             m.setattr(service_module, "load_bulk", lambda *a, **k: None)
             expected = self.svc_b.end_transaction_ranges(header(first, kind, group), ranges)
-        assert (got.code, got.remark, got.ended, got.skipped) == \
-            (expected.code, expected.remark, expected.ended, expected.skipped)
+        assert (got.code, got.remark, got.ended, got.skipped) == (
+            expected.code,
+            expected.remark,
+            expected.ended,
+            expected.skipped,
+        )
         return got
 
     def same_outcome(self, topic: str = "TopicB", queue_id: int = 2) -> list[StoredMessage]:
@@ -157,9 +208,15 @@ def test_bulk_commit_stores_what_the_general_path_stores(pair: Any, monkeypatch:
     assert (result.code, result.ended, result.skipped) == (ResponseCode.SUCCESS, 170, 0)
     assert p.bulk_used == 1
     got = p.same_outcome()
-    assert [m.body for m in got] == [bytes([i % 251]) * (40 + i % 7) for i in list(range(80)) + list(range(150, 240))]
+    assert [m.body for m in got] == [
+        bytes([i % 251]) * (40 + i % 7) for i in list(range(80)) + list(range(150, 240))
+    ]
     props0 = got[0].properties
-    assert props0["TRAN_PREPARED_QUEUE_OFFSET"] == "0" and "REAL_TOPIC" not in props0 and props0["TAGS"] == "tag0"
+    assert (
+        props0["TRAN_PREPARED_QUEUE_OFFSET"] == "0"
+        and "REAL_TOPIC" not in props0
+        and props0["TAGS"] == "tag0"
+    )
     assert all(m.sys_flag & 0xC == COMMIT and m.queue_id == 2 for m in got)
     assert p.a.query_message("TopicB", "k155", 10, 0, 2**62).phy_offsets == [got[85].physical_offset]
     assert p.end(second, COMMIT, [(80, 70)]).ended == 70 and p.bulk_used == 2
@@ -179,7 +236,9 @@ def test_partly_ended_ranges_commit_the_rest(pair: Any, monkeypatch: pytest.Monk
     assert p.bulk_used == 2 and a2[0] == 70
 
 
-def test_origins_of_different_widths_and_store_batch_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_origins_of_different_widths_and_store_batch_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Half offsets crossing 99 -> 100 (one byte more of TRAN_PREPARED_QUEUE_OFFSET) and a group
     larger than the store's batch limit (several appends, in order)."""
     pair = (make_store(tmp_path / "a", 40 * 1024), make_store(tmp_path / "b", 40 * 1024))
@@ -248,8 +307,10 @@ def test_load_bulk_refuses_copies_and_reads_no_hole(pair: Any) -> None:
     copied = store.copy_queue_records(HALF_TOPIC, 0, [(10, 100), (0, 3)])  # across two appends, then back
     assert copied is not None and len(copied.data) == int(copied.sizes.sum())
     assert np.array_equal(copied.starts[1:], np.cumsum(copied.sizes)[:-1])
-    records = [decode_stored_message(copied.data[s:s + n]) for s, n in
-               zip(copied.starts.tolist(), copied.sizes.tolist(), strict=True)]
+    records = [
+        decode_stored_message(copied.data[s : s + n])
+        for s, n in zip(copied.starts.tolist(), copied.sizes.tolist(), strict=True)
+    ]
     assert [m.queue_offset for m in records] == [*range(10, 110), 0, 1, 2]
     assert [m.physical_offset for m in records] == copied.phys.tolist()
     assert first[0] == 0 and renewed[0] == 70
@@ -264,8 +325,9 @@ def test_rollback_in_bulk_writes_only_the_op_record(pair: Any, monkeypatch: pyte
     assert all(p.svc_a.is_finished(i) for i in range(100))
 
 
-def test_bulk_commit_without_its_op_record_is_ended_after_a_crash(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_commit_without_its_op_record_is_ended_after_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The crash window of a ranged commit (real messages stored, op record not) on the bulk path:
     recovery finds the committed records by their TRAN_PREPARED_QUEUE_OFFSET (written first here)
     and appends the op record, so a replayed COMMIT writes nothing twice."""

@@ -23,15 +23,39 @@ from rocketq.client.remoting.properties import decode_properties, encode_propert
 STORE = ("127.0.0.1", 10911)
 
 
-def half_record(i: int, *, topic: str = "TopicB", queue_id: int = 3, group: str = "PG",
-                born: tuple[str, int] = ("10.0.0.2", 5555), body: bytes = b"payload", renewed_from: int | None = None,
-                **extra: str) -> bytes:
+def half_record(
+    i: int,
+    *,
+    topic: str = "TopicB",
+    queue_id: int = 3,
+    group: str = "PG",
+    born: tuple[str, int] = ("10.0.0.2", 5555),
+    body: bytes = b"payload",
+    renewed_from: int | None = None,
+    **extra: str,
+) -> bytes:
     """A stored half record as the broker writes it for a prepared send, at half offset 100 + i
     (``renewed_from``: a copy re-appended by a check pass, carrying its origin offset)."""
-    msg = MessageToStore(topic=topic, queue_id=queue_id, body=body, sys_flag=4,
-                         properties=encode_properties({"TRAN_MSG": "true", "PGROUP": group, "UNIQ_KEY": f"U{i}",
-                                                       "KEYS": f"k{i}", **extra, "CLUSTER": "c"}),
-                         born_timestamp=1_700_000_000_000 + i, born_host=born, store_host=STORE, flag=i % 3)
+    msg = MessageToStore(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        sys_flag=4,
+        properties=encode_properties(
+            {
+                "TRAN_MSG": "true",
+                "PGROUP": group,
+                "UNIQ_KEY": f"U{i}",
+                "KEYS": f"k{i}",
+                **extra,
+                "CLUSTER": "c",
+            }
+        ),
+        born_timestamp=1_700_000_000_000 + i,
+        born_host=born,
+        store_host=STORE,
+        flag=i % 3,
+    )
     half = to_half_message(msg)
     if renewed_from is not None:
         props = half.properties
@@ -39,18 +63,31 @@ def half_record(i: int, *, topic: str = "TopicB", queue_id: int = 3, group: str 
         props["TRAN_PREPARED_QUEUE_OFFSET"] = str(renewed_from)
         half = dataclasses.replace(half, properties=props)
     return encode_stored_message(
-        topic=half.topic, queue_id=half.queue_id, flag=half.flag, body=half.body, properties=half.properties,
-        sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
-        store_host=half.store_host, reconsume_times=i % 2, prepared_transaction_offset=0, queue_offset=100 + i,
-        physical_offset=5000 + 300 * i, store_timestamp=1_700_000_000_500)
+        topic=half.topic,
+        queue_id=half.queue_id,
+        flag=half.flag,
+        body=half.body,
+        properties=half.properties,
+        sys_flag=half.sys_flag,
+        born_timestamp=half.born_timestamp,
+        born_host=half.born_host,
+        store_host=half.store_host,
+        reconsume_times=i % 2,
+        prepared_transaction_offset=0,
+        queue_offset=100 + i,
+        physical_offset=5000 + 300 * i,
+        store_timestamp=1_700_000_000_500,
+    )
 
 
 def rows(cols: HalfColumns | None) -> list[tuple[Any, ...]]:
     """The records of ``cols`` as tuples (committed properties decoded: their order may differ)."""
     assert cols is not None
     names = [n for n in HalfColumns.__slots__ if n != "committed"]
-    return [(*row, decode_properties(c)) for *row, c in
-            zip(*(getattr(cols, n) for n in names), cols.committed, strict=True)]
+    return [
+        (*row, decode_properties(c))
+        for *row, c in zip(*(getattr(cols, n) for n in names), cols.committed, strict=True)
+    ]
 
 
 def one_by_one(buffers: list[memoryview]) -> HalfColumns:
@@ -72,16 +109,27 @@ def test_bulk_path_taken_for_prepared_batches_and_agrees() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(
-    st.sampled_from(["TopicB", "TopicC"]), st.integers(0, 2), st.sampled_from(["PG", "PG2"]),
-    st.sampled_from([("10.0.0.2", 5555), ("::1", 7000)]),
-    st.sampled_from([{}, {"DELAY": "3"}, {"REAL_TOPIC": "Preset"}, {"KEYS": ""}]),
-    st.sampled_from([None, 7, 100, 10_000]), st.binary(max_size=40)), min_size=1, max_size=24))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["TopicB", "TopicC"]),
+            st.integers(0, 2),
+            st.sampled_from(["PG", "PG2"]),
+            st.sampled_from([("10.0.0.2", 5555), ("::1", 7000)]),
+            st.sampled_from([{}, {"DELAY": "3"}, {"REAL_TOPIC": "Preset"}, {"KEYS": ""}]),
+            st.sampled_from([None, 7, 100, 10_000]),
+            st.binary(max_size=40),
+        ),
+        min_size=1,
+        max_size=24,
+    )
+)
 def test_bulk_reader_matches_record_by_record(specs: list[tuple[Any, ...]]) -> None:
     buffers = []
     for i, (topic, qid, group, born, extra, renewed, body) in enumerate(specs):
-        rec = half_record(i, topic=topic, queue_id=qid, group=group, born=born, body=body, renewed_from=renewed,
-                          **extra)
+        rec = half_record(
+            i, topic=topic, queue_id=qid, group=group, born=born, body=body, renewed_from=renewed, **extra
+        )
         buffers.append(memoryview(rec))
     assert rows(read_halves(buffers)) == rows(one_by_one(buffers))
 
@@ -89,8 +137,13 @@ def test_bulk_reader_matches_record_by_record(specs: list[tuple[Any, ...]]) -> N
 def test_mixed_batches_fall_back() -> None:
     same = [half_record(i) for i in range(10)]
     assert _read_bulk([memoryview(b) for b in same]) is not None
-    for odd in (half_record(4, topic="Other"), half_record(4, group="PG2"), half_record(4, DELAY="2"),
-                half_record(4, born=("::1", 1)), half_record(4, renewed_from=1)):
+    for odd in (
+        half_record(4, topic="Other"),
+        half_record(4, group="PG2"),
+        half_record(4, DELAY="2"),
+        half_record(4, born=("::1", 1)),
+        half_record(4, renewed_from=1),
+    ):
         mixed = [*same[:4], odd, *same[5:]]
         views = [memoryview(b) for b in mixed]
         assert _read_bulk(views) is None
@@ -107,7 +160,9 @@ def test_unreadable_record_is_skipped_not_fatal() -> None:
 
 _prop_maps = st.dictionaries(
     st.sampled_from(["TRAN_MSG", "PGROUP", "KEYS", "TAGS", "REAL_TOPIC", "TRAN_PREPARED_QUEUE_OFFSET", "é"]),
-    st.sampled_from(["true", "TRUE", "PG", "PG2", "k1 k2", "x", "é"]), max_size=5)
+    st.sampled_from(["true", "TRUE", "PG", "PG2", "k1 k2", "x", "é"]),
+    max_size=5,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -119,29 +174,49 @@ def test_half_properties_agrees_with_the_decoding_path(maps: list[dict[str, str]
         return  # the processor takes the decoding path, which is the reference
     assert check_half_batch([decode_properties(p) for p in raw]) is None
     for props, out in zip(raw, fast, strict=True):
-        msg = MessageToStore(topic="TopicB", queue_id=5, body=b"", properties=props.decode(), born_timestamp=0,
-                             born_host=STORE, store_host=STORE)
+        msg = MessageToStore(
+            topic="TopicB",
+            queue_id=5,
+            body=b"",
+            properties=props.decode(),
+            born_timestamp=0,
+            born_host=STORE,
+            store_host=STORE,
+        )
         expected = to_half_message(msg).properties
-        assert decode_properties(out) == (decode_properties(expected) if isinstance(expected, str) else expected)
+        assert decode_properties(out) == (
+            decode_properties(expected) if isinstance(expected, str) else expected
+        )
 
 
 def test_half_properties_takes_the_usual_batch() -> None:
-    raw = [encode_properties({"TRAN_MSG": "true", "PGROUP": "PG", "KEYS": f"k{i}"}).encode() for i in range(5)]
+    raw = [
+        encode_properties({"TRAN_MSG": "true", "PGROUP": "PG", "KEYS": f"k{i}"}).encode() for i in range(5)
+    ]
     fast = half_properties(raw, "TopicB", 5)
     assert fast is not None and fast[2] == raw[2] + b"REAL_TOPIC\x01TopicB\x02REAL_QID\x015\x02"
     assert half_properties([*raw, raw[0].replace(b"PG", b"PX")], "TopicB", 5) is None  # two groups
 
 
 def test_half_properties_appends_the_cluster_unless_present() -> None:
-    props = [encode_properties({"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": f"U{i}"}).encode() for i in range(3)]
+    props = [
+        encode_properties({"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": f"U{i}"}).encode()
+        for i in range(3)
+    ]
     cluster = b"CLUSTER\x01c1\x02"
     out = half_properties(props, "TopicB", 4, cluster=cluster)
     assert out is not None
     for p, o in zip(props, out, strict=True):
-        assert decode_properties(o.decode()) == {**decode_properties(p.decode()), "CLUSTER": "c1",
-                                                 "REAL_TOPIC": "TopicB", "REAL_QID": "4"}
+        assert decode_properties(o.decode()) == {
+            **decode_properties(p.decode()),
+            "CLUSTER": "c1",
+            "REAL_TOPIC": "TopicB",
+            "REAL_QID": "4",
+        }
     present = [p + cluster for p in props]
-    assert half_properties(present, "TopicB", 4, cluster=cluster) is None  # the caller then uses its own rewrite
+    assert (
+        half_properties(present, "TopicB", 4, cluster=cluster) is None
+    )  # the caller then uses its own rewrite
     assert half_properties(present, "TopicB", 4) is not None
 
 
@@ -153,9 +228,11 @@ def test_half_properties_tail_path_refuses_what_the_counts_refuse() -> None:
     good = [b"KEYS\x01k%d\x02UNIQ_KEY\x01U%d\x02" % (i, i) + tail for i in range(4)]
     out = half_properties(good, "T", 1)
     assert out is not None and out[0] == good[0] + b"REAL_TOPIC\x01T\x02REAL_QID\x011\x02"
-    for bad in (b"TRAN_MSG\x01false\x02xx" + tail,           # the real TRAN_MSG is false
-                b"KEYS\x01a\x02PGROUP\x01other\x02" + tail,   # two groups
-                b"KEYS\x01a\x02TRAN_MSG\x01true\x02" + tail,  # TRAN_MSG twice
-                b"KEYS\x01a\x02" + tail.replace(b"PG\x02", b"PG2\x02"),
-                b"REAL_QID\x013\x02" + tail):
+    for bad in (
+        b"TRAN_MSG\x01false\x02xx" + tail,  # the real TRAN_MSG is false
+        b"KEYS\x01a\x02PGROUP\x01other\x02" + tail,  # two groups
+        b"KEYS\x01a\x02TRAN_MSG\x01true\x02" + tail,  # TRAN_MSG twice
+        b"KEYS\x01a\x02" + tail.replace(b"PG\x02", b"PG2\x02"),
+        b"REAL_QID\x013\x02" + tail,
+    ):
         assert half_properties([*good, bad], "T", 1) is None, bad  # the decoding path decides

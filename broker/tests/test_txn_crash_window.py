@@ -37,9 +37,17 @@ def later() -> int:
 
 
 def make_store(root: Path) -> MessageStore:
-    return MessageStore(StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=64 * 1024,
-                                    mapped_file_size_consume_queue_units=400, max_message_size_bytes=16 * 1024,
-                                    max_hash_slot_num=64, max_index_num=1000, clean_resource_interval_ms=3_600_000))
+    return MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=64 * 1024,
+            mapped_file_size_consume_queue_units=400,
+            max_message_size_bytes=16 * 1024,
+            max_hash_slot_num=64,
+            max_index_num=1000,
+            clean_resource_interval_ms=3_600_000,
+        )
+    )
 
 
 @pytest.fixture
@@ -56,16 +64,29 @@ def store(root: Path) -> Iterator[MessageStore]:
 
 
 def msgs(n: int, tag: str, **extra: str) -> list[MessageToStore]:
-    return [MessageToStore(topic=TOPIC, queue_id=0, body=f"{tag}-{i}".encode() * 20, sys_flag=4,
-                           properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": new_uniq_key(), **extra},
-                           born_timestamp=int(time.time() * 1000), born_host=HOST, store_host=HOST)
-            for i in range(n)]
+    return [
+        MessageToStore(
+            topic=TOPIC,
+            queue_id=0,
+            body=f"{tag}-{i}".encode() * 20,
+            sys_flag=4,
+            properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": new_uniq_key(), **extra},
+            born_timestamp=int(time.time() * 1000),
+            born_host=HOST,
+            store_host=HOST,
+        )
+        for i in range(n)
+    ]
 
 
 def header(ar: AppendMessageResult, kind: int = COMMIT) -> EndTransactionRequestHeader:
-    return EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=ar.queue_offset,
-                                       commit_log_offset=ar.wrote_offset, commit_or_rollback=kind,
-                                       msg_id=ar.msg_id)
+    return EndTransactionRequestHeader(
+        producer_group="PG",
+        tran_state_table_offset=ar.queue_offset,
+        commit_log_offset=ar.wrote_offset,
+        commit_or_rollback=kind,
+        msg_id=ar.msg_id,
+    )
 
 
 def prepare_one(svc: TransactionalMessageService, tag: str) -> AppendMessageResult:
@@ -82,8 +103,10 @@ def prepare_batch(svc: TransactionalMessageService, n: int, tag: str) -> AppendM
 
 def lose_ops(monkeypatch: pytest.MonkeyPatch) -> None:
     """The crash window: every op message fails to be built, after the real messages are stored."""
+
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("killed between the real messages and the op message")
+
     monkeypatch.setattr(service_mod, "make_op_message", boom)
 
 
@@ -91,6 +114,7 @@ def recorder(calls: list[int]) -> Callable[[str, bytes, CheckTransactionStateReq
     def send_check(group: str, body: bytes, h: CheckTransactionStateRequestHeader) -> bool:
         calls.append(h.tran_state_table_offset)
         return True
+
     return send_check
 
 
@@ -117,9 +141,9 @@ def recovered_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "had no op record" in r.getMessage()]
 
 
-def test_single_commit_without_op_is_ended_after_a_crash(store: MessageStore, root: Path,
-                                                         monkeypatch: pytest.MonkeyPatch,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_single_commit_without_op_is_ended_after_a_crash(
+    store: MessageStore, root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     svc = TransactionalMessageService(store)
     a, pending = prepare_one(svc, "a"), prepare_one(svc, "p")
     with monkeypatch.context() as m:
@@ -145,12 +169,15 @@ def test_single_commit_without_op_is_ended_after_a_crash(store: MessageStore, ro
         store.shutdown()
 
 
-def test_ranged_commit_without_op_is_ended_after_a_crash(store: MessageStore, root: Path,
-                                                         monkeypatch: pytest.MonkeyPatch,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_ranged_commit_without_op_is_ended_after_a_crash(
+    store: MessageStore, root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     svc = TransactionalMessageService(store)
     early = prepare_one(svc, "e")
-    assert svc.end_transaction(header(early)) == (ResponseCode.SUCCESS, None)  # a durable op before the window
+    assert svc.end_transaction(header(early)) == (
+        ResponseCode.SUCCESS,
+        None,
+    )  # a durable op before the window
     first = prepare_batch(svc, 4, "b")
     pending = prepare_one(svc, "p")
     with monkeypatch.context() as m:
@@ -185,8 +212,9 @@ def test_ranged_commit_without_op_is_ended_after_a_crash(store: MessageStore, ro
     store.halt()
 
 
-def test_check_copy_commit_is_mapped_to_its_origin(store: MessageStore, root: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_copy_commit_is_mapped_to_its_origin(
+    store: MessageStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     svc = TransactionalMessageService(store)
     origin = prepare_one(svc, "o")
     assert store.wait_dispatched()
@@ -196,9 +224,13 @@ def test_check_copy_commit_is_mapped_to_its_origin(store: MessageStore, root: Pa
     assert store.wait_dispatched()
     recs = list(iter_queue_records(store, HALF_TOPIC, 0, copy_offset, copy_offset + 1))
     copy = recs[0]
-    copy_header = EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=copy.queue_offset,
-                                              commit_log_offset=copy.physical_offset, commit_or_rollback=COMMIT,
-                                              msg_id="")
+    copy_header = EndTransactionRequestHeader(
+        producer_group="PG",
+        tran_state_table_offset=copy.queue_offset,
+        commit_log_offset=copy.physical_offset,
+        commit_or_rollback=COMMIT,
+        msg_id="",
+    )
     with monkeypatch.context() as m:
         lose_ops(m)
         with pytest.raises(RuntimeError):
@@ -217,10 +249,17 @@ def test_check_copy_commit_is_mapped_to_its_origin(store: MessageStore, root: Pa
 def test_forged_commit_flag_ends_nothing(store: MessageStore, root: Path) -> None:
     svc = TransactionalMessageService(store)
     pending = prepare_one(svc, "p")
-    forged = MessageToStore(topic=TOPIC, queue_id=0, body=b"x", sys_flag=COMMIT,
-                            properties={"TRAN_PREPARED_QUEUE_OFFSET": str(pending.queue_offset), "UNIQ_KEY": new_uniq_key()},
-                            born_timestamp=0, born_host=HOST, store_host=HOST,
-                            prepared_transaction_offset=pending.wrote_offset)  # names the real half
+    forged = MessageToStore(
+        topic=TOPIC,
+        queue_id=0,
+        body=b"x",
+        sys_flag=COMMIT,
+        properties={"TRAN_PREPARED_QUEUE_OFFSET": str(pending.queue_offset), "UNIQ_KEY": new_uniq_key()},
+        born_timestamp=0,
+        born_host=HOST,
+        store_host=HOST,
+        prepared_transaction_offset=pending.wrote_offset,
+    )  # names the real half
     assert store.put_message(forged).is_ok
     store = crash_and_reopen(store, root)
     svc = TransactionalMessageService(store)

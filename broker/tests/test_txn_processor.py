@@ -23,27 +23,46 @@ HOST = ("127.0.0.1", 10911)
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[TransactionalMessageService]:
-    store = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log_bytes=128 * 1024,
-                                     mapped_file_size_consume_queue_units=100, max_message_size_bytes=16 * 1024,
-                                     max_hash_slot_num=64, max_index_num=500))
+    store = MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(tmp_path),
+            mapped_file_size_commit_log_bytes=128 * 1024,
+            mapped_file_size_consume_queue_units=100,
+            max_message_size_bytes=16 * 1024,
+            max_hash_slot_num=64,
+            max_index_num=500,
+        )
+    )
     store.start()
     yield TransactionalMessageService(store)
     store.shutdown()
 
 
 def half(svc: TransactionalMessageService) -> AppendMessageResult:
-    msg = MessageToStore(topic="TopicT", queue_id=0, body=b"x", sys_flag=4,
-                         properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": "U" * 32},
-                         born_timestamp=int(time.time() * 1000), born_host=HOST, store_host=HOST)
+    msg = MessageToStore(
+        topic="TopicT",
+        queue_id=0,
+        body=b"x",
+        sys_flag=4,
+        properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": "U" * 32},
+        born_timestamp=int(time.time() * 1000),
+        born_host=HOST,
+        store_host=HOST,
+    )
     ar = svc.prepare(msg).append_result
     assert ar is not None
     return ar
 
 
 def request(ar: AppendMessageResult, kind: int, *, oneway: bool) -> RemotingCommand:
-    header = EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=ar.queue_offset,
-                                         commit_log_offset=ar.wrote_offset, commit_or_rollback=kind,
-                                         msg_id=ar.msg_id, transaction_id="U" * 32)
+    header = EndTransactionRequestHeader(
+        producer_group="PG",
+        tran_state_table_offset=ar.queue_offset,
+        commit_log_offset=ar.wrote_offset,
+        commit_or_rollback=kind,
+        msg_id=ar.msg_id,
+        transaction_id="U" * 32,
+    )
     return RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=oneway)
 
 
@@ -71,7 +90,11 @@ def test_errors_and_ignored_states(svc: TransactionalMessageService) -> None:
     ar = half(svc)
     bad = RemotingCommand.request(RequestCode.END_TRANSACTION, {"producerGroup": "PG"})
     resp = asyncio.run(process_end_transaction(svc, bad))
-    assert resp is not None and resp.code == ResponseCode.SYSTEM_ERROR and "tranStateTableOffset" in (resp.remark or "")
+    assert (
+        resp is not None
+        and resp.code == ResponseCode.SYSTEM_ERROR
+        and "tranStateTableOffset" in (resp.remark or "")
+    )
     resp = asyncio.run(process_end_transaction(svc, request(ar, 8, oneway=False), is_slave=True))
     assert resp is not None and resp.code == ResponseCode.SLAVE_NOT_AVAILABLE
     resp = asyncio.run(process_end_transaction(svc, request(ar, 0, oneway=False)))
@@ -79,7 +102,11 @@ def test_errors_and_ignored_states(svc: TransactionalMessageService) -> None:
     wrong = request(ar, 8, oneway=False)
     wrong.ext_fields["producerGroup"] = "nope"
     resp = asyncio.run(process_end_transaction(svc, wrong))
-    assert resp is not None and resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == "The producer group wrong"
+    assert (
+        resp is not None
+        and resp.code == ResponseCode.SYSTEM_ERROR
+        and resp.remark == "The producer group wrong"
+    )
     assert real_count(svc) == 0
 
 

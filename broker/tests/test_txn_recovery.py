@@ -22,9 +22,14 @@ from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, 
 from rocketq.client.remoting.message import decode_stored_message
 
 HOST = ("127.0.0.1", 10911)
-CONFIG = dict(mapped_file_size_commit_log_bytes=256 * 1024, mapped_file_size_consume_queue_units=200,
-              max_message_size_bytes=64 * 1024, max_hash_slot_num=64, max_index_num=500,
-              clean_resource_interval_ms=3_600_000)
+CONFIG = dict(
+    mapped_file_size_commit_log_bytes=256 * 1024,
+    mapped_file_size_consume_queue_units=200,
+    max_message_size_bytes=64 * 1024,
+    max_hash_slot_num=64,
+    max_index_num=500,
+    clean_resource_interval_ms=3_600_000,
+)
 
 SCENARIO = r"""
 def run_scenario(store):
@@ -54,7 +59,9 @@ def run_scenario(store):
     assert store.wait_dispatched()
 """
 
-CHILD = SCENARIO + r"""
+CHILD = (
+    SCENARIO
+    + r"""
 import sys, time
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
@@ -65,6 +72,7 @@ run_scenario(store)
 print("DONE", flush=True)
 time.sleep(60)
 """
+)
 
 
 def make_store(root: Path) -> MessageStore:
@@ -99,9 +107,14 @@ def assert_rebuilt(root: Path) -> None:
         checked = decode_stored_message(bodies_seen[0])
         assert checked.body == b"A" and checked.properties["TRANSACTION_CHECK_TIMES"] == "2"
         h = calls[0]
-        end = EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=h.tran_state_table_offset,
-                                          commit_log_offset=h.commit_log_offset, commit_or_rollback=8,
-                                          from_transaction_check=True, msg_id=h.offset_msg_id or "")
+        end = EndTransactionRequestHeader(
+            producer_group="PG",
+            tran_state_table_offset=h.tran_state_table_offset,
+            commit_log_offset=h.commit_log_offset,
+            commit_or_rollback=8,
+            from_transaction_check=True,
+            msg_id=h.offset_msg_id or "",
+        )
         assert svc.end_transaction(end) == (ResponseCode.SUCCESS, None)
         assert sorted(bodies(store, "TopicT")) == [b"A", b"B"]
         assert svc.check(30_000, send_check).checked == 0 and len(calls) == 1
@@ -124,8 +137,13 @@ def test_state_survives_a_crash(tmp_path: Path) -> None:
     src = [str(Path(__file__).resolve().parents[2] / p / "src") for p in ("client", "broker")]
     env["PYTHONPATH"] = os.pathsep.join([*src, env.get("PYTHONPATH", "")])
     child = f"CONFIG = {CONFIG!r}\n" + CHILD
-    proc = subprocess.Popen([sys.executable, "-c", child, str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

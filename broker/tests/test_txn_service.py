@@ -40,28 +40,59 @@ Check = tuple[str, bytes, CheckTransactionStateRequestHeader]
 
 
 def store_config(root: Path) -> StoreConfig:
-    return StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log_bytes=256 * 1024,
-                       mapped_file_size_consume_queue_units=200, max_message_size_bytes=64 * 1024,
-                       max_hash_slot_num=64, max_index_num=500, clean_resource_interval_ms=3_600_000)
+    return StoreConfig(
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log_bytes=256 * 1024,
+        mapped_file_size_consume_queue_units=200,
+        max_message_size_bytes=64 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=500,
+        clean_resource_interval_ms=3_600_000,
+    )
 
 
-def prepared(body: bytes = b"order-1", *, topic: str = "TopicT", queue_id: int = 1, group: str = "PG",
-             born: int | None = None, sys_flag: int = 0, **extra: str) -> MessageToStore:
+def prepared(
+    body: bytes = b"order-1",
+    *,
+    topic: str = "TopicT",
+    queue_id: int = 1,
+    group: str = "PG",
+    born: int | None = None,
+    sys_flag: int = 0,
+    **extra: str,
+) -> MessageToStore:
     props = {"TRAN_MSG": "true", "PGROUP": group, "UNIQ_KEY": new_uniq_key(), "TAGS": "TagA", **extra}
-    return MessageToStore(topic=topic, queue_id=queue_id, body=body, properties=props,
-                          sys_flag=sys_flag | int(SysFlag.TRANSACTION_PREPARED),
-                          born_timestamp=born if born is not None else int(time.time() * 1000),
-                          born_host=("10.0.0.2", 5555), store_host=HOST)
+    return MessageToStore(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        properties=props,
+        sys_flag=sys_flag | int(SysFlag.TRANSACTION_PREPARED),
+        born_timestamp=born if born is not None else int(time.time() * 1000),
+        born_host=("10.0.0.2", 5555),
+        store_host=HOST,
+    )
 
 
-def end_header(ar: AppendMessageResult | CheckTransactionStateRequestHeader, kind: int, *, group: str = "PG",
-               from_check: bool = False) -> EndTransactionRequestHeader:
+def end_header(
+    ar: AppendMessageResult | CheckTransactionStateRequestHeader,
+    kind: int,
+    *,
+    group: str = "PG",
+    from_check: bool = False,
+) -> EndTransactionRequestHeader:
     if isinstance(ar, CheckTransactionStateRequestHeader):
         qo, phy, msg_id = ar.tran_state_table_offset, ar.commit_log_offset, ar.offset_msg_id or ""
     else:
         qo, phy, msg_id = ar.queue_offset, ar.wrote_offset, ar.msg_id
-    return EndTransactionRequestHeader(producer_group=group, tran_state_table_offset=qo, commit_log_offset=phy,
-                                       commit_or_rollback=kind, from_transaction_check=from_check, msg_id=msg_id)
+    return EndTransactionRequestHeader(
+        producer_group=group,
+        tran_state_table_offset=qo,
+        commit_log_offset=phy,
+        commit_or_rollback=kind,
+        from_transaction_check=from_check,
+        msg_id=msg_id,
+    )
 
 
 def pull_all(store: MessageStore, topic: str, queue_id: int = 0) -> list[StoredMessage]:
@@ -105,7 +136,12 @@ def test_prepare_stores_a_half_message(store: MessageStore) -> None:
     msg = prepared(KEYS="k1")
     ar = put_prepared(svc, msg)
     (half,) = pull_all(store, HALF_TOPIC)
-    assert (half.topic, half.queue_id, half.queue_offset, half.physical_offset) == (HALF_TOPIC, 0, 0, ar.wrote_offset)
+    assert (half.topic, half.queue_id, half.queue_offset, half.physical_offset) == (
+        HALF_TOPIC,
+        0,
+        0,
+        ar.wrote_offset,
+    )
     assert ar.queue_offset == 0
     assert half.sys_flag & TRANSACTION_TYPE_MASK == 0  # reset as RocketMQ's parseHalfMessageInner does
     p = half.properties
@@ -126,7 +162,12 @@ def test_commit_makes_the_real_message_visible(store: MessageStore) -> None:
     p = real.properties
     assert "REAL_TOPIC" not in p and "REAL_QID" not in p
     assert p["UNIQ_KEY"] == msg.properties["UNIQ_KEY"]  # type: ignore[index]
-    assert (p["TRAN_PREPARED_QUEUE_OFFSET"], p["TAGS"], p["KEYS"], p["PGROUP"]) == ("0", "TagA", "biz-1", "PG")
+    assert (p["TRAN_PREPARED_QUEUE_OFFSET"], p["TAGS"], p["KEYS"], p["PGROUP"]) == (
+        "0",
+        "TagA",
+        "biz-1",
+        "PG",
+    )
     (op,) = pull_all(store, OP_TOPIC)
     assert op.properties["TAGS"] == "d" and op.body == b"0"
     assert svc.is_finished(0)
@@ -164,14 +205,25 @@ def test_unknown_state_is_ignored(store: MessageStore) -> None:
 def test_end_transaction_validates_the_half_message(store: MessageStore) -> None:
     svc = TransactionalMessageService(store)
     ar = put_prepared(svc, prepared())
-    other = store.put_message(MessageToStore(topic="Plain", queue_id=0, body=b"x", properties={},
-                                             born_timestamp=1, born_host=HOST, store_host=HOST))
+    other = store.put_message(
+        MessageToStore(
+            topic="Plain",
+            queue_id=0,
+            body=b"x",
+            properties={},
+            born_timestamp=1,
+            born_host=HOST,
+            store_host=HOST,
+        )
+    )
     assert other.append_result is not None
     h = end_header(ar, COMMIT)
     cases = {
         "The producer group wrong": h.replace(producer_group="other"),
         "The transaction state table offset wrong": h.replace(tran_state_table_offset=7),
-        "Find prepared transaction message failed": h.replace(commit_log_offset=other.append_result.wrote_offset),
+        "Find prepared transaction message failed": h.replace(
+            commit_log_offset=other.append_result.wrote_offset
+        ),
     }
     for remark, bad in cases.items():
         assert svc.end_transaction(bad) == (ResponseCode.SYSTEM_ERROR, remark)
@@ -203,8 +255,12 @@ def test_check_back_after_the_timeout(store: MessageStore) -> None:
     ((group, body, header),) = rec.calls
     uniq = msg.properties["UNIQ_KEY"]  # type: ignore[index]
     assert group == "PG"
-    assert (header.tran_state_table_offset, header.msg_id, header.transaction_id, header.topic) == (1, uniq, uniq,
-                                                                                                   "TopicT")
+    assert (header.tran_state_table_offset, header.msg_id, header.transaction_id, header.topic) == (
+        1,
+        uniq,
+        uniq,
+        "TopicT",
+    )
     assert header.commit_log_offset > ar.wrote_offset
     stored = store.look_message_by_offset(header.commit_log_offset)
     assert stored is not None
@@ -235,7 +291,9 @@ def test_late_answer_on_the_original_offsets_finishes_every_copy(store: MessageS
     stats = svc.check(20_000, rec)
     assert stats.checked == 0 and stats.skipped_done == 1 and len(rec.calls) == 1
     # ...and an answer to the check, naming the copy, is a no-op.
-    assert svc.end_transaction(end_header(rec.calls[0][2], COMMIT, from_check=True))[0] is ResponseCode.SUCCESS
+    assert (
+        svc.end_transaction(end_header(rec.calls[0][2], COMMIT, from_check=True))[0] is ResponseCode.SUCCESS
+    )
     assert len(pull_all(store, "TopicT", 1)) == 1
 
 
@@ -306,11 +364,27 @@ def test_foreign_4x_op_body_is_understood(store: MessageStore) -> None:
     """An op written by a RocketMQ 4.x broker (single offset) finishes that half offset."""
     svc = TransactionalMessageService(store)
     put_prepared(svc, prepared(born=0))
-    op = encode_stored_message(topic=OP_TOPIC, queue_id=0, born_timestamp=0, born_host=HOST, store_host=HOST,
-                               body=b"0", properties={"TAGS": "d"})
+    op = encode_stored_message(
+        topic=OP_TOPIC,
+        queue_id=0,
+        born_timestamp=0,
+        born_host=HOST,
+        store_host=HOST,
+        body=b"0",
+        properties={"TAGS": "d"},
+    )
     decoded = decode_stored_message(op)
-    store.put_message(MessageToStore(topic=OP_TOPIC, queue_id=0, body=decoded.body, properties=decoded.properties,
-                                     born_timestamp=0, born_host=HOST, store_host=HOST))
+    store.put_message(
+        MessageToStore(
+            topic=OP_TOPIC,
+            queue_id=0,
+            body=decoded.body,
+            properties=decoded.properties,
+            born_timestamp=0,
+            born_host=HOST,
+            store_host=HOST,
+        )
+    )
     assert store.wait_dispatched()
     fresh = TransactionalMessageService(store)
     rec = Recorder()

@@ -28,20 +28,37 @@ HOST = ("127.0.0.1", 10911)
 
 
 def stored(topic: str = HALF_TOPIC, queue_offset: int = 5, sys_flag: int = 0, **props: str) -> StoredMessage:
-    raw = encode_stored_message(topic=topic, queue_id=0, born_timestamp=1, born_host=HOST, store_host=HOST,
-                                body=b"b", sys_flag=sys_flag, properties=props, queue_offset=queue_offset,
-                                physical_offset=1234)
+    raw = encode_stored_message(
+        topic=topic,
+        queue_id=0,
+        born_timestamp=1,
+        born_host=HOST,
+        store_host=HOST,
+        body=b"b",
+        sys_flag=sys_flag,
+        properties=props,
+        queue_offset=queue_offset,
+        physical_offset=1234,
+    )
     return decode_stored_message(raw)
 
 
 def test_config_defaults_and_broker_conf_keys() -> None:
     cfg = TransactionConfig()
     assert (cfg.transaction_timeout_ms, cfg.transaction_check_max, cfg.transaction_check_interval_ms) == (
-        6000, 15, 60000)
-    conf = {"transactionTimeOut": "3000", "transactionCheckMax": " 5", "transactionCheckInterval": "30000",
-            "brokerName": "b"}
+        6000,
+        15,
+        60000,
+    )
+    conf = {
+        "transactionTimeOut": "3000",
+        "transactionCheckMax": " 5",
+        "transactionCheckInterval": "30000",
+        "brokerName": "b",
+    }
     assert TransactionConfig.from_broker_conf(conf) == TransactionConfig(
-        transaction_timeout_ms=3000, transaction_check_max=5, transaction_check_interval_ms=30000)
+        transaction_timeout_ms=3000, transaction_check_max=5, transaction_check_interval_ms=30000
+    )
     with pytest.raises(TransactionConfigError):
         TransactionConfig.from_broker_conf({"transactionCheckMax": "lots"})
     with pytest.raises(TransactionConfigError):
@@ -49,10 +66,17 @@ def test_config_defaults_and_broker_conf_keys() -> None:
 
 
 def test_half_rewrite_resets_the_transaction_bits_and_strips_broker_properties() -> None:
-    msg = MessageToStore(topic="T", queue_id=3, body=b"x", sys_flag=int(SysFlag.TRANSACTION_PREPARED | SysFlag.COMPRESSED),
-                         properties="TRAN_MSG\x01true\x02PGROUP\x01G\x02TRANSACTION_CHECK_TIMES\x019\x02"
-                                    "TRAN_PREPARED_QUEUE_OFFSET\x011\x02",
-                         born_timestamp=1, born_host=HOST, store_host=HOST)
+    msg = MessageToStore(
+        topic="T",
+        queue_id=3,
+        body=b"x",
+        sys_flag=int(SysFlag.TRANSACTION_PREPARED | SysFlag.COMPRESSED),
+        properties="TRAN_MSG\x01true\x02PGROUP\x01G\x02TRANSACTION_CHECK_TIMES\x019\x02"
+        "TRAN_PREPARED_QUEUE_OFFSET\x011\x02",
+        born_timestamp=1,
+        born_host=HOST,
+        store_host=HOST,
+    )
     assert is_transaction_prepared(msg.properties)
     half = to_half_message(msg)
     assert (half.topic, half.queue_id, half.sys_flag) == (HALF_TOPIC, 0, int(SysFlag.COMPRESSED))
@@ -107,15 +131,25 @@ def test_done_offsets_matches_a_set(offsets: set[int], trim_at: int) -> None:
     assert not any(off in done for off in offsets if off < done.base)
 
 
-@given(st.integers(0, 300), st.lists(st.integers(0, 5000), max_size=300), st.lists(st.integers(0, 5000), max_size=60))
-def test_done_offsets_bulk_add_and_lookup_match_single(base: int, offsets: list[int], probes: list[int]) -> None:
+@given(
+    st.integers(0, 300),
+    st.lists(st.integers(0, 5000), max_size=300),
+    st.lists(st.integers(0, 5000), max_size=60),
+)
+def test_done_offsets_bulk_add_and_lookup_match_single(
+    base: int, offsets: list[int], probes: list[int]
+) -> None:
     one, bulk = DoneOffsets(base), DoneOffsets(base)
     for off in offsets:
         one.add(off)
     bulk.add_many(offsets[: len(offsets) // 2])
     bulk.add_many(offsets[len(offsets) // 2 :])  # a second call grows the bitmap again
     candidates = [*offsets, *probes, base - 1, base]
-    assert bulk.contains_many(candidates) == [off in one for off in candidates] == [off in bulk for off in candidates]
+    assert (
+        bulk.contains_many(candidates)
+        == [off in one for off in candidates]
+        == [off in bulk for off in candidates]
+    )
     assert len(bulk) == len(one)
 
 

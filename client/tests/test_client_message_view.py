@@ -26,8 +26,16 @@ from rocketq.client.remoting.properties import MessageConst
 HOSTS = [("10.0.0.1", 5000), ("::1", 10911), ("fe80::1:2", 7)]
 
 
-def _record(i: int, *, body: bytes = b"body", topic: str = "T", born: int = 0, store: int = 0,
-            compressed: CompressionType | None = None, tags: str | None = None) -> bytes:
+def _record(
+    i: int,
+    *,
+    body: bytes = b"body",
+    topic: str = "T",
+    born: int = 0,
+    store: int = 0,
+    compressed: CompressionType | None = None,
+    tags: str | None = None,
+) -> bytes:
     props = {MessageConst.UNIQ_KEY: f"ID{i}", MessageConst.KEYS: f"k{i} x"}
     if tags is not None:
         props[MessageConst.TAGS] = tags
@@ -36,9 +44,20 @@ def _record(i: int, *, body: bytes = b"body", topic: str = "T", born: int = 0, s
         body = compress_body(body, compressed)
         sys_flag = with_compression(0, compressed)
     return encode_stored_message(
-        topic=topic, queue_id=i % 4, born_timestamp=1000 + i, born_host=HOSTS[born], store_host=HOSTS[store],
-        body=body, flag=i, queue_offset=100 + i, physical_offset=5000 + 300 * i, sys_flag=sys_flag,
-        store_timestamp=2000 + i, reconsume_times=i % 3, properties=props)
+        topic=topic,
+        queue_id=i % 4,
+        born_timestamp=1000 + i,
+        born_host=HOSTS[born],
+        store_host=HOSTS[store],
+        body=body,
+        flag=i,
+        queue_offset=100 + i,
+        physical_offset=5000 + 300 * i,
+        sys_flag=sys_flag,
+        store_timestamp=2000 + i,
+        reconsume_times=i % 3,
+        properties=props,
+    )
 
 
 def _same(lazy: StoredMessage, eager: StoredMessage) -> None:
@@ -47,12 +66,20 @@ def _same(lazy: StoredMessage, eager: StoredMessage) -> None:
         if f.name != "properties":
             assert getattr(lazy, f.name) == getattr(eager, f.name), f.name
     assert (lazy.tags, lazy.keys, lazy.uniq_key, lazy.msg_id, lazy.offset_msg_id) == (
-        eager.tags, eager.keys, eager.uniq_key, eager.msg_id, eager.offset_msg_id)
+        eager.tags,
+        eager.keys,
+        eager.uniq_key,
+        eager.msg_id,
+        eager.offset_msg_id,
+    )
 
 
 def test_every_field_matches_the_eager_decoder_ipv4_ipv6_compressed() -> None:
     records = [
-        _record(0), _record(1, born=1), _record(2, store=2), _record(3, born=2, store=1),
+        _record(0),
+        _record(1, born=1),
+        _record(2, store=2),
+        _record(3, born=2, store=1),
         _record(4, body=b"z" * 5000, compressed=CompressionType.ZLIB),
         _record(5, body=b"y" * 5000, compressed=CompressionType.LZ4, born=1),
         _record(6, topic="T" * 200),  # MAGIC_V2
@@ -70,8 +97,18 @@ def test_every_field_matches_the_eager_decoder_ipv4_ipv6_compressed() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.binary(min_size=0, max_size=300), st.integers(0, 2), st.integers(0, 2),
-                          st.sampled_from(["T", "Topic_x", "%RETRY%g"])), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(min_size=0, max_size=300),
+            st.integers(0, 2),
+            st.integers(0, 2),
+            st.sampled_from(["T", "Topic_x", "%RETRY%g"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_round_trip_matches_eager(items: list[tuple[bytes, int, int, str]]) -> None:
     buf = b"".join(_record(i, body=b, born=bh, store=sh, topic=t) for i, (b, bh, sh, t) in enumerate(items))
     for lz, eg in zip(scan_messages(buf), iter_stored_messages(buf), strict=True):
@@ -119,8 +156,15 @@ def test_pull_result_filters_tags_and_process_queue_counts_body_sizes() -> None:
 
 def test_lazy_msg_id_is_the_uniq_key_and_offset_msg_id_the_store_position() -> None:
     buf = _record(7) + encode_stored_message(
-        topic="T", queue_id=0, born_timestamp=0, born_host=HOSTS[0], store_host=HOSTS[0], body=b"",
-        physical_offset=9000, properties={MessageConst.TAGS: "A"})
+        topic="T",
+        queue_id=0,
+        born_timestamp=0,
+        born_host=HOSTS[0],
+        store_host=HOSTS[0],
+        body=b"",
+        physical_offset=9000,
+        properties={MessageConst.TAGS: "A"},
+    )
     with_uniq, without = scan_messages(buf)
     host = "0A00000100001388"  # 10.0.0.1:5000
     assert with_uniq.msg_id == "ID7" and with_uniq.offset_msg_id == host + f"{5000 + 300 * 7:016X}"

@@ -594,7 +594,10 @@ def test_lite_pull_corrupt_pull_raises_and_rewinds_filtered_pull_is_consumed() -
             for i in range(3):
                 a._store("T", 1, f"b{i}".encode(), "TAGS\x01B\x02", 0, 0)
             consumer = AsyncLitePullConsumer(
-                a.addr, consumer_group="cg", auto_commit=False, pull_batch_size=1,
+                a.addr,
+                consumer_group="cg",
+                auto_commit=False,
+                pull_batch_size=1,
                 consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             )
             consumer.subscribe("T", "A")
@@ -604,7 +607,9 @@ def test_lite_pull_corrupt_pull_raises_and_rewinds_filtered_pull_is_consumed() -
                 mq1 = next(mq for mq in consumer.assignment() if mq.queue_id == 1)
                 assert [m.body for m in await consumer.poll(2000)] == [b"good"]
                 for _ in range(2):  # the bad pull is met again after the rewind
-                    with pytest.raises(MessageFormatError, match=r"from queue offset 1 does not decode.*magic"):
+                    with pytest.raises(
+                        MessageFormatError, match=r"from queue offset 1 does not decode.*magic"
+                    ):
                         while True:
                             await consumer.poll(2000)
                     await consumer.commit()

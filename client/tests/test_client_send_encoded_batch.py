@@ -59,8 +59,10 @@ def pull_all(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -> 
 
 
 def test_send_encoded_batch_stores_the_entries_as_encoded(cluster: LocalCluster) -> None:
-    with Producer(cluster.namesrv_addr, producer_group="encoded-pg") as producer, \
-            BlockingMQClientAPI(cluster.namesrv_addr) as api:
+    with (
+        Producer(cluster.namesrv_addr, producer_group="encoded-pg") as producer,
+        BlockingMQClientAPI(cluster.namesrv_addr) as api,
+    ):
         (mq, *_) = producer.fetch_publish_message_queues("EncodedNew")  # auto-created: TBW102 template
         result = producer.send_encoded_batch(mq, entries("a", 3), count=3, msg_id="Ua0000,Ua0001,Ua0002")
         assert result.send_status is SendStatus.SEND_OK and result.message_queue == mq
@@ -96,9 +98,14 @@ def test_async_send_encoded_batch_needs_a_started_producer() -> None:
 
 def test_half_batch_to_a_new_topic_is_auto_created(cluster: LocalCluster) -> None:
     """The exactly-once sink's send on a topic that does not exist yet (autoCreateTopicEnable)."""
-    with TransactionProducer(cluster.namesrv_addr, producer_group="half-new-pg",
-                             check_listener=lambda m: LocalTransactionState.UNKNOW) as producer, \
-            BlockingMQClientAPI(cluster.namesrv_addr) as api:
+    with (
+        TransactionProducer(
+            cluster.namesrv_addr,
+            producer_group="half-new-pg",
+            check_listener=lambda m: LocalTransactionState.UNKNOW,
+        ) as producer,
+        BlockingMQClientAPI(cluster.namesrv_addr) as api,
+    ):
         mq = MessageQueue("HalfNewTopic", cluster.broker_name, 1)  # no route: the TBW102 template's queue
         prepared = PreparedHalfBatch.of_encoded(entries("h", 2), producer.config.producer_group)
         assert [m.properties["PGROUP"] for m in decode_batch(prepared.body)] == ["half-new-pg"] * 2

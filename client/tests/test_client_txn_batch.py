@@ -51,9 +51,15 @@ class BatchBroker:
         self.end_codes: list[tuple[int, str]] = []  # popped per END_TRANSACTION; empty = SUCCESS
         self.next_half = 0
         self.next_phy = 5000
-        for code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
-                     RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.SEND_BATCH_MESSAGE,
-                     RequestCode.SEND_MESSAGE_V2, RequestCode.END_TRANSACTION):
+        for code in (
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            RequestCode.HEART_BEAT,
+            RequestCode.UNREGISTER_CLIENT,
+            RequestCode.GET_BROKER_RUNTIME_INFO,
+            RequestCode.SEND_BATCH_MESSAGE,
+            RequestCode.SEND_MESSAGE_V2,
+            RequestCode.END_TRANSACTION,
+        ):
             self.server.register(code, self._handle)
 
     async def start(self) -> None:
@@ -76,15 +82,18 @@ class BatchBroker:
     async def _handle(self, cmd: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         self.requests.setdefault(cmd.code, []).append(cmd)
         if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
-            route = TopicRouteData([QueueData("broker-a", 2, 2, 6)], [BrokerData("c", "broker-a", {0: self.addr})])
+            route = TopicRouteData(
+                [QueueData("broker-a", 2, 2, 6)], [BrokerData("c", "broker-a", {0: self.addr})]
+            )
             return cmd.make_response(ResponseCode.SUCCESS, body=route.to_json())
         if cmd.code == RequestCode.GET_BROKER_RUNTIME_INFO:
             table = {"brokerVersion": "401", **({"rocketqTransactionBatch": "1"} if self.feature else {})}
             return cmd.make_response(ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode())
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE:
             n = len(decode_batch(cmd.body))
-            return cmd.make_response(ResponseCode.SUCCESS, None, {**self._store(n, cmd.ext_fields["e"]),
-                                                                  "rqHalfCount": str(n)})
+            return cmd.make_response(
+                ResponseCode.SUCCESS, None, {**self._store(n, cmd.ext_fields["e"]), "rqHalfCount": str(n)}
+            )
         if cmd.code == RequestCode.SEND_MESSAGE_V2:
             return cmd.make_response(ResponseCode.SUCCESS, None, self._store(1, cmd.ext_fields["e"]))
         if cmd.code == RequestCode.END_TRANSACTION:
@@ -119,8 +128,11 @@ def test_send_half_batch_then_ranged_end_from_another_client() -> None:
     async def body(broker: BatchBroker) -> list[HalfBatchResult]:
         q0, q1 = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-a", 1)
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-b") as producer:
-            handles = [await producer.send_half_batch(q0, rows(3, "a")), await producer.send_half_batch(q1, rows(2, "b")),
-                       await producer.send_half_batch(q0, rows(4, "c"))]
+            handles = [
+                await producer.send_half_batch(q0, rows(3, "a")),
+                await producer.send_half_batch(q1, rows(2, "b")),
+                await producer.send_half_batch(q0, rows(4, "c")),
+            ]
         (send, _, _) = broker.of(RequestCode.SEND_BATCH_MESSAGE)
         assert int(send.ext_fields["f"]) & SysFlag.TRANSACTION_PREPARED and send.ext_fields["m"] == "true"
         inner = decode_batch(send.body)
@@ -158,8 +170,16 @@ def test_send_half_batch_then_ranged_end_from_another_client() -> None:
     assert decode_ranges_body(e1.body) == [(3, 2)]
     hd = end_header(e0)
     assert (hd.producer_group, hd.tran_state_table_offset, hd.commit_log_offset, hd.commit_or_rollback) == (
-        "pg-b", 0, 5000, 8)
-    assert hd.msg_id == a.msg_ids[0] and hd.transaction_id == a.transaction_ids[0] and not hd.from_transaction_check
+        "pg-b",
+        0,
+        5000,
+        8,
+    )
+    assert (
+        hd.msg_id == a.msg_ids[0]
+        and hd.transaction_id == a.transaction_ids[0]
+        and not hd.from_transaction_check
+    )
 
 
 def test_fallback_without_the_feature_is_per_message() -> None:
@@ -168,8 +188,9 @@ def test_fallback_without_the_feature_is_per_message() -> None:
             hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1), rows(3, "x"))
             await producer.end_transaction_batch([hb], ROLLBACK)
             with pytest.raises(MQClientError, match="delayed"):
-                await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1),
-                                               [Message(TOPIC, b"d", delay_time_level=2)])
+                await producer.send_half_batch(
+                    MessageQueue(TOPIC, "broker-a", 1), [Message(TOPIC, b"d", delay_time_level=2)]
+                )
         assert not broker.of(RequestCode.SEND_BATCH_MESSAGE)
         return hb, list(broker.of(RequestCode.END_TRANSACTION))
 
@@ -190,7 +211,10 @@ def test_end_errors_carry_code_and_remark_and_split_on_request() -> None:
             broker.end_codes = [(ResponseCode.SYSTEM_ERROR, "The producer group wrong")]
             with pytest.raises(MQBrokerError) as info:
                 await producer.end_transaction_batch(handles, COMMIT)
-            assert info.value.code == ResponseCode.SYSTEM_ERROR and info.value.remark == "The producer group wrong"
+            assert (
+                info.value.code == ResponseCode.SYSTEM_ERROR
+                and info.value.remark == "The producer group wrong"
+            )
             broker.requests[RequestCode.END_TRANSACTION] = []
             broker.end_codes = [(ResponseCode.MESSAGE_ILLEGAL, "too many: split it into several requests")]
             await producer.end_transaction_batch(handles, COMMIT)
@@ -214,8 +238,12 @@ def test_blocking_producer_and_blocking_driver() -> None:
         await asyncio.to_thread(work)
         (end,) = broker.of(RequestCode.END_TRANSACTION)
         assert decode_ranges_body(end.body) == [(0, 2)]
-        assert decode_properties(broker.of(RequestCode.SEND_BATCH_MESSAGE)[0].ext_fields["i"])[
-            MessageConst.WAIT_STORE_MSG_OK] == "true"
+        assert (
+            decode_properties(broker.of(RequestCode.SEND_BATCH_MESSAGE)[0].ext_fields["i"])[
+                MessageConst.WAIT_STORE_MSG_OK
+            ]
+            == "true"
+        )
 
     run(body)
 
@@ -226,8 +254,17 @@ def test_ranges_body_codec() -> None:
 
     assert encode_ranges_body([(7, 2), (0, 3)]) == b'{"ranges":[[7,2],[0,3]]}'
     assert decode_ranges_body(b'{"ranges":[[7,2],[0,3]]}') == [(7, 2), (0, 3)]
-    for bad in (b"", b"[]", b'{"ranges":[]}', b'{"ranges":[[1]]}', b'{"ranges":[[-1,2]]}', b'{"ranges":[[0,0]]}',
-                b'{"ranges":[[0,3],[2,1]]}', b'{"ranges":[[0,true]]}', b'{"ranges":[["0",1]]}'):
+    for bad in (
+        b"",
+        b"[]",
+        b'{"ranges":[]}',
+        b'{"ranges":[[1]]}',
+        b'{"ranges":[[-1,2]]}',
+        b'{"ranges":[[0,0]]}',
+        b'{"ranges":[[0,3],[2,1]]}',
+        b'{"ranges":[[0,true]]}',
+        b'{"ranges":[["0",1]]}',
+    ):
         with pytest.raises(MessageFormatError):
             decode_ranges_body(bad)
     with pytest.raises(MessageFormatError):
@@ -235,13 +272,17 @@ def test_ranges_body_codec() -> None:
 
 
 def encoded_rows(n: int, tag: str) -> bytes:
-    return encode_batch([(i % 2, f"{tag}-{i}".encode(), {"KEYS": f"k{i}", "UNIQ_KEY": f"U{tag}{i}"}) for i in range(n)])
+    return encode_batch(
+        [(i % 2, f"{tag}-{i}".encode(), {"KEYS": f"k{i}", "UNIQ_KEY": f"U{tag}{i}"}) for i in range(n)]
+    )
 
 
 def test_encoded_half_batch_appends_properties_as_bytes() -> None:
     async def body(broker: BatchBroker) -> HalfBatchResult:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-x") as producer:
-            prepared = PreparedHalfBatch.of_encoded(encoded_rows(3, "e"), "pg-x", extra_properties={"__RQ_SINK": "s1"})
+            prepared = PreparedHalfBatch.of_encoded(
+                encoded_rows(3, "e"), "pg-x", extra_properties={"__RQ_SINK": "s1"}
+            )
             hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1), prepared)
             with pytest.raises(MQClientError, match="no UNIQ_KEY"):
                 PreparedHalfBatch.of_encoded(encode_batch([(0, b"x", {"KEYS": "k"})]), "pg-x")
@@ -251,8 +292,13 @@ def test_encoded_half_batch_appends_properties_as_bytes() -> None:
         inner = decode_batch(send.body)
         assert [(m.flag, m.body) for m in inner] == [(0, b"e-0"), (1, b"e-1"), (0, b"e-2")]
         for i, m in enumerate(inner):
-            assert m.properties == {"KEYS": f"k{i}", "UNIQ_KEY": f"Ue{i}", "__RQ_SINK": "s1", "TRAN_MSG": "true",
-                                    "PGROUP": "pg-x"}
+            assert m.properties == {
+                "KEYS": f"k{i}",
+                "UNIQ_KEY": f"Ue{i}",
+                "__RQ_SINK": "s1",
+                "TRAN_MSG": "true",
+                "PGROUP": "pg-x",
+            }
         return hb
 
     hb = run(body)
@@ -262,20 +308,34 @@ def test_encoded_half_batch_appends_properties_as_bytes() -> None:
 def test_encoded_half_batch_falls_back_per_message() -> None:
     async def body(broker: BatchBroker) -> tuple[HalfBatchResult, list[RemotingCommand]]:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-y") as producer:
-            prepared = PreparedHalfBatch.of_encoded(encoded_rows(2, "f"), "pg-y", extra_properties={"__RQ_SINK": "s2"})
+            prepared = PreparedHalfBatch.of_encoded(
+                encoded_rows(2, "f"), "pg-y", extra_properties={"__RQ_SINK": "s2"}
+            )
             hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0), prepared)
         return hb, list(broker.of(RequestCode.SEND_MESSAGE_V2))
 
     hb, sends = run(body, feature=False)
     assert hb.ranged is False and hb.count == 2 and len(sends) == 2
-    props = [decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
-             for s in sends]
-    assert sorted(p["UNIQ_KEY"] for p in props) == ["Uf0", "Uf1"] and all(p["__RQ_SINK"] == "s2" for p in props)
+    props = [
+        decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
+        for s in sends
+    ]
+    assert sorted(p["UNIQ_KEY"] for p in props) == ["Uf0", "Uf1"] and all(
+        p["__RQ_SINK"] == "s2" for p in props
+    )
 
 
 def prepared_rows(n: int, tag: str, group: str) -> bytes:
-    return encode_batch([(0, f"{tag}-{i}".encode(), {"KEYS": f"k{i}", "UNIQ_KEY": f"U{tag}{i}", "TRAN_MSG": "true",
-                                                     "PGROUP": group}) for i in range(n)])
+    return encode_batch(
+        [
+            (
+                0,
+                f"{tag}-{i}".encode(),
+                {"KEYS": f"k{i}", "UNIQ_KEY": f"U{tag}{i}", "TRAN_MSG": "true", "PGROUP": group},
+            )
+            for i in range(n)
+        ]
+    )
 
 
 def test_prepared_half_batch_is_sent_as_is_or_per_message() -> None:
@@ -283,13 +343,18 @@ def test_prepared_half_batch_is_sent_as_is_or_per_message() -> None:
 
     async def ranged(broker: BatchBroker) -> HalfBatchResult:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
-            hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1),
-                                                PreparedHalfBatch(body_bytes, ("Up0", "Up1", "Up2")))
+            hb = await producer.send_half_batch(
+                MessageQueue(TOPIC, "broker-a", 1), PreparedHalfBatch(body_bytes, ("Up0", "Up1", "Up2"))
+            )
             with pytest.raises(MQClientError, match="at least one"):
-                await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 1), PreparedHalfBatch(body_bytes, ()))
+                await producer.send_half_batch(
+                    MessageQueue(TOPIC, "broker-a", 1), PreparedHalfBatch(body_bytes, ())
+                )
         (send,) = broker.of(RequestCode.SEND_BATCH_MESSAGE)
         assert send.body == body_bytes  # not decoded, not re-encoded
-        assert h.SendMessageRequestHeaderV2.from_ext_fields(send.ext_fields).sys_flag == int(SysFlag.TRANSACTION_PREPARED)
+        assert h.SendMessageRequestHeaderV2.from_ext_fields(send.ext_fields).sys_flag == int(
+            SysFlag.TRANSACTION_PREPARED
+        )
         return hb
 
     hb = run(ranged)
@@ -297,16 +362,20 @@ def test_prepared_half_batch_is_sent_as_is_or_per_message() -> None:
 
     async def each(broker: BatchBroker) -> tuple[HalfBatchResult, list[RemotingCommand]]:
         async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
-            hb = await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0),
-                                                PreparedHalfBatch(body_bytes, ("Up0", "Up1", "Up2")))
+            hb = await producer.send_half_batch(
+                MessageQueue(TOPIC, "broker-a", 0), PreparedHalfBatch(body_bytes, ("Up0", "Up1", "Up2"))
+            )
             with pytest.raises(MQClientError, match="malformed"):
-                await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0),
-                                               PreparedHalfBatch(b"\x00\x00\x00\x05junk", ("x",)))
+                await producer.send_half_batch(
+                    MessageQueue(TOPIC, "broker-a", 0), PreparedHalfBatch(b"\x00\x00\x00\x05junk", ("x",))
+                )
         return hb, list(broker.of(RequestCode.SEND_MESSAGE_V2))
 
     hb, sends = run(each, feature=False)
     assert hb.ranged is False and hb.count == 3 and len(sends) == 3
-    props = [decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
-             for s in sends]
+    props = [
+        decode_properties(h.SendMessageRequestHeaderV2.from_ext_fields(s.ext_fields).properties or "")
+        for s in sends
+    ]
     assert sorted(p["UNIQ_KEY"] for p in props) == ["Up0", "Up1", "Up2"]
     assert all(p["PGROUP"] == "pg-p" and p["TRAN_MSG"] == "true" for p in props)

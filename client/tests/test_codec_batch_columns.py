@@ -10,10 +10,18 @@ from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.batch import decode_batch, decode_batch_columns, encode_batch
 from rocketq.client.remoting.properties import decode_properties
 
-_items = st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64),
-                            st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "k"]),
-                                            st.text(alphabet="ab é", min_size=1, max_size=8), max_size=3)),
-                  max_size=12)
+_items = st.lists(
+    st.tuples(
+        st.integers(-(2**31), 2**31 - 1),
+        st.binary(max_size=64),
+        st.dictionaries(
+            st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "k"]),
+            st.text(alphabet="ab é", min_size=1, max_size=8),
+            max_size=3,
+        ),
+    ),
+    max_size=12,
+)
 
 
 @given(_items)

@@ -21,7 +21,12 @@ def test_unquoted_numeric_keys_parse_like_quoted() -> None:
 
 
 def test_object_keys_become_frozen_item_tuples() -> None:
-    text = '{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:123,{"topic":"t","queueId":1,"brokerName":"b"}:7}}'
+    text = (
+        '{"offsetTable":{'
+        '{"brokerName":"b","queueId":0,"topic":"t"}:123,'
+        '{"topic":"t","queueId":1,"brokerName":"b"}:7'
+        "}}"
+    )
     table = loads(text)["offsetTable"]
     key0 = (("brokerName", "b"), ("queueId", 0), ("topic", "t"))
     assert table == {key0: 123, (("brokerName", "b"), ("queueId", 1), ("topic", "t")): 7}

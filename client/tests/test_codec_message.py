@@ -338,11 +338,21 @@ def test_roundtrip(
     reconsume_times: int, prepared: int, body: bytes, properties: dict[str, str],
 ) -> None:  # fmt: skip
     data = encode_stored_message(
-        topic=topic, queue_id=queue_id, flag=flag, queue_offset=queue_offset, physical_offset=physical_offset,
-        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host, store_timestamp=store_timestamp,
-        store_host=store_host, reconsume_times=reconsume_times, prepared_transaction_offset=prepared,
-        body=body, properties=properties,
-    )  # fmt: skip
+        topic=topic,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_timestamp=store_timestamp,
+        store_host=store_host,
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared,
+        body=body,
+        properties=properties,
+    )
     msg = decode_stored_message(b"xyz" + data, 3, check_crc=True)
     assert msg.total_size == len(data)
     assert msg.magic == (MAGIC_V2 if len(topic.encode()) > 127 else MAGIC_V1)
@@ -373,10 +383,18 @@ def test_consumer_msg_id_is_the_uniq_key_and_survives_a_retry() -> None:
     """As Java's consumer-side ``getMsgId()``: the UNIQ_KEY when present, else the offset msgId."""
 
     def stored(topic: str, physical_offset: int, properties: dict[str, str]) -> StoredMessage:
-        return decode_stored_message(encode_stored_message(
-            topic=topic, queue_id=0, born_timestamp=BORN_TS, born_host=("10.0.0.5", 50000),
-            store_host=("10.0.0.1", 10911), body=b"x", physical_offset=physical_offset, properties=properties,
-        ))
+        return decode_stored_message(
+            encode_stored_message(
+                topic=topic,
+                queue_id=0,
+                born_timestamp=BORN_TS,
+                born_host=("10.0.0.5", 50000),
+                store_host=("10.0.0.1", 10911),
+                body=b"x",
+                physical_offset=physical_offset,
+                properties=properties,
+            )
+        )
 
     uniq = "0A000005" + "1F40" + "12345678" + "00000010" + "0001"
     first = stored("T1", 4096, {"UNIQ_KEY": uniq})

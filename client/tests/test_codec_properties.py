@@ -80,8 +80,15 @@ def test_decode_never_raises(raw: str) -> None:
     assert all(k and v and "\x02" not in k + v and "\x01" not in k for k, v in result.items())
 
 
-@given(st.lists(st.sampled_from(["A\x01x", "A\x01", "A\x01y\x01z", "B\x01A\x01q", "AA\x01w", "A", "", "é\x01é",
-                                 "A\x01é"]), max_size=6), st.booleans())
+@given(
+    st.lists(
+        st.sampled_from(
+            ["A\x01x", "A\x01", "A\x01y\x01z", "B\x01A\x01q", "AA\x01w", "A", "", "é\x01é", "A\x01é"]
+        ),
+        max_size=6,
+    ),
+    st.booleans(),
+)
 def test_find_property_agrees_with_decoding(segments: list[str], trailing: bool) -> None:
     data = ("\x02".join(segments) + ("\x02" if trailing and segments else "")).encode()
     for key in ("A", "B", "é"):

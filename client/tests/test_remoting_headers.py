@@ -101,8 +101,19 @@ def test_java_integer_ranges() -> None:
         h.GetMinOffsetRequestHeader(topic="t", queue_id=2**31).to_ext_fields()
 
 
-@pytest.mark.parametrize(("raw", "value"), [("true", True), ("TRUE", True), ("tRuE", True), ("false", False),
-                                            ("1", False), ("yes", False), ("", False), (" true", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("tRuE", True),
+        ("false", False),
+        ("1", False),
+        ("yes", False),
+        ("", False),
+        (" true", False),
+    ],
+)
 def test_boolean_parsed_like_java(raw: str, value: bool) -> None:
     ext = {"topic": "t", "group": "g", "timestamp": "0", "isForce": raw}
     assert h.ResetOffsetRequestHeader.from_ext_fields(ext).is_force is value
@@ -160,11 +171,18 @@ def test_special_wire_names() -> None:
     assert q.to_ext_fields()["_UNIQUE_KEY_QUERY"] == "true"
     u = h.UnregisterClientRequestHeader(client_id="1.2.3.4@1", consumer_group="cg")
     assert u.to_ext_fields() == {"clientID": "1.2.3.4@1", "consumerGroup": "cg"}
-    p = h.PullMessageRequestHeader.from_ext_fields(
-        {**h.PullMessageRequestHeader(consumer_group="c", topic="t", queue_id=0, queue_offset=0, max_msg_nums=1,
-                                      sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
-                                      sub_version=0).to_ext_fields(), "proxyFrowardClientId": "x"}
-    )  # fmt: skip
+    pull = h.PullMessageRequestHeader(
+        consumer_group="c",
+        topic="t",
+        queue_id=0,
+        queue_offset=0,
+        max_msg_nums=1,
+        sys_flag=0,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        sub_version=0,
+    )
+    p = h.PullMessageRequestHeader.from_ext_fields({**pull.to_ext_fields(), "proxyFrowardClientId": "x"})
     assert p.proxy_forward_client_id == "x"
     r = h.GetRouteInfoRequestHeader(topic="T", accept_standard_json_only=True)
     assert r.to_ext_fields() == {"topic": "T", "acceptStandardJsonOnly": "true"}
@@ -184,22 +202,51 @@ def test_headers_are_frozen_and_keyword_only() -> None:
 
 def test_required_header_coverage() -> None:
     names = {cls.__name__ for cls in ALL_HEADERS}
-    for required in [
-        "SendMessageRequestHeader", "SendMessageRequestHeaderV2", "SendMessageResponseHeader",
-        "PullMessageRequestHeader", "PullMessageResponseHeader", "QueryConsumerOffsetRequestHeader",
-        "QueryConsumerOffsetResponseHeader", "UpdateConsumerOffsetRequestHeader", "GetMaxOffsetRequestHeader",
-        "GetMaxOffsetResponseHeader", "GetMinOffsetRequestHeader", "GetMinOffsetResponseHeader",
-        "SearchOffsetRequestHeader", "SearchOffsetResponseHeader", "GetEarliestMsgStoretimeRequestHeader",
-        "GetEarliestMsgStoretimeResponseHeader", "QueryMessageRequestHeader", "QueryMessageResponseHeader",
-        "ViewMessageRequestHeader", "UnregisterClientRequestHeader", "GetConsumerListByGroupRequestHeader",
-        "NotifyConsumerIdsChangedRequestHeader", "CreateTopicRequestHeader", "DeleteTopicRequestHeader",
-        "EndTransactionRequestHeader", "CheckTransactionStateRequestHeader", "ConsumerSendMsgBackRequestHeader",
-        "GetConsumeStatsRequestHeader", "GetTopicStatsInfoRequestHeader", "ResetOffsetRequestHeader",
-        "ResetConsumerClientOffsetRequestHeader", "GetRouteInfoRequestHeader", "RegisterBrokerRequestHeader",
-        "RegisterBrokerResponseHeader", "UnRegisterBrokerRequestHeader", "DeleteTopicFromNamesrvRequestHeader",
-        "PutKVConfigRequestHeader", "GetKVConfigRequestHeader", "GetKVConfigResponseHeader",
-        "DeleteKVConfigRequestHeader", "GetKVListByNamespaceRequestHeader", "QueryDataVersionRequestHeader",
-    ]:  # fmt: skip
+    required_names = [
+        "SendMessageRequestHeader",
+        "SendMessageRequestHeaderV2",
+        "SendMessageResponseHeader",
+        "PullMessageRequestHeader",
+        "PullMessageResponseHeader",
+        "QueryConsumerOffsetRequestHeader",
+        "QueryConsumerOffsetResponseHeader",
+        "UpdateConsumerOffsetRequestHeader",
+        "GetMaxOffsetRequestHeader",
+        "GetMaxOffsetResponseHeader",
+        "GetMinOffsetRequestHeader",
+        "GetMinOffsetResponseHeader",
+        "SearchOffsetRequestHeader",
+        "SearchOffsetResponseHeader",
+        "GetEarliestMsgStoretimeRequestHeader",
+        "GetEarliestMsgStoretimeResponseHeader",
+        "QueryMessageRequestHeader",
+        "QueryMessageResponseHeader",
+        "ViewMessageRequestHeader",
+        "UnregisterClientRequestHeader",
+        "GetConsumerListByGroupRequestHeader",
+        "NotifyConsumerIdsChangedRequestHeader",
+        "CreateTopicRequestHeader",
+        "DeleteTopicRequestHeader",
+        "EndTransactionRequestHeader",
+        "CheckTransactionStateRequestHeader",
+        "ConsumerSendMsgBackRequestHeader",
+        "GetConsumeStatsRequestHeader",
+        "GetTopicStatsInfoRequestHeader",
+        "ResetOffsetRequestHeader",
+        "ResetConsumerClientOffsetRequestHeader",
+        "GetRouteInfoRequestHeader",
+        "RegisterBrokerRequestHeader",
+        "RegisterBrokerResponseHeader",
+        "UnRegisterBrokerRequestHeader",
+        "DeleteTopicFromNamesrvRequestHeader",
+        "PutKVConfigRequestHeader",
+        "GetKVConfigRequestHeader",
+        "GetKVConfigResponseHeader",
+        "DeleteKVConfigRequestHeader",
+        "GetKVListByNamespaceRequestHeader",
+        "QueryDataVersionRequestHeader",
+    ]
+    for required in required_names:
         assert required in names
 
 

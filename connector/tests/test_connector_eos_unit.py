@@ -110,8 +110,10 @@ def test_record_lists_exactly_its_handles(idents: list[tuple[str, int]]) -> None
 
 
 def test_oversized_record_is_refused() -> None:
-    big = [HalfBatch("out", "a", "b", 0, 0, 1, 0, (os.urandom(64).hex(),) * 1, (os.urandom(64).hex(),), "w", i)
-           for i in range(MAX_RECORD_BYTES // 60)]  # fmt: skip
+    big = [
+        HalfBatch("out", "a", "b", 0, 0, 1, 0, (os.urandom(64).hex(),) * 1, (os.urandom(64).hex(),), "w", i)
+        for i in range(MAX_RECORD_BYTES // 60)
+    ]
     with pytest.raises(SinkError, match="maxMessagesPerTrigger"):
         CommitRecord.of("s", "1", big).to_body()
 
@@ -147,8 +149,13 @@ def test_first_record_of_a_batch_wins() -> None:
 # -- the half messages' identity property ----------------------------------------------------------
 
 
-@given(st.text(alphabet="abcXYZ_-:09", min_size=1, max_size=20), st.sampled_from(["0", "17", "job-0123456789abcdef"]),
-       st.integers(0, 10**10 - 1), st.integers(0, 500), st.integers(0, 9))
+@given(
+    st.text(alphabet="abcXYZ_-:09", min_size=1, max_size=20),
+    st.sampled_from(["0", "17", "job-0123456789abcdef"]),
+    st.integers(0, 10**10 - 1),
+    st.integers(0, 500),
+    st.integers(0, 9),
+)
 def test_txn_tag_round_trip(sink: str, batch: str, req: int, part: int, attempt: int) -> None:
     tag = TxnTag(sink, batch, "0123456789abcdef", part, attempt, req)
     text = tag.text()
@@ -172,22 +179,36 @@ def test_rows_are_encoded_with_the_identity_and_renumbered_per_send() -> None:
     suffix, tail = row_suffix(ident, producer_group("sinkA"))
     queues = [TargetQueue("out", "broker-a", i) for i in range(3)]
     n = 50
-    batch = pa.RecordBatch.from_pydict({"body": [f"r{i}" for i in range(n)], "keys": [f"key{i % 5}" for i in range(n)],
-                                        "properties": [[("user", f"v{i}")] for i in range(n)]},
-                                       schema=pa.schema([("body", pa.string()), ("keys", pa.string()),
-                                                         ("properties", pa.map_(pa.string(), pa.string()))]))
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "body": [f"r{i}" for i in range(n)],
+            "keys": [f"key{i % 5}" for i in range(n)],
+            "properties": [[("user", f"v{i}")] for i in range(n)],
+        },
+        schema=pa.schema(
+            [("body", pa.string()), ("keys", pa.string()), ("properties", pa.map_(pa.string(), pa.string()))]
+        ),
+    )
     target = route_rows(batch, queues, TaskState())
     opts = parse_sink_options({**NS, "batchMaxMessages": "7"})
     seen = 0
-    for number, request in enumerate(batch_requests(batch, queues, target, opts, BulkUniqKeys(), suffix), start=41):
+    for number, request in enumerate(
+        batch_requests(batch, queues, target, opts, BulkUniqKeys(), suffix), start=41
+    ):
         assert request.entry_ends is not None and request.uniq_keys is not None
         assert int(request.entry_ends[-1]) == len(request.body) and len(request.uniq_keys) == request.count
         msgs = decode_batch(renumber(request, number, tail))
         assert [m.properties["UNIQ_KEY"] for m in msgs] == request.uniq_keys
         for m in msgs:
-            assert TxnTag.parse(m.properties["__RQ_TXN"]) == TxnTag("sinkA", "7", "00ff00ff00ff00ff", 3, 1, number)
+            assert TxnTag.parse(m.properties["__RQ_TXN"]) == TxnTag(
+                "sinkA", "7", "00ff00ff00ff00ff", 3, 1, number
+            )
             assert m.properties["user"].startswith("v") and m.properties["KEYS"].startswith("key")
-            assert list(m.properties)[-2:] == ["TRAN_MSG", "PGROUP"] and m.properties["PGROUP"] == "rq-eos-sinkA"
-        assert decode_batch(request.body)[0].properties["__RQ_TXN"].startswith("0000000000:")  # the body is not changed
+            assert (
+                list(m.properties)[-2:] == ["TRAN_MSG", "PGROUP"] and m.properties["PGROUP"] == "rq-eos-sinkA"
+            )
+        assert (
+            decode_batch(request.body)[0].properties["__RQ_TXN"].startswith("0000000000:")
+        )  # the body is not changed
         seen += request.count
     assert seen == n

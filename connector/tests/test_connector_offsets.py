@@ -12,7 +12,10 @@ from rocketq.connector.offsets import OffsetMap, QueueRef
 from rocketq.connector.positions import limit_offsets
 
 queue_refs = st.builds(
-    QueueRef, st.sampled_from(["t1", "t2", "orders"]), st.sampled_from(["broker-a", "broker-b"]), st.integers(0, 40)
+    QueueRef,
+    st.sampled_from(["t1", "t2", "orders"]),
+    st.sampled_from(["broker-a", "broker-b"]),
+    st.integers(0, 40),
 )
 
 

@@ -62,7 +62,10 @@ def test_namesrvaddr_alias_and_several_topics() -> None:
         ({**NS, "topic": "t", "endingoffsets": "latest"}, "endingOffsets"),
         ({**NS, "topic": "t", "maxmessagespertrigger": "0"}, "maxMessagesPerTrigger"),
         ({**NS, "topic": "t", "maxmessagespertrigger": "ten"}, "maxMessagesPerTrigger"),
-        ({**NS, "topic": "t", "maxmessagespertrigger": "5", "minmessagespertrigger": "6"}, "minMessagesPerTrigger"),
+        (
+            {**NS, "topic": "t", "maxmessagespertrigger": "5", "minmessagespertrigger": "6"},
+            "minMessagesPerTrigger",
+        ),
         ({**NS, "topic": "t", "maxtriggerdelay": "soon"}, "maxTriggerDelay"),
         ({**NS, "topic": "t", "failondataloss": "maybe"}, "failOnDataLoss"),
         ({**NS, "topic": "t", "minpartitions": "8", "maxpartitions": "4"}, "minPartitions"),
@@ -80,7 +83,9 @@ def test_bad_options_name_the_option(options: dict[str, str], option: str) -> No
 
 
 def test_starting_precedence_is_kafkas() -> None:
-    both = src(startingOffsets="earliest", startingOffsetsByTimestamp='{"orders": {"b:0": 5}}', startingTimestamp="7")
+    both = src(
+        startingOffsets="earliest", startingOffsetsByTimestamp='{"orders": {"b:0": 5}}', startingTimestamp="7"
+    )
     assert parse_source_options(both).starting.mode is StartMode.TIMESTAMP
     two = src(startingOffsets="earliest", startingOffsetsByTimestamp='{"orders": {"b:0": 5}}')
     spec = parse_source_options(two).starting
@@ -89,7 +94,9 @@ def test_starting_precedence_is_kafkas() -> None:
 
 
 def test_json_offsets_with_sentinels() -> None:
-    o = parse_source_options(src(startingOffsets='{"orders": {"broker-a:1": -1, "broker-a:0": -2, "broker-b:0": 9}}'))
+    o = parse_source_options(
+        src(startingOffsets='{"orders": {"broker-a:1": -1, "broker-a:0": -2, "broker-b:0": 9}}')
+    )
     assert o.starting.mode is StartMode.OFFSETS
     assert o.starting.offsets is not None
     assert list(o.starting.offsets.values()) == [-2, -1, 9]

@@ -54,7 +54,11 @@ def test_partition_pickles_small() -> None:
     assert len(data) < 600
 
 
-@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 500)), max_size=60), st.integers(1, 9), st.integers(0, 12))
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 500)), max_size=60),
+    st.integers(1, 9),
+    st.integers(0, 12),
+)
 def test_plan_covers_every_offset_once(spans: list[tuple[int, int]], max_parts: int, min_parts: int) -> None:
     ranges = [rng(i, s, s + n) for i, (s, n) in enumerate(spans)]
     plan = plan_partitions(ranges, min_partitions=min_parts or None, max_partitions=max(max_parts, min_parts))
@@ -62,5 +66,7 @@ def test_plan_covers_every_offset_once(spans: list[tuple[int, int]], max_parts: 
     expected = sorted((r.queue_id, o) for r in ranges for o in range(r.start, r.end))
     assert covered == expected
     assert len(plan) <= max(max_parts, min_parts)
-    again = plan_partitions(list(reversed(ranges)), min_partitions=min_parts or None, max_partitions=max(max_parts, min_parts))
+    again = plan_partitions(
+        list(reversed(ranges)), min_partitions=min_parts or None, max_partitions=max(max_parts, min_parts)
+    )
     assert again == plan  # deterministic

@@ -18,10 +18,22 @@ from rocketq.connector.records import decode_pull_body, record_starts
 from rocketq.connector.schema import ARROW_SCHEMA, COLUMN_NAMES, spark_schema
 
 
-def record(i: int, *, topic: str = "T1", props: dict[str, str] | None = None, body: bytes | None = None,
-           sys_flag: int = 0, born: tuple[str, int] = ("10.0.0.5", 5555)) -> bytes:
+def record(
+    i: int,
+    *,
+    topic: str = "T1",
+    props: dict[str, str] | None = None,
+    body: bytes | None = None,
+    sys_flag: int = 0,
+    born: tuple[str, int] = ("10.0.0.5", 5555),
+) -> bytes:
     if props is None:
-        props = {"UNIQ_KEY": f"U{i:04d}", "TAGS": "TagA" if i % 2 else "TagB", "KEYS": f"k{i} z{i}", "WAIT": "true"}
+        props = {
+            "UNIQ_KEY": f"U{i:04d}",
+            "TAGS": "TagA" if i % 2 else "TagB",
+            "KEYS": f"k{i} z{i}",
+            "WAIT": "true",
+        }
     return encode_stored_message(
         topic=topic, queue_id=3, born_timestamp=1_700_000_000_000 + i, born_host=born,
         store_host=("127.0.0.1", 10911), body=body if body is not None else f"body-{i}".encode(),
@@ -62,7 +74,9 @@ def test_row_values() -> None:
 def test_compressed_bodies_are_decompressed() -> None:
     raw = b"x" * 5000
     zl = record(0, body=compress_body(raw), sys_flag=int(SysFlag.COMPRESSED))
-    lz = record(1, body=compress_body(raw, CompressionType.LZ4), sys_flag=with_compression(0, CompressionType.LZ4))
+    lz = record(
+        1, body=compress_body(raw, CompressionType.LZ4), sys_flag=with_compression(0, CompressionType.LZ4)
+    )
     batch = both(zl + lz + record(2))
     assert batch.column("body").to_pylist()[:2] == [raw, raw]
 
@@ -99,8 +113,16 @@ def test_empty_and_truncated() -> None:
 
 
 props_st = st.dictionaries(
-    st.text(st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=["Cs"]), min_size=1, max_size=8),
-    st.text(st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=["Cs"]), min_size=0, max_size=12),
+    st.text(
+        st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=["Cs"]),
+        min_size=1,
+        max_size=8,
+    ),
+    st.text(
+        st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=["Cs"]),
+        min_size=0,
+        max_size=12,
+    ),
     max_size=5,
 )
 

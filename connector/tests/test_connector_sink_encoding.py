@@ -33,15 +33,24 @@ def test_schema_validation() -> None:
 
     from rocketq.connector.sink import validate_sink_schema
 
-    ok = StructType([StructField("body", StringType()), StructField("properties", MapType(StringType(), StringType())),
-                     StructField("queueId", LongType())])  # fmt: skip
+    ok = StructType(
+        [
+            StructField("body", StringType()),
+            StructField("properties", MapType(StringType(), StringType())),
+            StructField("queueId", LongType()),
+        ]
+    )
     validate_sink_schema(ok, OPTS)
     with pytest.raises(OptionError, match="unknown column"):
-        validate_sink_schema(StructType([StructField("body", StringType()), StructField("value", StringType())]), OPTS)
+        validate_sink_schema(
+            StructType([StructField("body", StringType()), StructField("value", StringType())]), OPTS
+        )
     with pytest.raises(OptionError, match="'body' column"):
         validate_sink_schema(StructType([StructField("tags", StringType())]), OPTS)
     with pytest.raises(OptionError, match="tags"):
-        validate_sink_schema(StructType([StructField("body", StringType()), StructField("tags", IntegerType())]), OPTS)
+        validate_sink_schema(
+            StructType([StructField("body", StringType()), StructField("tags", IntegerType())]), OPTS
+        )
     no_topic = parse_sink_options({"nameserver": "h:1"})
     with pytest.raises(OptionError, match="'topic'"):
         validate_sink_schema(StructType([StructField("body", StringType())]), no_topic)
@@ -86,10 +95,16 @@ def test_encode_rows_decodes_with_the_client_codec() -> None:
     bodies = pa.array([f"body {i}".encode() * (i % 4 + 1) for i in range(n)], pa.binary())
     uniq = BulkUniqKeys().take(n)
     props = properties_column(
-        n, uniq_keys=uniq, tags=pa.array([None if i % 3 == 0 else f"T{i % 2}" for i in range(n)]),
-        keys_text=pa.array([f"k{i} j{i}" if i % 5 else None for i in range(n)]), sharding_key=None,
-        user=pa.array([[("a", str(i)), ("b", None)] if i % 2 else None for i in range(n)], pa.map_(pa.string(), pa.string())),
-    )  # fmt: skip
+        n,
+        uniq_keys=uniq,
+        tags=pa.array([None if i % 3 == 0 else f"T{i % 2}" for i in range(n)]),
+        keys_text=pa.array([f"k{i} j{i}" if i % 5 else None for i in range(n)]),
+        sharding_key=None,
+        user=pa.array(
+            [[("a", str(i)), ("b", None)] if i % 2 else None for i in range(n)],
+            pa.map_(pa.string(), pa.string()),
+        ),
+    )
     data = encode_rows(bodies, props)
     decoded = decode_batch(data)
     assert len(decoded) == n
@@ -122,7 +137,9 @@ def test_chunk_bounds_respect_limits() -> None:
 
 def test_requests_keep_row_order_per_queue() -> None:
     n = 200
-    batch = pa.RecordBatch.from_pydict({"body": [f"{i}" for i in range(n)], "keys": [f"key{i % 7}" for i in range(n)]})
+    batch = pa.RecordBatch.from_pydict(
+        {"body": [f"{i}" for i in range(n)], "keys": [f"key{i % 7}" for i in range(n)]}
+    )
     target = route_rows(batch, QUEUES, TaskState())
     opts = parse_sink_options({"nameserver": "h:1", "topic": "out", "batchmaxmessages": "9"})
     seen: dict[int, list[int]] = {}
@@ -137,4 +154,11 @@ def test_requests_keep_row_order_per_queue() -> None:
 
 def test_separator_in_tags_rejected() -> None:
     with pytest.raises(SinkError, match="tags"):
-        properties_column(1, uniq_keys=pa.array(["u"]), tags=pa.array(["a\x01b"]), keys_text=None, sharding_key=None, user=None)
+        properties_column(
+            1,
+            uniq_keys=pa.array(["u"]),
+            tags=pa.array(["a\x01b"]),
+            keys_text=None,
+            sharding_key=None,
+            user=None,
+        )

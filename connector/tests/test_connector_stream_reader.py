@@ -29,7 +29,9 @@ class FakeAccess:
     def ref(self, q: int) -> QueueRef:
         return QueueRef("t", "b", q)
 
-    def discover(self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool) -> dict[QueueRef, str]:
+    def discover(
+        self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
+    ) -> dict[QueueRef, str]:
         return {self.ref(q): ADDR for q in sorted(self.maxes)}
 
     def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[QueueRef, str]:
@@ -108,7 +110,9 @@ def test_min_messages_wait_for_more_or_the_delay() -> None:
     assert r.latestOffset(start, ReadAllAvailable()) is start
     access.maxes[0] = 6
     assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"b:0": 6}}
-    impatient = reader(FakeAccess({0: 1}), startingOffsets="earliest", minMessagesPerTrigger="5", maxTriggerDelay="0")
+    impatient = reader(
+        FakeAccess({0: 1}), startingOffsets="earliest", minMessagesPerTrigger="5", maxTriggerDelay="0"
+    )
     s = impatient.initialOffset()
     assert impatient.latestOffset(s, ReadAllAvailable()) == {"t": {"b:0": 1}}
 

@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -73,20 +72,28 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
             continue
         try:
             subs = tuple(
-                SubscriptionData.from_obj(s) for s in cd.get("subscriptionDataSet") or () if isinstance(s, dict)
+                SubscriptionData.from_obj(s)
+                for s in cd.get("subscriptionDataSet") or ()
+                if isinstance(s, dict)
             )
         except (ProtocolError, ValueError, TypeError) as exc:
-            raise RequestBodyError(f"HEART_BEAT of group {cd['groupName']!r} has a bad subscription: {exc}") from exc
-        consumers.append(ConsumerData(
-            group_name=str(cd["groupName"]),
-            consume_type=str(cd.get("consumeType") or "CONSUME_PASSIVELY"),
-            message_model=str(cd.get("messageModel") or "CLUSTERING"),
-            consume_from_where=str(cd.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"),
-            subscriptions=subs,
-            unit_mode=bool(cd.get("unitMode", False)),
-        ))
+            raise RequestBodyError(
+                f"HEART_BEAT of group {cd['groupName']!r} has a bad subscription: {exc}"
+            ) from exc
+        consumers.append(
+            ConsumerData(
+                group_name=str(cd["groupName"]),
+                consume_type=str(cd.get("consumeType") or "CONSUME_PASSIVELY"),
+                message_model=str(cd.get("messageModel") or "CLUSTERING"),
+                consume_from_where=str(cd.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"),
+                subscriptions=subs,
+                unit_mode=bool(cd.get("unitMode", False)),
+            )
+        )
     producers = tuple(
-        str(p["groupName"]) for p in obj.get("producerDataSet") or () if isinstance(p, dict) and p.get("groupName")
+        str(p["groupName"])
+        for p in obj.get("producerDataSet") or ()
+        if isinstance(p, dict) and p.get("groupName")
     )
     return HeartbeatData(client_id=obj["clientID"], producer_groups=producers, consumers=tuple(consumers))
 
@@ -140,8 +147,9 @@ IdsChangedCallback = Callable[[str, list[Channel]], None]
 class ConsumerManager:
     """Consumer groups: channels, subscriptions and the membership-change notification."""
 
-    def __init__(self, *, channel_expired_timeout_ms: int = 120_000,
-                 on_ids_changed: IdsChangedCallback | None = None) -> None:
+    def __init__(
+        self, *, channel_expired_timeout_ms: int = 120_000, on_ids_changed: IdsChangedCallback | None = None
+    ) -> None:
         self._timeout_ms = channel_expired_timeout_ms
         self._on_ids_changed = on_ids_changed
         self._groups: dict[str, ConsumerGroupInfo] = {}
@@ -197,7 +205,9 @@ class ConsumerManager:
         now = _now_ms() if now_ms is None else now_ms
         expired: list[tuple[str, str]] = []
         for group in list(self._groups.values()):
-            stale = [ch for ch, info in group.channels.items() if now - info.last_update_ms > self._timeout_ms]
+            stale = [
+                ch for ch, info in group.channels.items() if now - info.last_update_ms > self._timeout_ms
+            ]
             for ch in stale:
                 expired.append((group.group_name, group.channels.pop(ch).client_id))
             if stale:

@@ -177,8 +177,10 @@ class SubscriptionGroupTable:
     data_version: DataVersion = field(default_factory=DataVersion)
 
     def to_json(self) -> dict[str, Any]:
-        return {"subscriptionGroupTable": {k: v.to_json() for k, v in self.subscription_group_table.items()},
-                "dataVersion": self.data_version.to_obj()}
+        return {
+            "subscriptionGroupTable": {k: v.to_json() for k, v in self.subscription_group_table.items()},
+            "dataVersion": self.data_version.to_obj(),
+        }
 
     def next_version(self) -> None:
         self.data_version = self.data_version.next_version(int(time.time() * 1000))
@@ -186,9 +188,12 @@ class SubscriptionGroupTable:
     @classmethod
     def from_json(cls, d: Any) -> SubscriptionGroupTable:
         table = d.get("subscriptionGroupTable") or {} if isinstance(d, dict) else {}
-        return cls(subscription_group_table={k: SubscriptionGroupConfig.from_json({"groupName": k, **v})
-                                             for k, v in table.items()},
-                   data_version=_data_version(d))
+        return cls(
+            subscription_group_table={
+                k: SubscriptionGroupConfig.from_json({"groupName": k, **v}) for k, v in table.items()
+            },
+            data_version=_data_version(d),
+        )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -231,8 +236,9 @@ class MetadataFiles:
         return os.path.join(self.config_dir, name)
 
     def load_topics(self) -> TopicConfigSerializeWrapper:
-        return TopicConfigSerializeWrapper.from_obj(_fill_names(load_json_file(self.path(TOPICS_JSON)) or {},
-                                                                "topicConfigTable", "topicName"))
+        return TopicConfigSerializeWrapper.from_obj(
+            _fill_names(load_json_file(self.path(TOPICS_JSON)) or {}, "topicConfigTable", "topicName")
+        )
 
     def persist_topics(self, table: TopicConfigSerializeWrapper) -> None:
         persist_json_file(self.path(TOPICS_JSON), table.to_obj())
@@ -256,5 +262,14 @@ class MetadataFiles:
         persist_json_file(self.path(DELAY_OFFSET_JSON), table.to_json())
 
 
-__all__ = ["ConsumerOffsetTable", "DelayOffsetTable", "MetadataFiles", "SubscriptionGroupConfig",
-           "SubscriptionGroupTable", "TopicConfig", "TopicConfigTable", "load_json_file", "persist_json_file"]
+__all__ = [
+    "ConsumerOffsetTable",
+    "DelayOffsetTable",
+    "MetadataFiles",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupTable",
+    "TopicConfig",
+    "TopicConfigTable",
+    "load_json_file",
+    "persist_json_file",
+]

@@ -39,8 +39,9 @@ class RebalanceLockManager:
     def _live(self, entry: LockEntry, now: int) -> bool:
         return now - entry.last_update_ms <= self._max_live_ms
 
-    def try_lock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str,
-                       now_ms: int | None = None) -> set[MessageQueue]:
+    def try_lock_batch(
+        self, group: str, mqs: Iterable[MessageQueue], client_id: str, now_ms: int | None = None
+    ) -> set[MessageQueue]:
         """Lock (or renew) every queue that is free, expired or already ours; return the ones we hold."""
         now = _now_ms() if now_ms is None else now_ms
         table = self._table.setdefault(group, {})

@@ -22,9 +22,13 @@ Scenario = Callable[[BrokerController, RemotingClient, str], Awaitable[None]]
 
 #: broker.conf overrides that keep a test store small and fast
 SMALL_STORE_CONF = {
-    "brokerName": "broker-t", "listenPort": "0", "mappedFileSizeCommitLog": str(8 << 20),
-    "maxMessageSize": str(64 * 1024), "mappedFileSizeConsumeQueue": str(20 * 1000),
-    "maxHashSlotNum": "1000", "maxIndexNum": "4000",
+    "brokerName": "broker-t",
+    "listenPort": "0",
+    "mappedFileSizeCommitLog": str(8 << 20),
+    "maxMessageSize": str(64 * 1024),
+    "mappedFileSizeConsumeQueue": str(20 * 1000),
+    "maxHashSlotNum": "1000",
+    "maxIndexNum": "4000",
 }
 
 

@@ -41,7 +41,7 @@ COMMIT_TOPIC_PREFIX = "RQ_SINK_COMMITS_"
 RECORD_TAG = "commit"
 MAX_RECORD_BYTES = 3 * 1024 * 1024  # below the broker's 4 MiB maxMessageSize
 RECORD_VERSION = 1
-PROP_SINK = "__RQ_SINK"    # on commit records
+PROP_SINK = "__RQ_SINK"  # on commit records
 PROP_BATCH = "__RQ_BATCH"  # on commit records
 #: on every half (and committed) message of an exactly-once sink: who sent it, see :class:`TxnTag`
 PROP_TXN = "__RQ_TXN"
@@ -63,7 +63,8 @@ class TxnTag:
     req: int
 
     def text(self) -> str:
-        return f"{self.req:0{REQ_WIDTH}d}:{self.attempt}:{self.partition}:{self.write_id}:{self.batch}:{self.sink}"
+        req = f"{self.req:0{REQ_WIDTH}d}"
+        return f"{req}:{self.attempt}:{self.partition}:{self.write_id}:{self.batch}:{self.sink}"
 
     @classmethod
     def parse(cls, text: str | None) -> TxnTag | None:
@@ -145,7 +146,13 @@ class CommitRecord:
         writes: dict[str, list[int]] = {}
         for h in handles:
             writes.setdefault(h.write_id, []).append(h.req)
-        return cls(sink, batch, {w: tuple(sorted(r)) for w, r in writes.items()}, tuple(handles), int(time.time() * 1000))
+        return cls(
+            sink,
+            batch,
+            {w: tuple(sorted(r)) for w, r in writes.items()},
+            tuple(handles),
+            int(time.time() * 1000),
+        )
 
     def lists(self, write_id: str, req: int) -> bool:
         return req in self.writes.get(write_id, ())
@@ -168,9 +175,12 @@ class CommitRecord:
     def from_body(cls, body: bytes) -> CommitRecord:
         o = json.loads(zlib.decompress(body))
         return cls(
-            str(o["sink"]), str(o["batch"]), {str(w): tuple(int(x) for x in r) for w, r in o["writes"].items()},
-            tuple(HalfBatch.from_obj(h) for h in o["handles"]), int(o.get("at", 0)),
-        )  # fmt: skip
+            str(o["sink"]),
+            str(o["batch"]),
+            {str(w): tuple(int(x) for x in r) for w, r in o["writes"].items()},
+            tuple(HalfBatch.from_obj(h) for h in o["handles"]),
+            int(o.get("at", 0)),
+        )
 
 
 def batch_number(batch: str) -> int | None:
@@ -199,7 +209,11 @@ def decide(index: CommitIndex, batch: str, write_id: str, req: int) -> LocalTran
     """The check-back answer for a half message of ``(batch, write_id, req)`` (module docstring)."""
     record = index.records.get(batch)
     if record is not None:
-        return LocalTransactionState.COMMIT_MESSAGE if record.lists(write_id, req) else LocalTransactionState.ROLLBACK_MESSAGE
+        return (
+            LocalTransactionState.COMMIT_MESSAGE
+            if record.lists(write_id, req)
+            else LocalTransactionState.ROLLBACK_MESSAGE
+        )
     number = batch_number(batch)
     if number is not None and index.max_batch > number:
         return LocalTransactionState.ROLLBACK_MESSAGE
@@ -241,7 +255,9 @@ class CommitLog:
         from rocketq.client.admin import Admin
 
         info = self.access.api.get_broker_cluster_info(self.timeout_ms)
-        masters = sorted((bd.broker_name, bd.master_addr) for bd in info.broker_addr_table.values() if bd.master_addr)
+        masters = sorted(
+            (bd.broker_name, bd.master_addr) for bd in info.broker_addr_table.values() if bd.master_addr
+        )
         if not masters:
             raise SinkError("no master broker to hold the exactly-once commit log")
         with Admin(self.access.name_server) as admin:
@@ -290,7 +306,9 @@ class CommitLog:
         try:
             record = CommitRecord.from_body(body)
         except (ValueError, KeyError, TypeError, zlib.error) as exc:
-            log.warning("commit log %s: skipping an unreadable record at offset %d: %s", self.topic, offset, exc)
+            log.warning(
+                "commit log %s: skipping an unreadable record at offset %d: %s", self.topic, offset, exc
+            )
             return
         if record.sink == self.sink_id:
             self.index.add(record)
@@ -315,15 +333,30 @@ class CommitLog:
         props = {"TAGS": RECORD_TAG, "KEYS": f"{record.sink}:{record.batch}", "UNIQ_KEY": new_uniq_key(),
                  "WAIT": "true", PROP_SINK: record.sink, PROP_BATCH: record.batch}  # fmt: skip
         header = SendMessageRequestHeaderV2(
-            producer_group=producer_group(self.sink_id), topic=self.topic,
-            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums=1, queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
-            properties=encode_properties(props), reconsume_times=0, batch=False, broker_name=name,
-        )  # fmt: skip
+            producer_group=producer_group(self.sink_id),
+            topic=self.topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
+            default_topic_queue_nums=1,
+            queue_id=0,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=encode_properties(props),
+            reconsume_times=0,
+            batch=False,
+            broker_name=name,
+        )
         try:
-            result = self.access.api.send_message(addr, name, Message(self.topic, body), header, self.timeout_ms)
+            result = self.access.api.send_message(
+                addr, name, Message(self.topic, body), header, self.timeout_ms
+            )
         except RocketQError as exc:
-            raise SinkError(f"appending the commit record of batch {record.batch} to {self.topic} failed: {exc}") from exc
+            raise SinkError(
+                f"appending the commit record of batch {record.batch} to {self.topic} failed: {exc}"
+            ) from exc
         if result.send_status is not SendStatus.SEND_OK:
             # FLUSH_DISK_TIMEOUT & co: stored but not confirmed durable; the caller fails the
             # commit, and a replay finds (or not) the record and acts on what is really there.
-            raise SinkError(f"commit record of batch {record.batch}: broker answered {result.send_status.value}")
+            raise SinkError(
+                f"commit record of batch {record.batch}: broker answered {result.send_status.value}"
+            )

@@ -10,8 +10,9 @@ Theory of operation.  The properties string of every row is assembled with Arrow
 Python loop; UNIQ_KEYs are produced in bulk with the client's per-process prefix.  The entries of
 all rows are then laid out by one element-wise Arrow binary join of four columns (head and
 PROPLEN as numpy byte matrices, body and properties as they are): a C++ loop of copies, one pass
-over the bytes (it replaced a per-byte region scatter ten times slower).  Rows are encoded in the order given, so callers sort them by
-target queue first; :func:`chunk_bounds` cuts the buffer into request-sized pieces per queue.
+over the bytes rather than a per-byte region scatter.  Rows are encoded in the order given, so
+callers sort them by target queue first; :func:`chunk_bounds` cuts the buffer into request-sized
+pieces per queue.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ class BulkUniqKeys:
         out = np.concatenate([np.broadcast_to(prefix, (n, len(prefix))), hexed], axis=1)
         width = out.shape[1]
         offsets = np.arange(n + 1, dtype=np.int32) * np.int32(width)
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())])
+        return pa.Array.from_buffers(
+            pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())]
+        )
 
 
 def _entry(name: str, values: pa.Array | None) -> pa.Array | None:
@@ -192,10 +195,11 @@ def encode_rows(bodies: pa.Array, properties: pa.Array, flags: npt.NDArray[np.in
         _large_binary(n, body_off, body_data),
         _fixed_width(plen.view(np.uint8).reshape(n, PROPERTIES_LENGTH_SIZE)),
         _large_binary(n, prop_off, prop_data),
-        pa.scalar(b"", pa.large_binary()))
+        pa.scalar(b"", pa.large_binary()),
+    )
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
     data: bytes = joined.buffers()[2].to_pybytes()
-    return data[int(offsets[0]):int(offsets[n])]
+    return data[int(offsets[0]) : int(offsets[n])]
 
 
 def entry_sizes(bodies: pa.Array, properties: pa.Array) -> npt.NDArray[np.int64]:
@@ -211,7 +215,9 @@ def chunk_bounds(sizes: npt.NDArray[np.int64], max_bytes: int, max_messages: int
     if n == 0:
         return bounds
     if int(sizes.max()) > max_bytes:
-        raise SinkError(f"a message takes {int(sizes.max())} bytes encoded, more than batchMaxBytes={max_bytes}")
+        raise SinkError(
+            f"a message takes {int(sizes.max())} bytes encoded, more than batchMaxBytes={max_bytes}"
+        )
     cum = np.concatenate([[0], np.cumsum(sizes)])
     i = 0
     while i < n:

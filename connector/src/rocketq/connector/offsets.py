@@ -110,7 +110,9 @@ class OffsetMap(Mapping[QueueRef, int]):
     def from_json_dict(cls, data: Any, *, allow_sentinels: bool = False) -> OffsetMap:
         """Parse ``{"topic": {"brokerName:queueId": offset}}``; raises ValueError with the culprit."""
         if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object {{topic: {{brokerName:queueId: offset}}}}, got {data!r}")
+            raise ValueError(
+                f"expected a JSON object {{topic: {{brokerName:queueId: offset}}}}, got {data!r}"
+            )
         pairs: list[tuple[QueueRef, int]] = []
         for topic, queues in data.items():
             if not isinstance(queues, dict):

@@ -118,7 +118,9 @@ class SourceOptions:
         if bool(self.topics) == bool(self.topic_pattern):
             raise OptionError("topic", "give exactly one of 'topic' and 'topicPattern'")
         if self.min_partitions is not None and self.min_partitions > self.max_partitions:
-            raise OptionError("minPartitions", f"{self.min_partitions} exceeds maxPartitions={self.max_partitions}")
+            raise OptionError(
+                "minPartitions", f"{self.min_partitions} exceeds maxPartitions={self.max_partitions}"
+            )
 
     @property
     def tags(self) -> frozenset[str] | None:
@@ -258,7 +260,7 @@ def _offsets_json(key: str, text: str, *, allow_sentinels: bool) -> OffsetMap:
     try:
         return OffsetMap.from_json(text, allow_sentinels=allow_sentinels)
     except ValueError as exc:
-        raise OptionError(key, f"{exc}; expected JSON like {{\"topic\": {{\"broker-a:0\": 42}}}}") from None
+        raise OptionError(key, f'{exc}; expected JSON like {{"topic": {{"broker-a:0": 42}}}}') from None
 
 
 def _starting(options: Mapping[str, str], *, batch: bool | None) -> StartSpec:
@@ -268,20 +270,29 @@ def _starting(options: Mapping[str, str], *, batch: bool | None) -> StartSpec:
         return StartSpec(StartMode.TIMESTAMP, timestamp_ms=ts)
     by_ts = _get(options, "startingOffsetsByTimestamp")
     if by_ts is not None:
-        return StartSpec(StartMode.TIMESTAMP_PER_QUEUE, offsets=_offsets_json("startingOffsetsByTimestamp", by_ts, allow_sentinels=False))
+        return StartSpec(
+            StartMode.TIMESTAMP_PER_QUEUE,
+            offsets=_offsets_json("startingOffsetsByTimestamp", by_ts, allow_sentinels=False),
+        )
     text = _get(options, "startingOffsets")
     if text is None:
         return StartSpec(StartMode.LATEST if batch is False else StartMode.EARLIEST)
     if text.startswith("{"):
-        return StartSpec(StartMode.OFFSETS, offsets=_offsets_json("startingOffsets", text, allow_sentinels=True))
+        return StartSpec(
+            StartMode.OFFSETS, offsets=_offsets_json("startingOffsets", text, allow_sentinels=True)
+        )
     try:
         mode = StartMode(text.lower())
     except ValueError:
         mode = StartMode.OFFSETS
     if mode in (StartMode.OFFSETS, StartMode.TIMESTAMP, StartMode.TIMESTAMP_PER_QUEUE):
-        raise OptionError("startingOffsets", f"expected earliest, latest, committed or a JSON object, got {text!r}")
+        raise OptionError(
+            "startingOffsets", f"expected earliest, latest, committed or a JSON object, got {text!r}"
+        )
     if batch and mode is StartMode.LATEST:
-        raise OptionError("startingOffsets", "'latest' is not allowed for batch reads (nothing would be read)")
+        raise OptionError(
+            "startingOffsets", "'latest' is not allowed for batch reads (nothing would be read)"
+        )
     return StartSpec(mode)
 
 
@@ -298,7 +309,9 @@ def _ending(options: Mapping[str, str], *, batch: bool | None) -> EndSpec:
     offsets = _offsets_json("endingOffsets", text, allow_sentinels=True)
     bad = [str(q) for q, o in offsets.items() if o == -2]
     if bad:
-        raise OptionError("endingOffsets", f"-2 (earliest) is not allowed as an ending offset ({', '.join(bad)})")
+        raise OptionError(
+            "endingOffsets", f"-2 (earliest) is not allowed as an ending offset ({', '.join(bad)})"
+        )
     return EndSpec(latest=False, offsets=offsets)
 
 
@@ -309,7 +322,9 @@ def default_group(topics: tuple[str, ...], pattern: str | None, sub_expression: 
     query, and ``startingOffsets=committed`` in a new query over the same topics, use the same
     group.  Give ``group`` explicitly when several queries read the same topics.
     """
-    what = json.dumps({"topics": list(topics), "pattern": pattern, "sub": sub_expression.strip()}, sort_keys=True)
+    what = json.dumps(
+        {"topics": list(topics), "pattern": pattern, "sub": sub_expression.strip()}, sort_keys=True
+    )
     digest = hashlib.sha1(what.encode("utf-8")).hexdigest()[:12]
     return f"spark-rocketmq-{digest}"
 
@@ -360,7 +375,9 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
         sub_expression=sub_expression.strip(),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         min_partitions=min_parts,
-        max_partitions=max(max_parts, min_parts or 0) if _get(options, "maxPartitions") is None else max_parts,
+        max_partitions=max(max_parts, min_parts or 0)
+        if _get(options, "maxPartitions") is None
+        else max_parts,
         pull_batch_size=_req_int(options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, low=1),
         pull_max_bytes=pull_max_bytes,
         pull_timeout_ms=_req_int(options, "pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, low=100),
@@ -402,7 +419,9 @@ def _sink_id(options: Mapping[str, str]) -> str | None:
     explicit = _get(options, "transactionalId")
     if explicit is not None:
         if not SINK_ID_RE.match(explicit):
-            raise OptionError("transactionalId", f"expected 1-64 characters of [a-zA-Z0-9_-], got {explicit!r}")
+            raise OptionError(
+                "transactionalId", f"expected 1-64 characters of [a-zA-Z0-9_-], got {explicit!r}"
+            )
         return explicit
     location = _get(options, "checkpointLocation")
     if location is None:
@@ -418,6 +437,7 @@ def require_sink_id(opts: SinkOptions) -> str:
         raise OptionError(
             "transactionalId",
             "deliveryGuarantee=exactlyOnce needs a stable sink identity: set the query's "
-            "'checkpointLocation' option (writeStream.option('checkpointLocation', ...)) or 'transactionalId'",
+            "'checkpointLocation' option (writeStream.option('checkpointLocation', ...)) "
+            "or 'transactionalId'",
         )
     return opts.sink_id

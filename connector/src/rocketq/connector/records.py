@@ -118,10 +118,10 @@ def record_starts_array(buf: bytes | memoryview) -> I64:
             append(pos)
             pos += size
     except struct.error:
-        raise MessageFormatError(f"truncated record at {pos}: {bytes(buf[pos:pos + 16]).hex()}") from None
+        raise MessageFormatError(f"truncated record at {pos}: {bytes(buf[pos : pos + 16]).hex()}") from None
     if pos != n:
         at = starts[-1] if pos > n else pos
-        raise MessageFormatError(f"bad record size {size} at {at}: {bytes(buf[at:at + 16]).hex()}")
+        raise MessageFormatError(f"bad record size {size} at {at}: {bytes(buf[at : at + 16]).hex()}")
     return np.asarray(starts, dtype=np.int64)
 
 
@@ -224,7 +224,9 @@ def _lookups(names: pa.Array, values: pa.Array, rec_of_entry: I64, n: int) -> li
 
 
 def _is_utf8(data: pa.Buffer, size: int) -> bool:
-    whole = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, size], dtype=np.int32)), data])
+    whole = pa.Array.from_buffers(
+        pa.string(), 1, [None, pa.py_buffer(np.array([0, size], dtype=np.int32)), data]
+    )
     try:
         whole.validate(full=True)
     except pa.ArrowInvalid:
@@ -267,7 +269,9 @@ def parse_properties_bulk(data: pa.Buffer, offsets: npt.NDArray[np.int32]) -> _P
     keys = pc.split_pattern(keys_text, " ")
     flat = keys.flatten()
     if len(flat) and pc.any(pc.equal(pc.utf8_length(flat), 0)).as_py():
-        keys = pa.array([None if k is None else split_keys(k) for k in keys_text.to_pylist()], pa.list_(pa.string()))
+        keys = pa.array(
+            [None if k is None else split_keys(k) for k in keys_text.to_pylist()], pa.list_(pa.string())
+        )
     return _Props(map_array=map_array, tags=tags, uniq=uniq, keys=keys.cast(ARROW_SCHEMA.field("keys").type))
 
 
@@ -301,7 +305,9 @@ def _props_ranges(a: U8, starts: I64, heads: npt.NDArray[Any]) -> tuple[I64, I64
     return pstart, plen
 
 
-def _fast_batch(buf: pa.Buffer, starts: I64, heads: npt.NDArray[Any], topic: str, broker_name: str) -> pa.RecordBatch | None:
+def _fast_batch(
+    buf: pa.Buffer, starts: I64, heads: npt.NDArray[Any], topic: str, broker_name: str
+) -> pa.RecordBatch | None:
     sys_flag = _native(heads["sys_flag"])
     if not np.isin(heads["magic"], (MAGIC_V1, MAGIC_V2)).all() or (sys_flag & _V6_BITS).any():
         return None
@@ -404,7 +410,9 @@ def decode_pull_body(
         stop = int(starts[-1]) + int(_native(heads["total_size"])[-1])
         batch = batch_from_columns(decode_records_columnar(memoryview(buf)[:stop]), broker_name)
     if tags is not None:
-        batch = batch.filter(pc.fill_null(pc.is_in(batch.column("tags"), pa.array(sorted(tags), pa.string())), False))
+        batch = batch.filter(
+            pc.fill_null(pc.is_in(batch.column("tags"), pa.array(sorted(tags), pa.string())), False)
+        )
     return DecodedChunk(batch, int(qoff[-1]), len(starts))
 
 

@@ -49,7 +49,9 @@ _COLUMNS: tuple[tuple[str, Any, bool], ...] = (
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _COLUMNS)
-ARROW_SCHEMA: pa.Schema = pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable in _COLUMNS])
+ARROW_SCHEMA: pa.Schema = pa.schema(
+    [pa.field(name, typ, nullable=nullable) for name, typ, nullable in _COLUMNS]
+)
 
 DDL = (
     "topic string not null, brokerName string not null, queueId int not null, queueOffset bigint not null, "
@@ -91,5 +93,6 @@ def check_requested_schema(schema: Any) -> None:
     names = tuple(getattr(schema, "fieldNames", lambda: [])())
     if names and names != COLUMN_NAMES:
         raise OptionError(
-            "schema", f"the rocketmq source has a fixed schema ({', '.join(COLUMN_NAMES)}); got {', '.join(names)}"
+            "schema",
+            f"the rocketmq source has a fixed schema ({', '.join(COLUMN_NAMES)}); got {', '.join(names)}",
         )

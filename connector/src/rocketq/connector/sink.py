@@ -57,9 +57,15 @@ def _accepts(name: str, dtype: DataType) -> bool:
     if name in ("topic", "tags", "shardingKey"):
         return isinstance(dtype, StringType)
     if name == "keys":
-        return isinstance(dtype, StringType) or (isinstance(dtype, ArrayType) and isinstance(dtype.elementType, StringType))
+        return isinstance(dtype, StringType) or (
+            isinstance(dtype, ArrayType) and isinstance(dtype.elementType, StringType)
+        )
     if name == "properties":
-        return isinstance(dtype, MapType) and isinstance(dtype.keyType, StringType) and isinstance(dtype.valueType, StringType)
+        return (
+            isinstance(dtype, MapType)
+            and isinstance(dtype.keyType, StringType)
+            and isinstance(dtype.valueType, StringType)
+        )
     if name == "queueId":
         return isinstance(dtype, (IntegerType, LongType))
     return False
@@ -87,7 +93,10 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
         )
     for f in schema.fields:
         if not _accepts(f.name, f.dataType):
-            raise OptionError("columns", f"column '{f.name}' has type {f.dataType.simpleString()}, expected {SINK_COLUMNS[f.name]}")
+            raise OptionError(
+                "columns",
+                f"column '{f.name}' has type {f.dataType.simpleString()}, expected {SINK_COLUMNS[f.name]}",
+            )
     if "body" not in names:
         raise OptionError("columns", "a 'body' column (string or binary) is required")
     if "topic" not in names and opts.topic is None:
@@ -115,7 +124,9 @@ def make_strategy(opts: SinkOptions, batch: str | None = None) -> SendStrategy:
     return ExactlyOnceStrategy(opts, WriteIdentity.current(require_sink_id(opts), batch))
 
 
-def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch], batch: str | None = None) -> SinkCommitMessage:
+def _write(
+    opts: SinkOptions, iterator: Iterator[pa.RecordBatch], batch: str | None = None
+) -> SinkCommitMessage:
     strategy = make_strategy(opts, batch)
     state: TaskState = write_batches(opts, iterator, strategy)
     handles = list(getattr(strategy, "handles", []))
@@ -176,7 +187,11 @@ class RocketMQStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
             _eos_abort(self.opts, messages, str(batchId))
             return
         rows, _ = _total(messages)
-        log.warning("rocketmq sink: batch %d aborted; %d messages were already delivered (at-least-once)", batchId, rows)
+        log.warning(
+            "rocketmq sink: batch %d aborted; %d messages were already delivered (at-least-once)",
+            batchId,
+            rows,
+        )
 
 
 class RocketMQBatchWriter(_SinkBase, DataSourceArrowWriter):

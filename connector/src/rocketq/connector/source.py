@@ -129,9 +129,13 @@ class _DriverSide:
             out.append(QueueRange(queue.topic, queue.broker_name, queue.queue_id, addr, begin, until))
         return out
 
-    def plan(self, start: Mapping[QueueRef, int], end: Mapping[QueueRef, int]) -> list[RocketMQInputPartition]:
+    def plan(
+        self, start: Mapping[QueueRef, int], end: Mapping[QueueRef, int]
+    ) -> list[RocketMQInputPartition]:
         o = self.opts
-        return plan_partitions(self.ranges(start, end), min_partitions=o.min_partitions, max_partitions=o.max_partitions)
+        return plan_partitions(
+            self.ranges(start, end), min_partitions=o.min_partitions, max_partitions=o.max_partitions
+        )
 
 
 class RocketMQBatchReader(_DriverSide, DataSourceReader):
@@ -189,7 +193,9 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         if queue not in self._new_starts:
             from rocketq.connector.options import StartMode, StartSpec
 
-            self._new_starts[queue] = start_of(self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr)
+            self._new_starts[queue] = start_of(
+                self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr
+            )
         return self._new_starts[queue]
 
     def _bases(self, start: OffsetMap, queues: Mapping[QueueRef, str]) -> dict[QueueRef, int]:
@@ -267,6 +273,12 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
             try:
                 self.access.commit_offset(queue, self.addr_of(queue), self.opts.group, offset)
             except Exception as exc:  # best effort: the checkpoint is the source of truth
-                log.warning("rocketmq source: could not commit %s=%d for group %s: %s", queue, offset, self.opts.group, exc)
+                log.warning(
+                    "rocketmq source: could not commit %s=%d for group %s: %s",
+                    queue,
+                    offset,
+                    self.opts.group,
+                    exc,
+                )
                 return
         self._committed = offsets

@@ -52,7 +52,9 @@ def create_topic(cluster: Cluster, topic: str, queues: int, *, timeout_s: float 
     from rocketq.client.admin import Admin
 
     with Admin(cluster.namesrv_addr) as admin:
-        admin.create_topic(topic, broker_addr=cluster.broker_addr, read_queue_nums=queues, write_queue_nums=queues)
+        admin.create_topic(
+            topic, broker_addr=cluster.broker_addr, read_queue_nums=queues, write_queue_nums=queues
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -67,8 +69,13 @@ def create_topic(cluster: Cluster, topic: str, queues: int, *, timeout_s: float 
 
 
 def produce(
-    cluster: Cluster, topic: str, bodies: Sequence[bytes], *, queue_ids: Sequence[int] | None = None,
-    tags: Sequence[str | None] | None = None, keys: Sequence[str | None] | None = None,
+    cluster: Cluster,
+    topic: str,
+    bodies: Sequence[bytes],
+    *,
+    queue_ids: Sequence[int] | None = None,
+    tags: Sequence[str | None] | None = None,
+    keys: Sequence[str | None] | None = None,
 ) -> None:
     """Send one message per body (to ``queue_ids[i]`` when given) and wait for every answer."""
     from rocketq.client.model import Message

@@ -81,7 +81,9 @@ class WriteIdentity:
         if batch is None:
             value = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
             if value is None:
-                raise SinkError("exactly-once streaming write outside a micro-batch (no streaming.sql.batchId)")
+                raise SinkError(
+                    "exactly-once streaming write outside a micro-batch (no streaming.sql.batchId)"
+                )
             batch = str(value)
         return cls(sink_id, batch, uuid.uuid4().hex[:16], partition, attempt)
 
@@ -104,13 +106,18 @@ def row_suffix(ident: WriteIdentity, group: str) -> tuple[str, int]:
 
 
 def renumber(request: Request, req: int, tail: int) -> bytes:
-    """``request.body`` with every entry's request number set to ``req`` (``tail``: see :func:`row_suffix`)."""
+    """``request.body`` with every entry's request number set to ``req``.
+
+    ``tail``: see :func:`row_suffix`."""
     if request.entry_ends is None or request.uniq_keys is None:
-        raise SinkError("an exactly-once request must be encoded with the strategy's row_suffix (no entry ends)")
+        raise SinkError(
+            "an exactly-once request must be encoded with the strategy's row_suffix (no entry ends)"
+        )
     body = bytearray(request.body)
     at = request.entry_ends - tail
-    np.frombuffer(body, dtype=np.uint8)[at[:, None] + np.arange(REQ_WIDTH)] = \
-        np.frombuffer(f"{req:0{REQ_WIDTH}d}".encode(), dtype=np.uint8)
+    np.frombuffer(body, dtype=np.uint8)[at[:, None] + np.arange(REQ_WIDTH)] = np.frombuffer(
+        f"{req:0{REQ_WIDTH}d}".encode(), dtype=np.uint8
+    )
     return bytes(body)
 
 
@@ -137,7 +144,9 @@ class ExactlyOnceStrategy:
             req = next(self._req)  # a fresh number per try: an unconfirmed try is never committed
             try:
                 batch = PreparedHalfBatch(renumber(request, req, self._tail), tuple(request.uniq_keys or ()))
-                result = self.producer.send_half_batch(q.message_queue, batch, timeout_ms=self.opts.send_timeout_ms)
+                result = self.producer.send_half_batch(
+                    q.message_queue, batch, timeout_ms=self.opts.send_timeout_ms
+                )
                 handle = from_client_result(result, self.ident.write_id, req)
                 with self._lock:
                     self.handles.append(handle)
@@ -163,10 +172,21 @@ def from_client_result(result: HalfBatchResult, write_id: str, req: int) -> Half
     records, where one id per row would cost more than the rows' sending."""
     keep = 1 if result.ranged else len(result.msg_ids)
     return HalfBatch(
-        result.topic, result.broker_addr, result.broker_name, result.queue_id, result.first_half_offset, result.count,
-        result.first_commit_log_offset, result.msg_ids[:keep], result.transaction_ids[:keep], write_id, req, result.ranged,
-        result.half_offsets, result.data_bytes,
-    )  # fmt: skip
+        result.topic,
+        result.broker_addr,
+        result.broker_name,
+        result.queue_id,
+        result.first_half_offset,
+        result.count,
+        result.first_commit_log_offset,
+        result.msg_ids[:keep],
+        result.transaction_ids[:keep],
+        write_id,
+        req,
+        result.ranged,
+        result.half_offsets,
+        result.data_bytes,
+    )
 
 
 def to_client_result(handle: HalfBatch) -> HalfBatchResult:
@@ -174,19 +194,30 @@ def to_client_result(handle: HalfBatch) -> HalfBatchResult:
     from rocketq.client.producer.transaction_batch import HalfBatchResult
 
     return HalfBatchResult(
-        broker_addr=handle.broker_addr, broker_name=handle.broker_name, topic=handle.topic, queue_id=handle.queue_id,
-        first_half_offset=handle.first_half_offset, count=handle.count,
-        first_commit_log_offset=handle.first_commit_log_offset, msg_ids=handle.msg_ids,
-        transaction_ids=handle.transaction_ids, ranged=handle.ranged, half_offsets=handle.half_offsets,
+        broker_addr=handle.broker_addr,
+        broker_name=handle.broker_name,
+        topic=handle.topic,
+        queue_id=handle.queue_id,
+        first_half_offset=handle.first_half_offset,
+        count=handle.count,
+        first_commit_log_offset=handle.first_commit_log_offset,
+        msg_ids=handle.msg_ids,
+        transaction_ids=handle.transaction_ids,
+        ranged=handle.ranged,
+        half_offsets=handle.half_offsets,
         data_bytes=handle.data_bytes,
-    )  # fmt: skip
+    )
 
 
 # -- ending transactions (driver) -------------------------------------------------------------
 
 
 def end_handles(
-    api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], state: LocalTransactionState, timeout_ms: int
+    api: BlockingMQClientAPI,
+    group: str,
+    handles: Sequence[HalfBatch],
+    state: LocalTransactionState,
+    timeout_ms: int,
 ) -> None:
     """COMMIT or ROLLBACK every half of ``handles``, confirmed by the brokers; raises on failure.
 
@@ -202,7 +233,11 @@ def end_handles(
         by_queue.setdefault((h.broker_addr, h.topic, h.queue_id), []).append(h)
     queues = list(by_queue.values())
     for i in range(0, len(queues), COMMIT_PARALLEL_QUEUES):
-        results = [to_client_result(h) for queue_handles in queues[i:i + COMMIT_PARALLEL_QUEUES] for h in queue_handles]
+        results = [
+            to_client_result(h)
+            for queue_handles in queues[i : i + COMMIT_PARALLEL_QUEUES]
+            for h in queue_handles
+        ]
         end_transaction_batch_blocking(api, group, results, state, timeout_ms=timeout_ms)
 
 
@@ -252,11 +287,19 @@ class CheckResolver:
             state = decide(commit_log.refresh(), tag.batch, tag.write_id, tag.req)
         if state is LocalTransactionState.COMMIT_MESSAGE:
             state = self._commit_queue(commit_log, tag.batch, tag.write_id, tag.req)
-        log.info("check-back of sink %s batch %s write %s req %d: %s", tag.sink, tag.batch, tag.write_id, tag.req,
-                 state.value)
+        log.info(
+            "check-back of sink %s batch %s write %s req %d: %s",
+            tag.sink,
+            tag.batch,
+            tag.write_id,
+            tag.req,
+            state.value,
+        )
         return state
 
-    def _commit_queue(self, commit_log: CommitLog, batch: str, write_id: str, req: int) -> LocalTransactionState:
+    def _commit_queue(
+        self, commit_log: CommitLog, batch: str, write_id: str, req: int
+    ) -> LocalTransactionState:
         """COMMIT every half of ``batch``'s record on the queue of half batch ``(write_id, req)``, in order.
 
         COMMIT_MESSAGE once they are (the answer is then a no-op), UNKNOW if that failed."""
@@ -275,8 +318,15 @@ class CheckResolver:
             end_handles(commit_log.access.api, producer_group(record.sink), queue,
                         LocalTransactionState.COMMIT_MESSAGE, self.timeout_ms)  # fmt: skip
         except Exception as exc:
-            log.warning("check-back of batch %s: COMMIT of its %d half batches on %s:%d failed (answering UNKNOW): %s",
-                        batch, len(queue), mine.topic, mine.queue_id, exc)  # fmt: skip
+            log.warning(
+                "check-back of batch %s: COMMIT of its %d half batches on %s:%d failed "
+                "(answering UNKNOW): %s",
+                batch,
+                len(queue),
+                mine.topic,
+                mine.queue_id,
+                exc,
+            )
             return LocalTransactionState.UNKNOW
         with self._lock:
             if len(self._committed) >= 4096:  # only a memo: forgetting costs one no-op ranged request
@@ -298,9 +348,11 @@ def executor_producer(name_server: str, sink_id: str, timeout_ms: int) -> Transa
         producer = _PRODUCERS.get(key)
         if producer is None:
             producer = TransactionProducer(
-                name_server, producer_group=producer_group(sink_id), check_listener=CheckResolver(name_server, timeout_ms),
+                name_server,
+                producer_group=producer_group(sink_id),
+                check_listener=CheckResolver(name_server, timeout_ms),
                 check_thread_pool_max_size=2,
-            )  # fmt: skip
+            )
             producer.start()
             _PRODUCERS[key] = producer
         return producer
@@ -368,7 +420,11 @@ def commit_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[Half
         deadline = time.monotonic() + 3 * opts.commit_timeout_ms / 1000
         record = _append_settled(commit_log, CommitRecord.of(sink_id, batch, handles), deadline)
     else:
-        log.warning("rocketmq sink %s: batch %s was already committed; replayed halves are rolled back", sink_id, batch)
+        log.warning(
+            "rocketmq sink %s: batch %s was already committed; replayed halves are rolled back",
+            sink_id,
+            batch,
+        )
     api = commit_log.access.api
     _commit_until(api, group, record.handles, opts.commit_timeout_ms)
     extra = [h for h in handles if not record.lists(h.write_id, h.req)]
@@ -377,7 +433,9 @@ def commit_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[Half
     return sum(h.count for h in record.handles), sum(h.count for h in extra)
 
 
-def _commit_until(api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], timeout_ms: int) -> None:
+def _commit_until(
+    api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], timeout_ms: int
+) -> None:
     """COMMIT ``handles``, retrying (busy broker, lost connection) for up to 3 timeouts.
 
     Repeating a COMMIT is harmless on rocketq brokers: ended offsets are skipped."""
@@ -398,25 +456,45 @@ def _commit_until(api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBa
 def abort_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[HalfBatch]) -> None:
     """Roll back ``handles`` unless the batch is (or may be) committed; never raises."""
     if (sink_id, batch) in _UNCERTAIN:
-        log.warning("rocketmq sink %s: abort of batch %s: its commit record may exist; left to check-backs", sink_id, batch)
+        log.warning(
+            "rocketmq sink %s: abort of batch %s: its commit record may exist; left to check-backs",
+            sink_id,
+            batch,
+        )
         return
     try:
         record = driver_commit_log(opts, sink_id).find(batch)
     except Exception as exc:  # check-backs and the replay resolve the halves
-        log.warning("rocketmq sink %s: abort of batch %s cannot read the commit log (%s); left to check-backs", sink_id, batch, exc)
+        log.warning(
+            "rocketmq sink %s: abort of batch %s cannot read the commit log (%s); left to check-backs",
+            sink_id,
+            batch,
+            exc,
+        )
         return
     try:
         if record is not None:
             commit_batch(opts, sink_id, batch, handles)  # committed already: finish it
         else:
-            _rollback_quietly(driver_commit_log(opts, sink_id).access.api, producer_group(sink_id), handles, opts.commit_timeout_ms)
+            _rollback_quietly(
+                driver_commit_log(opts, sink_id).access.api,
+                producer_group(sink_id),
+                handles,
+                opts.commit_timeout_ms,
+            )
     except Exception as exc:
-        log.warning("rocketmq sink %s: abort of batch %s incomplete (%s); left to check-backs", sink_id, batch, exc)
+        log.warning(
+            "rocketmq sink %s: abort of batch %s incomplete (%s); left to check-backs", sink_id, batch, exc
+        )
 
 
-def _rollback_quietly(api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], timeout_ms: int) -> None:
+def _rollback_quietly(
+    api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatch], timeout_ms: int
+) -> None:
     """ROLLBACK is an optimisation (check-backs roll these back too): failures are only logged."""
     try:
         end_handles(api, group, handles, LocalTransactionState.ROLLBACK_MESSAGE, timeout_ms)
     except Exception as exc:
-        log.warning("rollback of %d half batches failed (check-backs will roll them back): %s", len(handles), exc)
+        log.warning(
+            "rollback of %d half batches failed (check-backs will roll them back): %s", len(handles), exc
+        )

@@ -206,10 +206,14 @@ def route_rows(batch: pa.RecordBatch, queues: list[TargetQueue], state: TaskStat
     target = np.full(n, -1, dtype=np.int64)
     qid = _column(batch, "queueId")
     if qid is not None:
-        target = np.asarray(pc.fill_null(qid.cast(pa.int64()), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        target = np.asarray(
+            pc.fill_null(qid.cast(pa.int64()), -1).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
         if (target >= nq).any() or (target < -1).any():
             bad = int(target[(target >= nq) | (target < -1)][0])
-            raise SinkError(f"queueId {bad} is out of range: topic {queues[0].topic} has {nq} writable queues")
+            raise SinkError(
+                f"queueId {bad} is out of range: topic {queues[0].topic} has {nq} writable queues"
+            )
     shard = _column(batch, "shardingKey")
     keys = _column(batch, "keys")
     key_col = shard if shard is not None else None
@@ -229,7 +233,11 @@ def route_rows(batch: pa.RecordBatch, queues: list[TargetQueue], state: TaskStat
 
 
 def batch_requests(
-    batch: pa.RecordBatch, queues: list[TargetQueue], target: npt.NDArray[np.int64], opts: SinkOptions, uniq: BulkUniqKeys,
+    batch: pa.RecordBatch,
+    queues: list[TargetQueue],
+    target: npt.NDArray[np.int64],
+    opts: SinkOptions,
+    uniq: BulkUniqKeys,
     suffix: str | None = None,
 ) -> Iterator[Request]:
     """Encode the rows of one topic, sorted by queue, and cut them into requests (``suffix``: the
@@ -266,8 +274,13 @@ def batch_requests(
             if suffix is None:
                 yield Request(queue, body_bytes, j - i)
             else:
-                yield Request(queue, body_bytes, j - i, entry_ends=np.cumsum(sizes[s + i : s + j]),
-                              uniq_keys=uniq_keys.slice(s + i, j - i).to_pylist())
+                yield Request(
+                    queue,
+                    body_bytes,
+                    j - i,
+                    entry_ends=np.cumsum(sizes[s + i : s + j]),
+                    uniq_keys=uniq_keys.slice(s + i, j - i).to_pylist(),
+                )
 
 
 class OrderedSender:
@@ -303,7 +316,10 @@ class OrderedSender:
 
 
 def write_batches(
-    opts: SinkOptions, batches: Iterator[pa.RecordBatch], strategy: SendStrategy, state: TaskState | None = None
+    opts: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    strategy: SendStrategy,
+    state: TaskState | None = None,
 ) -> TaskState:
     """``write()`` body shared by the streaming and batch writers."""
     state = state or TaskState()
@@ -322,7 +338,9 @@ def write_batches(
                 for request in batch_requests(rows, queues, target, opts, uniq, suffix):
                     sender.submit(request)
                     state.requests += 1
-                    state.per_queue[request.queue.key] = state.per_queue.get(request.queue.key, 0) + request.count
+                    state.per_queue[request.queue.key] = (
+                        state.per_queue.get(request.queue.key, 0) + request.count
+                    )
                 state.rows += rows.num_rows
     finally:
         sender.finish()

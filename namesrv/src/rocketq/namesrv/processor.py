@@ -143,8 +143,12 @@ class NamesrvProcessor:
         )  # fmt: skip
         log.info(
             "broker unregistered: cluster=%s name=%s id=%d addr=%s%s",
-            hdr.cluster_name, hdr.broker_name, hdr.broker_id, hdr.broker_addr, "" if known else " (was unknown)",
-        )  # fmt: skip
+            hdr.cluster_name,
+            hdr.broker_name,
+            hdr.broker_id,
+            hdr.broker_addr,
+            "" if known else " (was unknown)",
+        )
         return _ok(request)
 
     def query_data_version(self, request: RemotingCommand, channel: Channel | None = None) -> RemotingCommand:

@@ -26,8 +26,13 @@ SCAN_BATCH_MSGS = 256
 SCAN_BATCH_BYTES = 4 * 1024 * 1024
 MAX_SCAN_UNITS = 16_000
 #: Statuses a scan steps over (to the store's next offset) instead of answering them.
-_SKIPPABLE = frozenset({GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING,
-                        GetMessageStatus.OFFSET_FOUND_NULL})
+_SKIPPABLE = frozenset(
+    {
+        GetMessageStatus.NO_MATCHED_MESSAGE,
+        GetMessageStatus.MESSAGE_WAS_REMOVING,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +47,18 @@ class FilteredRead:
     msg_count: int = 0
 
 
-def read_matching(store: MessageStore, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                  max_total_bytes: int, expr: Node, *, max_scan: int = MAX_SCAN_UNITS) -> FilteredRead:
+def read_matching(
+    store: MessageStore,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msg_nums: int,
+    max_total_bytes: int,
+    expr: Node,
+    *,
+    max_scan: int = MAX_SCAN_UNITS,
+) -> FilteredRead:
     """Scan ``topic``/``queue_id`` from ``offset``; return the records matching ``expr`` (bounded)."""
     views: list[memoryview] = []
     results: list[GetMessageResult] = []
@@ -52,13 +67,16 @@ def read_matching(store: MessageStore, group: str, topic: str, queue_id: int, of
     first = None
     try:
         while len(views) < max_msg_nums and next_offset - offset < max_scan:
-            result = store.get_message(group, topic, queue_id, next_offset, SCAN_BATCH_MSGS, SCAN_BATCH_BYTES, None)
+            result = store.get_message(
+                group, topic, queue_id, next_offset, SCAN_BATCH_MSGS, SCAN_BATCH_BYTES, None
+            )
             results.append(result)
             if first is None:
                 first = result
                 if result.status is not GetMessageStatus.FOUND and result.status not in _SKIPPABLE:
-                    return FilteredRead(result.status, result.next_begin_offset, result.min_offset,
-                                        result.max_offset)
+                    return FilteredRead(
+                        result.status, result.next_begin_offset, result.min_offset, result.max_offset
+                    )
             if result.status is not GetMessageStatus.FOUND:
                 if result.status in _SKIPPABLE and result.next_begin_offset > next_offset:
                     next_offset = result.next_begin_offset
@@ -69,15 +87,22 @@ def read_matching(store: MessageStore, group: str, topic: str, queue_id: int, of
                 break
         assert first is not None
         status = GetMessageStatus.FOUND if views else GetMessageStatus.NO_MATCHED_MESSAGE
-        return FilteredRead(status, next_offset, first.min_offset, results[-1].max_offset,
-                            b"".join(views), len(views))
+        return FilteredRead(
+            status, next_offset, first.min_offset, results[-1].max_offset, b"".join(views), len(views)
+        )
     finally:
         for r in results:
             r.release()
 
 
-def _take(result: GetMessageResult, views: list[memoryview], total: int, max_msg_nums: int,
-          max_total_bytes: int, expr: Node) -> tuple[bool, int, int]:
+def _take(
+    result: GetMessageResult,
+    views: list[memoryview],
+    total: int,
+    max_msg_nums: int,
+    max_total_bytes: int,
+    expr: Node,
+) -> tuple[bool, int, int]:
     """Add the matching records of one batch; (stopped by a cap, next offset, bytes so far)."""
     for buf in result.buffers:
         try:

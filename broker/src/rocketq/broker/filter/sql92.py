@@ -49,8 +49,9 @@ __all__ = ["MAX_EXPRESSION_LENGTH", "Sql92ParseError", "compile_sql92", "parse_s
 
 MAX_EXPRESSION_LENGTH = 64 * 1024
 MAX_NESTING = 64
-_KEYWORDS = frozenset({"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "CONTAINS",
-                       "STARTSWITH", "ENDSWITH"})
+_KEYWORDS = frozenset(
+    {"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "CONTAINS", "STARTSWITH", "ENDSWITH"}
+)
 _STRING_OPS = ("CONTAINS", "STARTSWITH", "ENDSWITH")
 _NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+[lL]?", re.ASCII)
 _DIGITS = frozenset("0123456789")
@@ -238,9 +239,14 @@ class _Parser:
                 right = self.comparison()
                 self.check_equal_operand(left, left_tok)
                 self.check_equal_operand(right, right_tok)
-                if isinstance(left, Const) and isinstance(right, Const) and left.is_boolean != right.is_boolean:
-                    raise self.error(f"operands that can be compared ({left} cannot be compared with {right})",
-                                     left_tok)
+                if (
+                    isinstance(left, Const)
+                    and isinstance(right, Const)
+                    and left.is_boolean != right.is_boolean
+                ):
+                    raise self.error(
+                        f"operands that can be compared ({left} cannot be compared with {right})", left_tok
+                    )
                 left = Compare(op, left, right)
             elif self.at("KW", "IS"):
                 self.take()
@@ -263,8 +269,12 @@ class _Parser:
                 self.check_ordered_operand(right, right_tok)
                 left = Compare(t.text, left, right)
                 continue
-            negated = t.kind == "KW" and t.text == "NOT" and self.peek().kind == "KW" and \
-                self.peek().text in ("BETWEEN", "IN", *_STRING_OPS)
+            negated = (
+                t.kind == "KW"
+                and t.text == "NOT"
+                and self.peek().kind == "KW"
+                and self.peek().text in ("BETWEEN", "IN", *_STRING_OPS)
+            )
             if negated:
                 self.take()
                 t = self.tok
@@ -288,9 +298,16 @@ class _Parser:
         high = self.unary()
         for node, where in ((value, value_tok), (low, low_tok), (high, high_tok)):
             self.check_ordered_operand(node, where)
-        if (isinstance(low, Const) and isinstance(high, Const) and is_number(low.value)
-                and is_number(high.value) and low.value > high.value):
-            raise self.error(f"BETWEEN bounds in order (left value {low} must be <= right value {high})", low_tok)
+        if (
+            isinstance(low, Const)
+            and isinstance(high, Const)
+            and is_number(low.value)
+            and is_number(high.value)
+            and low.value > high.value
+        ):
+            raise self.error(
+                f"BETWEEN bounds in order (left value {low} must be <= right value {high})", low_tok
+            )
         if negated:
             return Or((Compare("<", value, low), Compare(">", value, high)))
         return And((Compare(">=", value, low), Compare("<=", value, high)))
@@ -319,8 +336,11 @@ class _Parser:
                 return operand
             if t.text == "NOT":
                 return Not(self.as_boolean(operand, operand_tok))
-            if isinstance(operand, Const) and isinstance(operand.value, (int, float)) \
-                    and not isinstance(operand.value, bool):
+            if (
+                isinstance(operand, Const)
+                and isinstance(operand.value, (int, float))
+                and not isinstance(operand.value, bool)
+            ):
                 return Const(-operand.value)
             return Negate(operand)
         return self.primary()
@@ -360,16 +380,23 @@ class _Parser:
         if isinstance(node, Const):
             if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
                 return
-            raise self.error(f"a number or property (value {node} cannot be compared with <, >, BETWEEN)", where)
+            raise self.error(
+                f"a number or property (value {node} cannot be compared with <, >, BETWEEN)", where
+            )
         if node.is_boolean:
-            raise self.error("a number or property (a condition cannot be compared with <, >, BETWEEN)", where)
+            raise self.error(
+                "a number or property (a condition cannot be compared with <, >, BETWEEN)", where
+            )
 
 
 def parse_sql92(text: str) -> Node:
     """Parse ``text``; raise :class:`Sql92ParseError` (position, expected, found) if it is invalid."""
     if len(text) > MAX_EXPRESSION_LENGTH:
-        raise Sql92ParseError(MAX_EXPRESSION_LENGTH, f"an expression of at most {MAX_EXPRESSION_LENGTH} characters",
-                              f"{len(text)} characters")
+        raise Sql92ParseError(
+            MAX_EXPRESSION_LENGTH,
+            f"an expression of at most {MAX_EXPRESSION_LENGTH} characters",
+            f"{len(text)} characters",
+        )
     return _Parser(text).parse()
 
 

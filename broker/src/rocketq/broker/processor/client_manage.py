@@ -39,8 +39,13 @@ class ClientManageProcessor:
         now = int(time.time() * 1000)
 
         def info() -> ClientChannelInfo:
-            return ClientChannelInfo(channel=channel, client_id=data.client_id, language=request.language.name,
-                                     version=request.version, last_update_ms=now)
+            return ClientChannelInfo(
+                channel=channel,
+                client_id=data.client_id,
+                language=request.language.name,
+                version=request.version,
+                last_update_ms=now,
+            )
 
         for consumer in data.consumers:
             sgc = ctx.groups.find(consumer.group_name)
@@ -48,8 +53,9 @@ class ClientManageProcessor:
             if sgc is not None:
                 notify = sgc.notify_consumer_ids_changed_enable
                 if ctx.config.is_master:
-                    ctx.topics.create_retry_topic(RETRY_GROUP_TOPIC_PREFIX + consumer.group_name,
-                                                  max(1, sgc.retry_queue_nums))
+                    ctx.topics.create_retry_topic(
+                        RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, max(1, sgc.retry_queue_nums)
+                    )
             ctx.consumers.register(consumer, info(), notify=notify)
         for group in data.producer_groups:
             ctx.producers.register(group, info())
@@ -73,7 +79,10 @@ class ClientManageProcessor:
             sub_obj = body.get("subscriptionData") if isinstance(body, dict) else None
             sub = SubscriptionData.from_obj(sub_obj) if isinstance(sub_obj, dict) else None
         except (UnicodeDecodeError, ValueError, TypeError, ProtocolError) as exc:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"CHECK_CLIENT_CONFIG body is not CheckClientRequestBody JSON: {exc}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"CHECK_CLIENT_CONFIG body is not CheckClientRequestBody JSON: {exc}",
+            )
         if sub is None or sub.expression_type is ExpressionType.TAG:
             return request.make_response(ResponseCode.SUCCESS)
         compiled = compile_sql92_subscription(self.ctx.config.enable_property_filter, sub.sub_string)

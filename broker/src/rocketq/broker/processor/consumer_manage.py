@@ -29,8 +29,9 @@ class ConsumerManageProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
-    async def query_consumer_offset(self, request: RemotingCommand,
-                                    channel: Channel) -> RemotingCommand | None:
+    async def query_consumer_offset(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, QueryConsumerOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -41,26 +42,33 @@ class ConsumerManageProcessor:
                 offset = 0
         if offset < 0:
             return request.make_response(
-                ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+                ResponseCode.QUERY_NOT_FOUND,
+                "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
             )
         ext = QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields()
         return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
 
-    async def update_consumer_offset(self, request: RemotingCommand,
-                                     channel: Channel) -> RemotingCommand | None:
+    async def update_consumer_offset(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, UpdateConsumerOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
-        self.ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        self.ctx.offsets.commit_offset(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_consumer_list_by_group(self, request: RemotingCommand,
-                                         channel: Channel) -> RemotingCommand | None:
+    async def get_consumer_list_by_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, GetConsumerListByGroupRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         group = self.ctx.consumers.get(header.consumer_group)
         if group is None or not group.channels:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+            )
         body = json.dumps({"consumerIdList": group.client_ids()}, separators=(",", ":")).encode()
         return request.make_response(ResponseCode.SUCCESS, body=body)

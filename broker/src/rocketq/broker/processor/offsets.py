@@ -35,31 +35,41 @@ class OffsetQueryProcessor:
         if isinstance(header, RemotingCommand):
             return header
         offset = int(self.ctx.store.get_max_offset_in_queue(header.topic, header.queue_id))
-        return request.make_response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
+        return request.make_response(
+            ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
 
     async def get_min_offset(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, GetMinOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         offset = int(self.ctx.store.get_min_offset_in_queue(header.topic, header.queue_id))
-        return request.make_response(ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
+        return request.make_response(
+            ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
 
-    async def search_offset_by_timestamp(self, request: RemotingCommand,
-                                         channel: Channel) -> RemotingCommand | None:
+    async def search_offset_by_timestamp(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, SearchOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         store = self.ctx.store
         try:
             offset = await self.ctx.query_executor.run(
-                lambda: int(store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp))
+                lambda: int(
+                    store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
+                )
             )
         except Busy as busy:
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
-        return request.make_response(ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields())
+        return request.make_response(
+            ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
 
-    async def get_earliest_msg_storetime(self, request: RemotingCommand,
-                                         channel: Channel) -> RemotingCommand | None:
+    async def get_earliest_msg_storetime(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, GetEarliestMsgStoretimeRequestHeader)
         if isinstance(header, RemotingCommand):
             return header

@@ -33,13 +33,18 @@ class QueryMessageProcessor:
             return header
         max_num = header.max_num
         if header.unique_key_query:
-            max_num = int(getattr(getattr(self.ctx.store, "config", None), "default_query_max_num", DEFAULT_QUERY_MAX_NUM))
+            max_num = int(
+                getattr(
+                    getattr(self.ctx.store, "config", None), "default_query_max_num", DEFAULT_QUERY_MAX_NUM
+                )
+            )
         max_num = max(1, min(max_num, 64 * DEFAULT_QUERY_MAX_NUM))
         store = self.ctx.store
 
         def run() -> tuple[bytes, int, int]:
-            result = store.query_message(header.topic, header.key, max_num,
-                                         header.begin_timestamp, header.end_timestamp)
+            result = store.query_message(
+                header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
+            )
             try:
                 body = b"".join(result.buffers) if result.buffers else b""
             finally:
@@ -66,11 +71,15 @@ class QueryMessageProcessor:
         store = self.ctx.store
         offset = header.offset
         if offset < 0:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
+            )
         try:
             record = await self.ctx.query_executor.run(lambda: store.look_message_by_offset(offset))
         except Busy as busy:
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
         if not record:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
+            )
         return request.make_response(ResponseCode.SUCCESS, body=bytes(record))

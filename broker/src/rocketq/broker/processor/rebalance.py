@@ -39,7 +39,9 @@ class RebalanceProcessor:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad LockBatchRequestBody: {exc}")
         locked = self.ctx.locks.try_lock_batch(group, mqs, client_id)
         body = {"lockOKMQSet": [mq.to_obj() for mq in sorted(locked)]}
-        return request.make_response(ResponseCode.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode())
+        return request.make_response(
+            ResponseCode.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode()
+        )
 
     async def unlock_batch_mq(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         try:

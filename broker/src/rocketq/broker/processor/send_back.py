@@ -68,24 +68,31 @@ class SendMessageBackProcessor:
         ctx = self.ctx
         sgc = ctx.groups.find(header.group)
         if sgc is None:
-            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                         f"subscription group not exist, {header.group} {_FAQ}")
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {header.group} {_FAQ}",
+            )
         if not ctx.writeable:
-            return request.make_response(ResponseCode.NO_PERMISSION,
-                                         f"the broker[{ctx.config.broker_ip1}] sending message is forbidden")
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{ctx.config.broker_ip1}] sending message is forbidden",
+            )
         if sgc.retry_queue_nums <= 0:
             return request.make_response(ResponseCode.SUCCESS)
         tc = ctx.topics.create_retry_topic(retry_topic(header.group), sgc.retry_queue_nums)
         if not tc.is_writeable:
-            return request.make_response(ResponseCode.NO_PERMISSION,
-                                         f"the topic[{tc.topic_name}] sending message is forbidden")
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the topic[{tc.topic_name}] sending message is forbidden"
+            )
         try:
             msg = await ctx.send_executor.run(lambda: self._look(header.offset))
         except Busy as busy:
             ctx.stats.busy_rejects += 1
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
         if msg is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
+            )
         props = dict(msg.properties)
         props.setdefault(MessageConst.RETRY_TOPIC, msg.topic)
         props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, msg.offset_msg_id)
@@ -95,7 +102,9 @@ class SendMessageBackProcessor:
             tc = ctx.topics.create_retry_topic(dlq_topic(header.group), DLQ_QUEUE_NUMS)
             queue_id = random.randrange(DLQ_QUEUE_NUMS)
         else:
-            props[MessageConst.DELAY_TIME_LEVEL] = str(delay_level if delay_level > 0 else 3 + msg.reconsume_times)
+            props[MessageConst.DELAY_TIME_LEVEL] = str(
+                delay_level if delay_level > 0 else 3 + msg.reconsume_times
+            )
             queue_id = random.randrange(max(1, min(sgc.retry_queue_nums, tc.write_queue_nums)))
         return await self._put(request, msg, tc, queue_id, props)
 
@@ -108,18 +117,32 @@ class SendMessageBackProcessor:
         except MessageFormatError:
             return None
 
-    async def _put(self, request: RemotingCommand, msg: StoredMessage, tc: TopicConfig, queue_id: int,
-                   props: dict[str, str]) -> RemotingCommand:
+    async def _put(
+        self,
+        request: RemotingCommand,
+        msg: StoredMessage,
+        tc: TopicConfig,
+        queue_id: int,
+        props: dict[str, str],
+    ) -> RemotingCommand:
         ctx = self.ctx
-        topic, queue_id, properties = apply_delay_level(tc.topic_name, queue_id, encode_properties(props),
-                                                        len(ctx.delay_levels_ms))
+        topic, queue_id, properties = apply_delay_level(
+            tc.topic_name, queue_id, encode_properties(props), len(ctx.delay_levels_ms)
+        )
         sys_flag = msg.sys_flag & ~int(SysFlag.STOREHOST_V6)
         if ":" in ctx.store_host[0]:
             sys_flag |= int(SysFlag.STOREHOST_V6)
         to_store = MessageToStore(
-            topic=topic, queue_id=queue_id, flag=msg.flag, body=msg.body, properties=properties,
-            sys_flag=sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            store_host=ctx.store_host, reconsume_times=msg.reconsume_times + 1,
+            topic=topic,
+            queue_id=queue_id,
+            flag=msg.flag,
+            body=msg.body,
+            properties=properties,
+            sys_flag=sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=ctx.store_host,
+            reconsume_times=msg.reconsume_times + 1,
         )
         try:
             result = await ctx.send_executor.run(lambda: ctx.store.put_message(to_store))

@@ -56,8 +56,9 @@ class StatsProcessor:
     def _mq(self, topic: str, queue_id: int) -> MessageQueue:
         return MessageQueue(topic, self.ctx.config.broker_name, queue_id)
 
-    async def get_topic_stats_info(self, request: RemotingCommand,
-                                   channel: Channel) -> RemotingCommand | None:
+    async def get_topic_stats_info(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, GetTopicStatsInfoRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -72,8 +73,12 @@ class StatsProcessor:
                 max_off = int(store.get_max_offset_in_queue(header.topic, q))
                 min_off = max(int(store.get_min_offset_in_queue(header.topic, q)), 0)
                 last = int(store.get_store_time(header.topic, q, max_off - 1)) if max_off > 0 else 0
-                rows.append((self._mq(header.topic, q),
-                             {"lastUpdateTimestamp": max(last, 0), "maxOffset": max_off, "minOffset": min_off}))
+                rows.append(
+                    (
+                        self._mq(header.topic, q),
+                        {"lastUpdateTimestamp": max(last, 0), "maxOffset": max_off, "minOffset": min_off},
+                    )
+                )
             return rows
 
         try:
@@ -89,8 +94,10 @@ class StatsProcessor:
             return header
         ctx = self.ctx
         group = header.consumer_group
-        topics = [header.topic] if header.topic else sorted(
-            ctx.offsets.which_topics_by_consumer(group) | set(self._subscribed_topics(group))
+        topics = (
+            [header.topic]
+            if header.topic
+            else sorted(ctx.offsets.which_topics_by_consumer(group) | set(self._subscribed_topics(group)))
         )
         store = ctx.store
 
@@ -106,8 +113,16 @@ class StatsProcessor:
                     last = 0
                     if consumer_offset > 0:
                         last = max(int(store.get_store_time(topic, q, consumer_offset - 1)), 0)
-                    rows.append((self._mq(topic, q), {"brokerOffset": broker_offset,
-                                                      "consumerOffset": consumer_offset, "lastTimestamp": last}))
+                    rows.append(
+                        (
+                            self._mq(topic, q),
+                            {
+                                "brokerOffset": broker_offset,
+                                "consumerOffset": consumer_offset,
+                                "lastTimestamp": last,
+                            },
+                        )
+                    )
             return rows
 
         try:
@@ -121,20 +136,26 @@ class StatsProcessor:
         info = self.ctx.consumers.get(group)
         return [] if info is None else list(info.subscriptions)
 
-    async def get_consumer_connection_list(self, request: RemotingCommand,
-                                           channel: Channel) -> RemotingCommand | None:
+    async def get_consumer_connection_list(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, GetConsumerConnectionListRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         info = self.ctx.consumers.get(header.consumer_group)
         if info is None or not info.channels:
             return request.make_response(
-                206, f"the consumer group[{header.consumer_group}] not online"  # CONSUMER_NOT_ONLINE
+                206,
+                f"the consumer group[{header.consumer_group}] not online",  # CONSUMER_NOT_ONLINE
             )
         body = {
             "connectionSet": [
-                {"clientAddr": str(getattr(ci.channel, "remote_address", "")), "clientId": ci.client_id,
-                 "language": ci.language, "version": ci.version}
+                {
+                    "clientAddr": str(getattr(ci.channel, "remote_address", "")),
+                    "clientId": ci.client_id,
+                    "language": ci.language,
+                    "version": ci.version,
+                }
                 for ci in info.channels.values()
             ],
             "consumeFromWhere": info.consume_from_where,
@@ -144,15 +165,18 @@ class StatsProcessor:
         }
         return request.make_response(ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
 
-    async def invoke_broker_to_reset_offset(self, request: RemotingCommand,
-                                            channel: Channel) -> RemotingCommand | None:
+    async def invoke_broker_to_reset_offset(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, ResetOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
         ctx = self.ctx
         tc = ctx.topics.select(header.topic)
         if tc is None:
-            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"[reset offset] topic[{header.topic}] not exist")
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"[reset offset] topic[{header.topic}] not exist"
+            )
         store = ctx.store
 
         def targets() -> dict[int, int]:
@@ -174,8 +198,11 @@ class StatsProcessor:
         except Busy as busy:
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
         ctx.offsets.reset_offsets(header.group, header.topic, offsets)
-        body = ('{"offsetTable":' + mq_table_json((self._mq(header.topic, q), o) for q, o in sorted(offsets.items()))
-                + "}").encode("utf-8")
+        body = (
+            '{"offsetTable":'
+            + mq_table_json((self._mq(header.topic, q), o) for q, o in sorted(offsets.items()))
+            + "}"
+        ).encode("utf-8")
         await self._push_reset(header, body)
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
@@ -192,7 +219,11 @@ class StatsProcessor:
             try:
                 await ch.invoke(cmd, RESET_CALL_TIMEOUT_MS)
             except (RocketQError, OSError) as exc:
-                log.warning("reset offset of %s on client %s failed: %s", header.group,
-                            getattr(ch, "remote_address", "?"), exc)
+                log.warning(
+                    "reset offset of %s on client %s failed: %s",
+                    header.group,
+                    getattr(ch, "remote_address", "?"),
+                    exc,
+                )
 
         await asyncio.gather(*(call(ch) for ch in info.all_channels()))

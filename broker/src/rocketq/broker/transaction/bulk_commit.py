@@ -81,7 +81,10 @@ def _needle(key: str) -> bytes:
 
 
 _GROUP_NEEDLE: Final = _needle(MessageConst.PRODUCER_GROUP)
-_ABSENT: Final = (_needle(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET), _needle(MessageConst.DELAY_TIME_LEVEL))
+_ABSENT: Final = (
+    _needle(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET),
+    _needle(MessageConst.DELAY_TIME_LEVEL),
+)
 
 
 def _word_prefix(key: bytes) -> tuple[np.uint64, np.uint64]:
@@ -107,8 +110,8 @@ class BulkHalves:
     phys: I64
     queue_offsets: I64
     body_len: I64
-    props_start: I64           # where each record's properties start in ``data``
-    prefix_len: I64            # their length without the REAL_* suffix
+    props_start: I64  # where each record's properties start in ``data``
+    prefix_len: I64  # their length without the REAL_* suffix
     real: tuple[str, int]
     store_host: tuple[str, int]
     wait_store: bool
@@ -117,8 +120,9 @@ class BulkHalves:
         return len(self.queue_offsets)
 
 
-def load_bulk(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *,
-              max_bytes: int) -> BulkHalves | None:
+def load_bulk(
+    store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *, max_bytes: int
+) -> BulkHalves | None:
     """The half records of ``ranges`` when all are the usual ones (see the module), else None.
 
     Raises :class:`RangedRefused` when they add up to more than ``max_bytes``.
@@ -134,9 +138,13 @@ def load_bulk(store: Any, ranges: Sequence[tuple[int, int]], producer_group: str
     if rec is None:
         return None
     if len(rec.data) > max_bytes:
-        raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
-            f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} bytes of "
-            f"messages: split it into several requests"))
+        raise RangedRefused(
+            ResponseCode.MESSAGE_ILLEGAL,
+            (
+                f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} bytes of "
+                f"messages: split it into several requests"
+            ),
+        )
     data, starts, sizes, phys = rec.data, rec.starts, rec.sizes, rec.phys
     return _check(data, starts, sizes, phys, qos, producer_group)
 
@@ -150,7 +158,7 @@ def _words(data: bytes) -> npt.NDArray[np.uint64]:
 def _same(words: npt.NDArray[np.uint64], pos: I64, expected: bytes) -> bool:
     """True if ``expected`` (at least 8 bytes) is at every ``pos``: compared a word at a time."""
     at = np.append(np.arange(0, len(expected) - 7, 8), len(expected) - 8)
-    want = np.frombuffer(b"".join(expected[k:k + 8] for k in at.tolist()), dtype=np.uint64)
+    want = np.frombuffer(b"".join(expected[k : k + 8] for k in at.tolist()), dtype=np.uint64)
     return bool((words[pos[:, None] + at] == want).all())
 
 
@@ -160,8 +168,11 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
         return None
     words = _words(data)
     hdr = words[starts[:, None] + np.arange(0, _HDR, 8)].view(_HDR_DTYPE).ravel()
-    if (hdr["total_size"] != sizes).any() or (hdr["magic"] != MAGIC_V1).any() \
-            or (hdr["sys_flag"] & HOST_V6_FLAGS).any():
+    if (
+        (hdr["total_size"] != sizes).any()
+        or (hdr["magic"] != MAGIC_V1).any()
+        or (hdr["sys_flag"] & HOST_V6_FLAGS).any()
+    ):
         return None  # (an IPv6 host: another header layout)
     store_hosts = hdr["store_host"]
     if (store_hosts != store_hosts[0]).any():
@@ -178,18 +189,25 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     ppos = plen_pos + PROPERTIES_LENGTH_SIZE
     if (ppos + a[plen_pos].astype(np.int64) * 256 + a[plen_pos + 1] != ends).any():
         return None
-    first = data[int(ppos[0]):int(ends[0])]
-    real_topic, real_qid = (find_property(first, k) for k in (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID))
+    first = data[int(ppos[0]) : int(ends[0])]
+    real_topic, real_qid = (
+        find_property(first, k) for k in (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
+    )
     real = parse_real_queue(real_topic, real_qid)
     if real is None or len(real[0].encode()) > MAX_TOPIC_LENGTH_V1 or not 0 <= real[1] < 2**31:
         return None
-    suffix = f"{MessageConst.REAL_TOPIC}\x01{real_topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{real_qid}\x02".encode()
+    suffix = (
+        f"{MessageConst.REAL_TOPIC}\x01{real_topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{real_qid}\x02"
+    ).encode()
     # The tail of the first record's properties from its last PGROUP: every record must end with
     # it, so every record's (last) PGROUP is the group and its REAL_* are the destination.
     at = (b"\x02" + first).rfind(_GROUP_NEEDLE)
     tail = (b"\x02" + first)[at:]
-    if at < 0 or not tail.endswith(b"\x02" + suffix) \
-            or not tail.startswith(_GROUP_NEEDLE + group.encode() + b"\x02"):
+    if (
+        at < 0
+        or not tail.endswith(b"\x02" + suffix)
+        or not tail.startswith(_GROUP_NEEDLE + group.encode() + b"\x02")
+    ):
         return None
     tail_at = ends - len(tail)
     if (tail_at < ppos - 1).any():
@@ -204,17 +222,27 @@ def _check(data: bytes, starts: I64, sizes: I64, phys: I64, qos: I64, group: str
     if any(needle in data for needle in _ABSENT):
         return None
     first_words = words[np.minimum(ppos, len(words) - 1)]  # ... and at the start of the properties,
-    for value, mask in _ABSENT_AT_START:                 # where no \x02 precedes the key
+    for value, mask in _ABSENT_AT_START:  # where no \x02 precedes the key
         if ((first_words & mask) == value).any():
             return None
     cut = ends - len(suffix)
     raw_host = bytes(store_hosts[0])
     return BulkHalves(
-        data=data, hdr=hdr, starts=starts, phys=phys, queue_offsets=qos, body_len=body_len,
-        props_start=ppos, prefix_len=cut - ppos,
-        real=real, store_host=(bytes_to_ip(raw_host[:-PORT_SIZE]),
-                               int.from_bytes(raw_host[-PORT_SIZE:], "big", signed=True)),
-        wait_store=b"WAIT\x01false\x02" not in first)
+        data=data,
+        hdr=hdr,
+        starts=starts,
+        phys=phys,
+        queue_offsets=qos,
+        body_len=body_len,
+        props_start=ppos,
+        prefix_len=cut - ppos,
+        real=real,
+        store_host=(
+            bytes_to_ip(raw_host[:-PORT_SIZE]),
+            int.from_bytes(raw_host[-PORT_SIZE:], "big", signed=True),
+        ),
+        wait_store=b"WAIT\x01false\x02" not in first,
+    )
 
 
 def _middles(topic: bytes, props_len: I64, origins: I64, digits: I64) -> list[bytes]:
@@ -236,17 +264,19 @@ def _middle_rows(topic: bytes, props_len: I64, origins: I64, digits: int) -> lis
     plen_end = len(head) + PROPERTIES_LENGTH_SIZE
     width = plen_end + len(_ORIGIN_PREFIX) + digits + 1
     m = np.empty((len(origins), width), dtype=np.uint8)
-    m[:, :len(head)] = np.frombuffer(head, dtype=np.uint8)
-    m[:, len(head):plen_end] = props_len.astype(">i2").view(np.uint8).reshape(-1, PROPERTIES_LENGTH_SIZE)
+    m[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+    m[:, len(head) : plen_end] = props_len.astype(">i2").view(np.uint8).reshape(-1, PROPERTIES_LENGTH_SIZE)
     at = plen_end + len(_ORIGIN_PREFIX)
     m[:, plen_end:at] = np.frombuffer(_ORIGIN_PREFIX, dtype=np.uint8)
-    m[:, at:at + digits] = decimal_columns(origins, digits)
+    m[:, at : at + digits] = decimal_columns(origins, digits)
     m[:, -1] = _PS_CODE
     rows: list[bytes] = m.view(f"V{width}").ravel().tolist()
     return rows
 
 
-def committed_batches(h: BulkHalves, keep: I64, max_batch_bytes: int, max_properties: int) -> list[PreparedBatch] | None:
+def committed_batches(
+    h: BulkHalves, keep: I64, max_batch_bytes: int, max_properties: int
+) -> list[PreparedBatch] | None:
     """The real messages of records ``keep`` (indices into ``h``), as store batches of at most
     ``max_batch_bytes`` each, in order; None if a committed message would be unstorable (the
     general path then reports it)."""
@@ -279,8 +309,19 @@ def committed_batches(h: BulkHalves, keep: I64, max_batch_bytes: int, max_proper
     while lo < n:
         before = int(cum[lo - 1]) if lo else 0
         hi = max(lo + 1, int(np.searchsorted(cum, before + max_batch_bytes, side="right")))
-        out.append(prepare_parts(topic=h.real[0], queue_id=h.real[1], store_host=h.store_host, hdr=hdr[lo:hi],
-                                 bodies=bodies[lo:hi], middles=middles[lo:hi], properties=prefixes[lo:hi],
-                                 properties_len=prefix_len[lo:hi], wait_store=h.wait_store, want_msg_ids=False))
+        out.append(
+            prepare_parts(
+                topic=h.real[0],
+                queue_id=h.real[1],
+                store_host=h.store_host,
+                hdr=hdr[lo:hi],
+                bodies=bodies[lo:hi],
+                middles=middles[lo:hi],
+                properties=prefixes[lo:hi],
+                properties_len=prefix_len[lo:hi],
+                wait_store=h.wait_store,
+                want_msg_ids=False,
+            )
+        )
         lo = hi
     return out

@@ -26,15 +26,23 @@ log = logging.getLogger(__name__)
 class TransactionCheckService:
     """Runs a check pass every interval on its own thread until :meth:`shutdown`."""
 
-    def __init__(self, service: TransactionalMessageService, send_check: SendCheck, *,
-                 interval_ms: int | None = None, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        service: TransactionalMessageService,
+        send_check: SendCheck,
+        *,
+        interval_ms: int | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.service = service
         self.send_check = send_check
         self.interval_s = (interval_ms or service.config.transaction_check_interval_ms) / 1000
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="TransactionalMessageCheckService", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="TransactionalMessageCheckService", daemon=True
+        )
         self.last_stats: CheckStats | None = None
 
     def start(self) -> None:

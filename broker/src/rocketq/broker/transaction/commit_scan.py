@@ -128,12 +128,15 @@ def _half_copy(commit_log: Any, offset: int, origin: int, uniq_key: str | None) 
         return None
     try:
         half = record_header_fields(view)
-        if (half.topic != HALF_TOPIC or _half_origin(half) != origin
-                or half.properties.get(MessageConst.UNIQ_KEY) != uniq_key):
+        if (
+            half.topic != HALF_TOPIC
+            or _half_origin(half) != origin
+            or half.properties.get(MessageConst.UNIQ_KEY) != uniq_key
+        ):
             return None
         pos = store_host_pos(half.sys_flag)
         ip_len = store_host_len(half.sys_flag) - PORT_SIZE
-        host = (bytes_to_ip(bytes(view[pos:pos + ip_len])), int(_INT32.unpack_from(view, pos + ip_len)[0]))
+        host = (bytes_to_ip(bytes(view[pos : pos + ip_len])), int(_INT32.unpack_from(view, pos + ip_len)[0]))
         return UnrecordedCommit(half_offset=half.queue_offset, origin=origin, store_host=host)
     except MessageFormatError:
         return None
@@ -142,7 +145,9 @@ def _half_copy(commit_log: Any, offset: int, origin: int, uniq_key: str | None) 
 
 
 def find_unrecorded_commits(store: Any, start: int, done: DoneOffsets) -> tuple[list[UnrecordedCommit], int]:
-    """Committed transactions from ``start`` to the CommitLog's end that ``done`` lacks; (them, COMMIT records seen)."""
+    """Committed transactions from ``start`` to the CommitLog's end that ``done`` lacks.
+
+    Returns them and the number of COMMIT records seen."""
     commit_log = store.commit_log
     found: dict[int, UnrecordedCommit] = {}
     seen = 0
@@ -155,8 +160,12 @@ def find_unrecorded_commits(store: Any, start: int, done: DoneOffsets) -> tuple[
         origin = _int(header.properties, MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET)
         if origin is None or origin < done.base or origin in done or origin in found:
             continue
-        copy = _half_copy(commit_log, header.prepared_transaction_offset, origin,
-                          header.properties.get(MessageConst.UNIQ_KEY))
+        copy = _half_copy(
+            commit_log,
+            header.prepared_transaction_offset,
+            origin,
+            header.properties.get(MessageConst.UNIQ_KEY),
+        )
         if copy is not None:
             found[origin] = copy
     return list(found.values()), seen

@@ -91,16 +91,25 @@ def to_half_message(msg: MessageToStore) -> MessageToStore:
     props[MessageConst.REAL_TOPIC] = msg.topic
     props[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
     return MessageToStore(
-        topic=HALF_TOPIC, queue_id=HALF_QUEUE_ID, flag=msg.flag, body=msg.body, properties=props,
+        topic=HALF_TOPIC,
+        queue_id=HALF_QUEUE_ID,
+        flag=msg.flag,
+        body=msg.body,
+        properties=props,
         sys_flag=_reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE),
-        born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=msg.store_host,
-        reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        store_host=msg.store_host,
+        reconsume_times=msg.reconsume_times,
+        prepared_transaction_offset=msg.prepared_transaction_offset,
     )
 
 
 def real_queue(half: StoredMessage) -> tuple[str, int] | None:
     """(REAL_TOPIC, REAL_QID) of a half record, or None if they are missing or malformed."""
-    return parse_real_queue(half.properties.get(MessageConst.REAL_TOPIC), half.properties.get(MessageConst.REAL_QUEUE_ID))
+    return parse_real_queue(
+        half.properties.get(MessageConst.REAL_TOPIC), half.properties.get(MessageConst.REAL_QUEUE_ID)
+    )
 
 
 def parse_real_queue(topic: str | None, qid: str | None) -> tuple[str, int] | None:
@@ -150,7 +159,9 @@ def immunity_ms(half: StoredMessage, default_ms: int) -> int | None:
     return seconds * 1000
 
 
-def restore_real_message(half: StoredMessage, *, commit_log_offset: int, prepared_queue_offset: int) -> MessageToStore:
+def restore_real_message(
+    half: StoredMessage, *, commit_log_offset: int, prepared_queue_offset: int
+) -> MessageToStore:
     """The committed message: real topic and queue, COMMIT transaction bits, ``REAL_*`` dropped."""
     real = real_queue(half)
     if real is None:
@@ -160,9 +171,16 @@ def restore_real_message(half: StoredMessage, *, commit_log_offset: int, prepare
     props.pop(MessageConst.REAL_QUEUE_ID, None)
     props[MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET] = str(prepared_queue_offset)
     return MessageToStore(
-        topic=real[0], queue_id=real[1], flag=half.flag, body=half.body, properties=props,
-        sys_flag=_reset_transaction_value(half.sys_flag, _COMMIT), born_timestamp=half.born_timestamp,
-        born_host=half.born_host, store_host=half.store_host, reconsume_times=half.reconsume_times,
+        topic=real[0],
+        queue_id=real[1],
+        flag=half.flag,
+        body=half.body,
+        properties=props,
+        sys_flag=_reset_transaction_value(half.sys_flag, _COMMIT),
+        born_timestamp=half.born_timestamp,
+        born_host=half.born_host,
+        store_host=half.store_host,
+        reconsume_times=half.reconsume_times,
         prepared_transaction_offset=commit_log_offset,
     )
 
@@ -175,9 +193,16 @@ def renew_half_message(half: StoredMessage, *, origin: int, check_times: int | N
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
     return MessageToStore(
-        topic=HALF_TOPIC, queue_id=HALF_QUEUE_ID, flag=half.flag, body=half.body, properties=props,
-        sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
-        store_host=half.store_host, reconsume_times=half.reconsume_times,
+        topic=HALF_TOPIC,
+        queue_id=HALF_QUEUE_ID,
+        flag=half.flag,
+        body=half.body,
+        properties=props,
+        sys_flag=half.sys_flag,
+        born_timestamp=half.born_timestamp,
+        born_host=half.born_host,
+        store_host=half.store_host,
+        reconsume_times=half.reconsume_times,
         prepared_transaction_offset=half.prepared_transaction_offset,
     )
 
@@ -188,9 +213,16 @@ def to_parked_message(half: StoredMessage, *, origin: int) -> MessageToStore:
     props[MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET] = str(origin)
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
     return MessageToStore(
-        topic=CHECK_MAX_TIME_TOPIC, queue_id=0, flag=half.flag, body=half.body, properties=props,
-        sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
-        store_host=half.store_host, reconsume_times=half.reconsume_times,
+        topic=CHECK_MAX_TIME_TOPIC,
+        queue_id=0,
+        flag=half.flag,
+        body=half.body,
+        properties=props,
+        sys_flag=half.sys_flag,
+        born_timestamp=half.born_timestamp,
+        born_host=half.born_host,
+        store_host=half.store_host,
+        reconsume_times=half.reconsume_times,
         prepared_transaction_offset=half.prepared_transaction_offset,
     )
 
@@ -210,9 +242,18 @@ def check_request_body(copy: MessageToStore, stored: AppendMessageResult) -> byt
     except ValueError:
         queue_id = copy.queue_id
     return encode_stored_message(
-        topic=topic, queue_id=queue_id, flag=copy.flag, body=copy.body, properties=props,
-        sys_flag=copy.sys_flag, born_timestamp=copy.born_timestamp, born_host=copy.born_host,
-        store_host=copy.store_host, reconsume_times=copy.reconsume_times,
-        prepared_transaction_offset=copy.prepared_transaction_offset, queue_offset=stored.queue_offset,
-        physical_offset=stored.wrote_offset, store_timestamp=stored.store_timestamp,
+        topic=topic,
+        queue_id=queue_id,
+        flag=copy.flag,
+        body=copy.body,
+        properties=props,
+        sys_flag=copy.sys_flag,
+        born_timestamp=copy.born_timestamp,
+        born_host=copy.born_host,
+        store_host=copy.store_host,
+        reconsume_times=copy.reconsume_times,
+        prepared_transaction_offset=copy.prepared_transaction_offset,
+        queue_offset=stored.queue_offset,
+        physical_offset=stored.wrote_offset,
+        store_timestamp=stored.store_timestamp,
     )

@@ -200,23 +200,37 @@ def _read_bulk(buffers: Sequence[Any]) -> HalfColumns | None:
     if not all(map(bytes.endswith, props, repeat(suffix))):
         return None  # REAL_* do not end the properties, or not one destination for all
     joined = b"\x02" + b"\x02".join(props)
-    if joined.count(_needle(_ORIGIN)) or joined.count(_needle(_DELAY)) \
-            or joined.count(_needle(_REAL_TOPIC)) != n or joined.count(_needle(_REAL_QID)) != n \
-            or joined.count(_needle(_GROUP)) != n or joined.count(f"\x02{_GROUP}\x01{group}\x02".encode()) != n:
+    if (
+        joined.count(_needle(_ORIGIN))
+        or joined.count(_needle(_DELAY))
+        or joined.count(_needle(_REAL_TOPIC)) != n
+        or joined.count(_needle(_REAL_QID)) != n
+        or joined.count(_needle(_GROUP)) != n
+        or joined.count(f"\x02{_GROUP}\x01{group}\x02".encode()) != n
+    ):
         return None
     cut = len(suffix)
     queue_offsets = _field(a, starts, "queue_offset").tolist()
     return HalfColumns(
-        queue_offsets=queue_offsets, origins=list(queue_offsets),
-        physical_offsets=_field(a, starts, "physical_offset").tolist(), sizes=lens.tolist(),
-        flags=_field(a, starts, "flag").tolist(), sys_flags=sys_flags.tolist(),
+        queue_offsets=queue_offsets,
+        origins=list(queue_offsets),
+        physical_offsets=_field(a, starts, "physical_offset").tolist(),
+        sizes=lens.tolist(),
+        flags=_field(a, starts, "flag").tolist(),
+        sys_flags=sys_flags.tolist(),
         born_timestamps=_field(a, starts, "born_timestamp").tolist(),
         reconsume_times=_field(a, starts, "reconsume_times").tolist(),
         born_hosts=_hosts(_field(a, starts, "born_host").tolist()),
         store_hosts=_hosts(_field(a, starts, "store_host").tolist()),
         bodies=[data[b:e] for b, e in zip((starts + _HDR).tolist(), tpos.tolist(), strict=True)],
-        topics=[HALF_TOPIC] * n, reals=[real] * n, groups=[group] * n, delayed=[False] * n,
-        committed=[p[:-cut] + b"%s\x01%d\x02" % (_ORIGIN.encode(), qo) for p, qo in zip(props, queue_offsets, strict=True)],
+        topics=[HALF_TOPIC] * n,
+        reals=[real] * n,
+        groups=[group] * n,
+        delayed=[False] * n,
+        committed=[
+            p[:-cut] + b"%s\x01%d\x02" % (_ORIGIN.encode(), qo)
+            for p, qo in zip(props, queue_offsets, strict=True)
+        ],
     )
 
 

@@ -103,15 +103,24 @@ def parse_op_body(body: bytes) -> list[int]:
     return out
 
 
-def make_op_message(half_offsets: Sequence[int], *, store_host: tuple[str, int], now_ms: int) -> MessageToStore:
+def make_op_message(
+    half_offsets: Sequence[int], *, store_host: tuple[str, int], now_ms: int
+) -> MessageToStore:
     """The op message finishing ``half_offsets`` (born and stored by the broker itself)."""
     props = {
         MessageConst.TAGS: REMOVE_TAG,
         MessageConst.UNIQ_KEY: new_uniq_key(),
         MessageConst.WAIT_STORE_MSG_OK: "false",
     }
-    return MessageToStore(topic=OP_TOPIC, queue_id=OP_QUEUE_ID, body=encode_op_body(half_offsets),
-                          properties=props, born_timestamp=now_ms, born_host=store_host, store_host=store_host)
+    return MessageToStore(
+        topic=OP_TOPIC,
+        queue_id=OP_QUEUE_ID,
+        body=encode_op_body(half_offsets),
+        properties=props,
+        born_timestamp=now_ms,
+        born_host=store_host,
+        store_host=store_host,
+    )
 
 
 class DoneOffsets:
@@ -191,8 +200,9 @@ class DoneOffsets:
 T = TypeVar("T")
 
 
-def iter_queue_records(store: MessageStore, topic: str, queue_id: int, start: int,
-                       end: int) -> Iterator[StoredMessage]:
+def iter_queue_records(
+    store: MessageStore, topic: str, queue_id: int, start: int, end: int
+) -> Iterator[StoredMessage]:
     """Decoded records (bodies as stored, not decompressed) of ``topic``/``queue_id`` in ``[start, end)``."""
     for batch in iter_queue_reads(store, topic, queue_id, start, end, _decode_as_stored):
         yield from batch
@@ -208,8 +218,16 @@ def _decode_as_stored(buffers: Sequence[memoryview]) -> list[StoredMessage]:
     return out
 
 
-def iter_queue_reads(store: MessageStore, topic: str, queue_id: int, start: int, end: int,
-                     decode: Callable[[Sequence[memoryview]], T], *, batch: int = _READ_BATCH) -> Iterator[T]:
+def iter_queue_reads(
+    store: MessageStore,
+    topic: str,
+    queue_id: int,
+    start: int,
+    end: int,
+    decode: Callable[[Sequence[memoryview]], T],
+    *,
+    batch: int = _READ_BATCH,
+) -> Iterator[T]:
     """``decode(buffers)`` of each read of ``topic``/``queue_id`` over ``[start, end)``, in order.
 
     ``decode`` gets the record buffers of one read (valid only during the call: it must copy what
@@ -219,7 +237,9 @@ def iter_queue_reads(store: MessageStore, topic: str, queue_id: int, start: int,
     """
     offset = start
     while offset < end:
-        res = store.get_message(SYS_TRANS_GROUP, topic, queue_id, offset, min(batch, end - offset), _READ_BYTES)
+        res = store.get_message(
+            SYS_TRANS_GROUP, topic, queue_id, offset, min(batch, end - offset), _READ_BYTES
+        )
         if res.status is not GetMessageStatus.FOUND:
             if res.next_begin_offset > offset:
                 offset = res.next_begin_offset
@@ -240,8 +260,12 @@ def read_op_offsets(store: MessageStore, done: DoneOffsets) -> int:
     n = 0
     for rec in iter_queue_records(store, OP_TOPIC, OP_QUEUE_ID, start, end):
         if rec.properties.get(MessageConst.TAGS) != REMOVE_TAG:
-            log.warning("op record at op offset %d has tag %r, not %r: ignored",
-                        rec.queue_offset, rec.properties.get(MessageConst.TAGS), REMOVE_TAG)
+            log.warning(
+                "op record at op offset %d has tag %r, not %r: ignored",
+                rec.queue_offset,
+                rec.properties.get(MessageConst.TAGS),
+                REMOVE_TAG,
+            )
             continue
         for off in parse_op_body(rec.body):
             done.add(off)

@@ -11,8 +11,9 @@ A ranged END_TRANSACTION names half messages by ``(first half-queue offset, coun
 are then ended by bytes (:mod:`.bulk_commit`); the others go through :func:`load_ranges`, which
 reads them through the half topic's ConsumeQueue as columns (:mod:`.half_read`; bodies as stored,
 never decompressed), refusing missing offsets, non-half records, a wrong producer group and more
-than the configured bytes before anything is written.  The service (``service.TransactionalMessageService.end_transaction_ranges``)
-then drops the offsets already ended and, on commit, :func:`append_committed` appends the real
+than the configured bytes before anything is written.  The service
+(``service.TransactionalMessageService.end_transaction_ranges``) then drops the offsets already
+ended and, on commit, :func:`append_committed` appends the real
 messages (the committed properties the reader made, plus the delay-level rewrite RocketMQ applies
 to committed messages): grouped by destination queue in range order, one store append per group,
 so a consumer sees a group's messages all at once.  Two limits of the store split a group into
@@ -99,8 +100,10 @@ def check_half_batch(properties: Sequence[dict[str, str]]) -> str | None:
     groups = set()
     for i, props in enumerate(properties):
         if props.get(MessageConst.TRANSACTION_PREPARED, "").lower() != "true":
-            return (f"a transactional batch must have TRAN_MSG=true on every message; message {i} has "
-                    f"TRAN_MSG={props.get(MessageConst.TRANSACTION_PREPARED)!r}")
+            return (
+                f"a transactional batch must have TRAN_MSG=true on every message; message {i} has "
+                f"TRAN_MSG={props.get(MessageConst.TRANSACTION_PREPARED)!r}"
+            )
         group = props.get(MessageConst.PRODUCER_GROUP)
         if not group:
             return f"a transactional batch must have PGROUP on every message; message {i} has none"
@@ -112,13 +115,24 @@ def check_half_batch(properties: Sequence[dict[str, str]]) -> str | None:
 
 _TRAN_TRUE = f"\x02{MessageConst.TRANSACTION_PREPARED}\x01true\x02".encode()
 #: keys a prepared message must not carry (the broker writes them), found with one regex pass
-_FORBIDDEN = re.compile(b"\x02(?:" + b"|".join(re.escape(k.encode()) for k in (
-    MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, MessageConst.TRANSACTION_CHECK_TIMES,
-    MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)) + b")\x01")
+_FORBIDDEN = re.compile(
+    b"\x02(?:"
+    + b"|".join(
+        re.escape(k.encode())
+        for k in (
+            MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET,
+            MessageConst.TRANSACTION_CHECK_TIMES,
+            MessageConst.REAL_TOPIC,
+            MessageConst.REAL_QUEUE_ID,
+        )
+    )
+    + b")\x01"
+)
 
 
-def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
-                    cluster: bytes = b"") -> list[bytes] | None:
+def half_properties(
+    properties: Sequence[bytes], topic: str, queue_id: int, *, cluster: bytes = b""
+) -> list[bytes] | None:
     """The half-topic properties of a prepared batch's messages, rewritten as bytes; None if unsure.
 
     Equivalent to :func:`check_half_batch` passing and :func:`to_half_message`'s property rewrite
@@ -137,7 +151,7 @@ def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
     joined = b"\x02" + b"\x02".join(properties)
     if not joined.isascii() or _FORBIDDEN.search(joined) is not None:
         return None
-    if cluster and b"\x02" + cluster[:cluster.index(b"\x01") + 1] in joined:
+    if cluster and b"\x02" + cluster[: cluster.index(b"\x01") + 1] in joined:
         return None
     group_key = _TRAN_TRUE[:1] + f"{MessageConst.PRODUCER_GROUP}\x01".encode()
     if tail is not None:  # every message ends with TRAN_MSG=true and one PGROUP: count the keys only
@@ -151,23 +165,30 @@ def half_properties(properties: Sequence[bytes], topic: str, queue_id: int, *,
             return None
         if joined.count(group_key + group_value.encode() + b"\x02") != n or joined.count(group_key) != n:
             return None
-    suffix = cluster + f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
+    suffix = (
+        cluster
+        + f"{MessageConst.REAL_TOPIC}\x01{topic}\x02{MessageConst.REAL_QUEUE_ID}\x01{queue_id}\x02".encode()
+    )
     return [p + suffix for p in properties]
 
 
 def _common_tail(properties: Sequence[bytes]) -> bytes | None:
     """``TRAN_MSG=true`` then ``PGROUP`` (and nothing else) ending every message, or None.
 
-    Senders that encode their entries (the Spark sink, ``send_half_batch`` of a ``PreparedHalfBatch``) put these two
-    last; then one ``endswith`` per message replaces two exact counts over the whole batch."""
+    Senders that encode their entries (the Spark sink, ``send_half_batch`` of a ``PreparedHalfBatch``)
+    put these two last; then one ``endswith`` per message replaces two exact counts over the whole
+    batch."""
     first = properties[0]
     at = first.rfind(_TRAN_TRUE)
     if at < 0:
         return None
     tail = first[at:]  # from the \x02 ending the property before: the keys are delimited
-    rest = tail[len(_TRAN_TRUE):]
-    if not rest.startswith(f"{MessageConst.PRODUCER_GROUP}\x01".encode()) or rest.count(b"\x02") != 1 \
-            or not rest.endswith(b"\x02"):
+    rest = tail[len(_TRAN_TRUE) :]
+    if (
+        not rest.startswith(f"{MessageConst.PRODUCER_GROUP}\x01".encode())
+        or rest.count(b"\x02") != 1
+        or not rest.endswith(b"\x02")
+    ):
         return None
     return tail if all(map(bytes.endswith, properties, repeat(tail))) else None
 
@@ -185,24 +206,30 @@ def check_ranges(store: MessageStore, ranges: Sequence[tuple[int, int]], *, max_
     ConsumeQueue to cover the ranges (they may have just been stored)."""
     total = sum(count for _, count in ranges)
     if total > max_messages:
-        raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
-            f"ranged END_TRANSACTION names {total} half messages, more than transactionBatchMaxMessages="
-            f"{max_messages}: split it into several requests"))
+        raise RangedRefused(
+            ResponseCode.MESSAGE_ILLEGAL,
+            (
+                f"ranged END_TRANSACTION names {total} half messages, more than transactionBatchMaxMessages="
+                f"{max_messages}: split it into several requests"
+            ),
+        )
     end = max(first + count for first, count in ranges)
     if store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID) < end:
         store.wait_dispatched(_DISPATCH_WAIT_S)  # just stored: the half ConsumeQueue may lag a little
 
 
-def load_ranges(store: MessageStore, ranges: Sequence[tuple[int, int]], producer_group: str, *,
-                max_bytes: int) -> HalfColumns:
+def load_ranges(
+    store: MessageStore, ranges: Sequence[tuple[int, int]], producer_group: str, *, max_bytes: int
+) -> HalfColumns:
     """The half records of ``ranges`` in range order (the caller ran :func:`check_ranges`);
     raises :class:`RangedRefused`."""
     out = HalfColumns()
     loaded = 0
     for first, count in ranges:
         expected = first
-        for cols in iter_queue_reads(store, HALF_TOPIC, HALF_QUEUE_ID, first, first + count, read_halves,
-                                     batch=_LOAD_BATCH):
+        for cols in iter_queue_reads(
+            store, HALF_TOPIC, HALF_QUEUE_ID, first, first + count, read_halves, batch=_LOAD_BATCH
+        ):
             n = len(cols)
             qos = cols.queue_offsets
             if qos != list(range(expected, expected + n)):  # a hole: stop at it
@@ -213,23 +240,33 @@ def load_ranges(store: MessageStore, ranges: Sequence[tuple[int, int]], producer
                 raise RangedRefused(ResponseCode.SYSTEM_ERROR, bad)
             loaded += sum(cols.sizes)
             if loaded > max_bytes:
-                raise RangedRefused(ResponseCode.MESSAGE_ILLEGAL, (
-                    f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} bytes of "
-                    f"messages: split it into several requests"))
+                raise RangedRefused(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    (
+                        f"ranged END_TRANSACTION loads more than transactionBatchMaxBytes={max_bytes} "
+                        "bytes of messages: split it into several requests"
+                    ),
+                )
             out.extend(cols)
             expected += n
             if n < len(qos):
                 break
         if expected != first + count:
-            raise RangedRefused(ResponseCode.SYSTEM_ERROR,
-                                f"Find prepared transaction message failed: half offset {expected} not found")
+            raise RangedRefused(
+                ResponseCode.SYSTEM_ERROR,
+                f"Find prepared transaction message failed: half offset {expected} not found",
+            )
     return out
 
 
 def _first_bad(cols: HalfColumns, producer_group: str) -> str | None:
     """Why the records cannot be ended (the first offending one), or None."""
     n = len(cols)
-    if cols.topics.count(HALF_TOPIC) == n and None not in cols.reals and cols.groups.count(producer_group) == n:
+    if (
+        cols.topics.count(HALF_TOPIC) == n
+        and None not in cols.reals
+        and cols.groups.count(producer_group) == n
+    ):
         return None
     for qo, topic, real, group in zip(cols.queue_offsets, cols.topics, cols.reals, cols.groups, strict=True):
         if topic != HALF_TOPIC or real is None:
@@ -249,8 +286,11 @@ def committed_message(half: StoredMessage, origin: int, max_delay_level: int) ->
     return dataclasses.replace(real, topic=topic, queue_id=queue_id, properties=props)
 
 
-def _destinations(cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
-                  ) -> dict[tuple[str, int], tuple[list[int], list[bytes]]]:
+def _destinations(
+    cols: HalfColumns,
+    todo: Sequence[int],
+    max_delay_level: int,
+) -> dict[tuple[str, int], tuple[list[int], list[bytes]]]:
     """Records (indices, committed properties) per destination queue, in order."""
     groups: dict[tuple[str, int], tuple[list[int], list[bytes]]] = {}
     reals, committed, delayed = cols.reals, cols.committed, cols.delayed
@@ -269,8 +309,9 @@ def _destinations(cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
     return groups
 
 
-def _runs(cols: HalfColumns, idx: list[int], props: list[bytes], topic: str,
-          max_batch_bytes: int) -> Iterator[tuple[int, int]]:
+def _runs(
+    cols: HalfColumns, idx: list[int], props: list[bytes], topic: str, max_batch_bytes: int
+) -> Iterator[tuple[int, int]]:
     """``[lo, hi)`` runs of ``idx`` with one born and store host, each at most ``max_batch_bytes``."""
     born, store = _column(cols.born_hosts, idx), _column(cols.store_hosts, idx)
     bodies = _column(cols.bodies, idx)
@@ -295,8 +336,9 @@ def _column(values: Sequence[_V], idx: list[int]) -> list[_V]:
     return [values[i] for i in idx]
 
 
-def append_committed(store: MessageStore, cols: HalfColumns, todo: Sequence[int], max_delay_level: int,
-                     max_batch_bytes: int) -> tuple[list[int], PutMessageResult | None]:
+def append_committed(
+    store: MessageStore, cols: HalfColumns, todo: Sequence[int], max_delay_level: int, max_batch_bytes: int
+) -> tuple[list[int], PutMessageResult | None]:
     """Append the real messages of records ``todo`` (indices into ``cols``) per destination queue.
 
     Returns the indices whose real messages are stored, and the failed put (None if all were
@@ -307,13 +349,18 @@ def append_committed(store: MessageStore, cols: HalfColumns, todo: Sequence[int]
         for lo, hi in _runs(cols, idx, props, topic, max_batch_bytes):
             run = idx[lo:hi]
             batch = MessageBatchToStore(
-                topic=topic, queue_id=queue_id, born_host=cols.born_hosts[run[0]],
-                store_host=cols.store_hosts[run[0]], bodies=_column(cols.bodies, run),
-                properties=props[lo:hi], born_timestamps=_column(cols.born_timestamps, run),
+                topic=topic,
+                queue_id=queue_id,
+                born_host=cols.born_hosts[run[0]],
+                store_host=cols.store_hosts[run[0]],
+                bodies=_column(cols.bodies, run),
+                properties=props[lo:hi],
+                born_timestamps=_column(cols.born_timestamps, run),
                 flags=_column(cols.flags, run),
                 sys_flags=[(f & ~TRANSACTION_TYPE_MASK) | _COMMIT for f in _column(cols.sys_flags, run)],
                 reconsume_times=_column(cols.reconsume_times, run),
-                prepared_transaction_offsets=_column(cols.physical_offsets, run))
+                prepared_transaction_offsets=_column(cols.physical_offsets, run),
+            )
             result: PutMessageResult = store.put_batch(batch)
             if not result.is_ok:
                 return stored, result

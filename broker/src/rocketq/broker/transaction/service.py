@@ -5,9 +5,9 @@ Theory of operation.  A prepared send is stored as a *half message* in queue 0 o
 (``commitLogOffset`` + ``tranStateTableOffset``); commit writes the real message and then an op
 message, rollback only the op message (:mod:`.op_log`).
 
-The check pass walks the half queue from the persisted progress (:mod:`.progress`) up to the
-queue's end *as it was when the pass started*, so copies appended during the pass wait for the next
-one.  For each record, in RocketMQ's order:
+The check pass (:mod:`.check_pass`) walks the half queue from the persisted progress
+(:mod:`.progress`) up to the queue's end *as it was when the pass started*, so copies appended
+during the pass wait for the next one.  For each record, in RocketMQ's order:
 
 * finished (its offset or its origin's offset is in the op log) -> skip;
 * superseded (a newer copy of the same transaction exists further on) -> skip;
@@ -44,34 +44,26 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.message_store import MessageStore
-from rocketq.broker.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
+from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.broker.transaction.bulk_commit import BulkHalves, committed_batches, load_bulk
+from rocketq.broker.transaction.check_pass import CheckPass, CheckStats, SendCheck
 from rocketq.broker.transaction.commit_scan import find_unrecorded_commits, scan_start
 from rocketq.broker.transaction.config import TransactionConfig
 from rocketq.broker.transaction.half_message import (
     HALF_QUEUE_ID,
     HALF_TOPIC,
-    OP_TOPIC,
-    check_request_body,
-    check_times,
-    immunity_ms,
     origin_offset,
     real_queue,
-    renew_half_message,
     to_half_message,
-    to_parked_message,
 )
 from rocketq.broker.transaction.half_read import HalfColumns
 from rocketq.broker.transaction.op_log import (
-    OP_QUEUE_ID,
     DoneOffsets,
     decimal_digits,
     iter_queue_records,
@@ -90,16 +82,13 @@ from rocketq.broker.transaction.ranged import (
 )
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.codes import ResponseCode
-from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketq.client.remoting.headers import EndTransactionRequestHeader
 from rocketq.client.remoting.message import StoredMessage, SysFlag, decode_stored_message
 from rocketq.client.remoting.properties import MessageConst
 
 __all__ = ["CheckStats", "SendCheck", "TransactionalMessageService"]
 
 log = logging.getLogger(__name__)
-
-#: send_check(producer group, CHECK_TRANSACTION_STATE body, header) -> a live producer was found
-SendCheck = Callable[[str, bytes, CheckTransactionStateRequestHeader], bool]
 
 COMMIT_TYPE = int(SysFlag.TRANSACTION_COMMIT)
 ROLLBACK_TYPE = int(SysFlag.TRANSACTION_ROLLBACK)
@@ -115,7 +104,10 @@ _PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
         ResponseCode.MESSAGE_ILLEGAL,
         "The message is illegal, maybe msg body or properties length not matched.",
     ),
-    PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "Service not available now.",
+    ),
     PutMessageStatus.OS_PAGE_CACHE_BUSY: (
         ResponseCode.SYSTEM_ERROR,
         "OS page cache busy, please try another machine",
@@ -128,54 +120,26 @@ def put_error(status: PutMessageStatus) -> tuple[ResponseCode, str]:
     return _PUT_ERRORS.get(status, (ResponseCode.SYSTEM_ERROR, status.value))
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CheckStats:
-    """What one check pass did."""
-
-    begin_offset: int  # half-queue progress before the pass
-    end_offset: int  # half-queue progress after the pass
-    scanned: int = 0
-    skipped_done: int = 0
-    skipped_superseded: int = 0
-    renewed_immune: int = 0
-    checked: int = 0  # CHECK_TRANSACTION_STATE handed to a live producer
-    no_producer: int = 0  # checks counted although no producer of the group was online
-    parked: int = 0
-    stop_reason: str = "caught up"
-
-
-class _Step(Enum):
-    NEXT = "next"
-    STOP = "stop"
-
-
-class _Counters:
-    __slots__ = ("checked", "no_producer", "parked", "renewed_immune", "scanned", "skipped_done",
-                 "skipped_superseded", "stop_reason")
-
-    def __init__(self) -> None:
-        self.scanned = self.skipped_done = self.skipped_superseded = self.renewed_immune = 0
-        self.checked = self.no_producer = self.parked = 0
-        self.stop_reason = "caught up"
-
-
 class TransactionalMessageService:
     """Half messages over a ``MessageStore``; thread-safe (one lock around state changes)."""
 
-    def __init__(self, store: MessageStore, config: TransactionConfig | None = None, *,
-                 offsets: OffsetTable | None = None, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        config: TransactionConfig | None = None,
+        *,
+        offsets: OffsetTable | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.store = store
         self.config = config or TransactionConfig()
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._lock = threading.RLock()
-        self._pass_lock = threading.Lock()  # one check pass at a time
         self._done = DoneOffsets()
         self._latest: dict[int, int] = {}  # origin half offset -> newest copy's half offset
-        self._progress = CheckProgress(store.config.config_dir, offsets)
-        self._next_half = 0
+        progress = CheckProgress(store.config.config_dir, offsets)
+        self._checker = CheckPass(store, self.config, progress, lock=self._lock, latest=self._latest)
         self._recovered = False
-        hours = float(getattr(store.config, "file_reserved_time_hours", 72))
-        self._max_age_ms = int(hours * 3_600_000)
         delay_text = getattr(store.config, "message_delay_level", None)
         self._max_delay_level = len(parse_delay_levels(delay_text)) if isinstance(delay_text, str) else 18
         #: the store's batch limit: larger groups of committed messages take several appends
@@ -194,18 +158,25 @@ class TransactionalMessageService:
             self._done = DoneOffsets(min_half)
             ops = read_op_offsets(store, self._done)
             self._repair_commit_window()
-            self._next_half = max(self._progress.load(), min_half)
+            next_half = self._checker.restore(min_half)
             self._latest.clear()
             copies = 0
-            for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, self._next_half, max_half):
+            for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, next_half, max_half):
                 origin = origin_offset(rec)
                 if origin != rec.queue_offset:
                     copies += 1
                     if rec.queue_offset > self._latest.get(origin, -1):
                         self._latest[origin] = rec.queue_offset
             self._recovered = True
-            log.info("transactions recovered: half queue [%d, %d), check progress %d, %d op records, "
-                     "%d check copies pending", min_half, max_half, self._next_half, ops, copies)
+            log.info(
+                "transactions recovered: half queue [%d, %d), check progress %d, %d op records, "
+                "%d check copies pending",
+                min_half,
+                max_half,
+                next_half,
+                ops,
+                copies,
+            )
 
     def _repair_commit_window(self) -> None:
         """End the committed transactions whose op record a crash lost (:mod:`.commit_scan`).
@@ -224,19 +195,26 @@ class TransactionalMessageService:
             offsets = [off for c in found for off in (c.half_offset, c.origin)]
             error = self._append_ops(offsets, found[0].store_host)
             if error is not None:
-                log.error("op record for %d recovered commits not written (%s): they are ended in memory only",
-                          len(found), error[1])
+                log.error(
+                    "op record for %d recovered commits not written (%s): they are ended in memory only",
+                    len(found),
+                    error[1],
+                )
             for c in found:
                 self._done.add(c.half_offset)
                 self._done.add(c.origin)
-        log.info("transactions recovered: %d committed transactions had no op record (crash between the commit "
-                 "and its op message; op record appended), %d committed records scanned from CommitLog offset %d",
-                 len(found), seen, start)
+        log.info(
+            "transactions recovered: %d committed transactions had no op record (crash between the commit "
+            "and its op message; op record appended), %d committed records scanned from CommitLog offset %d",
+            len(found),
+            seen,
+            start,
+        )
 
     @property
     def check_progress(self) -> int:
         """The next half-queue offset the check pass will examine."""
-        return self._next_half
+        return self._checker.next_half
 
     def is_finished(self, half_offset: int) -> bool:
         """True if the op log marks this half-queue offset committed or rolled back."""
@@ -292,8 +270,9 @@ class TransactionalMessageService:
             self._latest.pop(origin, None)
         return ResponseCode.SUCCESS, None
 
-    def end_transaction_ranges(self, header: EndTransactionRequestHeader,
-                               ranges: Sequence[tuple[int, int]]) -> RangedEndResult:
+    def end_transaction_ranges(
+        self, header: EndTransactionRequestHeader, ranges: Sequence[tuple[int, int]]
+    ) -> RangedEndResult:
         """Commit or roll back every half message of ``ranges`` (``(first half offset, count)``).
 
         The header names the first half message (``tranStateTableOffset``, ``commitLogOffset``)
@@ -309,7 +288,9 @@ class TransactionalMessageService:
         cfg = self.config
         try:
             check_ranges(self.store, ranges, max_messages=cfg.transaction_batch_max_messages)
-            bulk = load_bulk(self.store, ranges, header.producer_group, max_bytes=cfg.transaction_batch_max_bytes)
+            bulk = load_bulk(
+                self.store, ranges, header.producer_group, max_bytes=cfg.transaction_batch_max_bytes
+            )
         except RangedRefused as refused:
             log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
             return RangedEndResult(code=refused.code, remark=refused.remark)
@@ -323,7 +304,9 @@ class TransactionalMessageService:
                 return _ranged_result(kind, *outcome)
             # a committed message the rebuild cannot store: the general path below reports it
         try:
-            halves = load_ranges(self.store, ranges, header.producer_group, max_bytes=cfg.transaction_batch_max_bytes)
+            halves = load_ranges(
+                self.store, ranges, header.producer_group, max_bytes=cfg.transaction_batch_max_bytes
+            )
         except RangedRefused as refused:
             log.warning("ranged END_TRANSACTION refused (%s): %s", refused.remark, header)
             return RangedEndResult(code=refused.code, remark=refused.remark)
@@ -336,7 +319,9 @@ class TransactionalMessageService:
             todo, failure = self._end_pending(kind, halves, todo, halves.store_hosts[0])
         return _ranged_result(kind, len(todo), skipped, failure)
 
-    def _end_bulk(self, kind: int, bulk: BulkHalves) -> tuple[int, int, tuple[ResponseCode, str] | None] | None:
+    def _end_bulk(
+        self, kind: int, bulk: BulkHalves
+    ) -> tuple[int, int, tuple[ResponseCode, str] | None] | None:
         """:meth:`_end_pending` for records read in bulk (caller holds the lock): (ended, skipped, the
         error); None, with nothing written, if a committed message cannot be rebuilt."""
         qos = bulk.queue_offsets
@@ -352,8 +337,12 @@ class TransactionalMessageService:
             for prep in batches:
                 result: PutMessageResult = self.store.put_prepared(prep)
                 if not result.is_ok:
-                    log.error("ranged commit stopped after %d of %d messages: %s", stored, len(pending),
-                              result.status.value)
+                    log.error(
+                        "ranged commit stopped after %d of %d messages: %s",
+                        stored,
+                        len(pending),
+                        result.status.value,
+                    )
                     failure = put_error(result.status)
                     break
                 stored += prep.n
@@ -383,18 +372,29 @@ class TransactionalMessageService:
             todo.append(i)
         return todo
 
-    def _end_pending(self, kind: int, cols: HalfColumns, todo: list[int], store_host: tuple[str, int],
-                     ) -> tuple[list[int], tuple[ResponseCode, str] | None]:
+    def _end_pending(
+        self,
+        kind: int,
+        cols: HalfColumns,
+        todo: list[int],
+        store_host: tuple[str, int],
+    ) -> tuple[list[int], tuple[ResponseCode, str] | None]:
         """Commit (real messages, then ops) or roll back (ops) records ``todo``; (what was ended, the error).
 
         A commit that fails part-way still records the ops of what it stored, so a retry skips it.
         """
         failure: tuple[ResponseCode, str] | None = None
         if kind == COMMIT_TYPE and todo:
-            stored, failed = append_committed(self.store, cols, todo, self._max_delay_level, self._max_batch_bytes)
+            stored, failed = append_committed(
+                self.store, cols, todo, self._max_delay_level, self._max_batch_bytes
+            )
             if failed is not None:
-                log.error("ranged commit stopped after %d of %d messages: %s", len(stored), len(todo),
-                          failed.status.value)
+                log.error(
+                    "ranged commit stopped after %d of %d messages: %s",
+                    len(stored),
+                    len(todo),
+                    failed.status.value,
+                )
                 failure = put_error(failed.status)
                 todo = stored
         if not todo:
@@ -412,8 +412,9 @@ class TransactionalMessageService:
                 self._latest.pop(origins[i], None)
         return todo, failure
 
-    def _append_ops(self, offsets: list[int], store_host: tuple[str, int], *,
-                    distinct: bool = False) -> tuple[ResponseCode, str] | None:
+    def _append_ops(
+        self, offsets: list[int], store_host: tuple[str, int], *, distinct: bool = False
+    ) -> tuple[ResponseCode, str] | None:
         """Op message(s) finishing ``offsets`` (``distinct``: no offset repeats): one, unless its body
         would exceed half the message size."""
         limit = max(64, self._max_batch_bytes // 2)
@@ -426,7 +427,8 @@ class TransactionalMessageService:
             hi = max(lo + 1, int(np.searchsorted(ends, before + limit, side="right")))
             part = offsets[lo:hi]
             result: PutMessageResult = self.store.put_message(
-                make_op_message(part, store_host=store_host, now_ms=self._clock_ms()))
+                make_op_message(part, store_host=store_host, now_ms=self._clock_ms())
+            )
             if not result.is_ok:
                 log.error("op message for %d half offsets not written: %s", len(part), result.status.value)
                 return put_error(result.status)
@@ -443,8 +445,11 @@ class TransactionalMessageService:
             log.warning("END_TRANSACTION names offset %d, which holds no record: %s", commit_log_offset, exc)
             return None
         if half.topic != HALF_TOPIC or real_queue(half) is None:
-            log.warning("END_TRANSACTION names offset %d, a %s record, not a half message", commit_log_offset,
-                        half.topic)
+            log.warning(
+                "END_TRANSACTION names offset %d, a %s record, not a half message",
+                commit_log_offset,
+                half.topic,
+            )
             return None
         return half
 
@@ -452,127 +457,35 @@ class TransactionalMessageService:
     def check(self, now_ms: int, send_check: SendCheck) -> CheckStats:
         """One check pass over the half queue (see the module docstring); never raises for a record."""
         self.recover()
-        with self._pass_lock:
-            return self._check_pass(now_ms, send_check)
-
-    def _check_pass(self, now_ms: int, send_check: SendCheck) -> CheckStats:
-        store = self.store
-        started = time.monotonic()
-        budget_s = self.config.max_check_pass_ms / 1000
-        min_half = store.get_min_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
-        end = store.get_max_offset_in_queue(HALF_TOPIC, HALF_QUEUE_ID)
-        with self._lock:
-            begin = max(self._next_half, min_half)
-            self._done.trim(min_half)
-        c = _Counters()
-        offset = begin
-        for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, begin, end):
-            if time.monotonic() - started > budget_s:
-                c.stop_reason = "time budget exhausted"
-                break
-            c.scanned += 1
-            try:
-                step = self._check_one(rec, now_ms, send_check, c)
-            except Exception:
-                log.exception("check of half offset %d failed", rec.queue_offset)
-                c.stop_reason = "error"
-                break
-            if step is _Step.STOP:
-                c.scanned -= 1
-                break
-            offset = rec.queue_offset + 1
-        with self._lock:
-            self._next_half = max(self._next_half, offset)
-            self._progress.save(self._next_half, store.get_max_offset_in_queue(OP_TOPIC, OP_QUEUE_ID))
-        return CheckStats(begin_offset=begin, end_offset=self._next_half, scanned=c.scanned,
-                          skipped_done=c.skipped_done, skipped_superseded=c.skipped_superseded,
-                          renewed_immune=c.renewed_immune, checked=c.checked, no_producer=c.no_producer,
-                          parked=c.parked, stop_reason=c.stop_reason)
-
-    def _check_one(self, rec: StoredMessage, now_ms: int, send_check: SendCheck, c: _Counters) -> _Step:
-        cfg = self.config
-        qo, origin = rec.queue_offset, origin_offset(rec)
-        with self._lock:
-            if qo in self._done or origin in self._done:
-                c.skipped_done += 1
-                self._latest.pop(origin, None)
-                return _Step.NEXT
-            if self._latest.get(origin, qo) > qo:
-                c.skipped_superseded += 1
-                return _Step.NEXT
-            times = check_times(rec)
-            age = now_ms - rec.born_timestamp
-            if times >= cfg.transaction_check_max or age > self._max_age_ms:
-                return self._park(rec, origin, times, c)
-            immunity = immunity_ms(rec, cfg.transaction_timeout_ms)
-            if immunity is not None and age < immunity:
-                if self._renew(rec, origin, None) is None:
-                    c.stop_reason = "store refused a half copy"
-                    return _Step.STOP
-                c.renewed_immune += 1
-                return _Step.NEXT
-            if immunity is None and 0 <= age < cfg.transaction_timeout_ms:
-                c.stop_reason = "younger than the transaction timeout"
-                return _Step.STOP
-            renewed = self._renew(rec, origin, times + 1)
-            if renewed is None:
-                c.stop_reason = "store refused a half copy"
-                return _Step.STOP
-        copy, stored = renewed
-        group, body, header = _check_request(copy, stored)
-        try:
-            live = send_check(group, body, header)
-        except Exception:
-            log.exception("send_check failed for half offset %d of group %s", stored.queue_offset, group)
-            live = False
-        if live:
-            c.checked += 1
-        else:
-            c.no_producer += 1
-            log.warning("no live producer of group %s to check half offset %d (check %d of %d)", group,
-                        stored.queue_offset, times + 1, cfg.transaction_check_max)
-        return _Step.NEXT
-
-    def _renew(self, rec: StoredMessage, origin: int,
-               times: int | None) -> tuple[MessageToStore, AppendMessageResult] | None:
-        """Append a copy of ``rec`` to the half queue (caller holds the lock)."""
-        copy = renew_half_message(rec, origin=origin, check_times=times)
-        result: PutMessageResult = self.store.put_message(copy)
-        if not result.is_ok or result.append_result is None:
-            log.error("cannot re-append half offset %d: %s", rec.queue_offset, result.status.value)
-            return None
-        self._latest[origin] = result.append_result.queue_offset
-        return copy, result.append_result
-
-    def _park(self, rec: StoredMessage, origin: int, times: int, c: _Counters) -> _Step:
-        result: PutMessageResult = self.store.put_message(to_parked_message(rec, origin=origin))
-        if not result.is_ok:
-            log.error("cannot park half offset %d: %s", rec.queue_offset, result.status.value)
-            c.stop_reason = "store refused a parked copy"
-            return _Step.STOP
-        self._latest.pop(origin, None)
-        c.parked += 1
-        log.warning("half message %s (half offset %d, origin %d) parked in TRANS_CHECK_MAX_TIME_TOPIC after "
-                    "%d checks", rec.uniq_key, rec.queue_offset, origin, times)
-        return _Step.NEXT
+        return self._checker.run(now_ms, send_check, self._done)
 
 
-def _wrong_first(header: EndTransactionRequestHeader, queue_offset: int, physical_offset: int) -> RangedEndResult | None:
+def _wrong_first(
+    header: EndTransactionRequestHeader, queue_offset: int, physical_offset: int
+) -> RangedEndResult | None:
     """The refusal when the header does not name the first half message of the ranges."""
     if queue_offset != header.tran_state_table_offset:
-        return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The transaction state table offset wrong")
+        return RangedEndResult(
+            code=ResponseCode.SYSTEM_ERROR, remark="The transaction state table offset wrong"
+        )
     if physical_offset != header.commit_log_offset:
         return RangedEndResult(code=ResponseCode.SYSTEM_ERROR, remark="The commit log offset wrong")
     return None
 
 
-def _ranged_result(kind: int, ended: int, skipped: int, failure: tuple[ResponseCode, str] | None) -> RangedEndResult:
+def _ranged_result(
+    kind: int, ended: int, skipped: int, failure: tuple[ResponseCode, str] | None
+) -> RangedEndResult:
     verb = "committed" if kind == COMMIT_TYPE else "rolled back"
     if failure is not None:
         remark = f"{failure[1]} ({verb} {ended} before the failure, skipped {skipped} already ended)"
         return RangedEndResult(code=failure[0], remark=remark, ended=ended, skipped=skipped)
-    return RangedEndResult(code=ResponseCode.SUCCESS, remark=f"{verb} {ended}, skipped {skipped} already ended",
-                           ended=ended, skipped=skipped)
+    return RangedEndResult(
+        code=ResponseCode.SUCCESS,
+        remark=f"{verb} {ended}, skipped {skipped} already ended",
+        ended=ended,
+        skipped=skipped,
+    )
 
 
 def _validate(half: StoredMessage, header: EndTransactionRequestHeader) -> str | None:
@@ -584,13 +497,3 @@ def _validate(half: StoredMessage, header: EndTransactionRequestHeader) -> str |
     if half.physical_offset != header.commit_log_offset:
         return "The commit log offset wrong"
     return None
-
-
-def _check_request(copy: MessageToStore, stored: AppendMessageResult) -> tuple[str, bytes, CheckTransactionStateRequestHeader]:
-    props = copy.properties if not isinstance(copy.properties, str) else {}
-    uniq = props.get(MessageConst.UNIQ_KEY)
-    header = CheckTransactionStateRequestHeader(
-        tran_state_table_offset=stored.queue_offset, commit_log_offset=stored.wrote_offset, msg_id=uniq,
-        transaction_id=uniq, offset_msg_id=stored.msg_id, topic=props.get(MessageConst.REAL_TOPIC),
-    )
-    return props.get(MessageConst.PRODUCER_GROUP, ""), check_request_body(copy, stored), header

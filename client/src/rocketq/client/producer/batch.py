@@ -80,7 +80,9 @@ def prepare_batches(
     return batches
 
 
-def _encode_items(msgs: Sequence[Message], uniq: UniqKeyGenerator, wait: str) -> tuple[list[BatchItem], list[str]]:
+def _encode_items(
+    msgs: Sequence[Message], uniq: UniqKeyGenerator, wait: str
+) -> tuple[list[BatchItem], list[str]]:
     """``(flag, body, properties bytes)`` per message and the UNIQ_KEYs, in order.
 
     A message with no user property and none of tags, keys, sharding key (the common case of a
@@ -89,7 +91,9 @@ def _encode_items(msgs: Sequence[Message], uniq: UniqKeyGenerator, wait: str) ->
     plain_head = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{wait}\x02{MessageConst.UNIQ_KEY}\x01"
     if not any(m.properties or m.tags or m.keys is not None or m.sharding_key for m in msgs):
         ids = uniq.next_ids(len(msgs))  # all plain: ids in bulk, properties by one format each
-        return [(m.flag, m.body, f"{plain_head}{uid}\x02".encode()) for m, uid in zip(msgs, ids, strict=True)], ids
+        return [
+            (m.flag, m.body, f"{plain_head}{uid}\x02".encode()) for m, uid in zip(msgs, ids, strict=True)
+        ], ids
     items: list[BatchItem] = []
     ids = []
     next_id = uniq.next_id

@@ -211,7 +211,11 @@ class TransactionProducer(Producer):
         return self._loop.run(self.async_producer.send_half_batch(mq, batch, timeout_ms=timeout_ms))
 
     def end_transaction_batch(
-        self, handles: Sequence[HalfBatchResult], state: LocalTransactionState, *, timeout_ms: int | None = None
+        self,
+        handles: Sequence[HalfBatchResult],
+        state: LocalTransactionState,
+        *,
+        timeout_ms: int | None = None,
     ) -> None:
         """Commit or roll back the half messages of ``handles`` (one ranged request per queue)."""
         self._loop.run(self.async_producer.end_transaction_batch(handles, state, timeout_ms=timeout_ms))

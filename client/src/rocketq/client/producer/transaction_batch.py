@@ -112,16 +112,20 @@ class PreparedHalfBatch:
     ) -> PreparedHalfBatch:
         """``body`` (entries carrying their ``UNIQ_KEY``) with ``extra_properties``, ``TRAN_MSG``
         and ``PGROUP`` appended to every entry's properties as bytes, without decoding messages."""
-        extra = {**(extra_properties or {}), MessageConst.TRANSACTION_PREPARED: "true",
-                 MessageConst.PRODUCER_GROUP: producer_group}
+        extra = {
+            **(extra_properties or {}),
+            MessageConst.TRANSACTION_PREPARED: "true",
+            MessageConst.PRODUCER_GROUP: producer_group,
+        }
         try:
             wire, cols = append_properties(body, encode_properties(extra).encode())
         except MessageFormatError as exc:
             raise MQClientError(f"the encoded half batch is malformed: {exc}", code=_ILLEGAL) from exc
         uniq = [find_property(p, MessageConst.UNIQ_KEY) for p in cols.properties]
         if None in uniq:
-            raise MQClientError(f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY",
-                                code=_ILLEGAL)
+            raise MQClientError(
+                f"message {uniq.index(None)} of the encoded half batch has no UNIQ_KEY", code=_ILLEGAL
+            )
         return cls(wire, tuple(u for u in uniq if u is not None))
 
     def messages(self, topic: str) -> list[Message]:
@@ -130,12 +134,15 @@ class PreparedHalfBatch:
             cols = decode_batch_columns(self.body)
         except MessageFormatError as exc:
             raise MQClientError(f"the prepared half batch is malformed: {exc}", code=_ILLEGAL) from exc
-        return [Message(topic, bytes(b), flag=f, properties=decode_properties(p))
-                for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)]
+        return [
+            Message(topic, bytes(b), flag=f, properties=decode_properties(p))
+            for f, b, p in zip(cols.flags, cols.bodies, cols.properties, strict=True)
+        ]
 
 
-def _prepare(producer: AsyncTransactionProducer, mq: MessageQueue,
-             msgs: Sequence[Message]) -> PreparedHalfBatch:
+def _prepare(
+    producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence[Message]
+) -> PreparedHalfBatch:
     """``msgs`` as half messages of ``producer`` encoded in one body (TRAN_MSG and PGROUP last)."""
     items: list[BatchItem] = []
     ids: list[str] = []
@@ -163,9 +170,13 @@ def _halves(producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence
 # ---------------------------------------------------------------------------- send
 
 
-async def send_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue,
-                          batch: Sequence[Message] | PreparedHalfBatch, *,
-                          timeout_ms: int | None = None) -> HalfBatchResult:
+async def send_half_batch(
+    producer: AsyncTransactionProducer,
+    mq: MessageQueue,
+    batch: Sequence[Message] | PreparedHalfBatch,
+    *,
+    timeout_ms: int | None = None,
+) -> HalfBatchResult:
     """Store ``batch`` (messages of ``mq.topic``, or a prepared body) as half messages of ``mq``.
 
     The route lookup is every send's (the ``TBW102`` template for a topic that does not exist
@@ -191,8 +202,9 @@ async def send_half_batch(producer: AsyncTransactionProducer, mq: MessageQueue,
     return result
 
 
-async def _send_ranged(producer: AsyncTransactionProducer, mq: MessageQueue, batch: PreparedHalfBatch,
-                       timeout_ms: int) -> HalfBatchResult:
+async def _send_ranged(
+    producer: AsyncTransactionProducer, mq: MessageQueue, batch: PreparedHalfBatch, timeout_ms: int
+) -> HalfBatchResult:
     """One prepared SEND_BATCH_MESSAGE; the broker must answer with its half count."""
     n = len(batch.transaction_ids)
     reply = await producer.send_batch_request(mq, batch.body, count=n, prepared=True, timeout_ms=timeout_ms)
@@ -202,18 +214,26 @@ async def _send_ranged(producer: AsyncTransactionProducer, mq: MessageQueue, bat
     if count != n or len(msg_ids) != count:
         raise MQClientError(f"broker {addr} stored {count} half messages ({len(msg_ids)} msgIds) of {n}")
     result = HalfBatchResult(
-        broker_addr=addr, broker_name=mq.broker_name, topic=mq.topic, queue_id=sent.message_queue.queue_id,
-        first_half_offset=sent.queue_offset, count=count,
-        first_commit_log_offset=decode_offset_msg_id(msg_ids[0])[2], msg_ids=msg_ids,
-        transaction_ids=batch.transaction_ids, data_bytes=len(batch.body))
+        broker_addr=addr,
+        broker_name=mq.broker_name,
+        topic=mq.topic,
+        queue_id=sent.message_queue.queue_id,
+        first_half_offset=sent.queue_offset,
+        count=count,
+        first_commit_log_offset=decode_offset_msg_id(msg_ids[0])[2],
+        msg_ids=msg_ids,
+        transaction_ids=batch.transaction_ids,
+        data_bytes=len(batch.body),
+    )
     if sent.send_status is not SendStatus.SEND_OK:
         await _rollback_quietly(producer.instance.api, producer.group, [result])
         raise MQBrokerError.for_code(reply.code, reply.remark, addr)
     return result
 
 
-async def _send_each(producer: AsyncTransactionProducer, addr: str, mq: MessageQueue, msgs: Sequence[Message],
-                     timeout_ms: int) -> HalfBatchResult:
+async def _send_each(
+    producer: AsyncTransactionProducer, addr: str, mq: MessageQueue, msgs: Sequence[Message], timeout_ms: int
+) -> HalfBatchResult:
     """Fallback for brokers without the extension: one half message per message, concurrently."""
     halves = _halves(producer, mq, msgs)
     slots = asyncio.Semaphore(_FALLBACK_CONCURRENCY)
@@ -226,21 +246,33 @@ async def _send_each(producer: AsyncTransactionProducer, addr: str, mq: MessageQ
     outcomes = await asyncio.gather(*(one(h) for h in halves), return_exceptions=True)
     done = [o for o in outcomes if not isinstance(o, BaseException)]
     result = HalfBatchResult(
-        broker_addr=addr, broker_name=mq.broker_name, topic=mq.topic, queue_id=mq.queue_id,
-        first_half_offset=done[0][0] if done else -1, count=len(done),
+        broker_addr=addr,
+        broker_name=mq.broker_name,
+        topic=mq.topic,
+        queue_id=mq.queue_id,
+        first_half_offset=done[0][0] if done else -1,
+        count=len(done),
         first_commit_log_offset=decode_offset_msg_id(done[0][1])[2] if done else -1,
-        msg_ids=tuple(o[1] for o in done), ranged=False, half_offsets=tuple(o[0] for o in done),
-        transaction_ids=tuple(h.properties[MessageConst.UNIQ_KEY] for h, o in zip(halves, outcomes, strict=True)
-                              if not isinstance(o, BaseException)),
-        data_bytes=sum(len(m.body) for m in msgs))
+        msg_ids=tuple(o[1] for o in done),
+        ranged=False,
+        half_offsets=tuple(o[0] for o in done),
+        transaction_ids=tuple(
+            h.properties[MessageConst.UNIQ_KEY]
+            for h, o in zip(halves, outcomes, strict=True)
+            if not isinstance(o, BaseException)
+        ),
+        data_bytes=sum(len(m.body) for m in msgs),
+    )
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     if errors or any(o[2] for o in done):
         if done:
             await _rollback_quietly(producer.instance.api, producer.group, [result])
         if errors:
             raise errors[0]
-        raise MQClientError(f"{sum(o[2] for o in done)} half messages were stored but not flushed in time; "
-                            "all were rolled back")
+        raise MQClientError(
+            f"{sum(o[2] for o in done)} half messages were stored but not flushed in time; "
+            "all were rolled back"
+        )
     return result
 
 
@@ -248,8 +280,11 @@ async def _rollback_quietly(api: MQClientAPI, group: str, handles: list[HalfBatc
     try:
         await end_transaction_batch(api, group, handles, LocalTransactionState.ROLLBACK_MESSAGE)
     except Exception as exc:  # the broker's check-back will ask about them
-        log.warning("rollback of %d half messages failed (the broker will check back): %s",
-                    sum(h.count for h in handles), exc)
+        log.warning(
+            "rollback of %d half messages failed (the broker will check back): %s",
+            sum(h.count for h in handles),
+            exc,
+        )
 
 
 # ---------------------------------------------------------------------------- end
@@ -272,15 +307,28 @@ def _split(handles: list[HalfBatchResult], max_messages: int, max_bytes: int) ->
     return parts
 
 
-def _end_header(group: str, hb: HalfBatchResult, i: int, state: LocalTransactionState) -> EndTransactionRequestHeader:
+def _end_header(
+    group: str, hb: HalfBatchResult, i: int, state: LocalTransactionState
+) -> EndTransactionRequestHeader:
     return EndTransactionRequestHeader(
-        producer_group=group, tran_state_table_offset=hb.half_offset(i),
-        commit_log_offset=decode_offset_msg_id(hb.msg_ids[i])[2], commit_or_rollback=state.commit_or_rollback,
-        from_transaction_check=False, msg_id=hb.msg_ids[i], transaction_id=hb.transaction_ids[i], topic=hb.topic)
+        producer_group=group,
+        tran_state_table_offset=hb.half_offset(i),
+        commit_log_offset=decode_offset_msg_id(hb.msg_ids[i])[2],
+        commit_or_rollback=state.commit_or_rollback,
+        from_transaction_check=False,
+        msg_id=hb.msg_ids[i],
+        transaction_id=hb.transaction_ids[i],
+        topic=hb.topic,
+    )
 
 
-async def _end_ranged(api: MQClientAPI, group: str, handles: list[HalfBatchResult], state: LocalTransactionState,
-                      timeout_ms: int | None) -> None:
+async def _end_ranged(
+    api: MQClientAPI,
+    group: str,
+    handles: list[HalfBatchResult],
+    state: LocalTransactionState,
+    timeout_ms: int | None,
+) -> None:
     first = handles[0]
     header = _end_header(group, first, 0, state)
     ranges = [(hb.first_half_offset, hb.count) for hb in handles]
@@ -293,12 +341,25 @@ async def _end_ranged(api: MQClientAPI, group: str, handles: list[HalfBatchResul
             await _end_ranged(api, group, handles[mid:], state, timeout_ms)
             return
         raise
-    log.debug("ranged END_TRANSACTION %s of %s-%d: %d ended, %d skipped", state.value, first.topic,
-              first.queue_id, ended, skipped)
+    log.debug(
+        "ranged END_TRANSACTION %s of %s-%d: %d ended, %d skipped",
+        state.value,
+        first.topic,
+        first.queue_id,
+        ended,
+        skipped,
+    )
 
 
-async def _end_queue(api: MQClientAPI, group: str, handles: list[HalfBatchResult], state: LocalTransactionState,
-                     timeout_ms: int | None, max_messages: int, max_bytes: int) -> None:
+async def _end_queue(
+    api: MQClientAPI,
+    group: str,
+    handles: list[HalfBatchResult],
+    state: LocalTransactionState,
+    timeout_ms: int | None,
+    max_messages: int,
+    max_bytes: int,
+) -> None:
     """End the halves of one (broker, topic, queue), in order."""
     ranged = [hb for hb in handles if hb.ranged and hb.count > 0]
     for part in _split(ranged, max_messages, max_bytes):
@@ -306,13 +367,21 @@ async def _end_queue(api: MQClientAPI, group: str, handles: list[HalfBatchResult
     for hb in handles:
         if not hb.ranged:
             for i in range(hb.count):
-                await api.end_transaction(hb.broker_addr, _end_header(group, hb, i, state), oneway=False,
-                                          timeout_ms=timeout_ms)
+                await api.end_transaction(
+                    hb.broker_addr, _end_header(group, hb, i, state), oneway=False, timeout_ms=timeout_ms
+                )
 
 
-async def end_transaction_batch(api: MQClientAPI, group: str, handles: Sequence[HalfBatchResult],
-                                state: LocalTransactionState, *, timeout_ms: int | None = None,
-                                max_messages: int = DEFAULT_MAX_MESSAGES, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+async def end_transaction_batch(
+    api: MQClientAPI,
+    group: str,
+    handles: Sequence[HalfBatchResult],
+    state: LocalTransactionState,
+    *,
+    timeout_ms: int | None = None,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> None:
     """Commit or roll back every half message of ``handles`` (sent by producers of ``group``).
 
     One two-way ranged END_TRANSACTION per (broker, topic, queue) holding all its ranges (split
@@ -328,7 +397,8 @@ async def end_transaction_batch(api: MQClientAPI, group: str, handles: Sequence[
         queues.setdefault((hb.broker_addr, hb.topic, hb.queue_id), []).append(hb)
     outcomes = await asyncio.gather(
         *(_end_queue(api, group, hbs, state, timeout_ms, max_messages, max_bytes) for hbs in queues.values()),
-        return_exceptions=True)
+        return_exceptions=True,
+    )
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     for extra in errors[1:]:
         log.warning("END_TRANSACTION (%s) failed as well: %s", state.value, extra)
@@ -336,7 +406,13 @@ async def end_transaction_batch(api: MQClientAPI, group: str, handles: Sequence[
         raise errors[0]
 
 
-def end_transaction_batch_blocking(api: BlockingMQClientAPI, group: str, handles: Sequence[HalfBatchResult],
-                                   state: LocalTransactionState, *, timeout_ms: int | None = None) -> None:
+def end_transaction_batch_blocking(
+    api: BlockingMQClientAPI,
+    group: str,
+    handles: Sequence[HalfBatchResult],
+    state: LocalTransactionState,
+    *,
+    timeout_ms: int | None = None,
+) -> None:
     """:func:`end_transaction_batch` for blocking code (a Spark driver): runs on ``api``'s loop."""
     api.run(end_transaction_batch(api.api, group, handles, state, timeout_ms=timeout_ms))

@@ -73,9 +73,19 @@ def encode_batch(messages: Iterable[BatchItem]) -> bytes:
     pack, pack_len = _ENTRY_HEAD.pack, _PROPLEN.pack
     try:
         for flag, body, properties in messages:
-            props = properties if type(properties) is bytes and len(properties) <= MAX_PROPERTIES_SIZE \
+            props = (
+                properties
+                if type(properties) is bytes and len(properties) <= MAX_PROPERTIES_SIZE
                 else _props_bytes(properties)
-            add((pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body)), body, pack_len(len(props)), props))
+            )
+            add(
+                (
+                    pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body)),
+                    body,
+                    pack_len(len(props)),
+                    props,
+                )
+            )
     except struct.error as exc:
         raise MessageFormatError(f"batch entry field out of range: {exc}") from exc
     return b"".join(pieces)
@@ -144,8 +154,8 @@ def decode_batch_columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
         if props_len >= 0x8000 or body_end + 2 + props_len != end:
             raise _error(data, pos, f"properties length {props_len} does not end the entry of {total} bytes")
         flags.append(flag)
-        bodies.append(view[pos + 20:body_end])
-        props.append(data[body_end + 2:end])
+        bodies.append(view[pos + 20 : body_end])
+        props.append(data[body_end + 2 : end])
         pos = end
     return BatchColumns(flags, bodies, props)
 

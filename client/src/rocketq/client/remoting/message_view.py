@@ -213,9 +213,7 @@ class LazyMessageExt(StoredMessage):
     store_timestamp = property(lambda self: self._full().store_timestamp)
     store_host = property(lambda self: self._full().store_host)
     reconsume_times = property(lambda self: self._full().reconsume_times)
-    prepared_transaction_offset = property(
-        lambda self: self._full().prepared_transaction_offset
-    )
+    prepared_transaction_offset = property(lambda self: self._full().prepared_transaction_offset)
 
 
 def scan_messages(

@@ -234,7 +234,11 @@ assert [layout.size for layout in HEADER_LAYOUTS] == [88, 100, 100, 112]
 assert IPV4.positions["queue_offset"] == QUEUEOFFSET_POS and IPV4.positions["sys_flag"] == SYSFLAG_POS
 assert IPV4.positions["born_host"] == BORNHOST_POS and IPV4.store_timestamp_pos == STORETIMESTAMP_POS
 assert [IPV4.positions[n] for n in ("magic", "body_crc", "queue_id", "flag")] == [
-    MAGICCODE_POS, BODYCRC_POS, QUEUEID_POS, FLAG_POS]
+    MAGICCODE_POS,
+    BODYCRC_POS,
+    QUEUEID_POS,
+    FLAG_POS,
+]
 assert IPV4.positions["physical_offset"] == PHYSICALOFFSET_POS
 assert IPV4.positions["born_timestamp"] == BORNTIMESTAMP_POS and IPV4.body_length_pos == 84
 

@@ -62,6 +62,7 @@ __all__ = [
 
 _INT32: Final = struct.Struct(">i")
 
+
 @dataclass(frozen=True, slots=True)
 class QueueData:
     broker_name: str

@@ -74,8 +74,11 @@ def decode_ranges_body(body: bytes | bytearray | memoryview) -> list[tuple[int, 
         raise MessageFormatError('ranged END_TRANSACTION body needs a non-empty "ranges" list')
     out: list[tuple[int, int]] = []
     for item in raw:
-        if (not isinstance(item, list) or len(item) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)):
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+        ):
             raise MessageFormatError(f"bad range {item!r}: expected [firstHalfQueueOffset, count]")
         first, count = item
         if first < 0 or count < 1 or first + count > _MAX_OFFSET:

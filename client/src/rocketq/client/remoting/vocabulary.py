@@ -101,8 +101,6 @@ def perm_to_string(perm: int) -> str:
     )
 
 
-
-
 class PullSysFlag(IntFlag):
     """``PullSysFlag`` bits of PULL_MESSAGE's ``sysFlag`` header."""
 
@@ -216,7 +214,6 @@ class MessageQueue:
     @classmethod
     def from_obj(cls, obj: Mapping[str, Any]) -> Self:
         return cls(str(obj["topic"]), str(obj.get("brokerName", "")), int(obj["queueId"]))
-
 
 
 @dataclass(frozen=True, slots=True)
