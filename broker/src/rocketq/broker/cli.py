@@ -3,9 +3,12 @@
 ``mqbroker -c broker.conf [-n "ns1:9876;ns2:9876"] [-p]``.  Once the broker listens it prints,
 on stdout and flushed, exactly RocketMQ's boot line::
 
-    The broker[broker-a, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876
+    The broker[broker-a, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876 \
+brokerRole=ASYNC_MASTER brokerId=0 haListenPort=10912
 
-(with the real port when ``listenPort=0``), which scripts and the integration-test helper parse.
+(one line; with the real ports when ``listenPort=0`` / ``haListenPort=0``), which scripts and the
+integration-test helper parse.  RocketMQ's line ends after the NameServer list; the role, id and
+HA port are rocketq's addition.
 SIGTERM and SIGINT are a clean shutdown: unregister from the NameServers, drain requests, persist
 offsets and flush the store.  Exit status: 0 after a clean shutdown, 1 on a configuration or
 start-up error (the message names the bad key or the cause).
@@ -64,7 +67,8 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) ->
     names = ";".join(controller.config.namesrv_addr) or "null"
     print(
         f"The broker[{controller.config.broker_name}, {controller.broker_addr}] boot success. "
-        f"serializeType=JSON and name server is {names}",
+        f"serializeType=JSON and name server is {names} brokerRole={controller.config.broker_role.value} "
+        f"brokerId={controller.config.broker_id} haListenPort={controller.config.ha_listen_port}",
         flush=True,
     )
     await stop_event.wait()

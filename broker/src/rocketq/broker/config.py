@@ -74,10 +74,21 @@ class BrokerConfig:
     broker_ip2: str = ""
     bind_address: str = "127.0.0.1"
     listen_port: int = 10911
-    ha_listen_port: int = 10912
+    #: -1: RocketMQ's default, listenPort + 1 (0 when listenPort is 0: a free port)
+    ha_listen_port: int = -1
     namesrv_addr: tuple[str, ...] = ()
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     broker_permission: int = PERM_RW
+    # replication (docs/replication.md)
+    ha_master_address: str = ""
+    ha_send_heartbeat_interval_ms: int = 5_000
+    ha_housekeeping_interval_ms: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    #: rocketq-specific: a slave whose CommitLog runs past its master's truncates the excess
+    #: (true) or refuses to replicate and serve reads (false)
+    ha_slave_truncate_divergent: bool = True
+    slave_read_enable: bool = False
     # store-related keys the broker reads itself (they also go to the store)
     store_path_root_dir: str = field(default_factory=_default_store_root)
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
@@ -117,6 +128,10 @@ class BrokerConfig:
     reject_transaction_message: bool = False
     transaction_batch_max_messages: int = 100_000
     transaction_batch_max_bytes: int = 64 * 1024 * 1024
+    # slave duties and slave reads (docs/replication.md "Slave metadata and reads")
+    access_message_in_memory_max_ratio_percent: int = 40
+    offset_check_in_slave: bool = False
+    slave_sync_interval_ms: int = 10_000  # rocketq key; RocketMQ's SlaveSynchronize runs every 10 s
     # raw camelCase store keys, converted by build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
@@ -125,6 +140,7 @@ class BrokerConfig:
         _check(self.broker_id >= 0, "brokerId", f"must be >= 0, got {self.broker_id}")
         _check(0 <= self.listen_port <= 65535, "listenPort", f"must be 0..65535, got {self.listen_port}")
         _check(0 <= self.broker_permission <= 15, "brokerPermission", "must be a 4-bit perm value")
+        self._check_replication()
         _check(self.max_message_size > 0, "maxMessageSize", "must be > 0")
         _check(1 <= self.default_topic_queue_nums <= 1024, "defaultTopicQueueNums", "must be 1..1024")
         for key, value in (
@@ -142,10 +158,42 @@ class BrokerConfig:
             ("transactionCheckInterval", self.transaction_check_interval_ms),
             ("transactionBatchMaxMessages", self.transaction_batch_max_messages),
             ("transactionBatchMaxBytes", self.transaction_batch_max_bytes),
+            ("slaveSyncInterval", self.slave_sync_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
+        _check(0 <= self.access_message_in_memory_max_ratio_percent <= 100, "accessMessageInMemoryMaxRatio",
+               f"must be 0..100, got {self.access_message_in_memory_max_ratio_percent}")
         for addr in self.namesrv_addr:
             _check(_is_host_port(addr), "namesrvAddr", f"{addr!r} is not host:port")
+
+    def _check_replication(self) -> None:
+        if self.ha_listen_port < 0:
+            object.__setattr__(self, "ha_listen_port", self.listen_port + 1 if self.listen_port else 0)
+        port = self.ha_listen_port
+        _check(0 <= port <= 65535, "haListenPort", f"must be 0..65535, got {port}")
+        _check(not self.listen_port or self.ha_listen_port != self.listen_port, "haListenPort",
+               f"must differ from listenPort ({self.listen_port})")
+        if self.broker_role is BrokerRole.SLAVE:
+            _check(self.broker_id > 0, "brokerId",
+                   f"a SLAVE needs brokerId > 0 (0 is the master), got {self.broker_id}")
+        else:
+            _check(self.broker_id == 0, "brokerId",
+                   f"brokerRole={self.broker_role.value} is a master and needs brokerId=0, "
+                   f"got {self.broker_id}")
+        _check(not self.ha_master_address or _is_host_port(self.ha_master_address), "haMasterAddress",
+               f"{self.ha_master_address!r} is not host:port")
+        for key, value in (
+            ("haSendHeartbeatInterval", self.ha_send_heartbeat_interval_ms),
+            ("haHousekeepingInterval", self.ha_housekeeping_interval_ms),
+            ("haTransferBatchSize", self.ha_transfer_batch_size),
+            ("haMaxGapNotInSync", self.ha_max_gap_not_in_sync),
+        ):
+            _check(value >= 1, key, f"must be >= 1, got {value}")
+        _check(self.ha_transfer_batch_size <= 64 * 1024 * 1024, "haTransferBatchSize", "must be <= 64 MiB")
+        heartbeat_ms = self.ha_send_heartbeat_interval_ms
+        _check(self.ha_housekeeping_interval_ms > heartbeat_ms, "haHousekeepingInterval",
+               f"must exceed haSendHeartbeatInterval ({self.ha_send_heartbeat_interval_ms} ms), "
+               "else idle connections are dropped between heartbeats")
 
     @property
     def is_master(self) -> bool:
@@ -245,6 +293,14 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "namesrvAddr": ("namesrv_addr", _parse_addr_list),
     "brokerRole": ("broker_role", _enum_parser(BrokerRole)),
     "brokerPermission": ("broker_permission", _parse_int),
+    "haMasterAddress": ("ha_master_address", _parse_str),
+    "haSendHeartbeatInterval": ("ha_send_heartbeat_interval_ms", _parse_int),
+    "haHousekeepingInterval": ("ha_housekeeping_interval_ms", _parse_int),
+    "haTransferBatchSize": ("ha_transfer_batch_size", _parse_int),
+    "haMaxGapNotInSync": ("ha_max_gap_not_in_sync", _parse_int),
+    "haSlaveFallbehindMax": ("ha_max_gap_not_in_sync", _parse_int),
+    "haSlaveTruncateDivergent": ("ha_slave_truncate_divergent", _parse_bool),
+    "slaveReadEnable": ("slave_read_enable", _parse_bool),
     "storePathRootDir": ("store_path_root_dir", _parse_str),
     "flushDiskType": ("flush_disk_type", _enum_parser(FlushDiskType)),
     "maxMessageSize": ("max_message_size", _parse_int),
@@ -276,11 +332,14 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "rejectTransactionMessage": ("reject_transaction_message", _parse_bool),
     "transactionBatchMaxMessages": ("transaction_batch_max_messages", _parse_int),
     "transactionBatchMaxBytes": ("transaction_batch_max_bytes", _parse_int),
+    "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio_percent", _parse_int),
+    "offsetCheckInSlave": ("offset_check_in_slave", _parse_bool),
+    "slaveSyncInterval": ("slave_sync_interval_ms", _parse_int),
 }
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
 _ACCEPTED_NOOP_KEYS = frozenset(
-    {"aclEnable", "traceTopicEnable", "filterSupportRetry", "enableCalcFilterBitMap", "slaveReadEnable",
+    {"aclEnable", "traceTopicEnable", "filterSupportRetry", "enableCalcFilterBitMap",
      "clusterTopicEnable",
      "brokerTopicEnable", "transientStorePoolEnable", "vipChannelEnabled", "compressedRegister",
      "forceRegister", "serverWorkerThreads", "serverSelectorThreads", "waitTimeMillsInHeartbeatQueue",

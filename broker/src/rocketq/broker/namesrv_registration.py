@@ -21,7 +21,11 @@ from typing import Any
 from rocketq.client.errors import RocketQError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rocketq.client.remoting.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
 
 __all__ = ["NamesrvRegistrar", "register_broker_body"]
 
@@ -55,6 +59,12 @@ class NamesrvRegistrar:
         self._running: asyncio.Task[None] | None = None
         self._again = False
         self.last_results: dict[str, int | str] = {}
+        #: the group's master and its HA address from the last REGISTER_BROKER answer (None on a
+        #: master, or while the NameServer knows no master): how a slave learns them, as in RocketMQ
+        self.master_addr: str | None = None
+        self.ha_server_addr: str | None = None
+        #: called with ``(master_addr, ha_server_addr)`` on the loop whenever an answer changes them
+        self.master_listeners: list[Callable[[str | None, str | None], None]] = []
 
     async def register_all(self) -> dict[str, int | str]:
         """Register with every NameServer now; returns ``{addr: response code or error text}``."""
@@ -77,11 +87,35 @@ class NamesrvRegistrar:
             if response.code != ResponseCode.SUCCESS:
                 log.warning("name server %s refused the registration of %s: code %s %s",
                             ns, name, response.code, response.remark)
+            else:
+                answers[ns] = response
             return int(response.code)
 
+        answers: dict[str, RemotingCommand] = {}
         results = await asyncio.gather(*(one(ns) for ns in self.namesrv_addrs))
         self.last_results = dict(zip(self.namesrv_addrs, results, strict=True))
+        first = next((answers[ns] for ns in self.namesrv_addrs if ns in answers), None)
+        if first is not None:
+            self._note_master(first)
         return self.last_results
+
+    def _note_master(self, response: RemotingCommand) -> None:
+        """Take the master's addresses from the first NameServer that answered (RocketMQ's rule)."""
+        try:
+            header = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
+        except RocketQError as exc:
+            log.warning("cannot read the REGISTER_BROKER answer: %s", exc)
+            return
+        master, ha = header.master_addr or None, header.ha_server_addr or None
+        if (master, ha) == (self.master_addr, self.ha_server_addr):
+            return
+        log.info("master of this broker group: %s (HA %s)", master, ha)
+        self.master_addr, self.ha_server_addr = master, ha
+        for listener in list(self.master_listeners):
+            try:
+                listener(master, ha)
+            except Exception:  # one listener's bug must not stop the registration or the others
+                log.exception("master listener %r failed", listener)
 
     def trigger(self) -> None:
         """Ask for a registration soon (topic change); coalesces bursts.  Loop thread only."""

@@ -76,6 +76,22 @@ class ConsumerOffsetManager:
             del self._table[key]
             self.dirty = True
 
+    def put_all(self, table: Mapping[str, Mapping[int, int]]) -> bool:
+        """A slave's copy of its master's offsets (SlaveSynchronize, Java's ``putAll``): each
+        ``topic@group`` the master has replaces the slave's entry for it, whole; entries only the
+        slave has (offsets committed to it while the master was away) stay.  True if anything
+        changed; the table is then dirty and persisted by the next offset flush.
+        """
+        changed = False
+        for key, queues in table.items():
+            new = {int(q): int(o) for q, o in queues.items()}
+            if self._table.get(key) != new:
+                self._table[key] = new
+                changed = True
+        if changed:
+            self.dirty = True
+        return changed
+
     # ------------------------------------------------------------------ persistence
     def encode(self) -> dict[str, object]:
         """``{"offsetTable": {"topic@group": {"0": 12, ...}}}`` (standard JSON: quoted keys)."""

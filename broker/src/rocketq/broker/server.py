@@ -26,11 +26,13 @@ import logging
 import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 
 from rocketq.broker.client_manager import ConsumerManager, ProducerManager
 from rocketq.broker.config import BrokerConfig, build_store_config
 from rocketq.broker.errors import BrokerError
 from rocketq.broker.executor import BoundedExecutor
+from rocketq.broker.ha.replication import Replication
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.metadata import (
     CONSUMER_OFFSET_JSON,
@@ -56,6 +58,7 @@ from rocketq.broker.processor.stats import StatsProcessor
 from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.schedule.service import ScheduleMessageService
+from rocketq.broker.slave_sync import SlaveSynchronizer
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
 from rocketq.broker.topic_manager import TRANS_CHECK_MAX_TIME_TOPIC, TopicConfigManager
@@ -120,15 +123,15 @@ def build_context(config: BrokerConfig, store: MessageStore, loop: asyncio.Abstr
     )
 
 
-def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
+def processor_table(ctx: BrokerContext, replication: Replication | None = None) -> dict[int, Processor]:
     """Request code -> processor coroutine for every code the broker serves."""
-    send = SendMessageProcessor(ctx).process
-    pull = PullMessageProcessor(ctx).process
+    send = SendMessageProcessor(ctx, replication).process
+    pull = _readable_only(PullMessageProcessor(ctx).process, replication)
     query = QueryMessageProcessor(ctx)
     offsets = OffsetQueryProcessor(ctx)
     consumer = ConsumerManageProcessor(ctx)
     client = ClientManageProcessor(ctx)
-    admin = AdminProcessor(ctx)
+    admin = AdminProcessor(ctx, ha_runtime=replication.runtime_keys if replication is not None else None)
     stats = StatsProcessor(ctx)
     rebalance = RebalanceProcessor(ctx)
     send_back = SendMessageBackProcessor(ctx).process
@@ -138,14 +141,24 @@ def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
         return request.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
     async def end_transaction(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        if not ctx.config.is_master:
+            return None if request.is_oneway else request.make_response(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"the broker[{ctx.broker_addr}] is a slave (brokerRole=SLAVE): "
+                "end the transaction on the master")
         if ctx.txn is None:
             return None if request.is_oneway else request.make_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] does not serve transactions (slave?)")
         return await process_end_transaction(ctx.txn, request, offload=ctx.send_executor.run,
-                                             is_slave=not ctx.config.is_master)
+                                             is_slave=not ctx.config.is_master,
+                                             replicated=replication.wait_offset if replication else None)
+
+    async def get_broker_ha_status(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        doc = replication.status_body() if replication is not None else {"master": ctx.config.is_master}
+        return request.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
     rc = RequestCode
-    return {
+    table: dict[int, Processor] = {
         rc.END_TRANSACTION: end_transaction,
         rc.SEND_MESSAGE: send, rc.SEND_MESSAGE_V2: send, rc.SEND_BATCH_MESSAGE: send,
         rc.PULL_MESSAGE: pull, rc.LITE_PULL_MESSAGE: pull,
@@ -170,7 +183,36 @@ def processor_table(ctx: BrokerContext) -> dict[int, Processor]:
         rc.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connection_list,
         rc.INVOKE_BROKER_TO_RESET_OFFSET: stats.invoke_broker_to_reset_offset,
         rc.LOCK_BATCH_MQ: rebalance.lock_batch_mq, rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,
+        rc.GET_BROKER_HA_STATUS: get_broker_ha_status,
     }
+    if not ctx.config.is_master:
+        for code in (rc.UPDATE_AND_CREATE_TOPIC, rc.DELETE_TOPIC_IN_BROKER,
+                     rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, rc.DELETE_SUBSCRIPTIONGROUP):
+            table[code] = _slave_refuses(ctx)
+    return table
+
+
+def _slave_refuses(ctx: BrokerContext) -> Processor:
+    """Admin writes on a slave: its metadata is the master's copy (docs/replication.md)."""
+    async def refuse(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        return request.make_response(
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            f"the broker[{ctx.broker_addr}] is a slave (brokerRole=SLAVE): "
+            "change topics and groups on the master")
+    return refuse
+
+
+def _readable_only(process: Processor, replication: Replication | None) -> Processor:
+    """Pulls, answered NO_PERMISSION while a slave refuses its master's log."""
+    if replication is None or replication.client is None:
+        return process
+
+    async def guarded(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        if replication.readable:
+            return await process(request, channel)
+        return request.make_response(ResponseCode.NO_PERMISSION,
+                                     f"the broker is a slave that serves no reads: {replication.refusal}")
+    return guarded
 
 
 class BrokerController:
@@ -188,6 +230,8 @@ class BrokerController:
         self._config_dir = ""
         self._stopped = False
         self._txn_checker: TransactionCheckService | None = None
+        self.replication: Replication | None = None
+        self.slave_sync: SlaveSynchronizer | None = None
 
     @property
     def store(self) -> MessageStore:
@@ -216,13 +260,16 @@ class BrokerController:
                 flush_interval_ms=self.config.flush_delay_offset_interval_ms)
             await asyncio.to_thread(schedule.start)
             await self._start_transactions(ctx, loop)
+        replication = self.replication = Replication(self.config, store)
+        ha_port = await replication.start()
+        ctx.config = replace(ctx.config, ha_listen_port=ha_port)
         self.server = RemotingServer(
             host=self.config.bind_address, port=self.config.listen_port,
             max_inflight_per_connection=1024,
             max_queued_requests=self.config.max_suspended_pulls + self.config.send_thread_pool_queue_capacity + 1000,
             on_channel_close=self._channel_closed,
         )
-        for code, processor in processor_table(ctx).items():
+        for code, processor in processor_table(ctx, replication).items():
             self.server.register(code, processor)
         host, port = await self.server.start()
         ctx.with_port(port)
@@ -232,15 +279,25 @@ class BrokerController:
             self._client, self.config.namesrv_addr, identity=self._identity,
             topic_wrapper=ctx.topics.encode, timeout_ms=self.config.register_broker_timeout_ms,
         )
+        self.registrar.master_listeners.append(lambda master, ha: replication.on_register_result(ha, master))
         ctx.topics.add_listener(lambda _tc: self.registrar.trigger() if self.registrar else None)
+        registrar = self.registrar
+        if not self.config.is_master:  # copy the master's metadata (slave_sync.py)
+            self.slave_sync = SlaveSynchronizer(ctx, self._client, master_addr=lambda: registrar.master_addr,
+                                                config_dir=self._config_dir)
+            registrar.master_listeners.append(self.slave_sync.master_changed)
         await self.registrar.register_all()
         self._tasks = [
             loop.create_task(self._every(self.config.register_period_s, self.registrar.register_all)),
             loop.create_task(self._every(self.config.flush_consumer_offset_interval_ms / 1000.0, self.persist_offsets)),
             loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._scan_clients)),
         ]
-        log.info("broker %s listening on %s:%d, advertised as %s", self.config.broker_name, host, port,
-                 self.broker_addr)
+        if self.slave_sync is not None:
+            sync_period_s = self.config.slave_sync_interval_ms / 1000.0
+            self._tasks.append(loop.create_task(self._every(sync_period_s, self.slave_sync.sync_all)))
+        log.info("broker %s (%s, id %d) listening on %s:%d, advertised as %s, HA port %d",
+                 self.config.broker_name, self.config.broker_role.value, self.config.broker_id, host, port,
+                 self.broker_addr, self.config.ha_listen_port)
         return host, port
 
     async def _start_transactions(self, ctx: BrokerContext, loop: asyncio.AbstractEventLoop) -> None:
@@ -344,9 +401,13 @@ class BrokerController:
             ctx.hold.shutdown()
         if self.server is not None:
             await self.server.stop(grace_s)
+        if self.replication is not None:
+            await self.replication.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.slave_sync is not None:
+            await self.slave_sync.close()
         if self._txn_checker is not None:
             await asyncio.to_thread(self._txn_checker.shutdown)
         if ctx is not None:

@@ -55,6 +55,17 @@ class SubscriptionGroupManager:
         self._changed()
         return True
 
+    def replace_all(self, table: Mapping[str, SubscriptionGroupConfig], data_version: DataVersion) -> bool:
+        """A slave's copy of its master's groups (SlaveSynchronize): replace the table and take the
+        master's data version, unless that version is the one held already (then False)."""
+        if data_version == self.data_version:
+            return False
+        self._table = dict(table)
+        self.data_version = data_version
+        if self._persist is not None:
+            self._persist(self.encode())
+        return True
+
     def groups(self) -> list[str]:
         return sorted(self._table)
 

@@ -197,6 +197,21 @@ class TopicConfigManager:
         self._changed(tc)
         return tc
 
+    def replace_all(self, table: Mapping[str, TopicConfig], data_version: DataVersion) -> bool:
+        """A slave's copy of its master's table (SlaveSynchronize): replace the whole table and take
+        the master's data version, unless that version is the one held already (then False).
+
+        Persisted like any change; listeners are not told: a slave's topics do not feed the
+        NameServer's routes, which come from the master's registration.
+        """
+        if data_version == self.data_version:
+            return False
+        self._table = dict(table)
+        self.data_version = data_version
+        if self._persist is not None:
+            self._persist(self.encode())
+        return True
+
     # ------------------------------------------------------------------ persistence
     def encode(self) -> dict[str, Any]:
         """The ``topics.json`` / GET_ALL_TOPIC_CONFIG document (TopicConfigSerializeWrapper)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig
@@ -32,8 +33,11 @@ def dumps(obj: object) -> bytes:
 
 
 class AdminProcessor:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, *,
+                 ha_runtime: Callable[[], Mapping[str, str]] | None = None) -> None:
+        """``ha_runtime`` adds the replication keys to GET_BROKER_RUNTIME_INFO (docs/replication.md)."""
         self.ctx = ctx
+        self.ha_runtime = ha_runtime
 
     async def update_and_create_topic(self, request: RemotingCommand,
                                       channel: Channel) -> RemotingCommand | None:
@@ -148,4 +152,6 @@ class AdminProcessor:
             # rocketq extension (docs/transactions.md): prepared batches and ranged END_TRANSACTION
             TRANSACTION_BATCH_FEATURE: "1" if ctx.txn is not None else "0",
         })
+        if self.ha_runtime is not None:
+            table.update(self.ha_runtime())
         return table

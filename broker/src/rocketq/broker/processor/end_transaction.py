@@ -21,6 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
+from rocketq.broker.store.status import PutMessageStatus
 from rocketq.broker.transaction.ranged import RangedEndResult
 from rocketq.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionalMessageService
 from rocketq.client.errors import HeaderError, MessageFormatError
@@ -56,6 +57,7 @@ async def process_end_transaction(
     *,
     offload: Offload | None = None,
     is_slave: bool = False,
+    replicated: Callable[[int], Awaitable[PutMessageStatus]] | None = None,
 ) -> RemotingCommand | None:
     """Handle one END_TRANSACTION request (ranged with ``rqRanges=true``); None for oneway requests."""
     try:
@@ -67,7 +69,8 @@ async def process_end_transaction(
         log.warning("END_TRANSACTION refused: this broker is a slave")
         return _reply(cmd, ResponseCode.SLAVE_NOT_AVAILABLE, "end transaction is forbidden on a slave")
     if cmd.ext_fields.get(RANGES_FIELD, "").lower() == "true":
-        return await _ranged(service, cmd, header, offload)
+        response = await _ranged(service, cmd, header, offload)
+        return await _after_replication(service, cmd, response, replicated)
     kind = header.commit_or_rollback
     source = "check answer" if header.from_transaction_check else "producer"
     if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
@@ -79,7 +82,36 @@ async def process_end_transaction(
                  header.transaction_id or header.msg_id)
     run = offload if offload is not None else _to_thread
     code, remark = await run(lambda: service.end_transaction(header))
+    if code == ResponseCode.SUCCESS and kind == COMMIT_TYPE and replicated is not None:
+        remark = await _replication_remark(service, replicated)
     return _reply(cmd, code, remark)
+
+
+async def _replication_remark(service: TransactionalMessageService,
+                              replicated: Callable[[int], Awaitable[PutMessageStatus]]) -> str | None:
+    """SYNC_MASTER: wait until a slave has everything stored so far (the commit included).
+
+    As in RocketMQ's EndTransactionProcessor a commit stays SUCCESS when the slave wait fails (the
+    commit is stored); the remark says how far it got."""
+    status = await replicated(service.store.max_phy_offset)
+    if status is PutMessageStatus.PUT_OK:
+        return None
+    log.warning("END_TRANSACTION commit stored but not replicated: %s", status.value)
+    return f"committed; replication: {status.value}"
+
+
+async def _after_replication(
+    service: TransactionalMessageService,
+    cmd: RemotingCommand,
+    response: RemotingCommand | None,
+    replicated: Callable[[int], Awaitable[PutMessageStatus]] | None,
+) -> RemotingCommand | None:
+    if replicated is None or response is None or response.code != ResponseCode.SUCCESS:
+        return response
+    remark = await _replication_remark(service, replicated)
+    if remark is not None:
+        response.remark = f"{response.remark}; {remark}" if response.remark else remark
+    return response
 
 
 async def _ranged(service: TransactionalMessageService, cmd: RemotingCommand, header: EndTransactionRequestHeader,

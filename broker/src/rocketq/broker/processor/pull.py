@@ -19,20 +19,40 @@ subscription (``expressionType=SQL92``, only with ``enablePropertyFilter=true``)
 :func:`rocketq.broker.filter.message_filter.read_matching`; ``nextBeginOffset`` moves past the
 records it filtered out.  A disabled filter or an expression that does not parse is answered
 SUBSCRIPTION_PARSE_FAILED with a remark saying why (and where).
+
+Masters and slaves (RocketMQ 4.x ``PullMessageProcessor`` and ``DefaultMessageStore.getMessage``;
+docs/replication.md "Slave metadata and reads").  Every response carries ``suggestWhichBrokerId``,
+the broker the client should pull this queue from next.  With ``slaveReadEnable=false`` (the
+default) it is always MASTER_ID.  With ``slaveReadEnable=true`` it is the subscription group's
+``whichBrokerWhenConsumeSlowly`` (default 1) when the consumer lags so far behind that its data has
+likely left the page cache — the CommitLog bytes after the last record examined exceed
+``accessMessageInMemoryMaxRatio`` percent (default 40) of the machine's memory — and the group's
+``brokerId`` (default 0, the master) otherwise.  A slave answers pulls from its own replicated
+store, whatever ``slaveReadEnable`` says: Java 4.x sets PULL_RETRY_IMMEDIATELY on such a slave
+and then overwrites it with the status's own code, so in effect the slave serves the read and
+suggests the master; that is what lets consumers go on while the master is down.  Unless
+``offsetCheckInSlave=true``, a slave never corrects a consumer's offset: it may simply be behind
+its master, so a would-be PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY suggesting the group's
+``brokerId``, and ``nextBeginOffset`` stays the requested offset.  A slave ignores the piggy-backed
+commit offset (offsets are the master's; the slave copies them, see :mod:`rocketq.broker.slave_sync`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from dataclasses import dataclass
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.filter.expression import Node
 from rocketq.broker.filter.message_filter import FilteredRead, read_matching
 from rocketq.broker.filter.sql92 import Sql92ParseError, compile_sql92
+from rocketq.broker.metadata import SubscriptionGroupConfig
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.processor.status_codes import pull_response_code
-from rocketq.broker.store.status import GetMessageResult
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.status import GetMessageResult, GetMessageStatus
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
@@ -47,7 +67,14 @@ from rocketq.client.remoting.vocabulary import (
 )
 from rocketq.server import Channel
 
-__all__ = ["PullMessageProcessor", "compile_sql92_subscription"]
+__all__ = [
+    "PullMessageProcessor",
+    "PullSuggestion",
+    "compile_sql92_subscription",
+    "is_suggest_pulling_from_slave",
+    "suggest_which_broker",
+    "total_physical_memory_bytes",
+]
 
 #: A pull whose first record lies within this many bytes of the CommitLog's end is read on the
 #: event loop (the pages were written recently and sit in the page cache); older data may fault
@@ -55,6 +82,64 @@ __all__ = ["PullMessageProcessor", "compile_sql92_subscription"]
 INLINE_READ_MAX_BEHIND_BYTES = 256 * 1024 * 1024
 
 Filter = frozenset[int] | Node | None  # tag codes, a compiled SQL92 expression, or everything
+
+#: statuses whose ``nextBeginOffset`` is a correction of the requested offset, not progress (Java's
+#: ``nextOffsetCorrection``, which a slave skips unless ``offsetCheckInSlave``)
+_CORRECTING_STATUSES = frozenset({
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+    GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL,
+})
+
+
+def total_physical_memory_bytes() -> int | None:
+    """The machine's physical memory (Java's ``StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE``); None if unknown."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return total if total > 0 else None
+
+
+def is_suggest_pulling_from_slave(store: MessageStore, topic: str, queue_id: int, requested_offset: int,
+                                  next_begin_offset: int, memory_bytes: int | None,
+                                  ratio_percent: int) -> bool:
+    """Java's ``suggestPullingFromSlave``: the CommitLog bytes after the last record this pull
+    examined (queue offset ``next_begin_offset - 1``) exceed ``ratio_percent`` of ``memory_bytes``.
+
+    False when the pull examined nothing or the memory is unknown.
+    """
+    if memory_bytes is None or next_begin_offset <= requested_offset:
+        return False
+    cq = store.find_consume_queue(topic, queue_id)
+    try:
+        unit = cq.unit_at(next_begin_offset - 1) if cq is not None else None
+    except ValueError:  # the segment was deleted under us
+        unit = None
+    if unit is None:
+        return False
+    in_memory = int(memory_bytes * (ratio_percent / 100.0))
+    return store.max_phy_offset - unit[0] > in_memory
+
+
+@dataclass(frozen=True, slots=True)
+class PullSuggestion:
+    """The response code and ``suggestWhichBrokerId`` a pull is answered with."""
+
+    code: ResponseCode
+    suggest_which_broker_id: int
+
+
+def suggest_which_broker(code: ResponseCode, group: SubscriptionGroupConfig, *, is_slave: bool,
+                         slave_read_enable: bool, offset_check_in_slave: bool,
+                         pulling_from_slave: bool) -> PullSuggestion:
+    """RocketMQ 4.x's choice of the next broker for a pull answered with ``code`` (module docstring)."""
+    if slave_read_enable:
+        which = group.which_broker_when_consume_slowly if pulling_from_slave else group.broker_id
+    else:
+        which = MASTER_ID
+    if is_slave and code == ResponseCode.PULL_OFFSET_MOVED and not offset_check_in_slave:
+        return PullSuggestion(ResponseCode.PULL_RETRY_IMMEDIATELY, group.broker_id)
+    return PullSuggestion(code, which)
 
 
 def compile_sql92_subscription(enable_property_filter: bool, text: str) -> Node | str:
@@ -73,8 +158,10 @@ def compile_sql92_subscription(enable_property_filter: bool, text: str) -> Node 
 class PullMessageProcessor:
     """Answers pulls; registered for PULL_MESSAGE and LITE_PULL_MESSAGE."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, *, memory_bytes: int | None = None) -> None:
+        """``memory_bytes`` replaces the machine's memory in the slave-read heuristic (tests)."""
         self.ctx = ctx
+        self.memory_bytes = total_physical_memory_bytes() if memory_bytes is None else memory_bytes
 
     async def process(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, PullMessageRequestHeader)
@@ -83,7 +170,7 @@ class PullMessageProcessor:
         checked = self._check(request, header)
         if isinstance(checked, RemotingCommand):
             return checked
-        msg_filter = checked
+        msg_filter, group = checked
         ctx = self.ctx
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and ctx.config.is_master:
             ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
@@ -92,7 +179,7 @@ class PullMessageProcessor:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while True:
             try:
-                response, code = await self._read(request, header, msg_filter)
+                response, code = await self._read(request, header, msg_filter, group)
             except Busy as busy:
                 ctx.stats.busy_rejects += 1
                 return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
@@ -114,8 +201,9 @@ class PullMessageProcessor:
             if not await asyncio.shield(future):
                 suspend = False  # timed out or shutdown: one last read, then answer
 
-    def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | Filter:
-        """A ready error response, or the filter to apply (None = every message)."""
+    def _check(self, request: RemotingCommand,
+               header: PullMessageRequestHeader) -> RemotingCommand | tuple[Filter, SubscriptionGroupConfig]:
+        """A ready error response, or the filter to apply (None = every message) and the group."""
         ctx = self.ctx
         if not ctx.readable:
             return request.make_response(
@@ -150,8 +238,9 @@ class PullMessageProcessor:
         if isinstance(sub, RemotingCommand):
             return sub
         if sub.expression_type is ExpressionType.SQL92:
-            return self._sql92(request, sub.sub_string)
-        return None if sub.is_all else sub.code_set
+            compiled = self._sql92(request, sub.sub_string)
+            return compiled if isinstance(compiled, RemotingCommand) else (compiled, sgc)
+        return (None if sub.is_all else sub.code_set), sgc
 
     def _sql92(self, request: RemotingCommand, text: str) -> RemotingCommand | Node:
         compiled = compile_sql92_subscription(self.ctx.config.enable_property_filter, text)
@@ -188,8 +277,8 @@ class PullMessageProcessor:
             )
         return sub
 
-    async def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
-                    msg_filter: Filter) -> tuple[RemotingCommand, ResponseCode]:
+    async def _read(self, request: RemotingCommand, header: PullMessageRequestHeader, msg_filter: Filter,
+                    group: SubscriptionGroupConfig) -> tuple[RemotingCommand, ResponseCode]:
         ctx = self.ctx
         cfg = ctx.config
         max_nums = max(1, min(header.max_msg_nums, cfg.max_transfer_count_on_message_in_memory))
@@ -216,10 +305,14 @@ class PullMessageProcessor:
             result, body = read()  # page-cache resident: a memcpy on the loop beats two thread hops
         else:
             result, body = await ctx.pull_executor.run(read)
-        code = pull_response_code(result.status, header.queue_offset)
+        suggestion = self._suggest(header, result, group)
+        code = suggestion.code
+        next_begin_offset = result.next_begin_offset
+        if not cfg.is_master and not cfg.offset_check_in_slave and result.status in _CORRECTING_STATUSES:
+            next_begin_offset = header.queue_offset  # a slave may be behind: never move the consumer
         response_header = PullMessageResponseHeader(
-            suggest_which_broker_id=MASTER_ID,
-            next_begin_offset=result.next_begin_offset,
+            suggest_which_broker_id=suggestion.suggest_which_broker_id,
+            next_begin_offset=next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
         )
@@ -231,3 +324,14 @@ class PullMessageProcessor:
         remark = None if code == ResponseCode.SUCCESS else result.status.name
         response = request.make_response(code, remark, response_header.to_ext_fields(), body)
         return response, code
+
+    def _suggest(self, header: PullMessageRequestHeader, result: FilteredRead | GetMessageResult,
+                 group: SubscriptionGroupConfig) -> PullSuggestion:
+        cfg = self.ctx.config
+        from_slave = cfg.slave_read_enable and is_suggest_pulling_from_slave(
+            self.ctx.store, header.topic, header.queue_id, header.queue_offset, result.next_begin_offset,
+            self.memory_bytes, cfg.access_message_in_memory_max_ratio_percent)
+        return suggest_which_broker(
+            pull_response_code(result.status, header.queue_offset), group, is_slave=not cfg.is_master,
+            slave_read_enable=cfg.slave_read_enable, offset_check_in_slave=cfg.offset_check_in_slave,
+            pulling_from_slave=from_slave)

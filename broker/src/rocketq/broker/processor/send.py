@@ -14,7 +14,10 @@ executor, whose full queue or stale tasks are answered SYSTEM_BUSY ``[REJECTREQU
 ``[TIMEOUT_CLEAN_QUEUE]``.  With SYNC_FLUSH neither path blocks on the disk: the response waits,
 on the loop, for the group-commit thread's callback (``MessageStore.when_flushed``), at most
 ``syncFlushTimeout`` (then FLUSH_DISK_TIMEOUT, the message being stored).  Half messages and
-send-backs keep the blocking store calls on the executor.
+send-backs keep the blocking store calls on the executor.  On a SYNC_MASTER the answer then waits,
+on the loop too, until a slave acknowledged the bytes (:meth:`Replication.after_put`:
+SLAVE_NOT_AVAILABLE with no slave in sync, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``); a
+slave answers every send SERVICE_NOT_AVAILABLE (docs/replication.md).
 
 A SEND_BATCH_MESSAGE body is decoded into columns (``decode_batch_columns``: flags, zero-copy body
 slices, raw property bytes) and stored with one ``put_batch``: the broker neither parses the inner
@@ -45,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence, Sized
 from itertools import repeat
 
 from rocketq.broker.executor import Busy
+from rocketq.broker.ha.replication import Replication
 from rocketq.broker.processor.context import BrokerContext, peer_host
 from rocketq.broker.processor.send_back import DLQ_QUEUE_NUMS, dlq_topic, max_reconsume_times
 from rocketq.broker.processor.status_codes import put_response_code, put_status_remark
@@ -96,8 +100,9 @@ INLINE_PUT_MAX_BYTES = 1024 * 1024
 class SendMessageProcessor:
     """Stores produced messages; one instance per broker, registered for codes 10, 310, 320."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, replication: Replication | None = None) -> None:
         self.ctx = ctx
+        self.replication = replication
 
     async def process(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         try:
@@ -165,6 +170,9 @@ class SendMessageProcessor:
     # ------------------------------------------------------------------ checks
     def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> tuple[RemotingCommand | None, TopicConfig | None]:
         ctx = self.ctx
+        if not ctx.config.is_master:
+            refusal = _slave_remark(ctx.broker_addr)
+            return request.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal), None
         if not ctx.writeable:
             return request.make_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending message is forbidden"
@@ -355,6 +363,8 @@ class SendMessageProcessor:
         result, durable_at = outcome
         if durable_at:
             result = await self._durable(result, durable_at)
+        if self.replication is not None:
+            result = await self.replication.after_put(result)
         return self._respond(request, result, len(batch), queue_id=queue_id, ext=ext,
                              detail=lambda: self._illegal_detail(batch.bodies, batch.properties))
 
@@ -390,6 +400,8 @@ class SendMessageProcessor:
         except Busy as busy:
             self.ctx.stats.busy_rejects += 1
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
+        if self.replication is not None:
+            result = await self.replication.after_put(result)
         return self._respond(request, result, len(msgs), queue_id=queue_id, ext=ext,
                              detail=lambda: self._illegal_detail([m.body for m in msgs],
                                                                  [_props_bytes(m.properties) for m in msgs]))
@@ -420,6 +432,11 @@ class SendMessageProcessor:
         props = max(map(len, properties))
         return (f"maxMessageSize={self.ctx.config.max_message_size} bytes, body={body} bytes, "
                 f"properties={props} bytes (limit {MAX_PROPERTIES_SIZE})")
+
+
+def _slave_remark(broker_addr: str) -> str:
+    return (f"the broker[{broker_addr}] is a slave (brokerRole=SLAVE): it does not accept messages; "
+            "send to the master of its broker group")
 
 
 def _producer_of(request: RemotingCommand) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rocketq.broker.metadata import DelayOffsetTable, MetadataFiles
 from rocketq.broker.schedule.delay import SCHEDULE_TOPIC, restore_real_topic
@@ -75,6 +75,12 @@ class ScheduleMessageService:
         table = self.files.load_delay_offsets()
         with self._lock:
             self.offsets = {lv: off for lv, off in table.offset_table.items() if 1 <= lv <= self.max_level}
+
+    def replace_offsets(self, offsets: Mapping[int, int]) -> None:
+        """Take a master's delay offsets (a slave's SlaveSynchronize); levels beyond the configured
+        maximum are dropped, as in :meth:`load`.  Persisted by the next flush or :meth:`persist`."""
+        with self._lock:
+            self.offsets = {lv: off for lv, off in offsets.items() if 1 <= lv <= self.max_level}
 
     def start(self) -> None:
         self.load()

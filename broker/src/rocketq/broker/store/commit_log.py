@@ -199,6 +199,32 @@ class CommitLog:
                                    msg_id=self._msg_ids(prep.store_host, phys) if prep.want_msg_ids else "",
                                    queue_offset=int(queue_offsets[0]), store_timestamp=now, msg_num=prep.n)
 
+    def append_raw(self, phy_offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Write bytes copied from another CommitLog (a slave's replication) at exactly ``phy_offset``.
+
+        ``phy_offset`` must be the end of this log, or, for an empty log, the start of a segment
+        (a slave that starts empty begins at its master's first retained segment).  Segments are
+        created as the data crosses their ends; blank end-of-file fillers arrive as data.  No
+        dispatch hint is left: dispatch parses the records.  Returns the new end of the log.
+        """
+        size = self.mfq.mapped_file_size
+        with self.put_lock:
+            if self.mfq.last() is None:
+                if phy_offset % size:
+                    raise StoreError(
+                        f"an empty commit log can only start at a segment boundary, not {phy_offset}")
+            elif phy_offset != self.mfq.max_offset:
+                raise StoreError(f"replicated data at {phy_offset} does not continue the commit log, "
+                                 f"which ends at {self.mfq.max_offset}")
+            view = memoryview(data)
+            while view:
+                mf = self.mfq.get_last_mapped_file(phy_offset)
+                n = min(len(view), mf.remaining)
+                mf.pwrite(mf.wrote_position, view[:n])
+                mf.wrote_position += n
+                view = view[n:]
+            return self.mfq.max_offset
+
     def _place(self, prep: PreparedBatch, mf: MappedFile) -> list[tuple[MappedFile | None, int, int, int]]:
         """Per-segment chunks ``(segment, or None for the next one, position, i0, i1)`` of the batch.
 

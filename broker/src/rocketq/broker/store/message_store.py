@@ -427,6 +427,37 @@ class MessageStore:
             return put, result.wrote_offset + result.wrote_bytes
         return put, 0
 
+    # -- replication (a slave's CommitLog, docs/replication.md) ------------------------------------
+    def append_replicated(self, phy_offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Append bytes copied from the master at ``phy_offset`` (the end of this CommitLog, or a
+        segment start when it is empty); dispatch builds the ConsumeQueues and index.  Returns
+        the new max offset; raises :class:`StoreError` if the bytes do not continue the log."""
+        if not self._running:
+            raise StoreError("the message store is not running")
+        end = self.commit_log.append_raw(phy_offset, data)
+        if self._reput is not None:
+            self._reput.wakeup()
+        return end
+
+    def truncate_commit_log(self, offset: int) -> None:
+        """Cut the CommitLog at ``offset`` (a record boundary): later bytes are zeroed, later
+        segments deleted, ConsumeQueue units and index files referring beyond are dropped and
+        rebuilt as on recovery of a torn tail."""
+        cl, d = self.commit_log, self.dispatcher
+        with d.lock:
+            with cl.put_lock:
+                log.warning("truncating the commit log from %d to %d", cl.max_offset, offset)
+                cl.mfq.set_max_offset(offset)
+                cl.hints.clear()
+            for cq in self.consume_queues():
+                cq.truncate_dirty(offset)
+            lowest = self.index_service.remove_from(offset) if self.index_service is not None else offset
+            d.reput_from_offset = max(min(d.reput_from_offset, offset, lowest), cl.min_offset)
+        d.dispatch_all()
+        queues = self.consume_queues()
+        cl.recover_topic_queue_table({(cq.topic, cq.queue_id): cq.max_offset_in_queue for cq in queues})
+        self.flush_consume_queues(0)
+
     # -- consume queues --------------------------------------------------------------------------
     def find_or_create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         queues = self._queues.get(topic)

@@ -191,30 +191,22 @@ def renew_half_message(half: StoredMessage, *, origin: int, check_times: int | N
     props[MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET] = str(origin)
     if check_times is not None:
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
-    props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-    return MessageToStore(
-        topic=HALF_TOPIC,
-        queue_id=HALF_QUEUE_ID,
-        flag=half.flag,
-        body=half.body,
-        properties=props,
-        sys_flag=half.sys_flag,
-        born_timestamp=half.born_timestamp,
-        born_host=half.born_host,
-        store_host=half.store_host,
-        reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.prepared_transaction_offset,
-    )
+    return _half_copy(half, HALF_TOPIC, HALF_QUEUE_ID, props)
 
 
 def to_parked_message(half: StoredMessage, *, origin: int) -> MessageToStore:
     """The copy written to ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0 when checks are exhausted."""
     props = dict(half.properties)
     props[MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET] = str(origin)
+    return _half_copy(half, CHECK_MAX_TIME_TOPIC, 0, props)
+
+
+def _half_copy(half: StoredMessage, topic: str, queue_id: int, props: dict[str, str]) -> MessageToStore:
+    """``half`` re-stored unchanged but for topic, queue and properties (WAIT_STORE_MSG_OK off)."""
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
     return MessageToStore(
-        topic=CHECK_MAX_TIME_TOPIC,
-        queue_id=0,
+        topic=topic,
+        queue_id=queue_id,
         flag=half.flag,
         body=half.body,
         properties=props,

@@ -1,0 +1,329 @@
+"""HAService: the master's side of replication (RocketMQ's ``HAService`` + ``HAConnection``).
+
+Theory of operation.  An asyncio server on ``haListenPort`` accepts one connection per slave.  A
+connection runs two tasks on the broker's event loop.  The reader decodes the slave's offset
+reports (:class:`~.protocol.ReportDecoder`) and drops the connection when the slave is silent for
+``haHousekeepingInterval`` or sends garbage.  The writer waits for the first report, picks where
+to start — the reported offset; the master's min offset for an empty slave (Java 4.x starts an
+empty slave at the master's *last* segment; rocketq replicates all retained data); the master's
+max offset for a slave that claims more than the master has (logged: the slave truncates or
+refuses, docs/replication.md) — then pushes CommitLog bytes from zero-copy views of the segments
+in transfers of at most ``haTransferBatchSize``, never across a segment end, and a size-0
+heartbeat after ``haSendHeartbeatInterval`` of silence (and at once after the first report, so a
+slave learns where the master stands without waiting).
+
+Acknowledgements.  A report counts as an ack only if it does not exceed what this connection has
+sent when it arrives: a divergent slave's claim of a longer log acknowledges nothing.  SYNC_MASTER
+sends wait with :meth:`HAService.when_replicated`; :meth:`HAService.is_slave_ok` is Java's
+``isSlaveOK``: some connected slave is within ``haMaxGapNotInSync`` bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rocketq.broker.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer_header
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.status import PutMessageStatus
+
+__all__ = ["HAService", "SlaveConnection"]
+
+log = logging.getLogger(__name__)
+
+#: How often an idle writer looks for data appended by threads that do not call :meth:`wakeup`.
+POLL_INTERVAL_S = 0.02
+_READ_SIZE = 64 * 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class SlaveConnection:
+    """One slave's replication state, as the master sees it."""
+
+    addr: str
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    request_offset: int = -1  # the slave's first report
+    transfer_from: int = -1  # the next offset to send
+    acked: int = -1  # the highest trusted report (-1: none yet)
+    last_report_ms: int = 0
+    last_caught_up_ms: int = 0
+    bytes_sent: int = 0
+
+
+class HAService:
+    """The master's HA server; all methods run on the broker's event loop."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        host: str,
+        port: int,
+        batch_size: int,
+        heartbeat_interval_s: float,
+        housekeeping_interval_s: float,
+        max_gap_not_in_sync: int,
+    ) -> None:
+        self.store = store
+        self.host, self.port = host, port
+        self.batch_size = batch_size
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.housekeeping_interval_s = housekeeping_interval_s
+        self.max_gap_not_in_sync = max_gap_not_in_sync
+        self.connections: set[SlaveConnection] = set()
+        self.push_to_slave_max_offset = 0
+        self._server: asyncio.Server | None = None
+        self._data = asyncio.Event()
+        self._waiters: list[tuple[int, int, Callable[[bool], None]]] = []
+        self._seq = itertools.count()
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("HA service listening on %s:%d", self.host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        waiters, self._waiters = self._waiters, []
+        for _, _, callback in waiters:
+            callback(False)
+
+    def wakeup(self) -> None:
+        """New data was appended: writers send it now instead of at their next poll."""
+        self._data.set()
+        self._data = asyncio.Event()
+
+    # -- SYNC_MASTER -------------------------------------------------------------------------------
+    def in_sync_slaves(self, offset: int) -> int:
+        return sum(
+            1 for c in self.connections if c.acked >= 0 and offset - c.acked < self.max_gap_not_in_sync
+        )
+
+    def is_slave_ok(self, offset: int) -> bool:
+        """Java's ``isSlaveOK``: a connected slave is within ``haMaxGapNotInSync`` of ``offset``."""
+        return self.in_sync_slaves(offset) > 0
+
+    def when_replicated(self, offset: int, callback: Callable[[bool], None]) -> None:
+        """``callback(True)`` once a slave acknowledged ``offset`` (False if the service stops)."""
+        if self.push_to_slave_max_offset >= offset:
+            callback(True)
+            return
+        heapq.heappush(self._waiters, (offset, next(self._seq), callback))
+
+    async def wait_replicated(self, offset: int, timeout_s: float) -> PutMessageStatus:
+        """PUT_OK once a slave has ``offset``; SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT otherwise."""
+        if not self.is_slave_ok(offset):
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def resolve(ok: bool) -> None:
+            if not future.done():
+                future.set_result(ok)
+
+        self.when_replicated(offset, resolve)
+        self.wakeup()
+        try:
+            ok = await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            log.warning("SYNC_MASTER: no slave acknowledged offset %d within %.1f s", offset, timeout_s)
+            return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+
+    def _acked(self, conn: SlaveConnection, offset: int) -> None:
+        conn.acked = offset
+        if offset > self.push_to_slave_max_offset:
+            self.push_to_slave_max_offset = offset
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= self.push_to_slave_max_offset:
+            heapq.heappop(waiters)[2](True)
+
+    # -- connections -------------------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        peer = writer.get_extra_info("peername")
+        conn = SlaveConnection(addr=f"{peer[0]}:{peer[1]}" if peer else "?")
+        self.connections.add(conn)
+        log.info("slave %s connected to the HA service", conn.addr)
+        tasks = [
+            asyncio.create_task(self._read(conn, reader)),
+            asyncio.create_task(self._write(conn, writer)),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.connections.discard(conn)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+            self._handlers.discard(task)
+            log.info("slave %s disconnected from the HA service (acked %d)", conn.addr, conn.acked)
+
+    async def _read(self, conn: SlaveConnection, reader: asyncio.StreamReader) -> None:
+        decoder = ReportDecoder()
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(_READ_SIZE), self.housekeeping_interval_s)
+            except TimeoutError:
+                log.warning(
+                    "slave %s sent nothing for %.0f s (haHousekeepingInterval): closing",
+                    conn.addr,
+                    self.housekeeping_interval_s,
+                )
+                return
+            except OSError as exc:
+                log.info("HA connection from %s failed: %s", conn.addr, exc)
+                return
+            if not data:
+                if decoder.pending:
+                    log.error(
+                        "HA connection from %s: protocol error, closed in the middle of an offset report "
+                        "(%d of 8 bytes)",
+                        conn.addr,
+                        decoder.pending,
+                    )
+                return
+            try:
+                reports = decoder.feed(data)
+            except HAProtocolError as exc:
+                log.error("HA connection from %s: protocol error, closing: %s", conn.addr, exc)
+                return
+            if reports:
+                self._on_report(conn, reports[-1])
+
+    def _on_report(self, conn: SlaveConnection, offset: int) -> None:
+        now = _now_ms()
+        conn.last_report_ms = now
+        if conn.request_offset < 0:
+            conn.request_offset = offset
+            conn.transfer_from = self._start_offset(conn, offset)
+            conn.started.set()
+        if conn.transfer_from >= offset >= conn.request_offset or offset == conn.transfer_from:
+            if offset >= self.store.max_phy_offset:
+                conn.last_caught_up_ms = now
+            if offset > conn.acked:
+                self._acked(conn, offset)
+
+    def _start_offset(self, conn: SlaveConnection, offset: int) -> int:
+        lo, hi = self.store.min_phy_offset, self.store.max_phy_offset
+        if offset > hi:
+            log.warning(
+                "slave %s reports CommitLog offset %d beyond this master's max %d: its log diverges "
+                "(another master's store, or a tail this master lost); sending from %d, the slave "
+                "truncates or refuses (haSlaveTruncateDivergent)",
+                conn.addr,
+                offset,
+                hi,
+                hi,
+            )
+            return hi
+        if offset < lo:
+            log.info(
+                "slave %s starts at %d, below this master's min offset %d: sending from %d",
+                conn.addr,
+                offset,
+                lo,
+                lo,
+            )
+            return lo
+        return offset
+
+    async def _write(self, conn: SlaveConnection, writer: asyncio.StreamWriter) -> None:
+        await conn.started.wait()
+        last_write = 0.0
+        try:
+            while True:
+                wake = self._data
+                sent = await self._send_some(conn, writer)
+                if sent < 0:
+                    return
+                now = time.monotonic()
+                if sent:
+                    last_write = now
+                    continue
+                if now - last_write >= self.heartbeat_interval_s:
+                    writer.write(encode_transfer_header(conn.transfer_from, 0))
+                    await writer.drain()
+                    last_write = now
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), POLL_INTERVAL_S)
+        except (ConnectionError, OSError) as exc:
+            log.info("HA connection to %s lost: %s", conn.addr, exc)
+
+    async def _send_some(self, conn: SlaveConnection, writer: asyncio.StreamWriter) -> int:
+        """Send one transfer if there is data: its size, 0 if none, -1 if the slave cannot be served."""
+        store = self.store
+        where = conn.transfer_from
+        if where >= store.max_phy_offset:
+            return 0
+        tail = store.commit_log.segment_tail(where)
+        if tail is None:
+            if where < store.min_phy_offset:
+                log.error(
+                    "slave %s needs offset %d, which this master deleted (min offset %d): closing; "
+                    "the slave must be resynchronised from an empty store",
+                    conn.addr,
+                    where,
+                    store.min_phy_offset,
+                )
+                return -1
+            return 0  # the next segment is being created
+        view = tail[2][: self.batch_size]
+        writer.write(encode_transfer_header(where, len(view)))
+        writer.write(view)
+        conn.transfer_from = where + len(view)
+        conn.bytes_sent += len(view)
+        await writer.drain()
+        return len(view)
+
+    # -- reporting ----------------------------------------------------------------------------------
+    def runtime_info(self) -> dict[str, object]:
+        """The ``haConnectionInfo`` part of GET_BROKER_HA_STATUS (docs/replication.md, Admin API)."""
+        max_offset = self.store.max_phy_offset
+        now = _now_ms()
+        infos = []
+        for c in sorted(self.connections, key=lambda c: c.addr):
+            diff = max_offset - c.acked if c.acked >= 0 else max_offset
+            lag_ms = 0 if diff == 0 else (now - c.last_caught_up_ms if c.last_caught_up_ms else -1)
+            infos.append(
+                {
+                    "addr": c.addr,
+                    "slaveAckOffset": c.acked,
+                    "diff": diff,
+                    "inSync": c.acked >= 0 and diff < self.max_gap_not_in_sync,
+                    "transferFromWhere": c.transfer_from,
+                    "transferredByteInSecond": 0,
+                    "lagMillis": lag_ms,
+                    "lastAckTimestamp": c.last_report_ms,
+                    "lastCaughtUpTimestamp": c.last_caught_up_ms,
+                }
+            )
+        return {
+            "masterCommitLogMaxOffset": max_offset,
+            "inSyncSlaveNums": self.in_sync_slaves(max_offset),
+            "haConnectionInfo": infos,
+        }

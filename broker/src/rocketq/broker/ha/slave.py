@@ -1,0 +1,264 @@
+"""HAClient: the slave's side of replication (RocketMQ's ``HAService.HAClient``).
+
+Theory of operation.  The client learns the master's HA address from the NameServer's
+REGISTER_BROKER response (``haServerAddr``) or from ``haMasterAddress``, connects, and reports its
+CommitLog max offset: at connect, after every append, and every ``haSendHeartbeatInterval`` when
+idle.  Transfers are decoded by :class:`~.protocol.TransferDecoder`; the first one of a session
+decides whether the master continues this slave's log:
+
+* at the slave's max offset, or anywhere on a segment boundary when the slave's log is empty:
+  replicate;
+* below it: the slave's log runs past the master's (its store belongs to another master, or the
+  master lost a tail it never flushed).  With ``haSlaveTruncateDivergent`` (default) the excess is
+  truncated (:meth:`MessageStore.truncate_commit_log`) and the session restarts from the new end;
+  without it the slave refuses: status ``DIVERGENT_REFUSED``, an ERROR at every reconnect, no reads;
+* above it: the master no longer has what the slave misses (``GAP_REFUSED``, an ERROR each time).
+
+Received bytes go through :class:`~.aligner.RecordAligner` and are appended whole records at a
+time with :meth:`MessageStore.append_replicated`, so the slave's CommitLog files are the master's
+bytes up to its max offset, and the store's normal dispatch builds ConsumeQueues and the index.
+A lost connection, a master restart or ``haHousekeepingInterval`` of silence from the master ends
+the session; the next one starts again from the slave's (whole-record) max offset, so nothing is
+lost or duplicated.  Reconnects back off from 0.1 s to 5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from typing import NoReturn
+
+from rocketq.broker.ha.aligner import RecordAligner
+from rocketq.broker.ha.protocol import (
+    HAProtocolError,
+    Transfer,
+    TransferDecoder,
+    encode_report,
+    max_transfer_size,
+)
+from rocketq.broker.store.errors import StoreError
+from rocketq.broker.store.message_store import MessageStore
+
+__all__ = ["HAClient", "SlaveStatus"]
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE = 256 * 1024
+_BACKOFF_MIN_S = 0.1
+_BACKOFF_MAX_S = 5.0
+_CONNECT_TIMEOUT_S = 3.0
+
+
+class SlaveStatus(enum.Enum):
+    NO_MASTER = "NO_MASTER"
+    CONNECTING = "CONNECTING"
+    REPLICATING = "REPLICATING"
+    DIVERGENT_REFUSED = "DIVERGENT_REFUSED"
+    GAP_REFUSED = "GAP_REFUSED"
+
+
+class _Restart(Exception):
+    """End the session and reconnect at once (after a truncation)."""
+
+
+class _Refused(Exception):
+    """End the session: this slave cannot follow the master (status and log already set)."""
+
+
+class HAClient:
+    """Replicates the master's CommitLog into ``store``; all methods run on the broker's event loop."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        master_address: str,
+        batch_size: int,
+        heartbeat_interval_s: float,
+        housekeeping_interval_s: float,
+        truncate_divergent: bool,
+    ) -> None:
+        self.store = store
+        self.master_address = master_address
+        self._fixed = bool(master_address)
+        self.batch_size = batch_size
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.housekeeping_interval_s = housekeeping_interval_s
+        self.truncate_divergent = truncate_divergent
+        self.status = SlaveStatus.NO_MASTER
+        self.status_detail = ""
+        self.connected = False
+        self.last_read_ms = 0
+        self.last_write_ms = 0
+        self._task: asyncio.Task[None] | None = None
+        self._address_changed = asyncio.Event()
+
+    @property
+    def readable(self) -> bool:
+        """False while the slave refuses its master's log (it must not serve what it holds)."""
+        return self.status is not SlaveStatus.DIVERGENT_REFUSED
+
+    def update_master_address(self, addr: str | None) -> None:
+        """The NameServer's ``haServerAddr`` for this group (ignored when ``haMasterAddress`` is set)."""
+        if self._fixed or not addr or addr == self.master_address:
+            return
+        log.info("master HA address is now %s (was %s)", addr, self.master_address or "unknown")
+        self.master_address = addr
+        self._address_changed.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        backoff = _BACKOFF_MIN_S
+        while True:
+            addr = self.master_address
+            if not addr:
+                self.status = SlaveStatus.NO_MASTER
+                self._address_changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._address_changed.wait(), 1.0)
+                continue
+            restart = False
+            try:
+                restart = await self._connect_and_replicate(addr)
+                backoff = _BACKOFF_MIN_S if self.connected else backoff
+            except (OSError, TimeoutError) as exc:
+                log.log(
+                    logging.INFO if backoff < _BACKOFF_MAX_S else logging.WARNING,
+                    "cannot replicate from master %s: %s",
+                    addr,
+                    exc,
+                )
+            finally:
+                self.connected = False
+            if not restart:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    async def _connect_and_replicate(self, addr: str) -> bool:
+        """One session; True to reconnect at once."""
+        host, _, port = addr.rpartition(":")
+        if self.status is not SlaveStatus.DIVERGENT_REFUSED:
+            self.status = SlaveStatus.CONNECTING
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), _CONNECT_TIMEOUT_S)
+        self.connected = True
+        try:
+            await self._session(reader, writer)
+        except _Restart:
+            return True
+        except _Refused:
+            return False
+        except HAProtocolError as exc:
+            log.error("master %s broke the HA protocol, reconnecting: %s", addr, exc)
+        except StoreError as exc:
+            log.error("cannot append replicated data from %s: %s", addr, exc)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+        return False
+
+    def _report(self, writer: asyncio.StreamWriter) -> None:
+        writer.write(encode_report(self.store.max_phy_offset))
+        self.last_write_ms = int(time.time() * 1000)
+
+    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._report(writer)
+        decoder = TransferDecoder(max_size=max_transfer_size(self.batch_size))
+        aligner: RecordAligner | None = None
+        last_read = last_write = time.monotonic()
+        while True:
+            timeout = max(0.01, self.heartbeat_interval_s - (time.monotonic() - last_write))
+            try:
+                data = await asyncio.wait_for(reader.read(_READ_SIZE), timeout)
+            except TimeoutError:
+                data = None
+            now = time.monotonic()
+            if data is not None:
+                if not data:
+                    log.info("master closed the HA connection")
+                    return
+                last_read = now
+                self.last_read_ms = int(time.time() * 1000)
+                appended = False
+                for transfer in decoder.feed(data):
+                    if aligner is None:
+                        aligner = await self._first_transfer(transfer)
+                    chunk = aligner.feed(transfer.data)
+                    if chunk:
+                        await asyncio.to_thread(
+                            self.store.append_replicated, aligner.offset - len(chunk), chunk
+                        )
+                        appended = True
+                if appended:
+                    self._report(writer)
+                    last_write = now
+            elif now - last_read > self.housekeeping_interval_s:
+                log.warning(
+                    "master sent nothing for %.0f s (haHousekeepingInterval): reconnecting",
+                    self.housekeeping_interval_s,
+                )
+                return
+            if now - last_write >= self.heartbeat_interval_s:
+                self._report(writer)
+                last_write = now
+            await writer.drain()
+
+    async def _first_transfer(self, t: Transfer) -> RecordAligner:
+        store = self.store
+        mine = store.max_phy_offset
+        segment = store.commit_log.mfq.mapped_file_size
+        empty = store.commit_log.mfq.last() is None
+        if t.phy_offset == mine or (empty and t.phy_offset % segment == 0):
+            self.status, self.status_detail = SlaveStatus.REPLICATING, ""
+            return RecordAligner(t.phy_offset, segment)
+        if t.phy_offset < mine:
+            if self.truncate_divergent:
+                log.warning(
+                    "this slave's CommitLog ends at %d but the master continues at %d: the %d bytes "
+                    "beyond are not the master's; truncating them (haSlaveTruncateDivergent=true)",
+                    mine,
+                    t.phy_offset,
+                    mine - t.phy_offset,
+                )
+                await asyncio.to_thread(store.truncate_commit_log, t.phy_offset)
+                raise _Restart
+            self._refuse(
+                SlaveStatus.DIVERGENT_REFUSED,
+                f"this slave's CommitLog ends at {mine} but its master's at {t.phy_offset}: the slave "
+                "holds data the master does not have; it neither replicates nor serves reads. Set "
+                "haSlaveTruncateDivergent=true to drop the excess, or move the store away",
+            )
+        self._refuse(
+            SlaveStatus.GAP_REFUSED,
+            f"the master continues at {t.phy_offset} but this slave's CommitLog ends at {mine}: the "
+            "data between is deleted on the master. Move this slave's store away to resynchronise",
+        )
+
+    def _refuse(self, status: SlaveStatus, detail: str) -> NoReturn:
+        self.status, self.status_detail = status, detail
+        log.error("replication refused: %s", detail)
+        raise _Refused
+
+    def runtime_info(self) -> dict[str, object]:
+        """The ``haClientRuntimeInfo`` part of GET_BROKER_HA_STATUS (docs/replication.md, Admin API)."""
+        return {
+            "masterAddr": self.master_address,
+            "maxOffset": self.store.max_phy_offset,
+            "transferredByteInSecond": 0,
+            "lastReadTimestamp": self.last_read_ms,
+            "lastWriteTimestamp": self.last_write_ms,
+            "masterFlushOffset": 0,
+            "isActivated": self.connected,
+            "status": self.status.value,
+            "statusDetail": self.status_detail,
+        }

@@ -1,0 +1,195 @@
+"""The HA wire codec (golden bytes, round trips, garbage), the record aligner and the store's
+replication entry points (append_replicated, truncate_commit_log)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketq.broker.ha.aligner import RecordAligner
+from rocketq.broker.ha.protocol import (
+    HAProtocolError,
+    ReportDecoder,
+    TransferDecoder,
+    encode_report,
+    encode_transfer_header,
+    max_transfer_size,
+)
+from rocketq.broker.store.config import StoreConfig
+from rocketq.broker.store.errors import StoreError
+from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.client.remoting.message import encode_blank
+from rocketq.client.remoting.record_layout import BLANK_MAGIC
+
+
+def test_golden_report() -> None:
+    # 0x0102030405060708 as an int64, big-endian: RocketMQ's ByteBuffer.putLong.
+    assert encode_report(0x0102030405060708) == bytes.fromhex("0102030405060708")
+    assert encode_report(0) == b"\x00" * 8
+
+
+def test_golden_transfer_header() -> None:
+    # phyOffset 1 GiB (0x40000000), size 32 KiB (0x8000): 8 + 4 bytes, big-endian.
+    assert encode_transfer_header(1 << 30, 32768) == bytes.fromhex("000000004000000000008000")
+
+
+@given(st.lists(st.integers(min_value=0, max_value=(1 << 62)), max_size=20), st.integers(1, 13))
+def test_reports_round_trip_in_any_chunking(offsets: list[int], cut: int) -> None:
+    offsets = sorted(offsets)
+    stream = b"".join(encode_report(o) for o in offsets)
+    decoder = ReportDecoder()
+    got: list[int] = []
+    for i in range(0, len(stream), cut):
+        got += decoder.feed(stream[i : i + cut])
+    assert got == offsets and decoder.pending == 0
+
+
+@given(st.integers(0, 1 << 40), st.lists(st.binary(max_size=300), max_size=8), st.integers(1, 50))
+def test_transfers_round_trip_in_any_chunking(start: int, bodies: list[bytes], cut: int) -> None:
+    stream, offset = bytearray(), start
+    for body in bodies:
+        stream += encode_transfer_header(offset, len(body)) + body
+        offset += len(body)
+    decoder = TransferDecoder(max_size=1024)
+    got = []
+    for i in range(0, len(stream), cut):
+        got += decoder.feed(bytes(stream[i : i + cut]))
+    assert [t.data for t in got] == bodies
+    assert all(t.phy_offset == start + sum(map(len, bodies[:k])) for k, t in enumerate(got))
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        encode_report(100) + bytes.fromhex("ffffffffffffffff"),  # negative
+        encode_report(100) + encode_report(99),  # backwards on one connection
+    ],
+)
+def test_report_garbage(garbage: bytes) -> None:
+    with pytest.raises(HAProtocolError, match="stream position 8") as info:
+        ReportDecoder().feed(garbage)
+    assert info.value.found == garbage[8:]
+
+
+@pytest.mark.parametrize(
+    ("garbage", "why"),
+    [
+        (bytes.fromhex("ffffffffffffffff") + b"\x00\x00\x00\x00", "negative transfer offset"),
+        (encode_report(0) + bytes.fromhex("ffffffff"), "outside"),  # negative size
+        (encode_report(0) + (4097).to_bytes(4, "big"), "outside"),  # above the cap
+        (encode_transfer_header(0, 1) + b"x" + encode_transfer_header(5, 0), "does not continue"),
+    ],
+)
+def test_transfer_garbage(garbage: bytes, why: str) -> None:
+    with pytest.raises(HAProtocolError, match=why):
+        TransferDecoder(max_size=4096).feed(garbage)
+
+
+def test_max_transfer_size_is_capped() -> None:
+    assert max_transfer_size(32 * 1024) == 128 * 1024
+    assert max_transfer_size(1 << 40) == 64 * 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------- stores
+
+
+def _store(root: Path) -> MessageStore:
+    return MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=64 * 1024,
+            max_message_size_bytes=8 * 1024,
+            mapped_file_size_consume_queue_units=1000,
+            max_hash_slot_num=100,
+            max_index_num=400,
+        )
+    )
+
+
+def _msg(i: int) -> MessageToStore:
+    return MessageToStore(
+        topic="T",
+        queue_id=i % 2,
+        body=bytes([i % 256]) * (100 + i * 7),
+        properties={"KEYS": f"k{i}", "UNIQ_KEY": f"u{i}"},
+        born_timestamp=1,
+        born_host=("127.0.0.1", 1),
+        store_host=("127.0.0.1", 2),
+    )
+
+
+def _fill(store: MessageStore, n: int) -> None:
+    for i in range(n):
+        assert store.put_message(_msg(i)).status.is_ok
+
+
+def _segments(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "commitlog").iterdir())}
+
+
+@pytest.mark.parametrize("cut", [1, 7, 1000, 32 * 1024])
+def test_replicated_bytes_make_an_identical_store(tmp_path: Path, cut: int) -> None:
+    with _store(tmp_path / "m") as master, _store(tmp_path / "s") as slave:
+        _fill(master, 400)  # about 3 segments: blank fillers are replicated too
+        end = master.max_phy_offset
+        aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
+        offset = 0
+        while offset < end:
+            tail = master.commit_log.segment_tail(offset)
+            assert tail is not None
+            piece = tail[2][:cut]
+            chunk = aligner.feed(piece)
+            if chunk:
+                slave.append_replicated(aligner.offset - len(chunk), chunk)
+            assert slave.max_phy_offset == aligner.offset  # whole records only
+            offset += len(piece)
+        assert slave.wait_dispatched()
+        assert slave.max_phy_offset == end
+        assert slave.get_max_offset_in_queue("T", 0) == master.get_max_offset_in_queue("T", 0) == 200
+        assert slave.query_message("T", "k7", 10, 0, 1 << 62).phy_offsets == [
+            master.query_message("T", "k7", 10, 0, 1 << 62).phy_offsets[0]
+        ]
+    assert _segments(tmp_path / "s") == _segments(tmp_path / "m")
+
+
+def test_append_replicated_rejects_a_gap(tmp_path: Path) -> None:
+    with _store(tmp_path / "s") as slave:
+        with pytest.raises(StoreError, match="segment boundary"):
+            slave.append_replicated(10, b"x")
+        with _store(tmp_path / "m") as master:
+            _fill(master, 3)
+            data = bytes(master.commit_log.view(0, master.max_phy_offset) or b"")
+        slave.append_replicated(0, data)
+        with pytest.raises(StoreError, match="does not continue"):
+            slave.append_replicated(len(data) + 1, b"x")
+
+
+def test_truncate_commit_log_drops_queue_units_and_index(tmp_path: Path) -> None:
+    with _store(tmp_path / "s") as store:
+        _fill(store, 300)
+        assert store.wait_dispatched()
+        cq = store.find_consume_queue("T", 0)
+        assert cq is not None
+        cut_unit = cq.unit_at(100)
+        assert cut_unit is not None
+        store.truncate_commit_log(cut_unit[0])
+        assert store.max_phy_offset == cut_unit[0]
+        assert store.get_max_offset_in_queue("T", 0) == 100
+        assert store.query_message("T", "k299", 10, 0, 1 << 62).phy_offsets == []
+        assert store.query_message("T", "k0", 10, 0, 1 << 62).phy_offsets == [0]
+        _fill(store, 3)  # appends continue at the cut with the right queue offsets
+        assert store.wait_dispatched()
+        assert store.get_max_offset_in_queue("T", 0) == 102
+
+
+def test_aligner_rejects_bytes_that_are_no_records() -> None:
+    with pytest.raises(HAProtocolError, match="no CommitLog record"):
+        RecordAligner(0, 4096).feed(b"\x00\x00\x00\x20garbage-garbage-garbage-garbage")
+    aligner = RecordAligner(4096 - 64, 4096)
+    assert aligner.feed(encode_blank(64)[:8]) == encode_blank(64)[:8]  # a blank filler passes at once
+    assert int.from_bytes(encode_blank(64)[4:8], "big") == BLANK_MAGIC
+    assert aligner.feed(b"\x00" * 56) == b"\x00" * 56
+    assert aligner.offset == 4096

@@ -1,0 +1,179 @@
+"""HAService and HAClient in one event loop, over real sockets and real stores in temp dirs:
+catch-up to identical segments, SYNC_MASTER waits, the divergent-report rule and garbage."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from rocketq.broker.ha.master import HAService
+from rocketq.broker.ha.protocol import TRANSFER_HEADER, encode_report
+from rocketq.broker.ha.slave import HAClient, SlaveStatus
+from rocketq.broker.store.config import StoreConfig
+from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.status import PutMessageStatus
+
+
+def _store(root: Path) -> MessageStore:
+    return MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=64 * 1024,
+            max_message_size_bytes=8 * 1024,
+            mapped_file_size_consume_queue_units=1000,
+            max_hash_slot_num=100,
+            max_index_num=400,
+        )
+    )
+
+
+def _fill(store: MessageStore, n: int, first: int = 0) -> int:
+    """Append ``n`` messages; returns the CommitLog end after them."""
+    for i in range(first, first + n):
+        msg = MessageToStore(
+            topic="T",
+            queue_id=0,
+            body=bytes([i % 256]) * 300,
+            properties={"KEYS": f"k{i}"},
+            born_timestamp=1,
+            born_host=("127.0.0.1", 1),
+            store_host=("127.0.0.1", 2),
+        )
+        assert store.put_message(msg).status.is_ok
+    return store.max_phy_offset
+
+
+def _master(store: MessageStore) -> HAService:
+    return HAService(
+        store,
+        host="127.0.0.1",
+        port=0,
+        batch_size=4096,
+        heartbeat_interval_s=0.2,
+        housekeeping_interval_s=2.0,
+        max_gap_not_in_sync=1 << 20,
+    )
+
+
+def _client(store: MessageStore, port: int, *, truncate: bool = True) -> HAClient:
+    return HAClient(
+        store,
+        master_address=f"127.0.0.1:{port}",
+        batch_size=4096,
+        heartbeat_interval_s=0.2,
+        housekeeping_interval_s=2.0,
+        truncate_divergent=truncate,
+    )
+
+
+async def _until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+def _run(tmp: Path, body: Callable[[MessageStore, MessageStore, HAService], Awaitable[None]]) -> None:
+    async def main() -> None:
+        with _store(tmp / "m") as master_store, _store(tmp / "s") as slave_store:
+            service = _master(master_store)
+            await service.start()
+            try:
+                await body(master_store, slave_store, service)
+            finally:
+                await service.stop()
+
+    asyncio.run(main())
+
+
+def _segments(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "commitlog").iterdir())}
+
+
+def test_slave_catches_up_and_sync_master_waits(tmp_path: Path) -> None:
+    async def body(master: MessageStore, slave: MessageStore, service: HAService) -> None:
+        assert await service.wait_replicated(1, 0.5) is PutMessageStatus.SLAVE_NOT_AVAILABLE
+        end = _fill(master, 500)  # a few segments before the slave connects
+        client = _client(slave, service.port)
+        client.start()
+        try:
+            await _until(lambda: slave.max_phy_offset == end)
+            assert client.status is SlaveStatus.REPLICATING
+            end = _fill(master, 10, 500)
+            assert await service.wait_replicated(end, 10.0) is PutMessageStatus.PUT_OK
+            assert service.push_to_slave_max_offset >= end
+            info = service.runtime_info()
+            assert info["inSyncSlaveNums"] == 1
+        finally:
+            await client.stop()
+        await _until(lambda: not service.connections)
+        assert await service.wait_replicated(end + 1, 0.5) is PutMessageStatus.SLAVE_NOT_AVAILABLE
+        assert slave.wait_dispatched()
+        assert slave.get_max_offset_in_queue("T", 0) == 510
+
+    _run(tmp_path, body)
+    assert _segments(tmp_path / "s") == _segments(tmp_path / "m")
+
+
+def test_a_report_beyond_the_master_acknowledges_nothing(tmp_path: Path) -> None:
+    async def body(master: MessageStore, slave: MessageStore, service: HAService) -> None:
+        end = _fill(master, 20)
+        reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+        writer.write(encode_report(end + 1000))
+        header = await asyncio.wait_for(reader.readexactly(TRANSFER_HEADER.size), 5.0)
+        assert TRANSFER_HEADER.unpack(header) == (end, 0)  # the master's heartbeat: it continues at its max
+        await _until(lambda: bool(service.connections))
+        assert service.push_to_slave_max_offset == 0
+        assert all(c.acked < 0 for c in service.connections)
+        assert await service.wait_replicated(end, 0.3) is PutMessageStatus.SLAVE_NOT_AVAILABLE
+        writer.close()
+
+    _run(tmp_path, body)
+
+
+def test_garbage_closes_the_connection(tmp_path: Path) -> None:
+    async def body(master: MessageStore, slave: MessageStore, service: HAService) -> None:
+        _fill(master, 5)
+        for garbage in (b"\xff" * 8, encode_report(10) + encode_report(9)):
+            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+            writer.write(garbage)
+            rest = b""
+            while True:  # whatever the master sent before it saw the garbage, then EOF
+                chunk = await asyncio.wait_for(reader.read(65536), 5.0)
+                if not chunk:
+                    break
+                rest += chunk
+            writer.close()
+        await _until(lambda: not service.connections)
+
+    _run(tmp_path, body)
+
+
+def test_divergent_slave_truncates_or_refuses(tmp_path: Path) -> None:
+    for truncate in (True, False):
+        root = tmp_path / str(truncate)
+
+        async def body(
+            master: MessageStore, slave: MessageStore, service: HAService, *, truncate: bool = truncate
+        ) -> None:
+            end = _fill(master, 50)
+            _fill(slave, 80)  # another history, longer than the master's
+            client = _client(slave, service.port, truncate=truncate)
+            client.start()
+            try:
+                if truncate:
+                    await _until(
+                        lambda: slave.max_phy_offset == end and client.status is SlaveStatus.REPLICATING
+                    )
+                    assert slave.wait_dispatched()
+                    assert slave.get_max_offset_in_queue("T", 0) == 50
+                else:
+                    await _until(lambda: client.status is SlaveStatus.DIVERGENT_REFUSED)
+                    assert not client.readable
+                    assert slave.max_phy_offset > end
+            finally:
+                await client.stop()
+
+        _run(root, body)
