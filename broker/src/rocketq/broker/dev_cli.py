@@ -5,20 +5,29 @@ supported launcher (:mod:`rocketq.client.launcher`; the broker package never imp
 NameServer), with a temporary store unless ``--store-dir`` is given, prints both addresses (for
 people, then as ``NAMESRV_ADDR=host:port`` and ``BROKER_ADDR=host:port`` lines for scripts) and
 waits; Ctrl-C (or SIGTERM) stops the broker cleanly, then the NameServer, and removes the
-temporary directory.
+temporary directory.  ``--slaves N`` adds N slave brokers to the broker's group (``brokerId``
+1..N, ``brokerRole=SLAVE``, each with its own store in the same directory; they are stopped
+first), printed as ``Slave:`` lines and ``SLAVE_ADDRS=a,b``; ``--broker-role SYNC_MASTER`` makes
+the master synchronous (docs/replication.md); ``--enable-property-filter`` turns SQL92 selectors
+on for every broker.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rocketq.client.launcher import ServerProcess
 
 __all__ = ["main"]
 
@@ -31,6 +40,17 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--broker-name", default="broker-a")
     dev.add_argument("--broker-port", type=int, default=0, help="broker listen port (default: a free port)")
     dev.add_argument("--auto-create-topic", choices=("true", "false"), default="true")
+    dev.add_argument(
+        "--slaves", type=int, default=0, metavar="N",
+        help="also start N slaves of the broker (brokerId 1..N, brokerRole SLAVE, stores of their own)",
+    )  # fmt: skip
+    dev.add_argument(
+        "--broker-role", choices=("ASYNC_MASTER", "SYNC_MASTER"), default="ASYNC_MASTER",
+        help="the master's brokerRole (SYNC_MASTER acknowledges a send once a slave has it)",
+    )  # fmt: skip
+    dev.add_argument(
+        "--enable-property-filter", action="store_true", help="enablePropertyFilter=true: SQL92 selectors"
+    )
     return p
 
 
@@ -47,19 +67,29 @@ def _run_dev(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    broker_conf = {
+    broker_conf: dict[str, object] = {
         "brokerName": args.broker_name,
         "listenPort": args.broker_port,
         "autoCreateTopicEnable": args.auto_create_topic,
+        "enablePropertyFilter": str(args.enable_property_filter).lower(),
     }
+    if args.slaves < 0:
+        print("rocketq dev: --slaves must be >= 0", file=sys.stderr, flush=True)
+        return 2
     try:
-        with local_cluster(work, broker_conf=broker_conf) as cluster:  # stops the broker, then the NameServer
-            _print_addresses(cluster.namesrv_addr, cluster.broker_name, cluster.broker_addr, work)
-            while not stop.is_set():
-                if not cluster.broker.is_alive() or not cluster.namesrv.is_alive():
-                    print("a server exited unexpectedly; see the logs", file=sys.stderr, flush=True)
-                    return 1
-                stop.wait(0.5)
+        with local_cluster(work, broker_conf={**broker_conf, "brokerRole": args.broker_role}) as cluster:
+            with contextlib.ExitStack() as slaves:  # stopped before the master and the NameServer
+                started = [
+                    slaves.enter_context(_spawn_slave(work, cluster.namesrv_addr, broker_conf, i))
+                    for i in range(1, args.slaves + 1)
+                ]
+                _print_addresses(cluster.namesrv_addr, cluster.broker_name, cluster.broker_addr, work)
+                _print_slaves(cluster.broker_name, args.broker_role, [s.addr for s in started])
+                while not stop.is_set():
+                    if not all(p.is_alive() for p in (cluster.broker, cluster.namesrv, *started)):
+                        print("a server exited unexpectedly; see the logs", file=sys.stderr, flush=True)
+                        return 1
+                    stop.wait(0.5)
         return 0
     except ServerStartError as exc:
         print(f"rocketq dev: {exc}", file=sys.stderr, flush=True)
@@ -68,6 +98,27 @@ def _run_dev(args: argparse.Namespace) -> int:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
         print("stopped", flush=True)
+
+
+def _spawn_slave(
+    work: Path, namesrv_addr: str, broker_conf: Mapping[str, object], broker_id: int
+) -> ServerProcess:
+    """Slave ``broker_id`` of the dev broker: same brokerName, its own store and a free port; it
+    finds the master's HA address through the NameServer, as a RocketMQ slave does."""
+    from rocketq.client.launcher import spawn_broker
+
+    conf: dict[str, Any] = {**broker_conf, "listenPort": 0, "brokerId": broker_id, "brokerRole": "SLAVE"}
+    return spawn_broker(work, namesrv_addr, **conf)
+
+
+def _print_slaves(broker_name: str, role: str, slave_addrs: Sequence[str]) -> None:
+    """One line per slave, then ``SLAVE_ADDRS=a,b`` (only with ``--slaves``)."""
+    if not slave_addrs:
+        return
+    print(f"Role:       master {role}, {len(slave_addrs)} slave(s)", flush=True)
+    for broker_id, addr in enumerate(slave_addrs, start=1):
+        print(f"Slave:      {broker_name} #{broker_id} at {addr}", flush=True)
+    print(f"SLAVE_ADDRS={','.join(slave_addrs)}", flush=True)
 
 
 def _print_addresses(namesrv_addr: str, broker_name: str, broker_addr: str, work: Path) -> None:

@@ -6,36 +6,59 @@ subcommands rocketq ships).  Each operation is a few MQClientAPI requests:
 * topics: UPDATE_AND_CREATE_TOPIC on every master of a cluster (or one broker), deletion on the
   masters then on every NameServer, the topic list and routes from the NameServer;
 * ``topic_status`` / ``consumer_progress``: per queue GET_MIN/MAX_OFFSET, the group's committed
-  offset (QUERY_CONSUMER_OFFSET) and the difference, the lag;
+  offset (QUERY_CONSUMER_OFFSET) and the difference, the lag (asked of the master, of a slave
+  while the master is absent from the route);
 * ``query_msg_by_key``: QUERY_MESSAGE on every master of the topic; ``query_msg_by_id``: decode
   an offset msgId and VIEW_MESSAGE_BY_ID at its store host, or a UNIQ_KEY query in the topic;
 * ``reset_offset_by_time``: INVOKE_BROKER_TO_RESET_OFFSET on each master (the broker tells live
   consumers); a broker without it gets the offsets written directly (SEARCH_OFFSET_BY_TIMESTAMP
-  then UPDATE_CONSUMER_OFFSET), which takes effect for consumers that are offline.
+  then UPDATE_CONSUMER_OFFSET), which takes effect for consumers that are offline;
+* replication: ``ha_status`` (GET_BROKER_HA_STATUS, a master's slaves or a slave's replication)
+  and ``cluster_replicas`` (every broker of every group with role, figures and slave lag, what
+  ``mqadmin clusterList`` prints).
 
 :class:`Admin` is the blocking facade over the background loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError, ProtocolError, RemotingError
+from rocketq.client.errors import (
+    MQBrokerError,
+    MQClientError,
+    NoRouteError,
+    ProtocolError,
+    RemotingError,
+    RocketQError,
+)
+from rocketq.client.instance import pick_replica
 from rocketq.client.loop import acquire_loop, release_loop
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.msgid import decode_offset_msg_id
-from rocketq.client.remoting.route import PERM_RW, ClusterInfo, MessageQueue, TopicRouteData
-from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketq.client.remoting.route import PERM_RW, ClusterInfo, KVTable, MessageQueue, TopicRouteData
+from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID
 
-__all__ = ["Admin", "AsyncAdmin", "QueueProgress", "QueueStatus"]
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "BrokerReplica",
+    "HAClientInfo",
+    "HAConnectionInfo",
+    "HAStatus",
+    "QueueProgress",
+    "QueueStatus",
+    "slave_lag",
+]
 
 _T = TypeVar("_T")
 _QUERY_WINDOW_MS = 365 * 24 * 3600 * 1000
@@ -59,6 +82,146 @@ class QueueProgress:
     @property
     def lag(self) -> int:
         return self.broker_offset - max(self.consumer_offset, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class HAConnectionInfo:
+    """One slave connected to a master's HA port (Java 5's ``HAConnectionRuntimeInfo``)."""
+
+    addr: str  # the slave's HA connection (IP and ephemeral port), not its remoting address
+    slave_ack_offset: int
+    diff: int  # bytes the slave is behind: masterCommitLogMaxOffset - slaveAckOffset
+    in_sync: bool
+    transfer_from_where: int
+    transferred_byte_in_second: int
+    lag_ms: int  # rocketq: time since the slave was last caught up (0 while diff == 0)
+    last_ack_timestamp_ms: int
+    last_caught_up_timestamp_ms: int
+
+    @classmethod
+    def from_obj(cls, obj: Mapping[str, Any]) -> HAConnectionInfo:
+        return cls(
+            addr=str(obj.get("addr") or ""),
+            slave_ack_offset=_int(obj, "slaveAckOffset"),
+            diff=_int(obj, "diff"),
+            in_sync=bool(obj.get("inSync", False)),
+            transfer_from_where=_int(obj, "transferFromWhere"),
+            transferred_byte_in_second=_int(obj, "transferredByteInSecond"),
+            lag_ms=_int(obj, "lagMillis"),
+            last_ack_timestamp_ms=_int(obj, "lastAckTimestamp"),
+            last_caught_up_timestamp_ms=_int(obj, "lastCaughtUpTimestamp"),
+        )
+
+    @property
+    def host(self) -> str:
+        return self.addr.rpartition(":")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class HAClientInfo:
+    """A slave's replication client (Java 5's ``HAClientRuntimeInfo``)."""
+
+    master_addr: str  # the master's HA address ("" while unknown)
+    max_offset: int  # the slave's CommitLog max offset
+    transferred_byte_in_second: int
+    last_read_timestamp_ms: int
+    last_write_timestamp_ms: int
+    master_flush_offset: int
+    activated: bool  # the HA connection is up
+    status: str  # rocketq: NO_MASTER, CONNECTING, REPLICATING or DIVERGENT_REFUSED
+    status_detail: str
+
+    @classmethod
+    def from_obj(cls, obj: Mapping[str, Any]) -> HAClientInfo:
+        return cls(
+            master_addr=str(obj.get("masterAddr") or ""),
+            max_offset=_int(obj, "maxOffset"),
+            transferred_byte_in_second=_int(obj, "transferredByteInSecond"),
+            last_read_timestamp_ms=_int(obj, "lastReadTimestamp"),
+            last_write_timestamp_ms=_int(obj, "lastWriteTimestamp"),
+            master_flush_offset=_int(obj, "masterFlushOffset"),
+            activated=bool(obj.get("isActivated", obj.get("activated", False))),
+            status=str(obj.get("status") or ""),
+            status_detail=str(obj.get("statusDetail") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HAStatus:
+    """The answer to GET_BROKER_HA_STATUS (907): a master's slaves, or a slave's replication."""
+
+    master: bool
+    broker_role: str  # ASYNC_MASTER, SYNC_MASTER or SLAVE, as the broker reports it
+    ha_listen_port: int
+    master_commit_log_max_offset: int
+    in_sync_slave_nums: int
+    connections: tuple[HAConnectionInfo, ...]
+    client: HAClientInfo | None  # on a slave
+
+    @classmethod
+    def from_json(cls, body: bytes | str) -> HAStatus:
+        """Parse the JSON body (docs/replication.md, "Admin API"); ProtocolError if it is not one."""
+        from rocketq.client.remoting.lenient_json import loads
+
+        try:
+            obj = loads(body)
+        except ValueError as exc:
+            raise ProtocolError(f"the HA status body is not JSON: {exc}") from exc
+        if not isinstance(obj, dict) or "master" not in obj:
+            raise ProtocolError(f"the HA status body has no 'master' field: {str(obj)[:200]}")
+        client = obj.get("haClientRuntimeInfo")
+        return cls(
+            master=bool(obj["master"]),
+            broker_role=str(obj.get("brokerRole") or ("ASYNC_MASTER" if obj["master"] else "SLAVE")),
+            ha_listen_port=_int(obj, "haListenPort"),
+            master_commit_log_max_offset=_int(obj, "masterCommitLogMaxOffset"),
+            in_sync_slave_nums=_int(obj, "inSyncSlaveNums"),
+            connections=tuple(HAConnectionInfo.from_obj(c) for c in obj.get("haConnectionInfo") or ()),
+            client=HAClientInfo.from_obj(client) if isinstance(client, dict) else None,
+        )
+
+
+def _int(obj: Mapping[str, Any], key: str) -> int:
+    value = obj.get(key)
+    return int(value) if value not in (None, "") else 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerReplica:
+    """One broker of ``mqadmin clusterList``: its place in the group, its figures and, for a
+    slave, how far it is behind its master (None when it could not be measured)."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    role: str  # from the broker's runtime info; "?" when it did not answer
+    version: str
+    in_tps: str
+    out_tps: str
+    lag_bytes: int | None = None
+    lag_ms: int | None = None
+    error: str | None = None  # why the broker's figures are missing
+
+    @property
+    def slave(self) -> bool:
+        return self.broker_id != MASTER_ID
+
+
+def slave_lag(master: HAStatus, slave: HAStatus, slave_addr: str) -> tuple[int | None, int | None]:
+    """(bytes, ms) ``slave`` is behind ``master``: bytes from the two CommitLog max offsets; ms
+    from the master's HA connection of that slave (the one from the slave's host whose acked
+    offset is nearest the slave's max offset: HA connections show ephemeral ports only)."""
+    if slave.client is None:
+        return None, None
+    slave_max = slave.client.max_offset
+    lag_bytes = max(master.master_commit_log_max_offset - slave_max, 0)
+    host = slave_addr.rpartition(":")[0]
+    same_host = [c for c in master.connections if c.host == host]
+    if not same_host or not slave.client.activated:
+        return lag_bytes, None
+    best = min(same_host, key=lambda c: abs(c.slave_ack_offset - slave_max))
+    return lag_bytes, best.lag_ms
 
 
 class AsyncAdmin:
@@ -92,6 +255,57 @@ class AsyncAdmin:
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.api.get_topic_route(topic)
+
+    async def ha_status(self, broker_addr: str, timeout_ms: int | None = None) -> HAStatus:
+        """GET_BROKER_HA_STATUS (907) of one broker: a master's connected slaves with their acked
+        offsets and lag, or a slave's replication state (docs/replication.md, "Admin API")."""
+        cmd = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
+        response = self.api.check(await self.api.invoke(broker_addr, cmd, timeout_ms), broker_addr)
+        return HAStatus.from_json(response.body)
+
+    async def broker_runtime_info(self, broker_addr: str, timeout_ms: int | None = None) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's KV table (version, role, TPS, store figures)."""
+        cmd = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        response = self.api.check(await self.api.invoke(broker_addr, cmd, timeout_ms), broker_addr)
+        return KVTable.from_json(response.body).table if response.body else {}
+
+    async def cluster_replicas(self, timeout_ms: int = 3000) -> list[BrokerReplica]:
+        """Every broker of every cluster with its role and figures, slaves with their lag.
+
+        A broker that does not answer is listed with ``error`` set (the NameServer may still
+        list a master that was just killed)."""
+        info = await self.cluster_list()
+        rows: list[BrokerReplica] = []
+        for cluster in sorted(info.cluster_addr_table):
+            for name in sorted(info.cluster_addr_table[cluster]):
+                bd = info.broker_addr_table.get(name)
+                if bd is not None:
+                    rows += await self._group_replicas(cluster, name, bd.broker_addrs, timeout_ms)
+        return rows
+
+    async def _group_replicas(
+        self, cluster: str, name: str, addrs: Mapping[int, str], timeout_ms: int
+    ) -> list[BrokerReplica]:
+        master_ha: HAStatus | None = None
+        if MASTER_ID in addrs:
+            with contextlib.suppress(RocketQError):
+                master_ha = await self.ha_status(addrs[MASTER_ID], timeout_ms)
+        rows = []
+        for bid, addr in sorted(addrs.items()):
+            try:
+                table = await self.broker_runtime_info(addr, timeout_ms)
+            except RocketQError as exc:
+                rows.append(BrokerReplica(cluster, name, bid, addr, "?", "", "", "", error=str(exc)))
+                continue
+            lag: tuple[int | None, int | None] = (None, None)
+            if bid != MASTER_ID and master_ha is not None:
+                with contextlib.suppress(RocketQError):
+                    lag = slave_lag(master_ha, await self.ha_status(addr, timeout_ms), addr)
+            role = table.get("brokerRole") or ("SLAVE" if bid != MASTER_ID else "ASYNC_MASTER")
+            version = table.get("brokerVersionDesc", "")
+            in_tps, out_tps = table.get("putTps", ""), table.get("getTransferedTps", "")
+            rows.append(BrokerReplica(cluster, name, bid, addr, role, version, in_tps, out_tps, *lag))
+        return rows
 
     async def _master_addrs(self, cluster: str | None) -> dict[str, str]:
         """brokerName -> master address, for one cluster (or all brokers)."""
@@ -166,7 +380,7 @@ class AsyncAdmin:
         route = await self.topic_route(topic)
         result = []
         for mq in route.readable_queues(topic):
-            addr = route.master_addr(mq.broker_name)
+            addr = _read_addr(route, mq.broker_name)
             if addr is None:
                 continue
             low = await self.api.get_min_offset(addr, topic, mq.queue_id)
@@ -180,7 +394,7 @@ class AsyncAdmin:
         route = await self.topic_route(topic)
         result = []
         for mq in route.readable_queues(topic):
-            addr = route.master_addr(mq.broker_name)
+            addr = _read_addr(route, mq.broker_name)
             if addr is None:
                 continue
             broker_offset = await self.api.get_max_offset(addr, topic, mq.queue_id)
@@ -277,6 +491,15 @@ class AsyncAdmin:
         return msgs[0]
 
 
+def _read_addr(route: TopicRouteData, broker_name: str) -> str | None:
+    """Where to read a group's figures: its master, or a slave while the master is down."""
+    for bd in route.broker_datas:
+        if bd.broker_name == broker_name:
+            found = pick_replica(bd.broker_addrs)
+            return found.broker_addr if found is not None else None
+    return None
+
+
 def parse_offset_table(body: bytes) -> dict[MessageQueue, int]:
     """ResetOffsetBody ``{"offsetTable":{<MessageQueue object>: offset}}`` (fastjson object keys)."""
     if not body:
@@ -356,3 +579,12 @@ class Admin:
 
     def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
         return self._run(self.async_admin.query_msg_by_id(msg_id, topic))
+
+    def ha_status(self, broker_addr: str, timeout_ms: int | None = None) -> HAStatus:
+        return self._run(self.async_admin.ha_status(broker_addr, timeout_ms))
+
+    def broker_runtime_info(self, broker_addr: str, timeout_ms: int | None = None) -> dict[str, str]:
+        return self._run(self.async_admin.broker_runtime_info(broker_addr, timeout_ms))
+
+    def cluster_replicas(self, timeout_ms: int = 3000) -> list[BrokerReplica]:
+        return self._run(self.async_admin.cluster_replicas(timeout_ms))

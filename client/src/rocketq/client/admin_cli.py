@@ -2,10 +2,13 @@
 
 Usage: ``mqadmin <subcommand> -n <namesrv> [options]`` (``-n`` defaults to ``$NAMESRV_ADDR``,
 several addresses separated by ``;``).  Subcommands: updateTopic, deleteTopic, topicList,
-topicRoute, topicStatus, clusterList, consumerProgress, queryMsgByKey, queryMsgById,
-resetOffsetByTime, sendMessage, consumeMessage.  Output is plain aligned text (JSON for
-topicRoute); errors go to stderr as one ``Error: ...`` line that names the response code and
-remark.  Exit status: 0 success, 1 the operation failed, 2 bad usage.
+topicRoute, topicStatus, clusterList, haStatus, consumerProgress, queryMsgByKey,
+queryMsgById, resetOffsetByTime, sendMessage, consumeMessage.  ``clusterList`` lists every
+broker of each group (``#BID`` 0 the master, >0 slaves) with its role and, for slaves, the
+replication lag; ``haStatus -b addr`` (or ``-c cluster``) prints a master's slaves or a slave's
+replication state.  Output is plain aligned text (JSON for topicRoute); errors go to stderr as
+one ``Error: ...`` line that names the response code and remark.  Exit status: 0 success, 1 the
+operation failed, 2 bad usage.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from rocketq.client.admin import AsyncAdmin
+from rocketq.client.admin import AsyncAdmin, BrokerReplica, HAStatus
 from rocketq.client.errors import MQBrokerError, RocketQError
+from rocketq.client.instance import pick_replica
 from rocketq.client.model import Message, MessageExt, PullStatus
 from rocketq.client.remoting.route import MessageQueue
 
@@ -34,12 +38,16 @@ def _out(line: str = "") -> None:
     print(line, flush=False)
 
 
-def _table(rows: list[Sequence[object]]) -> None:
+def _table_lines(rows: list[Sequence[object]]) -> list[str]:
     if not rows:
-        return
+        return []
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        _out("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _table(rows: list[Sequence[object]]) -> None:
+    for line in _table_lines(rows):
+        _out(line)
 
 
 def _fmt_ms(ms: int) -> str:
@@ -128,15 +136,94 @@ async def _topic_status(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     _table(rows)
 
 
+def cluster_rows(replicas: Sequence[BrokerReplica]) -> list[Sequence[object]]:
+    """clusterList's table: RocketMQ's columns (BID 0 is the master) plus the role and, for
+    slaves, the replication lag in bytes and seconds ("-" where it does not apply)."""
+    rows: list[Sequence[object]] = [
+        ("#Cluster Name", "#Broker Name", "#BID", "#Role", "#Addr", "#Version", "#InTPS", "#OutTPS",
+         "#Lag(bytes)", "#Lag(s)"),
+    ]  # fmt: skip
+    for r in replicas:
+        if r.error is not None:
+            rows.append(
+                (r.cluster, r.broker_name, r.broker_id, r.role, r.addr, "unreachable", "-", "-", "-", "-")
+            )
+            continue
+        lag_bytes = "-" if r.lag_bytes is None else r.lag_bytes
+        lag_s = "-" if r.lag_ms is None else f"{r.lag_ms / 1000:.1f}"
+        if r.slave and r.lag_bytes is None:
+            lag_bytes = lag_s = "?"
+        rows.append(
+            (
+                r.cluster,
+                r.broker_name,
+                r.broker_id,
+                r.role,
+                r.addr,
+                r.version,
+                r.in_tps,
+                r.out_tps,
+                lag_bytes,
+                lag_s,
+            )
+        )
+    return rows
+
+
 async def _cluster_list(admin: AsyncAdmin, a: argparse.Namespace) -> None:
-    info = await admin.cluster_list()
-    rows: list[Sequence[object]] = [("#Cluster Name", "#Broker Name", "#BID", "#Addr")]
-    for cluster in sorted(info.cluster_addr_table):
-        for name in sorted(info.cluster_addr_table[cluster]):
+    _table(cluster_rows(await admin.cluster_replicas()))
+
+
+def ha_status_lines(addr: str, st: HAStatus) -> list[str]:
+    """haStatus's report (Java 5's ``HAStatusSubCommand``: the master's slaves, or the slave's
+    master and offsets)."""
+    lines = [f"#Broker: {addr}  #Role: {st.broker_role}  #HA Port: {st.ha_listen_port}"]
+    if st.master:
+        lines.append(f"#MasterCommitLogMaxOffset: {st.master_commit_log_max_offset}")
+        lines.append(f"#SlaveNum: {len(st.connections)}  #InSyncSlaveNum: {st.in_sync_slave_nums}")
+        rows: list[Sequence[object]] = [
+            ("#SlaveAddr", "#SlaveAckOffset", "#Diff", "#InSync", "#Lag(s)", "#TransferFromWhere")
+        ]
+        rows += [
+            (
+                c.addr,
+                c.slave_ack_offset,
+                c.diff,
+                str(c.in_sync).lower(),
+                f"{c.lag_ms / 1000:.1f}",
+                c.transfer_from_where,
+            )
+            for c in st.connections
+        ]
+        lines += _table_lines(rows) if st.connections else ["(no slave connected)"]
+    elif st.client is not None:
+        c = st.client
+        lines.append(
+            f"#MasterAddr: {c.master_addr or '(unknown)'}  #Status: {c.status or '?'}  "
+            f"#Activated: {str(c.activated).lower()}"
+        )
+        lines.append(f"#MaxOffset: {c.max_offset}  #TransferredByteInSecond: {c.transferred_byte_in_second}")
+        last_read = _fmt_ms(c.last_read_timestamp_ms) if c.last_read_timestamp_ms else "-"
+        lines.append(f"#LastReadTimestamp: {last_read}")
+        if c.status_detail:
+            lines.append(f"#StatusDetail: {c.status_detail}")
+    return lines
+
+
+async def _ha_status(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    addrs = [a.broker] if a.broker else []
+    if a.cluster:
+        info = await admin.cluster_list()
+        if a.cluster not in info.cluster_addr_table:
+            known = sorted(info.cluster_addr_table)
+            raise RocketQError(f"the cluster {a.cluster!r} does not exist; known: {known}")
+        for name in sorted(info.cluster_addr_table[a.cluster]):
             bd = info.broker_addr_table.get(name)
-            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                rows.append((cluster, name, bid, addr))
-    _table(rows)
+            addrs += [addr for _, addr in sorted(bd.broker_addrs.items())] if bd is not None else []
+    for addr in addrs:
+        for line in ha_status_lines(addr, await admin.ha_status(addr)):
+            _out(line)
+        _out()
 
 
 async def _consumer_progress(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -213,10 +300,12 @@ async def _consume_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
         and (a.queue_id is None or mq.queue_id == a.queue_id)
     ]
     left = a.count
+    replicas = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
     for mq in queues:
-        addr = route.master_addr(mq.broker_name)
-        if addr is None:
+        found = pick_replica(replicas.get(mq.broker_name, {}))  # the master, else a slave
+        if found is None:
             continue
+        addr = found.broker_addr
         offset = (
             a.offset if a.offset is not None else await admin.api.get_min_offset(addr, a.topic, mq.queue_id)
         )
@@ -282,6 +371,7 @@ _COMMANDS: dict[str, tuple[Handler, str]] = {
     "topicRoute": (_topic_route, "Examine topic route info"),
     "topicStatus": (_topic_status, "Examine topic Status info"),
     "clusterList": (_cluster_list, "List cluster infos"),
+    "haStatus": (_ha_status, "Fetch ha runtime status data"),
     "consumerProgress": (_consumer_progress, "Query consumers's progress, speed"),
     "queryMsgByKey": (_query_msg_by_key, "Query Message by Key"),
     "queryMsgById": (_query_msg_by_id, "Query Message by Id"),
@@ -293,9 +383,12 @@ _COMMANDS: dict[str, tuple[Handler, str]] = {
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     topic_required = name not in ("topicList", "clusterList", "queryMsgById")
-    if name != "clusterList" and name != "topicList":
+    if name not in ("clusterList", "topicList", "haStatus"):
         p.add_argument("-t", "--topic", required=topic_required, help="topic name")
-    if name == "updateTopic":
+    if name == "haStatus":
+        p.add_argument("-b", "--brokerAddr", dest="broker", help="the broker to ask (master or slave)")
+        p.add_argument("-c", "--clusterName", dest="cluster", help="ask every broker of this cluster")
+    elif name == "updateTopic":
         p.add_argument("-c", "--cluster", help="create the topic on every master of this cluster")
         p.add_argument("-b", "--broker", help="create the topic on this broker address")
         p.add_argument("-r", "--read-queue-nums", type=int, default=8)
@@ -371,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.namesrv:
         parser.error("give the NameServer address with -n host:port (or set NAMESRV_ADDR)")
+    if args.command == "haStatus" and not args.cluster and not args.broker:
+        parser.error("haStatus: give -b brokerAddr or -c clusterName")
     if args.command == "updateTopic" and not args.cluster and not args.broker:
         known = asyncio.run(_known_clusters(args.namesrv))
         parser.error(f"updateTopic: give -c clusterName or -b brokerAddr; {known}")

@@ -20,6 +20,14 @@ now), RESET_CONSUMER_CLIENT_OFFSET (handed to the group's consumer) and CHECK_TR
 (decoded and handed to the ``check_transaction_state`` of the producer of the half message's
 ``PGROUP``; that producer must be in the HeartbeatData's producerDataSet, which every registered
 producer is, so that the broker has a live channel of the group to ask).
+
+Replicas.  Writes go to a broker group's master only (:meth:`ClientInstance.find_master_addr_or_refresh`,
+Java's ``findBrokerAddressInPublish``).  Reads (pulls, offsets, consumer lists) go through
+:meth:`ClientInstance.invoke_on_replica`: the replica a pull answer suggested, else the master,
+else any slave of the group (``findBrokerAddressInSubscribe``).  A replica that fails at the
+transport level is marked unreachable for ``unreachable_broker_backoff_ms`` and the read is made
+again on the next replica, so consumers keep reading from a slave while the master is down, even
+before the NameServer drops it, and go back to the master once it answers again.
 """
 
 from __future__ import annotations
@@ -27,12 +35,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+import time
+from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import NoRouteError, RocketQError
+from rocketq.client.errors import NoRouteError, RemotingError, RocketQError
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
@@ -41,11 +51,27 @@ from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import MASTER_ID
 
-__all__ = ["ClientInstance", "Member"]
+__all__ = ["ClientInstance", "FindBrokerResult", "Member", "UnreachableReplicas", "pick_replica"]
 
 log = logging.getLogger("rocketq.client")
 
 REBALANCE_INTERVAL_MS = 20_000
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class FindBrokerResult:
+    """Java's FindBrokerResult: the replica a read goes to (``broker_id`` 0 is the master)."""
+
+    broker_addr: str
+    broker_id: int
+
+    @property
+    def slave(self) -> bool:
+        return self.broker_id != MASTER_ID
+
+    def __str__(self) -> str:
+        return f"{'slave ' + str(self.broker_id) if self.slave else 'master'} at {self.broker_addr}"
 
 
 class Member(Protocol):
@@ -65,6 +91,55 @@ class Member(Protocol):
     async def periodic(self, what: str) -> None:
         """Run the periodic job ``what`` ("rebalance" or "persist"); producers ignore it."""
         ...
+
+
+class UnreachableReplicas:
+    """Broker addresses that failed at the transport level, passed over by reads until a deadline."""
+
+    def __init__(self, backoff_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.backoff_s = backoff_ms / 1000
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def mark(self, addr: str) -> None:
+        self._until[addr] = self._clock() + self.backoff_s
+
+    def clear(self, addr: str) -> None:
+        self._until.pop(addr, None)
+
+    def __contains__(self, addr: object) -> bool:
+        until = self._until.get(addr) if isinstance(addr, str) else None
+        if until is None or until > self._clock():
+            return until is not None
+        self._until.pop(str(addr), None)  # the backoff is over: try it again
+        return False
+
+
+def pick_replica(
+    addrs: Mapping[int, str],
+    broker_id: int = MASTER_ID,
+    *,
+    only_this: bool = False,
+    exclude: Collection[str] = (),
+    unreachable: Container[str] = (),
+) -> FindBrokerResult | None:
+    """The replica of one broker group (``addrs``: broker id -> address) a read goes to.
+
+    Java's ``findBrokerAddressInSubscribe``: ``broker_id`` (a pull answer's
+    ``suggestWhichBrokerId``) if listed, else for a slave id the next one, else (unless
+    ``only_this``) another replica, the master first.  A replica in ``unreachable`` is passed
+    over while another one is listed; one in ``exclude`` (it just failed) is never returned.
+    """
+    live = {bid: a for bid, a in addrs.items() if a not in exclude}
+    wanted = [broker_id] if broker_id == MASTER_ID else [broker_id, broker_id + 1]
+    order = [bid for bid in wanted if bid in live]
+    if not only_this:
+        order += [bid for bid in sorted(live) if bid not in order]
+    if not order:
+        return None
+    reachable = [bid for bid in order if live[bid] not in unreachable]
+    chosen = (reachable or order)[0]
+    return FindBrokerResult(live[chosen], chosen)
 
 
 def _member_rebalance_interval(member: Member) -> int | None:
@@ -87,6 +162,7 @@ class ClientInstance:
         self.api = api or MQClientAPI(namesrv_addr, config=self.config)
         self.topic_routes: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
+        self.unreachable = UnreachableReplicas(self.config.unreachable_broker_backoff_ms)
         self.members: dict[str, Member] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._route_lock = asyncio.Lock()
@@ -236,16 +312,71 @@ class ClientInstance:
             return addrs[bid]
         return None
 
-    async def find_broker_addr_or_refresh(
-        self, broker_name: str, topic: str, broker_id: int = MASTER_ID
-    ) -> str:
-        addr = self.find_broker_addr(broker_name, broker_id)
+    async def find_master_addr_or_refresh(self, broker_name: str, topic: str) -> str:
+        """Java's ``findBrokerAddressInPublish``: the master of ``broker_name``, never a slave
+        (slaves refuse writes); raises NoRouteError when the route lists no master."""
+        addr = self.find_broker_addr(broker_name, MASTER_ID, only_this=True)
         if addr is None:
             await self.update_topic_route(topic)
-            addr = self.find_broker_addr(broker_name, broker_id)
+            addr = self.find_broker_addr(broker_name, MASTER_ID, only_this=True)
         if addr is None:
-            raise NoRouteError(topic, f"the broker {broker_name} is not in the route")
+            raise NoRouteError(topic, f"the broker group {broker_name} has no master in the route")
         return addr
+
+    # ------------------------------------------------------------------ replicas (reads)
+
+    def find_broker_in_subscribe(
+        self,
+        broker_name: str,
+        broker_id: int = MASTER_ID,
+        *,
+        only_this: bool = False,
+        exclude: Collection[str] = (),
+    ) -> FindBrokerResult | None:
+        """Java's ``findBrokerAddressInSubscribe`` over the broker address table (see
+        :func:`pick_replica`), passing over replicas marked unreachable."""
+        addrs = self.broker_addr_table.get(broker_name, {})
+        return pick_replica(
+            addrs, broker_id, only_this=only_this, exclude=exclude, unreachable=self.unreachable
+        )
+
+    async def invoke_on_replica(
+        self,
+        broker_name: str,
+        topic: str,
+        call: Callable[[FindBrokerResult], Awaitable[_T]],
+        broker_id: int = MASTER_ID,
+    ) -> _T:
+        """Run the read ``call`` on the replica :meth:`find_broker_in_subscribe` picks.
+
+        A transport error (the master was killed, or hangs) marks that replica unreachable,
+        refreshes the route and tries the next replica of the group, each at most once; the
+        last error is raised when none answers.  Broker answers (MQBrokerError) are raised as
+        they are: the replica is alive.
+        """
+        tried: set[str] = set()
+        last: RemotingError | None = None
+        while True:
+            found = self.find_broker_in_subscribe(broker_name, broker_id, exclude=tried)
+            if found is None and not tried:
+                await self.update_topic_route(topic)
+                found = self.find_broker_in_subscribe(broker_name, broker_id)
+            if found is None:
+                if last is not None:
+                    raise last
+                raise NoRouteError(topic, f"the broker group {broker_name} is not in the route")
+            try:
+                result = await call(found)
+            except RemotingError as exc:
+                log.info("%s of %s does not answer (%s); trying another replica", found, broker_name, exc)
+                self.unreachable.mark(found.broker_addr)
+                tried.add(found.broker_addr)
+                last = exc
+                with contextlib.suppress(RocketQError):
+                    await self.update_topic_route(topic)
+                continue
+            self.unreachable.clear(found.broker_addr)
+            return result
 
     # ------------------------------------------------------------------ heartbeat
 

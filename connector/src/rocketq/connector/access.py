@@ -9,18 +9,33 @@ Driver-side readers keep one BrokerAccess for their lifetime (Spark never calls 
 the process is killed on query stop, so nothing needs closing).  Executors get theirs from
 :func:`executor_access`, a per-process cache keyed by NameServer address that survives across
 tasks and micro-batches (Python workers are reused) and is rebuilt after a fork.
+
+Replicas.  Reads go to a broker group's master, or to a slave while the master is absent from
+the route or fails at the transport level (the read is made again on the next replica), and
+follow the pull answers' ``suggestWhichBrokerId`` as Java's PullAPIWrapper does.  Offsets are
+the same on every replica of a group, so a range planned on the master reads the same messages
+from its slave.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
-from rocketq.client.errors import NameServerUnreachableError, NoRouteError, RocketQError
-from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag, is_internal_topic, is_readable
+from rocketq.client.errors import NameServerUnreachableError, NoRouteError, RemotingError, RocketQError
+from rocketq.client.instance import UnreachableReplicas, pick_replica
+from rocketq.client.remoting.vocabulary import (
+    MASTER_ID,
+    ExpressionType,
+    PullSysFlag,
+    is_internal_topic,
+    is_readable,
+)
 from rocketq.connector.errors import BrokerUnavailableError, OptionError
 from rocketq.connector.offsets import QueueRef
 
@@ -29,6 +44,11 @@ if TYPE_CHECKING:
     from rocketq.client.model import PullResult
     from rocketq.client.remoting.route import TopicRouteData
 
+log = logging.getLogger("rocketq.connector")
+_T = TypeVar("_T")
+
+# a replica that failed at the transport level is passed over for this long (the client's default)
+UNREACHABLE_BACKOFF_MS = 5_000
 
 
 class BrokerAccess:
@@ -40,7 +60,10 @@ class BrokerAccess:
         self.name_server = name_server
         self.timeout_ms = timeout_ms
         self.api: BlockingMQClientAPI = BlockingMQClientAPI(name_server)
-        self._masters: dict[str, str] = {}
+        self._replicas: dict[str, dict[int, str]] = {}  # broker name -> {broker id: address}
+        self._unreachable = UnreachableReplicas(UNREACHABLE_BACKOFF_MS)
+        self._suggested: dict[QueueRef, int] = {}  # the last suggestWhichBrokerId per queue
+        self._served_by: dict[QueueRef, int] = {}  # the broker id that answered the last read
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -48,28 +71,86 @@ class BrokerAccess:
         try:
             return self.api.get_topic_route(topic, self.timeout_ms)
         except NameServerUnreachableError as exc:
-            raise OptionError("nameServer", f"no NameServer of {self.name_server!r} answered ({exc})") from exc
+            raise OptionError(
+                "nameServer", f"no NameServer of {self.name_server!r} answered ({exc})"
+            ) from exc
         except NoRouteError as exc:
             if missing_ok:
                 return None
-            raise OptionError("topic", f"topic {topic!r} does not exist on NameServer {self.name_server}") from exc
+            raise OptionError(
+                "topic", f"topic {topic!r} does not exist on NameServer {self.name_server}"
+            ) from exc
         except RocketQError as exc:
-            raise OptionError("nameServer", f"cannot get the route of {topic!r} from {self.name_server}: {exc}") from exc
+            raise OptionError(
+                "nameServer", f"cannot get the route of {topic!r} from {self.name_server}: {exc}"
+            ) from exc
 
     def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[QueueRef, str]:
-        """Readable queues of ``topic`` with their master broker address."""
+        """Readable queues of ``topic`` with the address to read them from: the master, or a
+        slave of the group while the master is absent from the route or does not answer."""
         route = self.route(topic, missing_ok=missing_ok)
         if route is None:
             return {}
-        masters = {bd.broker_name: bd.broker_addrs.get(0) for bd in route.broker_datas}
+        self._learn(route)
         queues: dict[QueueRef, str] = {}
         for qd in route.queue_datas:
-            addr = masters.get(qd.broker_name)
-            if addr and is_readable(qd.perm):
-                self._masters[qd.broker_name] = addr
+            found = pick_replica(self._replicas.get(qd.broker_name, {}), unreachable=self._unreachable)
+            if found is not None and is_readable(qd.perm):
                 for queue_id in range(qd.read_queue_nums):
-                    queues[QueueRef(topic, qd.broker_name, queue_id)] = addr
+                    queues[QueueRef(topic, qd.broker_name, queue_id)] = found.broker_addr
         return queues
+
+    def _learn(self, route: TopicRouteData) -> None:
+        for bd in route.broker_datas:
+            self._replicas[bd.broker_name] = dict(bd.broker_addrs)
+
+    # -- replicas --------------------------------------------------------------------------
+
+    def _on_replica(
+        self, what: str, queue: QueueRef, addr: str, call: Callable[[str], _T], broker_id: int = MASTER_ID
+    ) -> _T:
+        """``call(address)`` on ``addr`` (or the replica ``broker_id`` names), and on a transport
+        error on the other replicas of the queue's broker group in turn (route refreshed), so a
+        read keeps working on a slave while the master is down.  Broker answers are raised as
+        BrokerUnavailableError naming ``what``."""
+        group = queue.broker_name
+        if group not in self._replicas:  # an executor's first read: learn the group's replicas
+            with contextlib.suppress(RocketQError):
+                self._learn(self.api.get_topic_route(queue.topic, self.timeout_ms))
+        first = pick_replica(self._replicas.get(group, {}), broker_id, unreachable=self._unreachable)
+        detour = first is not None and (broker_id != MASTER_ID or addr in self._unreachable)
+        chosen = first.broker_addr if first is not None and detour else addr
+        tried: set[str] = set()
+        while True:
+            try:
+                result = call(chosen)
+            except RemotingError as exc:
+                log.info("%s of %s on %s failed (%s); trying another replica", what, queue, chosen, exc)
+                self._unreachable.mark(chosen)
+                tried.add(chosen)
+                with contextlib.suppress(RocketQError):
+                    self._learn(self.api.get_topic_route(queue.topic, self.timeout_ms))
+                replicas = self._replicas.get(group, {})
+                found = pick_replica(replicas, exclude=tried, unreachable=self._unreachable)
+                if found is None:
+                    raise self._wrap(what, queue, exc) from exc
+                chosen = found.broker_addr
+                continue
+            except RocketQError as exc:
+                raise self._wrap(what, queue, exc) from exc
+            self._unreachable.clear(chosen)
+            self._served_by[queue] = self._broker_id_of(group, chosen)
+            return result
+
+    def _broker_id_of(self, broker_name: str, addr: str) -> int:
+        for bid, known in self._replicas.get(broker_name, {}).items():
+            if known == addr:
+                return bid
+        return MASTER_ID
+
+    def served_by_slave(self, queue: QueueRef) -> bool:
+        """Whether the last read of ``queue`` was answered by a slave (its master is down)."""
+        return self._served_by.get(queue, MASTER_ID) != MASTER_ID
 
     def topics_matching(self, pattern: str) -> list[str]:
         """Topics known to the NameServer that fully match ``pattern`` (system topics excluded)."""
@@ -80,7 +161,9 @@ class BrokerAccess:
         regex = re.compile(pattern)
         return sorted(t for t in topics if regex.fullmatch(t) and not is_internal_topic(t))
 
-    def discover(self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool) -> dict[QueueRef, str]:
+    def discover(
+        self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
+    ) -> dict[QueueRef, str]:
         """All readable queues of the subscribed topics (``missing_ok`` tolerates deleted topics)."""
         names = self.topics_matching(pattern) if pattern is not None else list(topics)
         found: dict[QueueRef, str] = {}
@@ -94,42 +177,52 @@ class BrokerAccess:
         return BrokerUnavailableError(f"{what} of {queue} failed: {exc}")
 
     def min_offset(self, queue: QueueRef, addr: str) -> int:
-        try:
-            return self.api.get_min_offset(addr, queue.topic, queue.queue_id, self.timeout_ms)
-        except RocketQError as exc:
-            raise self._wrap("GET_MIN_OFFSET", queue, exc) from exc
+        api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
+        return self._on_replica("GET_MIN_OFFSET", queue, addr, lambda a: api.get_min_offset(a, t, q, ms))
 
     def max_offset(self, queue: QueueRef, addr: str) -> int:
-        try:
-            return self.api.get_max_offset(addr, queue.topic, queue.queue_id, self.timeout_ms)
-        except RocketQError as exc:
-            raise self._wrap("GET_MAX_OFFSET", queue, exc) from exc
+        api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
+        return self._on_replica("GET_MAX_OFFSET", queue, addr, lambda a: api.get_max_offset(a, t, q, ms))
 
     def search_offset(self, queue: QueueRef, addr: str, timestamp_ms: int) -> int:
-        try:
-            return self.api.search_offset(addr, queue.topic, queue.queue_id, timestamp_ms, self.timeout_ms)
-        except RocketQError as exc:
-            raise self._wrap("SEARCH_OFFSET_BY_TIMESTAMP", queue, exc) from exc
+        api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
+        return self._on_replica(
+            "SEARCH_OFFSET_BY_TIMESTAMP", queue, addr, lambda a: api.search_offset(a, t, q, timestamp_ms, ms)
+        )
 
     def committed_offset(self, queue: QueueRef, addr: str, group: str) -> int | None:
-        try:
-            return self.api.query_consumer_offset(addr, group, queue.topic, queue.queue_id, self.timeout_ms)
-        except RocketQError as exc:
-            raise self._wrap("QUERY_CONSUMER_OFFSET", queue, exc) from exc
+        api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
+        return self._on_replica(
+            "QUERY_CONSUMER_OFFSET", queue, addr, lambda a: api.query_consumer_offset(a, group, t, q, ms)
+        )
 
     def commit_offset(self, queue: QueueRef, addr: str, group: str, offset: int) -> None:
-        try:
-            self.api.update_consumer_offset(addr, group, queue.topic, queue.queue_id, offset)
-        except RocketQError as exc:
-            raise self._wrap("UPDATE_CONSUMER_OFFSET", queue, exc) from exc
+        """UPDATE_CONSUMER_OFFSET on the master, on a slave while the master is down (as Java's
+        clients do; the master gets the offset again with the next commit once it is back)."""
+        api, t, q = self.api, queue.topic, queue.queue_id
+        what = "UPDATE_CONSUMER_OFFSET"
+        self._on_replica(what, queue, addr, lambda a: api.update_consumer_offset(a, group, t, q, offset))
 
     # -- pulls -----------------------------------------------------------------------------
 
     def pull(
-        self, queue: QueueRef, addr: str, offset: int, *, group: str, max_nums: int, max_bytes: int,
-        sub_expression: str, timeout_ms: int,
+        self,
+        queue: QueueRef,
+        addr: str,
+        offset: int,
+        *,
+        group: str,
+        max_nums: int,
+        max_bytes: int,
+        sub_expression: str,
+        timeout_ms: int,
     ) -> PullResult:
-        """One PULL_MESSAGE without long polling; the broker applies the tag expression."""
+        """One PULL_MESSAGE without long polling; the broker applies the tag expression.
+
+        Goes to ``addr`` (the planned replica) unless a previous answer for the queue suggested
+        another broker id (``suggestWhichBrokerId``), and to another replica of the group when
+        that one does not answer.
+        """
         from rocketq.client.remoting.headers import PullMessageRequestHeader
 
         header = PullMessageRequestHeader(
@@ -146,10 +239,14 @@ class BrokerAccess:
             expression_type=ExpressionType.TAG,
             max_msg_bytes=max_bytes,
         )
-        try:
-            return self.api.pull_message(addr, header, timeout_ms)
-        except RocketQError as exc:
-            raise self._wrap(f"PULL_MESSAGE at offset {offset}", queue, exc) from exc
+        api = self.api
+        suggested = self._suggested.get(queue, MASTER_ID)
+        what = f"PULL_MESSAGE at offset {offset}"
+        result = self._on_replica(
+            what, queue, addr, lambda a: api.pull_message(a, header, timeout_ms), suggested
+        )
+        self._suggested[queue] = result.suggest_which_broker_id
+        return result
 
     def close(self) -> None:
         try:

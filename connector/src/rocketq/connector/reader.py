@@ -11,6 +11,12 @@ Data loss.  The pull response carries the queue's current ``minOffset``; when th
 below it (retention deleted the messages) or the broker reports the offset as illegal, the
 reader raises :class:`DataLossError` naming topic, queue and offsets, or with
 ``failOnDataLoss=false`` logs a warning and continues from the first offset still stored.
+
+Replicas.  :class:`BrokerAccess` pulls from a slave of the group while the master is down;
+queue offsets are the same on every replica.  A slave that lags behind the planned end (ASYNC
+replication, master down) fails the task with BrokerUnavailableError instead of declaring the
+missing offsets lost: they are on the master and are read when it is back (a retried task, or
+the query restarted from its checkpoint), so nothing is skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import pyarrow as pa
 
 from rocketq.client.model import PullResult, PullStatus
 from rocketq.connector.access import BrokerAccess, executor_access
-from rocketq.connector.errors import DataLossError
+from rocketq.connector.errors import BrokerUnavailableError, DataLossError
 from rocketq.connector.offsets import QueueRef
 from rocketq.connector.options import SourceOptions
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition
@@ -42,6 +48,14 @@ def _lost(opts: SourceOptions, queue: QueueRef, start: int, until: int, why: str
     if opts.fail_on_data_loss:
         raise DataLossError(queue.topic, queue.key, detail)
     log.warning("rocketmq source: skipping lost messages of %s: %s", queue, detail)
+
+
+def _slave_behind(queue: QueueRef, slave_max: int, end: int) -> str:
+    # not lost: the slave lags its master, which is down and still holds the rest
+    return (
+        f"{queue}: the slave serving it while its master is down has offsets up to {slave_max} only, "
+        f"the range ends at {end}; the rest is on the master: retry when it is back"
+    )
 
 
 class _Puller:
@@ -96,7 +110,9 @@ def read_range(
     while offset < r.end:
         res = puller.pull(r, offset)
         if offset < res.min_offset and res.status is not PullStatus.NO_NEW_MSG:
-            _lost(opts, queue, offset, min(res.min_offset, r.end), f"the queue now starts at {res.min_offset}")
+            _lost(
+                opts, queue, offset, min(res.min_offset, r.end), f"the queue now starts at {res.min_offset}"
+            )
             offset = res.min_offset
             continue
         if res.status is PullStatus.FOUND:
@@ -105,21 +121,33 @@ def read_range(
                 puller.prefetch(r, res.next_begin_offset)
             elif res.next_begin_offset >= r.end and following is not None:
                 puller.prefetch(following, following.start)
-            chunk = decode_pull_body(res.body, topic=r.topic, broker_name=r.broker_name, end_offset=r.end, tags=tags)
+            chunk = decode_pull_body(
+                res.body, topic=r.topic, broker_name=r.broker_name, end_offset=r.end, tags=tags
+            )
             if chunk.batch.num_rows:
                 yield chunk.batch
             nxt = max(res.next_begin_offset, chunk.last_queue_offset + 1)
         elif res.status is PullStatus.NO_MATCHED_MSG:
             waited_since = None
             nxt = res.next_begin_offset
+            if nxt <= offset and puller.access.served_by_slave(queue):
+                raise BrokerUnavailableError(_slave_behind(queue, res.max_offset, r.end))
         elif res.status is PullStatus.OFFSET_ILLEGAL:
             if offset >= res.max_offset:
-                _lost(opts, queue, max(offset, res.max_offset), r.end, f"the queue now ends at {res.max_offset}")
+                _lost(
+                    opts, queue, max(offset, res.max_offset), r.end, f"the queue now ends at {res.max_offset}"
+                )
                 return
             nxt = res.next_begin_offset
         else:  # NO_NEW_MSG below the planned end
             if offset < res.min_offset:
-                _lost(opts, queue, offset, min(res.min_offset, r.end), f"the queue now starts at {res.min_offset}")
+                _lost(
+                    opts,
+                    queue,
+                    offset,
+                    min(res.min_offset, r.end),
+                    f"the queue now starts at {res.min_offset}",
+                )
                 offset = res.min_offset
                 continue
             if res.max_offset <= offset:
@@ -128,11 +156,15 @@ def read_range(
                 if now - waited_since < NO_NEW_MSG_GRACE_S:
                     time.sleep(0.05)
                     continue
+                if puller.access.served_by_slave(queue):
+                    raise BrokerUnavailableError(_slave_behind(queue, res.max_offset, r.end))
                 _lost(opts, queue, offset, r.end, f"the queue's max offset is {res.max_offset}")
                 return
             nxt = res.next_begin_offset
         if nxt <= offset:
-            raise DataLossError(queue.topic, queue.key, f"the broker did not advance past offset {offset} ({res.status})")
+            raise DataLossError(
+                queue.topic, queue.key, f"the broker did not advance past offset {offset} ({res.status})"
+            )
         offset = nxt
 
 

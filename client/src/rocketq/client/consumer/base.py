@@ -5,15 +5,20 @@ joins one given to it), its offset store (broker-side for clustering, a local fi
 broadcasting), its :class:`~rocketq.client.consumer.rebalance.RebalanceImpl`, and implements the
 ``Member`` interface the instance drives (heartbeat data, route changes, the periodic rebalance and
 offset persistence).  :meth:`ConsumerBase.pull_once` is one PULL_MESSAGE against the right
-replica: the master unless a previous answer's ``suggestWhichBrokerId`` pointed elsewhere.
+replica: the master unless a previous answer's ``suggestWhichBrokerId`` pointed elsewhere, a
+slave of the group while the master is absent from the route or does not answer (then the
+pull's commit-offset flag is cleared, as Java does: offsets reach a slave only through
+UPDATE_CONSUMER_OFFSET).  A slave answers ``suggestWhichBrokerId=0``, so the consumer goes back
+to the master as soon as it is listed and answering again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from rocketq.client.config import ConsumerConfig, MessageModel
 from rocketq.client.consumer.allocate import AllocateFn, allocate_strategy
@@ -32,8 +37,8 @@ from rocketq.client.consumer.subscription import (
     subscription_refused,
 )
 from rocketq.client.errors import MQBrokerError, MQClientError, NoRouteError
-from rocketq.client.instance import ClientInstance
-from rocketq.client.model import PullResult
+from rocketq.client.instance import ClientInstance, FindBrokerResult
+from rocketq.client.model import PullResult, PullStatus
 from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import MASTER_ID, ExpressionType, MessageQueue, PullSysFlag
@@ -41,6 +46,8 @@ from rocketq.client.remoting.vocabulary import MASTER_ID, ExpressionType, Messag
 __all__ = ["ConsumerBase"]
 
 log = logging.getLogger("rocketq.client")
+_T = TypeVar("_T")
+NO_PROGRESS_DELAY_S = 0.2
 
 
 class ConsumerBase:
@@ -195,39 +202,54 @@ class ConsumerBase:
     ) -> PullResult:
         """One PULL_MESSAGE; ``block`` long-polls for ``broker_suspend_max_time_ms``."""
         c = self.config
-        broker_id = self._suggested_broker.get(mq, MASTER_ID)
-        addr = self.instance.find_broker_addr(mq.broker_name, broker_id)
-        if addr is None:
-            addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-        is_master = self.instance.find_broker_addr(mq.broker_name, MASTER_ID, only_this=True) == addr
-        flag = PullSysFlag.SUBSCRIPTION
-        if block:
-            flag |= PullSysFlag.SUSPEND
-        if commit_offset is not None and commit_offset >= 0 and is_master:
-            flag |= PullSysFlag.COMMIT_OFFSET
-        if self.consume_type == "CONSUME_ACTIVELY":
-            flag |= PullSysFlag.LITE_PULL
-        header = PullMessageRequestHeader(
-            consumer_group=self.group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
-            sys_flag=int(flag),
-            commit_offset=commit_offset if commit_offset is not None and commit_offset >= 0 else 0,
-            suspend_timeout_millis=c.broker_suspend_max_time_ms if block else 0,
-            subscription=sub.sub_string,
-            sub_version=sub.sub_version,
-            expression_type=sub.expression_type,
-        )
         timeout = c.consumer_timeout_when_suspend_ms if block else c.consumer_pull_timeout_ms
-        api = self.instance.api
+        commit = commit_offset if commit_offset is not None and commit_offset >= 0 else None
+
+        async def pull(replica: FindBrokerResult) -> PullResult:
+            flag = PullSysFlag.SUBSCRIPTION
+            if block:
+                flag |= PullSysFlag.SUSPEND
+            if commit is not None and not replica.slave:  # slaves never take the pull's commit
+                flag |= PullSysFlag.COMMIT_OFFSET
+            if self.consume_type == "CONSUME_ACTIVELY":
+                flag |= PullSysFlag.LITE_PULL
+            header = PullMessageRequestHeader(
+                consumer_group=self.group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                queue_offset=offset,
+                max_msg_nums=max_nums,
+                sys_flag=int(flag),
+                commit_offset=commit if commit is not None else 0,
+                suspend_timeout_millis=c.broker_suspend_max_time_ms if block else 0,
+                subscription=sub.sub_string,
+                sub_version=sub.sub_version,
+                expression_type=sub.expression_type,
+            )
+            api = self.instance.api
+            return await api.pull_message(replica.broker_addr, header, timeout, tags_filter=sub.tags_filter())
+
+        broker_id = self._suggested_broker.get(mq, MASTER_ID)
         try:
-            result = await api.pull_message(addr, header, timeout, tags_filter=sub.tags_filter())
+            result = await self.instance.invoke_on_replica(mq.broker_name, mq.topic, pull, broker_id)
         except MQBrokerError as exc:
             raise (subscription_refused(exc, sub) or exc) from None
+        # PullAPIWrapper's pullFromWhichNodeTable: the next pull of mq goes where the broker says
         self._suggested_broker[mq] = result.suggest_which_broker_id
+        if result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset == offset:
+            # a slave behind the consumer (its master, which had the rest, is down) answers
+            # "retry immediately" without progress: pause instead of spinning on it
+            await asyncio.sleep(NO_PROGRESS_DELAY_S)
         return result
+
+    async def on_replica(
+        self, mq: MessageQueue, call: Callable[[str], Awaitable[_T]], *, broker_id: int = MASTER_ID
+    ) -> _T:
+        """Run the read ``call(address)`` on a live replica of ``mq``'s broker group (the master
+        first, a slave while the master is down)."""
+        return await self.instance.invoke_on_replica(
+            mq.broker_name, mq.topic, lambda replica: call(replica.broker_addr), broker_id
+        )
 
     async def check_client_in_broker(self) -> None:
         """Java's ``checkClientInBroker``: ask the brokers of each SQL92 subscription's topic

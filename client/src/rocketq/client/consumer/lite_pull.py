@@ -302,11 +302,16 @@ class AsyncLitePullConsumer(ConsumerBase):
             try:
                 msgs = result.messages
             except MessageFormatError as exc:
-                log.error("the pull of %s from offset %d does not decode; the queue goes back there", state.mq, offset)
+                log.error(
+                    "the pull of %s from offset %d does not decode; the queue goes back there",
+                    state.mq,
+                    offset,
+                )
                 await self._reposition(state, offset)
                 raise MessageFormatError(
                     f"the pull of {state.mq} from queue offset {offset} does not decode: {exc}; the queue stays "
-                    f"there (seek past the record to skip it)") from exc
+                    f"there (seek past the record to skip it)"
+                ) from exc
             state.consumed_offset = result.next_begin_offset
             if msgs:  # else the tag filter dropped the whole pull: consumed all the same
                 return msgs
@@ -359,9 +364,13 @@ class AsyncLitePullConsumer(ConsumerBase):
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Continue ``mq`` from ``offset`` (checked against the queue's min/max offsets)."""
         state = self._state(mq)
-        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-        low = await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id)
-        high = await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)
+        api = self.instance.api
+
+        async def bounds(addr: str) -> tuple[int, int]:
+            low = await api.get_min_offset(addr, mq.topic, mq.queue_id)
+            return low, await api.get_max_offset(addr, mq.topic, mq.queue_id)
+
+        low, high = await self.on_replica(mq, bounds)
         if not low <= offset <= high:
             raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
         await self._reposition(state, offset)
@@ -376,17 +385,21 @@ class AsyncLitePullConsumer(ConsumerBase):
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         state = self._state(mq)
-        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-        await self._reposition(state, await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id))
+        api = self.instance.api
+        low = await self.on_replica(mq, lambda addr: api.get_min_offset(addr, mq.topic, mq.queue_id))
+        await self._reposition(state, low)
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
         state = self._state(mq)
-        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-        await self._reposition(state, await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id))
+        api = self.instance.api
+        high = await self.on_replica(mq, lambda addr: api.get_max_offset(addr, mq.topic, mq.queue_id))
+        await self._reposition(state, high)
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-        return await self.instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)
+        api = self.instance.api
+        return await self.on_replica(
+            mq, lambda addr: api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)
+        )
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
         for mq in mqs:

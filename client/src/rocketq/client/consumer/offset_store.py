@@ -1,8 +1,9 @@
 """Consumer offset stores: where a group's progress per queue is kept.
 
 * :class:`RemoteBrokerOffsetStore` (clustering): an in-memory table ``MessageQueue -> offset``,
-  read from the queue's master with QUERY_CONSUMER_OFFSET the first time and written back with
-  UPDATE_CONSUMER_OFFSET (oneway) by :meth:`persist_all` every 5 s and on shutdown.  Queues no
+  read from the queue's master (a slave while the master is down) with QUERY_CONSUMER_OFFSET the
+  first time and written back with UPDATE_CONSUMER_OFFSET (oneway) by :meth:`persist_all` every
+  5 s and on shutdown.  Queues no
   longer assigned are dropped from the table on the next persist, as in RocketMQ.
 * :class:`LocalFileOffsetStore` (broadcasting): the same table, persisted to
   ``<offset_store_dir>/<clientId>/<group>/offsets.json`` (written to a temporary file and
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rocketq.client.errors import RocketQError
-from rocketq.client.instance import ClientInstance
+from rocketq.client.instance import ClientInstance, FindBrokerResult
 from rocketq.client.remoting.route import MessageQueue
 
 __all__ = [
@@ -193,20 +194,29 @@ class LocalFileOffsetStore(OffsetStore):
 
 
 class InstanceOffsetBroker:
-    """:class:`OffsetBroker` over a ClientInstance: the queue's master, found in the route."""
+    """:class:`OffsetBroker` over a ClientInstance: the queue's master, found in the route, or a
+    slave of its group while the master is absent or does not answer (Java's
+    ``findBrokerAddressInAdmin``): commits made meanwhile land on the slave, so a consumer that
+    restarts during the outage resumes there; back on the master, the next persist commits the
+    in-memory offsets again (nothing is skipped, a re-read is at most the last interval)."""
 
     def __init__(self, instance: ClientInstance) -> None:
         self.instance = instance
 
-    async def _addr(self, mq: MessageQueue) -> str:
-        return await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
-
     async def query_offset(self, group: str, mq: MessageQueue) -> int | None:
-        addr = await self._addr(mq)
-        return await self.instance.api.query_consumer_offset(addr, group, mq.topic, mq.queue_id)
+        api = self.instance.api
+
+        async def query(replica: FindBrokerResult) -> int | None:
+            return await api.query_consumer_offset(replica.broker_addr, group, mq.topic, mq.queue_id)
+
+        return await self.instance.invoke_on_replica(mq.broker_name, mq.topic, query)
 
     async def commit_offset(self, group: str, mq: MessageQueue, offset: int, *, oneway: bool) -> None:
-        addr = await self._addr(mq)
-        await self.instance.api.update_consumer_offset(
-            addr, group, mq.topic, mq.queue_id, offset, oneway=oneway
-        )
+        api = self.instance.api
+
+        async def commit(replica: FindBrokerResult) -> None:
+            await api.update_consumer_offset(
+                replica.broker_addr, group, mq.topic, mq.queue_id, offset, oneway=oneway
+            )
+
+        await self.instance.invoke_on_replica(mq.broker_name, mq.topic, commit)

@@ -398,9 +398,10 @@ class AsyncPushConsumer(ConsumerBase):
         await self._consume_concurrently(mq, pq, msgs)
 
     async def _send_back(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> bool:
-        """CONSUMER_SEND_MSG_BACK to the queue's master; False if it failed."""
+        """CONSUMER_SEND_MSG_BACK to the queue's master; False if it failed (a slave cannot
+        store the retry message: while the master is down the batch is consumed again locally)."""
         try:
-            addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+            addr = await self.instance.find_master_addr_or_refresh(mq.broker_name, mq.topic)
             await self.instance.api.consumer_send_message_back(
                 addr, msg, self.group, delay_level, self.config.max_reconsume_times
             )

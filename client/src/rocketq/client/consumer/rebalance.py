@@ -29,7 +29,7 @@ from rocketq.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.consumer.subscription import SubscriptionData
 from rocketq.client.errors import RocketQError
-from rocketq.client.instance import ClientInstance
+from rocketq.client.instance import ClientInstance, FindBrokerResult
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 
@@ -121,16 +121,19 @@ class RebalanceImpl:
             self.owner.queues_changed(topic, set(mq_set), allocated)
 
     async def find_consumer_id_list(self, topic: str) -> list[str]:
-        """GET_CONSUMER_LIST_BY_GROUP against one broker of the topic (any replica)."""
+        """GET_CONSUMER_LIST_BY_GROUP against one broker of the topic (any live replica: the
+        clients heartbeat to slaves too, so a slave knows the group while its master is down)."""
         route = await self.instance.get_route(topic)
+        api = self.instance.api
         for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
-            addr = self.instance.find_broker_addr(bd.broker_name)
-            if addr is None:
-                continue
+
+            async def ask(replica: FindBrokerResult) -> list[str]:
+                return await api.get_consumer_id_list(replica.broker_addr, self.group)
+
             try:
-                return await self.instance.api.get_consumer_id_list(addr, self.group)
+                return await self.instance.invoke_on_replica(bd.broker_name, topic, ask)
             except RocketQError as exc:
-                log.warning("GET_CONSUMER_LIST_BY_GROUP on %s failed: %s", addr, exc)
+                log.warning("GET_CONSUMER_LIST_BY_GROUP on %s failed: %s", bd.broker_name, exc)
         return []
 
     async def update_process_queue_table(self, topic: str, mq_set: set[MessageQueue]) -> bool:
@@ -175,19 +178,25 @@ class RebalanceImpl:
         if last >= 0:
             return last
         api = self.instance.api
-        addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
         where = self.config.consume_from_where
         is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
             return 0
-        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET:
-            return 0 if is_retry else await api.get_max_offset(addr, mq.topic, mq.queue_id)
-        if is_retry:
-            return await api.get_max_offset(addr, mq.topic, mq.queue_id)
-        ts = self.config.consume_timestamp_ms
-        if ts is None:
-            ts = int(time.time() * 1000) - _HALF_HOUR_MS
-        return await api.search_offset(addr, mq.topic, mq.queue_id, ts)
+        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET and is_retry:
+            return 0
+        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET or is_retry:
+
+            async def max_offset(replica: FindBrokerResult) -> int:
+                return await api.get_max_offset(replica.broker_addr, mq.topic, mq.queue_id)
+
+            return await self.instance.invoke_on_replica(mq.broker_name, mq.topic, max_offset)
+        configured = self.config.consume_timestamp_ms
+        ts = int(time.time() * 1000) - _HALF_HOUR_MS if configured is None else configured
+
+        async def search(replica: FindBrokerResult) -> int:
+            return await api.search_offset(replica.broker_addr, mq.topic, mq.queue_id, ts)
+
+        return await self.instance.invoke_on_replica(mq.broker_name, mq.topic, search)
 
     # ------------------------------------------------------------------ orderly locks
 

@@ -39,7 +39,7 @@ from rocketq.client.errors import (
     RemotingError,
 )
 from rocketq.client.instance import ClientInstance
-from rocketq.client.model import Message, SendResult
+from rocketq.client.model import Message, SendResult, SendStatus
 from rocketq.client.producer.batch import EncodedBatch, prepare_batches
 from rocketq.client.producer.fault import MQFaultStrategy, TopicPublishInfo
 from rocketq.client.producer.routes import PublishRoutes
@@ -479,7 +479,7 @@ class AsyncProducer:
             self._record_latency(mq, start, isolation=False)
             assert result is not None
             if (
-                result.send_status.value != "SEND_OK"
+                result.send_status is not SendStatus.SEND_OK
                 and self.config.retry_another_broker_when_not_store_ok
                 and retry_if_maybe_stored
                 and attempt < retries
@@ -512,7 +512,7 @@ class AsyncProducer:
     ) -> SendResult | None:
         """sendKernelImpl: build the header (UNIQ_KEY, compression, retry fields) and send."""
         inst = self.instance
-        addr = await inst.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        addr = await inst.find_master_addr_or_refresh(mq.broker_name, mq.topic)
         if batch is not None:
             props = dict(msg.properties)
             body, sys_flag, msg_id = batch.body, 0, batch.msg_id

@@ -94,4 +94,4 @@ class PublishRoutes:
         """The master address of ``mq``'s broker, after the topic's route lookup (template
         included: its route also fills the instance's broker address table)."""
         await self.get(mq.topic)
-        return await self._instance().find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+        return await self._instance().find_master_addr_or_refresh(mq.broker_name, mq.topic)

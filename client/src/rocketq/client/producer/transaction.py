@@ -293,7 +293,7 @@ class AsyncTransactionProducer(AsyncProducer):
                 topic=half.topic,
             )
             mq = result.message_queue
-            addr = await self.instance.find_broker_addr_or_refresh(mq.broker_name, mq.topic)
+            addr = await self.instance.find_master_addr_or_refresh(mq.broker_name, mq.topic)
             await self.instance.api.end_transaction(addr, header, remark)
         except RocketQError as exc:  # the broker will check back: the transaction is not lost
             log.warning(
