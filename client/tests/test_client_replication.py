@@ -468,6 +468,13 @@ def test_ha_status_parses_the_documented_bodies() -> None:
             HAStatus.from_json(bad)
 
 
+def test_ha_status_written_by_to_json_reads_back_the_same() -> None:
+    for body in (MASTER_HA_BODY, SLAVE_HA_BODY):
+        status = HAStatus.from_json(json.dumps(body))
+        assert HAStatus.from_json(status.to_json()) == status
+        assert json.loads(status.to_json()).keys() == body.keys()
+
+
 def test_ha_status_and_cluster_rows_and_ha_status_lines() -> None:
     async def scenario() -> None:
         group = await start_group("broker-a")
