@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +60,9 @@ from rocketq.client.remoting.record_layout import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_TYPE_MASK,
 )
+
+if TYPE_CHECKING:
+    from rocketq.broker.store.message_store import MessageStore
 
 __all__ = ["BulkHalves", "committed_batches", "load_bulk"]
 
@@ -121,7 +124,7 @@ class BulkHalves:
 
 
 def load_bulk(
-    store: Any, ranges: Sequence[tuple[int, int]], producer_group: str, *, max_bytes: int
+    store: MessageStore, ranges: Sequence[tuple[int, int]], producer_group: str, *, max_bytes: int
 ) -> BulkHalves | None:
     """The half records of ``ranges`` when all are the usual ones (see the module), else None.
 

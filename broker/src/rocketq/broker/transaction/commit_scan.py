@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC
 from rocketq.broker.transaction.op_log import OP_QUEUE_ID, DoneOffsets
@@ -41,6 +41,10 @@ from rocketq.client.remoting.record_layout import (
     transaction_value,
 )
 
+if TYPE_CHECKING:
+    from rocketq.broker.store.commit_log import CommitLog
+    from rocketq.broker.store.message_store import MessageStore
+
 __all__ = ["UnrecordedCommit", "find_unrecorded_commits", "scan_start"]
 
 _COMMIT: Final = TRANSACTION_COMMIT_TYPE
@@ -57,13 +61,13 @@ class UnrecordedCommit:
     store_host: tuple[str, int]
 
 
-def _first_unit(store: Any, topic: str, queue_id: int, queue_offset: int) -> int | None:
+def _first_unit(store: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int | None:
     cq = store.find_consume_queue(topic, queue_id)
     unit = cq.unit_at(queue_offset) if cq is not None else None
     return None if unit is None else int(unit[0])
 
 
-def scan_start(store: Any) -> int | None:
+def scan_start(store: MessageStore) -> int | None:
     """Where committed messages may lack an op record, or None if nothing can (no half message)."""
     last_op = store.get_max_offset_in_queue(OP_TOPIC, OP_QUEUE_ID) - 1
     start = None
@@ -79,7 +83,7 @@ def scan_start(store: Any) -> int | None:
     return max(start, int(store.min_phy_offset))
 
 
-def _committed_records(commit_log: Any, start: int, end: int) -> Iterator[tuple[int, memoryview, int]]:
+def _committed_records(commit_log: CommitLog, start: int, end: int) -> Iterator[tuple[int, memoryview, int]]:
     """(CommitLog offset, segment view, position) of each COMMIT record in ``[start, end)``."""
     offset = start
     while offset < end:
@@ -120,7 +124,9 @@ def _half_origin(half: RecordHeader) -> int:
     return origin
 
 
-def _half_copy(commit_log: Any, offset: int, origin: int, uniq_key: str | None) -> UnrecordedCommit | None:
+def _half_copy(
+    commit_log: CommitLog, offset: int, origin: int, uniq_key: str | None
+) -> UnrecordedCommit | None:
     """The half copy at CommitLog ``offset`` if it belongs to transaction ``origin`` (same ``UNIQ_KEY``)."""
     size = commit_log.record_size_at(offset) if offset >= 0 else 0
     view = commit_log.view(offset, size) if size > 0 else None
@@ -144,7 +150,9 @@ def _half_copy(commit_log: Any, offset: int, origin: int, uniq_key: str | None) 
         view.release()
 
 
-def find_unrecorded_commits(store: Any, start: int, done: DoneOffsets) -> tuple[list[UnrecordedCommit], int]:
+def find_unrecorded_commits(
+    store: MessageStore, start: int, done: DoneOffsets
+) -> tuple[list[UnrecordedCommit], int]:
     """Committed transactions from ``start`` to the CommitLog's end that ``done`` lacks.
 
     Returns them and the number of COMMIT records seen."""
