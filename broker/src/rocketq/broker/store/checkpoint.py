@@ -55,10 +55,20 @@ class StoreCheckpoint:
 
     def flush(self) -> None:
         # pwrite, not a store into the mapping: see index_file on write faults that hold the GIL
-        self._mf.pwrite(0, _FIELDS.pack(self.physic_msg_timestamp, self.logics_msg_timestamp,
-                                        self.index_msg_timestamp, self.master_flushed_offset, self.confirm_phy_offset))
-        self._mf.pwrite(DISPATCH_POS, _DISPATCH.pack(self.dispatched_phy_offset,
-                                                     RQ_MARKER if self.dispatched_phy_offset >= 0 else 0))
+        self._mf.pwrite(
+            0,
+            _FIELDS.pack(
+                self.physic_msg_timestamp,
+                self.logics_msg_timestamp,
+                self.index_msg_timestamp,
+                self.master_flushed_offset,
+                self.confirm_phy_offset,
+            ),
+        )
+        self._mf.pwrite(
+            DISPATCH_POS,
+            _DISPATCH.pack(self.dispatched_phy_offset, RQ_MARKER if self.dispatched_phy_offset >= 0 else 0),
+        )
         self._mf.wrote_position = CHECKPOINT_SIZE
         self._mf.flushed_position = 0
         self._mf.flush()

@@ -39,8 +39,14 @@ def disk_usage_percent(path: str) -> float:
 class CleanService:
     """Runs retention rounds; also serves manual triggers."""
 
-    def __init__(self, config: StoreConfig, commit_log: CommitLog, queues: Callable[[], Iterable[ConsumeQueue]],
-                 index_service: IndexService | None, probe: DiskUsageProbe | None = None) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        commit_log: CommitLog,
+        queues: Callable[[], Iterable[ConsumeQueue]],
+        index_service: IndexService | None,
+        probe: DiskUsageProbe | None = None,
+    ) -> None:
         self.config = config
         self.commit_log = commit_log
         self.queues = queues
@@ -77,11 +83,17 @@ class CleanService:
         self.last_usage_percent = usage
         full = usage > self.config.disk_space_warning_level_ratio_percent
         if full and not self.disk_full:
-            log.error("disk usage %.1f%% exceeds %d%%: the store rejects writes", usage,
-                      self.config.disk_space_warning_level_ratio_percent)
+            log.error(
+                "disk usage %.1f%% exceeds %d%%: the store rejects writes",
+                usage,
+                self.config.disk_space_warning_level_ratio_percent,
+            )
         elif not full and self.disk_full:
-            log.info("disk usage %.1f%% is back under %d%%: the store accepts writes again", usage,
-                     self.config.disk_space_warning_level_ratio_percent)
+            log.info(
+                "disk usage %.1f%% is back under %d%%: the store accepts writes again",
+                usage,
+                self.config.disk_space_warning_level_ratio_percent,
+            )
         self.disk_full = full
         return usage
 
@@ -99,8 +111,9 @@ class CleanService:
             deleted = 0
             if is_time or is_space or manual or forcibly:
                 if is_space or forcibly:
-                    log.warning("disk usage %.1f%%: cleaning the commit log%s", usage,
-                                " forcibly" if forcibly else "")
+                    log.warning(
+                        "disk usage %.1f%%: cleaning the commit log%s", usage, " forcibly" if forcibly else ""
+                    )
                 deleted = self._delete_commit_log(forcibly)
             self._clean_derived()
             return deleted
@@ -113,10 +126,14 @@ class CleanService:
             return forcibly or time.time() * 1000 >= mf.last_modified_ms + reserved_ms
 
         deleted = self.commit_log.mfq.delete_files_if(
-            expired, cfg.delete_file_batch_max, cfg.delete_commit_log_files_interval_ms / 1000)
+            expired, cfg.delete_file_batch_max, cfg.delete_commit_log_files_interval_ms / 1000
+        )
         if deleted:
-            log.info("deleted %d commit log segment(s); the commit log now starts at %d", deleted,
-                     self.commit_log.min_offset)
+            log.info(
+                "deleted %d commit log segment(s); the commit log now starts at %d",
+                deleted,
+                self.commit_log.min_offset,
+            )
         return deleted
 
     def _clean_derived(self) -> None:

@@ -110,8 +110,8 @@ class DispatchHint:
     dispatch falls back to decoding records whenever no hint matches its offset.
     """
 
-    base: int                       # offset of the first record
-    end: int                        # offset after the last record (a blank may lie in between)
+    base: int  # offset of the first record
+    end: int  # offset after the last record (a blank may lie in between)
     topic: str
     queue_id: int
     first_queue_offset: int
@@ -119,7 +119,7 @@ class DispatchHint:
     sizes: I64 | list[int]
     in_cq: npt.NDArray[np.bool_] | list[bool]
     all_in_cq: bool
-    properties: Sequence[Buffer]    # dispatch extracts tags codes and index keys from these ...
+    properties: Sequence[Buffer]  # dispatch extracts tags codes and index keys from these ...
     plen: I64 | list[int]
     unindexed: npt.NDArray[np.bool_] | list[bool] | None
     tags_codes: I64 | list[int] | None  # ... unless the appender handed them over
@@ -135,8 +135,11 @@ class CommitLog:
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
-        self.mfq = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log_bytes,
-                                   preallocate=config.preallocate_files)
+        self.mfq = MappedFileQueue(
+            config.commit_log_dir,
+            config.mapped_file_size_commit_log_bytes,
+            preallocate=config.preallocate_files,
+        )
         self.put_lock = threading.Lock()
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock_ms = 0
@@ -187,17 +190,37 @@ class CommitLog:
                 end = self.mfq.max_offset
                 if self.hints_enabled and len(self.hints) < MAX_HINTS and prep.topic != SCHEDULE_TOPIC:
                     tags_codes, keys = _handed_over(prep)
-                    self.hints.append(DispatchHint(
-                        base=base, end=end, topic=prep.topic, queue_id=prep.queue_id, first_queue_offset=first_qo,
-                        phys=phys, sizes=prep.sizes, in_cq=prep.in_cq, all_in_cq=prep.all_in_cq,
-                        properties=prep.properties, plen=prep.plen, unindexed=prep.unindexed,
-                        tags_codes=tags_codes, keys=keys, store_timestamp=now))
+                    self.hints.append(
+                        DispatchHint(
+                            base=base,
+                            end=end,
+                            topic=prep.topic,
+                            queue_id=prep.queue_id,
+                            first_queue_offset=first_qo,
+                            phys=phys,
+                            sizes=prep.sizes,
+                            in_cq=prep.in_cq,
+                            all_in_cq=prep.all_in_cq,
+                            properties=prep.properties,
+                            plen=prep.plen,
+                            unindexed=prep.unindexed,
+                            tags_codes=tags_codes,
+                            keys=keys,
+                            store_timestamp=now,
+                        )
+                    )
             finally:
                 self.begin_time_in_lock_ms = 0
         first_phy = int(phys[0])
-        return AppendMessageResult(status=AppendMessageStatus.PUT_OK, wrote_offset=first_phy, wrote_bytes=end - first_phy,
-                                   msg_id=self._msg_ids(prep.store_host, phys) if prep.want_msg_ids else "",
-                                   queue_offset=int(queue_offsets[0]), store_timestamp=now, msg_num=prep.n)
+        return AppendMessageResult(
+            status=AppendMessageStatus.PUT_OK,
+            wrote_offset=first_phy,
+            wrote_bytes=end - first_phy,
+            msg_id=self._msg_ids(prep.store_host, phys) if prep.want_msg_ids else "",
+            queue_offset=int(queue_offsets[0]),
+            store_timestamp=now,
+            msg_num=prep.n,
+        )
 
     def append_raw(self, phy_offset: int, data: bytes | bytearray | memoryview) -> int:
         """Write bytes copied from another CommitLog (a slave's replication) at exactly ``phy_offset``.
@@ -212,10 +235,13 @@ class CommitLog:
             if self.mfq.last() is None:
                 if phy_offset % size:
                     raise StoreError(
-                        f"an empty commit log can only start at a segment boundary, not {phy_offset}")
+                        f"an empty commit log can only start at a segment boundary, not {phy_offset}"
+                    )
             elif phy_offset != self.mfq.max_offset:
-                raise StoreError(f"replicated data at {phy_offset} does not continue the commit log, "
-                                 f"which ends at {self.mfq.max_offset}")
+                raise StoreError(
+                    f"replicated data at {phy_offset} does not continue the commit log, "
+                    f"which ends at {self.mfq.max_offset}"
+                )
             view = memoryview(data)
             while view:
                 mf = self.mfq.get_last_mapped_file(phy_offset)
@@ -237,7 +263,9 @@ class CommitLog:
             return [(mf, pos, 0, prep.n)]
         return [(mf, pos, 0, 0), (None, 0, 0, prep.n)]
 
-    def _write(self, chunks: list[tuple[MappedFile | None, int, int, int]], prep: PreparedBatch, data: object) -> None:
+    def _write(
+        self, chunks: list[tuple[MappedFile | None, int, int, int]], prep: PreparedBatch, data: object
+    ) -> None:
         view = memoryview(data)  # type: ignore[arg-type]
         starts, total = prep.starts, prep.total
         mf = chunks[0][0]
@@ -268,8 +296,8 @@ class CommitLog:
         arr = np.asarray(phys, dtype=np.int64)
         width = len(prefix) + 17
         out = np.empty((len(arr), width), dtype=np.uint8)
-        out[:, :len(prefix)] = np.frombuffer(prefix.encode(), dtype=np.uint8)
-        out[:, len(prefix):-1] = _HEX[(arr.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & np.uint64(15)]
+        out[:, : len(prefix)] = np.frombuffer(prefix.encode(), dtype=np.uint8)
+        out[:, len(prefix) : -1] = _HEX[(arr.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & np.uint64(15)]
         out[:, -1] = 44  # ","
         return out.tobytes()[:-1].decode("ascii")
 
@@ -369,7 +397,9 @@ def _queue_offsets(prep: PreparedBatch, first: int) -> tuple[I64 | list[int], in
     return out, qo
 
 
-def _physical_offsets(prep: PreparedBatch, chunks: list[tuple[MappedFile | None, int, int, int]]) -> I64 | list[int]:
+def _physical_offsets(
+    prep: PreparedBatch, chunks: list[tuple[MappedFile | None, int, int, int]]
+) -> I64 | list[int]:
     """Absolute CommitLog offset of each record given its chunk placement."""
     starts = prep.starts
     seg_from = chunks[0][0].file_from_offset if chunks[0][0] is not None else 0

@@ -65,7 +65,11 @@ class StoreConfig:
             raise StoreConfigError("mapped_file_size_commit_log_bytes must be >= 4096")
         if self.mapped_file_size_consume_queue_units < 1:
             raise StoreConfigError("mapped_file_size_consume_queue_units must be >= 1")
-        if not 0 < self.max_message_size_bytes <= self.mapped_file_size_commit_log_bytes - END_FILE_MIN_BLANK_LENGTH:
+        if (
+            not 0
+            < self.max_message_size_bytes
+            <= self.mapped_file_size_commit_log_bytes - END_FILE_MIN_BLANK_LENGTH
+        ):
             raise StoreConfigError("max_message_size_bytes must be positive and fit in one CommitLog file")
         if not 0 <= self.max_properties_size_bytes <= 32767:
             raise StoreConfigError("max_properties_size_bytes must be within 0..32767")
@@ -73,8 +77,11 @@ class StoreConfig:
             raise StoreConfigError("max_topic_length must be within 1..32767")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise StoreConfigError("max_hash_slot_num must be >= 1 and max_index_num >= 2")
-        ratios = (self.disk_max_used_space_ratio_percent, self.disk_space_clean_forcibly_ratio_percent,
-                  self.disk_space_warning_level_ratio_percent)
+        ratios = (
+            self.disk_max_used_space_ratio_percent,
+            self.disk_space_clean_forcibly_ratio_percent,
+            self.disk_space_warning_level_ratio_percent,
+        )
         if not all(0 < r <= 100 for r in ratios):
             raise StoreConfigError("disk ratios must be percentages within 1..100")
         self.delete_hours()  # validates the format
@@ -105,7 +112,9 @@ class StoreConfig:
         try:
             hours = frozenset(int(h) for h in self.delete_when.split(";") if h.strip())
         except ValueError as exc:
-            raise StoreConfigError(f"delete_when must be hours separated by ';': {self.delete_when!r}") from exc
+            raise StoreConfigError(
+                f"delete_when must be hours separated by ';': {self.delete_when!r}"
+            ) from exc
         if any(not 0 <= h <= 23 for h in hours):
             raise StoreConfigError(f"delete_when hours must be within 0..23: {self.delete_when!r}")
         return hours

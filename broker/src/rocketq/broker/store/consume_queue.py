@@ -41,15 +41,20 @@ BLANK_UNIT = UNIT.pack(0, 0x7FFFFFFF, 0)
 class ConsumeQueue:
     """One queue's units; logical offsets are unit indexes."""
 
-    def __init__(self, root_dir: str, topic: str, queue_id: int, units_per_file: int, *, preallocate: bool = True) -> None:
+    def __init__(
+        self, root_dir: str, topic: str, queue_id: int, units_per_file: int, *, preallocate: bool = True
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.units_per_file = units_per_file
-        self.mfq = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), units_per_file * CQ_UNIT_SIZE,
-                                   preallocate=preallocate)
-        self.min_logic_offset = 0          # byte offset of the first valid unit
-        self.max_physic_offset = -1        # CommitLog end (offset + size) of the last unit
-        self.gap_filled = False            # set when blank units were written to fill a gap
+        self.mfq = MappedFileQueue(
+            os.path.join(root_dir, topic, str(queue_id)),
+            units_per_file * CQ_UNIT_SIZE,
+            preallocate=preallocate,
+        )
+        self.min_logic_offset = 0  # byte offset of the first valid unit
+        self.max_physic_offset = -1  # CommitLog end (offset + size) of the last unit
+        self.gap_filled = False  # set when blank units were written to fill a gap
 
     # -- bounds ----------------------------------------------------------------------------
     @property
@@ -70,8 +75,12 @@ class ConsumeQueue:
             skip = current - expected
             if skip >= len(units):
                 return  # already dispatched (recovery replays)
-            log.debug("consume queue %s-%d: skipping %d re-dispatched units", self.topic, self.queue_id,
-                      skip // CQ_UNIT_SIZE)
+            log.debug(
+                "consume queue %s-%d: skipping %d re-dispatched units",
+                self.topic,
+                self.queue_id,
+                skip // CQ_UNIT_SIZE,
+            )
             units = units[skip:]
             expected = current
         if expected > current:
@@ -92,8 +101,13 @@ class ConsumeQueue:
             self.min_logic_offset = expected
         else:
             start = current
-            log.warning("consume queue %s-%d: gap from logical offset %d to %d filled with blank units",
-                        self.topic, self.queue_id, current // CQ_UNIT_SIZE, expected // CQ_UNIT_SIZE)
+            log.warning(
+                "consume queue %s-%d: gap from logical offset %d to %d filled with blank units",
+                self.topic,
+                self.queue_id,
+                current // CQ_UNIT_SIZE,
+                expected // CQ_UNIT_SIZE,
+            )
         pos = start
         while pos < expected:
             mf = self.mfq.get_last_mapped_file(pos)
@@ -211,8 +225,13 @@ class ConsumeQueue:
             cut = mf.file_from_offset + keep * CQ_UNIT_SIZE
             if keep > 0:
                 break
-        log.info("consume queue %s-%d: truncating units from logical offset %d (commit log end %d)",
-                 self.topic, self.queue_id, cut // CQ_UNIT_SIZE, phy_offset)
+        log.info(
+            "consume queue %s-%d: truncating units from logical offset %d (commit log end %d)",
+            self.topic,
+            self.queue_id,
+            cut // CQ_UNIT_SIZE,
+            phy_offset,
+        )
         self.mfq.set_max_offset(cut)
         self.max_physic_offset = -1
         last = self.unit_at(self.max_offset_in_queue - 1) if self.max_offset_in_queue > 0 else None
@@ -235,11 +254,13 @@ class ConsumeQueue:
 
     def delete_expired_files(self, phy_min_offset: int) -> int:
         """Delete segments whose last unit lies below the CommitLog's minimum offset."""
+
         def expired(mf: MappedFile) -> bool:
             if mf.wrote_position < mf.file_size:
                 return False
             (off, _size, _tag) = UNIT.unpack_from(mf.buffer, mf.file_size - CQ_UNIT_SIZE)
             return bool(off < phy_min_offset)
+
         deleted = self.mfq.delete_files_if(expired, max_count=1 << 30)
         self.min_logic_offset = max(self.min_logic_offset, self.mfq.min_offset)
         self.correct_min_offset(phy_min_offset)

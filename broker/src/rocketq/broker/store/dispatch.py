@@ -59,8 +59,13 @@ def parse_delay_levels(text: str) -> list[int]:
 class Dispatcher:
     """Turns CommitLog records into ConsumeQueue units and index entries."""
 
-    def __init__(self, commit_log: CommitLog, find_or_create_cq: Callable[[str, int], ConsumeQueue],
-                 index_service: IndexService | None, delay_levels_ms: list[int]) -> None:
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        find_or_create_cq: Callable[[str, int], ConsumeQueue],
+        index_service: IndexService | None,
+        delay_levels_ms: list[int],
+    ) -> None:
         self.commit_log = commit_log
         self.find_or_create_cq = find_or_create_cq
         self.index_service = index_service
@@ -97,8 +102,11 @@ class Dispatcher:
     def do_reput(self) -> int:
         """Dispatch one round; return the number of records dispatched."""
         if self.reput_from_offset < self.commit_log.min_offset:
-            log.warning("reput offset %d is below the commit log minimum %d; moving it up",
-                        self.reput_from_offset, self.commit_log.min_offset)
+            log.warning(
+                "reput offset %d is below the commit log minimum %d; moving it up",
+                self.reput_from_offset,
+                self.commit_log.min_offset,
+            )
             self.reput_from_offset = self.commit_log.min_offset
         touched: dict[tuple[str, int], int] = {}
         n = 0
@@ -132,7 +140,9 @@ class Dispatcher:
             self._notify(touched)
         return n
 
-    def _dispatch_group(self, group: list[DispatchHint], touched: dict[tuple[str, int], int], offset: int) -> None:
+    def _dispatch_group(
+        self, group: list[DispatchHint], touched: dict[tuple[str, int], int], offset: int
+    ) -> None:
         if group:
             dispatch_hints(group, self.find_or_create_cq, self.index_service, touched)
             self.last_dispatched_timestamp = group[-1].store_timestamp
@@ -151,7 +161,7 @@ class Dispatcher:
         index = self.index_service
         limit = len(view) if stop_at is None else min(len(view), stop_at - offset)
         while p < limit and n < _UNITS_PER_ROUND:
-            if p + 8 <= limit and int.from_bytes(view[p + 4:p + 8], "big") == BLANK_MAGIC:
+            if p + 8 <= limit and int.from_bytes(view[p + 4 : p + 8], "big") == BLANK_MAGIC:
                 p = mf.file_size - pos  # go to the next segment
                 break
             try:

@@ -168,8 +168,14 @@ class GroupCommitService(_Service):
 class FlushRealTimeService(_Service):
     name = "FlushRealTimeService"
 
-    def __init__(self, commit_log: CommitLog, interval_ms: int, least_pages: int, thorough_interval_ms: int,
-                 on_flushed: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+        on_flushed: Callable[[int], None],
+    ) -> None:
         super().__init__()
         self.commit_log = commit_log
         self.interval_s = interval_ms / 1000
@@ -198,8 +204,9 @@ class FlushRealTimeService(_Service):
 class FlushConsumeQueueService(_Service):
     name = "FlushConsumeQueueService"
 
-    def __init__(self, flush_all: Callable[[int], None], interval_ms: int, least_pages: int,
-                 thorough_interval_ms: int) -> None:
+    def __init__(
+        self, flush_all: Callable[[int], None], interval_ms: int, least_pages: int, thorough_interval_ms: int
+    ) -> None:
         super().__init__()
         self.flush_all = flush_all
         self.interval_s = interval_ms / 1000

@@ -34,8 +34,12 @@ BULK_MIN_RECORDS = 48
 Touched = dict[tuple[str, int], int]
 
 
-def dispatch_hints(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[str, int], ConsumeQueue],
-                   index: IndexService | None, touched: Touched) -> None:
+def dispatch_hints(
+    hints: Sequence[DispatchHint],
+    find_or_create_cq: Callable[[str, int], ConsumeQueue],
+    index: IndexService | None,
+    touched: Touched,
+) -> None:
     """Write the ConsumeQueue units and index entries of ``hints`` (consecutive in the CommitLog)."""
     if sum(len(h.sizes) for h in hints) < BULK_MIN_RECORDS:
         _dispatch_small(hints, find_or_create_cq, index, touched)
@@ -43,8 +47,14 @@ def dispatch_hints(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[s
         _dispatch_bulk(hints, find_or_create_cq, index, touched)
 
 
-def _put_units(hint: DispatchHint, find_or_create_cq: Callable[[str, int], ConsumeQueue], units: bytes,
-               count: int, last_end: int, touched: Touched) -> None:
+def _put_units(
+    hint: DispatchHint,
+    find_or_create_cq: Callable[[str, int], ConsumeQueue],
+    units: bytes,
+    count: int,
+    last_end: int,
+    touched: Touched,
+) -> None:
     key = (hint.topic, hint.queue_id)
     find_or_create_cq(*key).put_units(hint.first_queue_offset, units, last_end)
     touched[key] = hint.first_queue_offset + count
@@ -59,8 +69,12 @@ def _record_keys(topic: str, props: bytes | bytearray | memoryview) -> tuple[int
     return tags_hash_code(pmap.get("TAGS")), keys
 
 
-def _dispatch_small(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[str, int], ConsumeQueue],
-                    index: IndexService | None, touched: Touched) -> None:
+def _dispatch_small(
+    hints: Sequence[DispatchHint],
+    find_or_create_cq: Callable[[str, int], ConsumeQueue],
+    index: IndexService | None,
+    touched: Touched,
+) -> None:
     full_keys: list[str] = []
     key_phys: list[int] = []
     key_ts: list[int] = []
@@ -68,7 +82,9 @@ def _dispatch_small(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[
         units = bytearray()
         last_end = 0
         for i in range(len(h.sizes)):
-            tags, keys = _record_keys(h.topic, h.properties[i]) if h.tags_codes is None or h.keys is None else (0, [])
+            tags, keys = (
+                _record_keys(h.topic, h.properties[i]) if h.tags_codes is None or h.keys is None else (0, [])
+            )
             if h.tags_codes is not None:
                 tags = int(h.tags_codes[i])
             if h.keys is not None:
@@ -86,13 +102,20 @@ def _dispatch_small(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[
         if units:
             _put_units(h, find_or_create_cq, bytes(units), len(units) // CQ_UNIT_SIZE, last_end, touched)
     if index is not None and full_keys:
-        hashes = bulk_index_key_hash(full_keys) if len(full_keys) > 8 else \
-            np.array([index_key_hash(k) for k in full_keys], dtype=np.int64)
+        hashes = (
+            bulk_index_key_hash(full_keys)
+            if len(full_keys) > 8
+            else np.array([index_key_hash(k) for k in full_keys], dtype=np.int64)
+        )
         index.build_index_hashes(hashes, np.array(key_phys, dtype=np.int64), np.array(key_ts, dtype=np.int64))
 
 
-def _dispatch_bulk(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[str, int], ConsumeQueue],
-                   index: IndexService | None, touched: Touched) -> None:
+def _dispatch_bulk(
+    hints: Sequence[DispatchHint],
+    find_or_create_cq: Callable[[str, int], ConsumeQueue],
+    index: IndexService | None,
+    touched: Touched,
+) -> None:
     counts = np.array([len(h.sizes) for h in hints], dtype=np.int64)
     first = np.cumsum(counts) - counts
     total = int(counts.sum())
@@ -101,15 +124,20 @@ def _dispatch_bulk(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[s
     units["offset"] = phys
     units["size"] = np.concatenate([np.asarray(h.sizes, dtype=np.int64) for h in hints])
     tags = np.zeros(total, dtype=np.int64)
-    scanned = [k for k, h in enumerate(hints) if h.tags_codes is None or (index is not None and h.keys is None)]
+    scanned = [
+        k for k, h in enumerate(hints) if h.tags_codes is None or (index is not None and h.keys is None)
+    ]
     key_parts: list[tuple[I64, I64]] = []  # (group record of each key, its index hash)
     if scanned:
         props: list[bytes | bytearray | memoryview] = []
         for k in scanned:
             props.extend(hints[k].properties)
         lens = np.concatenate([np.asarray(hints[k].plen, dtype=np.int64) for k in scanned])
-        rec_map = np.concatenate([np.arange(first[k], first[k] + counts[k]) for k in scanned]) \
-            if len(scanned) < len(hints) else None
+        rec_map = (
+            np.concatenate([np.arange(first[k], first[k] + counts[k]) for k in scanned])
+            if len(scanned) < len(hints)
+            else None
+        )
         s_tags, k_hash, k_len, k_rec = scan_properties(props, lens, index is not None)
         tags[rec_map if rec_map is not None else slice(None)] = s_tags
         if len(k_hash):
@@ -118,7 +146,7 @@ def _dispatch_bulk(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[s
             key_parts.append((rec, index_key_hashes(np.repeat(prefix, counts)[rec], k_hash, k_len)))
     for k, h in enumerate(hints):
         if h.tags_codes is not None:
-            tags[first[k]:first[k] + counts[k]] = h.tags_codes
+            tags[first[k] : first[k] + counts[k]] = h.tags_codes
         if index is not None and h.keys is not None:
             key_parts.append(_given_keys(h, int(first[k])))
     units["tags_code"] = tags
@@ -126,15 +154,21 @@ def _dispatch_bulk(hints: Sequence[DispatchHint], find_or_create_cq: Callable[[s
     for k, h in enumerate(hints):
         r0, r1 = int(first[k]), int(first[k] + counts[k])
         if h.all_in_cq:
-            data = raw[r0 * CQ_UNIT_SIZE:r1 * CQ_UNIT_SIZE]
+            data = raw[r0 * CQ_UNIT_SIZE : r1 * CQ_UNIT_SIZE]
         elif any(h.in_cq):
             data = units[r0:r1][np.asarray(h.in_cq, dtype=bool)].tobytes()
         else:
             continue
         rows = np.flatnonzero(np.asarray(h.in_cq, dtype=bool)) if not h.all_in_cq else None
         last = r1 - 1 if rows is None else r0 + int(rows[-1])
-        _put_units(h, find_or_create_cq, data, len(data) // CQ_UNIT_SIZE, int(phys[last]) + int(units["size"][last]),
-                   touched)
+        _put_units(
+            h,
+            find_or_create_cq,
+            data,
+            len(data) // CQ_UNIT_SIZE,
+            int(phys[last]) + int(units["size"][last]),
+            touched,
+        )
     if index is not None and key_parts:
         _index(hints, counts, phys, key_parts, index)
 
@@ -149,8 +183,13 @@ def _given_keys(h: DispatchHint, first: int) -> tuple[I64, I64]:
     return np.array(recs, dtype=np.int64), hashes
 
 
-def _index(hints: Sequence[DispatchHint], counts: I64, phys: I64, key_parts: list[tuple[I64, I64]],
-           index: IndexService) -> None:
+def _index(
+    hints: Sequence[DispatchHint],
+    counts: I64,
+    phys: I64,
+    key_parts: list[tuple[I64, I64]],
+    index: IndexService,
+) -> None:
     if len(key_parts) == 1:
         rec, hashes = key_parts[0]
     else:
@@ -158,8 +197,14 @@ def _index(hints: Sequence[DispatchHint], counts: I64, phys: I64, key_parts: lis
         order = np.argsort(rec, kind="stable")
         rec, hashes = rec[order], hashes[order]
     if any(h.unindexed is not None for h in hints):
-        skip = np.concatenate([np.asarray(h.unindexed, dtype=bool) if h.unindexed is not None
-                               else np.zeros(len(h.sizes), dtype=bool) for h in hints])
+        skip = np.concatenate(
+            [
+                np.asarray(h.unindexed, dtype=bool)
+                if h.unindexed is not None
+                else np.zeros(len(h.sizes), dtype=bool)
+                for h in hints
+            ]
+        )
         keep = ~skip[rec]
         rec, hashes = rec[keep], hashes[keep]
     if len(rec):

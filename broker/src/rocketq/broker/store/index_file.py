@@ -60,7 +60,9 @@ assert HEADER.size == HEADER_SIZE and ENTRY.size == ENTRY_SIZE and SLOT.size == 
 _INT32_MAX = 0x7FFFFFFF
 #: up to this many keys per dispatch round are inserted one by one, not through numpy
 _SCALAR_INSERT_MAX = 16
-ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
+ENTRY_DTYPE = np.dtype(
+    [("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")]
+)
 assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
 
 
@@ -130,12 +132,26 @@ class IndexFile:
                 idx = ENTRY.unpack_from(buf, self._entries_pos + idx * ENTRY_SIZE)[3]
             SLOT.pack_into(buf, HEADER_SIZE + slot * 4, idx if 0 < idx < count else 0)
         if len(stale):
-            log.warning("index file %s: %d hash slots named entries beyond the entry count %d (a crash before "
-                        "the header write); repaired them to the last counted entries", self.path, len(stale), count)
+            log.warning(
+                "index file %s: %d hash slots named entries beyond the entry count %d (a crash before "
+                "the header write); repaired them to the last counted entries",
+                self.path,
+                len(stale),
+                count,
+            )
 
     def _write_header(self) -> None:
-        self.mf.pwrite(0, HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                                      self.end_phy_offset, self.hash_slot_count, self.index_count))
+        self.mf.pwrite(
+            0,
+            HEADER.pack(
+                self.begin_timestamp,
+                self.end_timestamp,
+                self.begin_phy_offset,
+                self.end_phy_offset,
+                self.hash_slot_count,
+                self.index_count,
+            ),
+        )
 
     @property
     def is_full(self) -> bool:
@@ -159,8 +175,10 @@ class IndexFile:
             self.begin_timestamp = store_timestamp
         time_diff = 0 if self.begin_timestamp <= 0 else (store_timestamp - self.begin_timestamp) // 1000
         time_diff = min(max(time_diff, 0), _INT32_MAX)
-        self.mf.pwrite(self._entries_pos + self.index_count * ENTRY_SIZE,
-                       ENTRY.pack(key_hash, phy_offset, time_diff, slot_value))
+        self.mf.pwrite(
+            self._entries_pos + self.index_count * ENTRY_SIZE,
+            ENTRY.pack(key_hash, phy_offset, time_diff, slot_value),
+        )
         self.mf.pwrite(slot_pos, SLOT.pack(self.index_count))
         if slot_value == 0:
             self.hash_slot_count += 1
@@ -170,8 +188,12 @@ class IndexFile:
         self._write_header()
         return True
 
-    def put_hashes(self, hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],
-                   store_timestamp: int | npt.NDArray[np.int64]) -> int:
+    def put_hashes(
+        self,
+        hashes: npt.NDArray[np.int64],
+        phys: npt.NDArray[np.int64],
+        store_timestamp: int | npt.NDArray[np.int64],
+    ) -> int:
         """Add many entries; return how many fit.  Same bytes as ``put_key`` called for each in turn.
 
         Slots are chained with a stable argsort: in each slot's group, the first new entry links to
@@ -182,7 +204,11 @@ class IndexFile:
         if k <= 0:
             return 0
         h, p = hashes[:k], phys[:k]
-        ts = store_timestamp[:k] if isinstance(store_timestamp, np.ndarray) else np.full(k, store_timestamp, np.int64)
+        ts = (
+            store_timestamp[:k]
+            if isinstance(store_timestamp, np.ndarray)
+            else np.full(k, store_timestamp, np.int64)
+        )
         buf = self.mf.buffer
         slot_arr = np.frombuffer(buf, dtype=">i4", count=self.slots, offset=HEADER_SIZE)
         slots = h % self.slots
@@ -221,9 +247,11 @@ class IndexFile:
         return k
 
     def is_time_matched(self, begin: int, end: int) -> bool:
-        return (begin < self.begin_timestamp and end > self.end_timestamp) or \
-            self.begin_timestamp <= begin <= self.end_timestamp or \
-            self.begin_timestamp <= end <= self.end_timestamp
+        return (
+            (begin < self.begin_timestamp and end > self.end_timestamp)
+            or self.begin_timestamp <= begin <= self.end_timestamp
+            or self.begin_timestamp <= end <= self.end_timestamp
+        )
 
     def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
         """Append to ``out`` the offsets of entries for ``key`` stored within [begin, end]."""
@@ -276,8 +304,12 @@ class IndexService:
             if not name.isdigit():
                 continue
             if os.path.getsize(path) != expected:
-                log.warning("index file %s has size %d, expected %d; deleting it (it will be rebuilt)",
-                            path, os.path.getsize(path), expected)
+                log.warning(
+                    "index file %s has size %d, expected %d; deleting it (it will be rebuilt)",
+                    path,
+                    os.path.getsize(path),
+                    expected,
+                )
                 os.unlink(path)
                 continue
             files.append(IndexFile(path, self.slots, self.max_index, preallocate=False))
@@ -327,8 +359,12 @@ class IndexService:
                     f = self._writable()
                     f.put_key(full_key, phy_offset, store_timestamp)
 
-    def build_index_hashes(self, hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],
-                           store_timestamps: npt.NDArray[np.int64]) -> None:
+    def build_index_hashes(
+        self,
+        hashes: npt.NDArray[np.int64],
+        phys: npt.NDArray[np.int64],
+        store_timestamps: npt.NDArray[np.int64],
+    ) -> None:
         """Index precomputed key hashes (in CommitLog order); entries below the indexed end are skipped."""
         with self._lock:
             end = self.end_phy_offset
@@ -345,7 +381,9 @@ class IndexService:
                 n = self._writable().put_hashes(hashes, phys, store_timestamps)
                 hashes, phys, store_timestamps = hashes[n:], phys[n:], store_timestamps[n:]
 
-    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> tuple[list[int], int, int]:
         """(offsets newest first, last update timestamp, last update phy offset)."""
         out: list[int] = []
         files = self.files
@@ -385,7 +423,9 @@ class IndexService:
             while files and files[-1].index_count > 1 and files[-1].end_phy_offset >= phy_offset:
                 f = files.pop()
                 lowest = min(lowest, f.begin_phy_offset)
-                log.warning("index file %s refers beyond the CommitLog end %d; rebuilding it", f.path, phy_offset)
+                log.warning(
+                    "index file %s refers beyond the CommitLog end %d; rebuilding it", f.path, phy_offset
+                )
                 f.destroy()
             self.files = tuple(files)
             return lowest

@@ -32,11 +32,28 @@ def offset_to_file_name(offset: int) -> str:
 class MappedFile:
     """A segment file and its shared mapping."""
 
-    __slots__ = ("_fd", "_mm", "_view", "file_from_offset", "file_name", "file_size", "flushed_position",
-                 "last_modified_ms", "path", "wrote_position")
+    __slots__ = (
+        "_fd",
+        "_mm",
+        "_view",
+        "file_from_offset",
+        "file_name",
+        "file_size",
+        "flushed_position",
+        "last_modified_ms",
+        "path",
+        "wrote_position",
+    )
 
-    def __init__(self, path: str, file_size: int, *, create: bool = True, preallocate: bool = True,
-                 file_from_offset: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        file_size: int,
+        *,
+        create: bool = True,
+        preallocate: bool = True,
+        file_from_offset: int | None = None,
+    ) -> None:
         self.path = path
         self.file_name = os.path.basename(path)
         self.file_size = file_size
@@ -72,7 +89,9 @@ class MappedFile:
                         raise
             os.ftruncate(self._fd, self.file_size)
         except OSError as exc:
-            raise StoreIOError(f"cannot allocate segment {self.path} ({self.file_size} bytes): {exc}") from exc
+            raise StoreIOError(
+                f"cannot allocate segment {self.path} ({self.file_size} bytes): {exc}"
+            ) from exc
 
     # -- writing ---------------------------------------------------------------------------
     @property
@@ -133,14 +152,14 @@ class MappedFile:
     # -- reading ---------------------------------------------------------------------------
     def view(self, pos: int, size: int) -> memoryview:
         """A zero-copy view of ``size`` bytes at ``pos`` (the caller checks the bounds)."""
-        return self._view[pos:pos + size]
+        return self._view[pos : pos + size]
 
     @property
     def buffer(self) -> memoryview:
         return self._view
 
     def read(self, pos: int, size: int) -> bytes:
-        return self._mm[pos:pos + size]
+        return self._mm[pos : pos + size]
 
     # -- lifecycle -------------------------------------------------------------------------
     def truncate_to(self, pos: int, *, zero_tail: bool = True) -> None:
@@ -154,8 +173,8 @@ class MappedFile:
         p = pos if zero_tail else self.file_size
         while p < self.file_size:
             n = min(chunk, self.file_size - p)
-            if self._mm[p:p + n] != zero[:n]:
-                self._mm[p:p + n] = zero[:n]
+            if self._mm[p : p + n] != zero[:n]:
+                self._mm[p : p + n] = zero[:n]
             p += n
         self.wrote_position = pos
         with contextlib.suppress(OSError, ValueError):
@@ -186,4 +205,3 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"
-

@@ -46,18 +46,28 @@ class MappedFileQueue:
             if int(name) != expected_offset:
                 raise StoreCorruptError(
                     f"segment missing before {path}: expected a segment starting at {expected_offset}",
-                    path=path, position=0)
+                    path=path,
+                    position=0,
+                )
             if size > self.mapped_file_size:
                 raise StoreConfigError(
                     f"segment {path} is {size} bytes but the configured size is {self.mapped_file_size}; "
-                    "check mapped_file_size settings")
+                    "check mapped_file_size settings"
+                )
             if size < self.mapped_file_size:
                 if i != len(names) - 1:
                     raise StoreCorruptError(
                         f"segment {path} is truncated to {size} of {self.mapped_file_size} bytes and is not "
-                        "the last one", path=path, position=size)
-                log.warning("last segment %s is truncated to %d of %d bytes; extending it for recovery",
-                            path, size, self.mapped_file_size)
+                        "the last one",
+                        path=path,
+                        position=size,
+                    )
+                log.warning(
+                    "last segment %s is truncated to %d of %d bytes; extending it for recovery",
+                    path,
+                    size,
+                    self.mapped_file_size,
+                )
             mf = MappedFile(path, self.mapped_file_size, create=False, preallocate=False)
             mf.wrote_position = mf.flushed_position = self.mapped_file_size
             files.append(mf)
@@ -94,14 +104,19 @@ class MappedFileQueue:
 
     def _create(self, offset: int) -> MappedFile:
         os.makedirs(self.store_path, exist_ok=True)
-        mf = MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)), self.mapped_file_size,
-                        preallocate=self.preallocate)
+        mf = MappedFile(
+            os.path.join(self.store_path, offset_to_file_name(offset)),
+            self.mapped_file_size,
+            preallocate=self.preallocate,
+        )
         if not self.files:
             self.flushed_where = offset
         self.files = (*self.files, mf)
         return mf
 
-    def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
+    def find_mapped_file_by_offset(
+        self, offset: int, return_first_on_not_found: bool = False
+    ) -> MappedFile | None:
         files = self.files
         if not files:
             return None
@@ -160,12 +175,21 @@ class MappedFileQueue:
                 log.info("deleting segment %s beyond the recovered end %d", mf.path, offset)
                 mf.destroy()
         self.files = tuple(keep)
-        if keep and offset % self.mapped_file_size == 0 and keep[-1].file_from_offset + self.mapped_file_size == offset:
+        if (
+            keep
+            and offset % self.mapped_file_size == 0
+            and keep[-1].file_from_offset + self.mapped_file_size == offset
+        ):
             keep[-1].wrote_position = keep[-1].flushed_position = self.mapped_file_size
         self.flushed_where = min(self.flushed_where, offset) if keep else offset
 
-    def delete_files_if(self, predicate: Callable[[MappedFile], bool], max_count: int,
-                        interval_s: float = 0.0, keep_last: bool = True) -> int:
+    def delete_files_if(
+        self,
+        predicate: Callable[[MappedFile], bool],
+        max_count: int,
+        interval_s: float = 0.0,
+        keep_last: bool = True,
+    ) -> int:
         """Delete leading segments while ``predicate`` holds (never the one being written)."""
         deleted = 0
         while deleted < max_count:

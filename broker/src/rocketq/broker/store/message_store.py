@@ -1,15 +1,15 @@
 """MessageStore: the storage engine's facade (RocketMQ's ``DefaultMessageStore``).
 
 Theory of operation.  ``start`` takes the lock file, notes whether the last exit was clean (no
-``abort`` file) and creates ``abort``, loads the CommitLog, ConsumeQueues, index files and the
-checkpoint, runs recovery (:mod:`.recovery`), re-dispatches synchronously until derived data is
-complete, rebuilds the per-queue offset table from the ConsumeQueues, then starts the reput,
-flush and clean threads.  Appends go through the CommitLog under one lock; with SYNC_FLUSH the
+``abort`` file) and creates ``abort``, loads the CommitLog, ConsumeQueues (:mod:`.consume_queue_store`),
+index files and the checkpoint, runs recovery (:mod:`.recovery`), re-dispatches synchronously until
+derived data is complete and rebuilds the per-queue offset table (:mod:`.rebuild`), then starts the
+reput, flush and clean threads.  Appends go through the CommitLog under one lock; with SYNC_FLUSH the
 caller then waits for the group commit (``put_batch``), or, on an event loop, appends with
 ``put_batch_nowait`` (which hands back a continuation for a worker thread when the append could
-wait) and is called back by the group-commit thread (``when_flushed``).  Reads are lock-free and return views of the mapped
-records.  ``shutdown`` lets dispatch catch up, flushes everything, writes the checkpoint, deletes
-``abort`` and releases the lock.
+wait) and is called back by the group-commit thread (``when_flushed``).  Reads are lock-free and
+return views of the mapped records.  ``shutdown`` lets dispatch catch up, flushes everything,
+writes the checkpoint, deletes ``abort`` and releases the lock.
 """
 
 from __future__ import annotations
@@ -21,19 +21,24 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from rocketq.broker.store import reader
+from rocketq.broker.store import reader, rebuild
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.clean import CleanService, DiskUsageProbe
-from rocketq.broker.store.commit_log import CommitLog, MessageToStore
+from rocketq.broker.store.commit_log import CommitLog, DispatchHint, MessageToStore
 from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, FlushDiskType, StoreConfig
 from rocketq.broker.store.consume_queue import UNIT as CQ_UNIT
 from rocketq.broker.store.consume_queue import ConsumeQueue
+from rocketq.broker.store.consume_queue_store import ConsumeQueueStore
 from rocketq.broker.store.dispatch import ArrivalListener, Dispatcher, ReputService, parse_delay_levels
-from rocketq.broker.store.errors import StoreCorruptError, StoreError, StoreLockedError
+from rocketq.broker.store.errors import StoreError, StoreLockedError
 from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rocketq.broker.store.index_file import IndexService
-from rocketq.broker.store.record_batch import MessageBatchToStore, PreparedBatch, prepare_batch
-from rocketq.broker.store.recovery import recover_commit_log, recover_consume_queues
+from rocketq.broker.store.record_batch import (
+    MessageBatchToStore,
+    PreparedBatch,
+    batch_from_messages,
+    prepare_batch,
+)
 from rocketq.broker.store.status import (
     AppendMessageStatus,
     GetMessageResult,
@@ -41,8 +46,6 @@ from rocketq.broker.store.status import (
     PutMessageStatus,
     QueryMessageResult,
 )
-from rocketq.client.errors import MessageFormatError
-from rocketq.client.remoting.properties import encode_properties
 
 log = logging.getLogger(__name__)
 
@@ -54,45 +57,32 @@ INLINE_DISPATCH_MAX_BYTES = 64 * 1024
 PutOutcome = tuple[PutMessageResult, int]
 
 
-def batch_from_messages(msgs: Sequence[MessageToStore]) -> MessageBatchToStore | None:
-    """The columns of ``msgs`` (None if they mix topics, queues or hosts, or a property is unencodable)."""
-    first = msgs[0]
-    topic, queue_id, born, store = first.topic, first.queue_id, first.born_host, first.store_host
-    props: list[bytes] = []
-    try:
-        for m in msgs:
-            if m.topic != topic or m.queue_id != queue_id or m.born_host != born or m.store_host != store:
-                return None
-            p = m.properties
-            props.append(p.encode() if isinstance(p, str) else encode_properties(p).encode())
-    except MessageFormatError:
-        return None
-    if len(msgs) == 1:
-        return MessageBatchToStore(
-            topic=topic, queue_id=queue_id, born_host=born, store_host=store, bodies=[first.body], properties=props,
-            born_timestamps=first.born_timestamp, flags=first.flag, sys_flags=first.sys_flag,
-            reconsume_times=first.reconsume_times, prepared_transaction_offsets=first.prepared_transaction_offset)
-    return MessageBatchToStore(
-        topic=topic, queue_id=queue_id, born_host=born, store_host=store, bodies=[m.body for m in msgs],
-        properties=props, born_timestamps=[m.born_timestamp for m in msgs], flags=[m.flag for m in msgs],
-        sys_flags=[m.sys_flag for m in msgs], reconsume_times=[m.reconsume_times for m in msgs],
-        prepared_transaction_offsets=[m.prepared_transaction_offset for m in msgs])
-
-
 class MessageStore:
     """CommitLog + ConsumeQueues + index + services, behind the API the broker's processors use."""
 
     def __init__(self, config: StoreConfig, *, disk_usage_probe: DiskUsageProbe | None = None) -> None:
         self.config = config
         self.commit_log = CommitLog(config)
-        self.index_service = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num,
-                                          preallocate=config.preallocate_files) if config.message_index_enable else None
-        self._queues: dict[str, dict[int, ConsumeQueue]] = {}
-        self._queues_lock = threading.Lock()
-        self.dispatcher = Dispatcher(self.commit_log, self.find_or_create_consume_queue, self.index_service,
-                                     parse_delay_levels(config.message_delay_level))
-        self.clean_service = CleanService(config, self.commit_log, self.consume_queues, self.index_service,
-                                          disk_usage_probe)
+        self.index_service = (
+            IndexService(
+                config.index_dir,
+                config.max_hash_slot_num,
+                config.max_index_num,
+                preallocate=config.preallocate_files,
+            )
+            if config.message_index_enable
+            else None
+        )
+        self._consume_queues = ConsumeQueueStore(config)
+        self.dispatcher = Dispatcher(
+            self.commit_log,
+            self._consume_queues.find_or_create,
+            self.index_service,
+            parse_delay_levels(config.message_delay_level),
+        )
+        self.clean_service = CleanService(
+            config, self.commit_log, self._consume_queues.all, self.index_service, disk_usage_probe
+        )
         self.checkpoint: StoreCheckpoint | None = None
         self._reput: ReputService | None = None
         self._group_commit: GroupCommitService | None = None
@@ -123,21 +113,31 @@ class MessageStore:
             self._group_commit = GroupCommitService(self.commit_log, self._on_commit_log_flushed)
             self._group_commit.start()
         else:
-            self._flush_cl = FlushRealTimeService(self.commit_log, cfg.flush_interval_commit_log_ms,
-                                                  cfg.flush_commit_log_least_pages,
-                                                  cfg.flush_commit_log_thorough_interval_ms,
-                                                  self._on_commit_log_flushed)
+            self._flush_cl = FlushRealTimeService(
+                self.commit_log,
+                cfg.flush_interval_commit_log_ms,
+                cfg.flush_commit_log_least_pages,
+                cfg.flush_commit_log_thorough_interval_ms,
+                self._on_commit_log_flushed,
+            )
             self._flush_cl.start()
-        self._flush_cq = FlushConsumeQueueService(self.flush_consume_queues, cfg.flush_interval_consume_queue_ms,
-                                                  cfg.flush_consume_queue_least_pages,
-                                                  cfg.flush_consume_queue_thorough_interval_ms)
+        self._flush_cq = FlushConsumeQueueService(
+            self.flush_consume_queues,
+            cfg.flush_interval_consume_queue_ms,
+            cfg.flush_consume_queue_least_pages,
+            cfg.flush_consume_queue_thorough_interval_ms,
+        )
         self._reput.start()
         self._flush_cq.start()
         self.clean_service.check_disk()
         self.clean_service.start()
         self._running = True
-        log.info("message store started at %s: commit log [%d, %d)", cfg.store_path_root_dir,
-                 self.commit_log.min_offset, self.commit_log.max_offset)
+        log.info(
+            "message store started at %s: commit log [%d, %d)",
+            cfg.store_path_root_dir,
+            self.commit_log.min_offset,
+            self.commit_log.max_offset,
+        )
 
     def _acquire_lock(self) -> None:
         fd = os.open(self._path("lock"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -145,7 +145,9 @@ class MessageStore:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise StoreLockedError(f"the store {self.config.store_path_root_dir} is locked by another broker") from exc
+            raise StoreLockedError(
+                f"the store {self.config.store_path_root_dir} is locked by another broker"
+            ) from exc
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -163,64 +165,15 @@ class MessageStore:
             os.fsync(f.fileno())
         if not self.last_exit_ok:
             log.warning("the abort file exists: the last shutdown was not clean, running abnormal recovery")
-        cl = self.commit_log
-        cl.mfq.load()
-        cq_dir_missing = self._load_consume_queues()
-        if self.index_service is not None:
-            self.index_service.load()
-        self.checkpoint = cp = StoreCheckpoint(self._path("checkpoint"))
-        end, seen = recover_commit_log(cl, last_exit_ok=self.last_exit_ok, checkpoint=cp)
-        recover_consume_queues(self.consume_queues(), end, cl.min_offset)
-        lowest = self.index_service.remove_from(end) if self.index_service is not None else end
-        start = cp.dispatched_phy_offset if cp.dispatched_phy_offset >= 0 else cl.min_offset
-        if cq_dir_missing and cl.max_offset > cl.min_offset:
-            log.warning("the consume queue directory %s is missing or empty: rebuilding every consume queue "
-                        "from the commit log", self.config.consume_queue_dir)
-            start = cl.min_offset
-        start = max(min(start, end, lowest), cl.min_offset)
-        self._redispatch(start, seen)
-        cl.recover_topic_queue_table({(cq.topic, cq.queue_id): cq.max_offset_in_queue for cq in self.consume_queues()})
+        self.checkpoint = rebuild.load_and_recover(
+            self.commit_log,
+            self._consume_queues,
+            self.index_service,
+            self.dispatcher,
+            self._path("checkpoint"),
+            last_exit_ok=self.last_exit_ok,
+        )
         self.flush_consume_queues(0)
-
-    def _redispatch(self, start: int, seen: dict[tuple[str, int], int]) -> None:
-        d = self.dispatcher
-        d.reput_from_offset = start
-        n = d.dispatch_all()
-        gapped = [cq for cq in self.consume_queues() if cq.gap_filled]
-        for (topic, queue_id), max_queue_offset in seen.items():
-            cq = self.find_consume_queue(topic, queue_id)
-            if cq is None or cq.max_offset_in_queue <= max_queue_offset:
-                gapped.append(self.find_or_create_consume_queue(topic, queue_id))
-        if gapped and start > self.commit_log.min_offset:
-            log.warning("consume queues %s are missing data: rebuilding them from the commit log",
-                        ", ".join(f"{cq.topic}-{cq.queue_id}" for cq in gapped))
-            for cq in {id(q): q for q in gapped}.values():
-                self._drop_queue(cq)
-            d.reput_from_offset = self.commit_log.min_offset
-            n += d.dispatch_all()
-        for cq in self.consume_queues():
-            cq.gap_filled = False
-        if d.error is not None:
-            raise StoreCorruptError(d.error)
-        log.info("recovery re-dispatched %d records from offset %d", n, start)
-
-    def _load_consume_queues(self) -> bool:
-        """Map the ConsumeQueue files; True if the directory is missing or holds no queue."""
-        root = self.config.consume_queue_dir
-        if not os.path.isdir(root):
-            return True
-        found = False
-        for topic in sorted(os.listdir(root)):
-            tdir = os.path.join(root, topic)
-            if not os.path.isdir(tdir):
-                continue
-            for qid in sorted(os.listdir(tdir)):
-                if not qid.lstrip("-").isdigit():
-                    continue
-                cq = self.find_or_create_consume_queue(topic, int(qid))
-                cq.load()
-                found = found or bool(cq.mfq.files)
-        return not found
 
     def shutdown(self) -> None:
         if not self._running:
@@ -236,7 +189,9 @@ class MessageStore:
         self.flush_consume_queues(0)
         if self.checkpoint is not None:
             self.checkpoint.shutdown()
-        clean = self.dispatcher.reput_from_offset >= self.commit_log.max_offset and self.dispatcher.error is None
+        clean = (
+            self.dispatcher.reput_from_offset >= self.commit_log.max_offset and self.dispatcher.error is None
+        )
         self._close_files()
         if clean:
             with contextlib.suppress(FileNotFoundError):
@@ -266,8 +221,7 @@ class MessageStore:
 
     def _close_files(self) -> None:
         self.commit_log.mfq.close()
-        for cq in self.consume_queues():
-            cq.close()
+        self._consume_queues.close()
         if self.index_service is not None:
             self.index_service.close()
 
@@ -281,15 +235,13 @@ class MessageStore:
         with self._cq_flush_lock:
             dispatched = self.dispatcher.reput_from_offset
             ts = self.dispatcher.last_dispatched_timestamp
-            queues = self.consume_queues()
-            for cq in queues:
-                cq.flush(least_pages)
+            queues_flushed = self._consume_queues.flush(least_pages)
             if self.index_service is not None:
                 self.index_service.flush()
             cp = self.checkpoint
             if cp is None:
                 return
-            if least_pages == 0 or all(cq.mfq.flushed_where >= cq.mfq.max_offset for cq in queues):
+            if least_pages == 0 or queues_flushed:
                 cp.dispatched_phy_offset = dispatched
                 if ts > 0:
                     cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
@@ -301,8 +253,11 @@ class MessageStore:
             log.warning("put message refused: the message store is not running")
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.clean_service.disk_full:
-            log.warning("put message refused: disk usage %.1f%% is above %d%%", self.clean_service.last_usage_percent,
-                        self.config.disk_space_warning_level_ratio_percent)
+            log.warning(
+                "put message refused: disk usage %.1f%% is above %d%%",
+                self.clean_service.last_usage_percent,
+                self.config.disk_space_warning_level_ratio_percent,
+            )
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.commit_log.is_os_page_cache_busy():
             return PutMessageStatus.OS_PAGE_CACHE_BUSY
@@ -333,15 +288,18 @@ class MessageStore:
         bad = self._check_writable()
         if bad is not None:
             return PutMessageResult(status=bad)
-        if not self.commit_log.topic_ok(prep.topic) or (prep.n > 1 and prep.total > self.config.max_message_size_bytes):
+        if not self.commit_log.topic_ok(prep.topic) or (
+            prep.n > 1 and prep.total > self.config.max_message_size_bytes
+        ):
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
         return self._put_prepared(prep)
 
-    def copy_queue_records(self, topic: str, queue_id: int,
-                           ranges: Sequence[tuple[int, int]]) -> reader.CopiedRecords | None:
+    def copy_queue_records(
+        self, topic: str, queue_id: int, ranges: Sequence[tuple[int, int]]
+    ) -> reader.CopiedRecords | None:
         """The records of the ``(first queue offset, count)`` ranges of a queue, in order, copied out
         in one piece (None if one is missing); see :func:`.reader.copy_records`."""
-        cq = self.find_consume_queue(topic, queue_id)
+        cq = self._consume_queues.find(topic, queue_id)
         if cq is None or not ranges or min(count for _, count in ranges) <= 0:
             return None
         return reader.copy_records(self.commit_log, cq, ranges)
@@ -353,8 +311,9 @@ class MessageStore:
                 return self.flush_timed_out(result)
         return result
 
-    def put_batch_nowait(self, batch: MessageBatchToStore, *,
-                         wake: bool = True) -> PutOutcome | Callable[[], PutOutcome]:
+    def put_batch_nowait(
+        self, batch: MessageBatchToStore, *, wake: bool = True
+    ) -> PutOutcome | Callable[[], PutOutcome]:
         """:meth:`put_batch` for an event loop: appends only if that cannot wait.
 
         Returns ``(result, durable_at)`` when the append went through at once, or a callable that
@@ -372,8 +331,12 @@ class MessageStore:
             return prep, 0
         cl = self.commit_log
         mf = cl.mfq.last()
-        if (cl.put_lock.locked() or mf is None or mf.is_full
-                or prep.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position):
+        if (
+            cl.put_lock.locked()
+            or mf is None
+            or mf.is_full
+            or prep.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position
+        ):
             return lambda: self._append(prep)
         return self._append(prep, wake=wake)
 
@@ -394,9 +357,14 @@ class MessageStore:
 
     def flush_timed_out(self, result: PutMessageResult) -> PutMessageResult:
         """The FLUSH_DISK_TIMEOUT answer for an appended ``result`` whose flush wait expired."""
-        log.error("sync flush timed out after %d ms for offset %d", self.config.sync_flush_timeout_ms,
-                  result.append_result.wrote_offset if result.append_result is not None else -1)
-        return PutMessageResult(status=PutMessageStatus.FLUSH_DISK_TIMEOUT, append_result=result.append_result)
+        log.error(
+            "sync flush timed out after %d ms for offset %d",
+            self.config.sync_flush_timeout_ms,
+            result.append_result.wrote_offset if result.append_result is not None else -1,
+        )
+        return PutMessageResult(
+            status=PutMessageStatus.FLUSH_DISK_TIMEOUT, append_result=result.append_result
+        )
 
     def _prepare(self, batch: MessageBatchToStore) -> PreparedBatch | PutMessageResult:
         bad = self._check_writable()
@@ -406,8 +374,11 @@ class MessageStore:
         if isinstance(prep, PutMessageStatus):
             return PutMessageResult(status=prep)
         if prep.n > 1 and prep.total > self.config.max_message_size_bytes:
-            log.warning("put messages illegal: batch of %d bytes exceeds %d", prep.total,
-                        self.config.max_message_size_bytes)
+            log.warning(
+                "put messages illegal: batch of %d bytes exceeds %d",
+                prep.total,
+                self.config.max_message_size_bytes,
+            )
             return PutMessageResult(status=PutMessageStatus.MESSAGE_ILLEGAL)
         return prep
 
@@ -428,13 +399,18 @@ class MessageStore:
         return put, 0
 
     # -- replication (a slave's CommitLog, docs/replication.md) ------------------------------------
-    def append_replicated(self, phy_offset: int, data: bytes | bytearray | memoryview) -> int:
+    def append_replicated(
+        self, phy_offset: int, data: bytes | bytearray | memoryview, hints: Sequence[DispatchHint] = ()
+    ) -> int:
         """Append bytes copied from the master at ``phy_offset`` (the end of this CommitLog, or a
-        segment start when it is empty); dispatch builds the ConsumeQueues and index.  Returns
-        the new max offset; raises :class:`StoreError` if the bytes do not continue the log."""
+        segment start when it is empty); dispatch builds the ConsumeQueues and index, from
+        ``hints`` where given (ha/replica_hints.py).  Returns the new max offset; raises
+        :class:`StoreError` if the bytes do not continue the log."""
         if not self._running:
             raise StoreError("the message store is not running")
         end = self.commit_log.append_raw(phy_offset, data)
+        if hints and self.commit_log.hints_enabled:  # after the write: a hint names written bytes
+            self.commit_log.hints.extend(hints)
         if self._reput is not None:
             self._reput.wakeup()
         return end
@@ -443,78 +419,60 @@ class MessageStore:
         """Cut the CommitLog at ``offset`` (a record boundary): later bytes are zeroed, later
         segments deleted, ConsumeQueue units and index files referring beyond are dropped and
         rebuilt as on recovery of a torn tail."""
-        cl, d = self.commit_log, self.dispatcher
-        with d.lock:
-            with cl.put_lock:
-                log.warning("truncating the commit log from %d to %d", cl.max_offset, offset)
-                cl.mfq.set_max_offset(offset)
-                cl.hints.clear()
-            for cq in self.consume_queues():
-                cq.truncate_dirty(offset)
-            lowest = self.index_service.remove_from(offset) if self.index_service is not None else offset
-            d.reput_from_offset = max(min(d.reput_from_offset, offset, lowest), cl.min_offset)
-        d.dispatch_all()
-        queues = self.consume_queues()
-        cl.recover_topic_queue_table({(cq.topic, cq.queue_id): cq.max_offset_in_queue for cq in queues})
+        rebuild.truncate_commit_log(
+            self.commit_log, self._consume_queues, self.index_service, self.dispatcher, offset
+        )
         self.flush_consume_queues(0)
 
     # -- consume queues --------------------------------------------------------------------------
     def find_or_create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        queues = self._queues.get(topic)
-        cq = queues.get(queue_id) if queues is not None else None
-        if cq is not None:
-            return cq
-        with self._queues_lock:
-            queues = self._queues.setdefault(topic, {})
-            cq = queues.get(queue_id)
-            if cq is None:
-                cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id,
-                                  self.config.mapped_file_size_consume_queue_units,
-                                  preallocate=self.config.preallocate_files)
-                queues[queue_id] = cq
-            return cq
+        return self._consume_queues.find_or_create(topic, queue_id)
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        queues = self._queues.get(topic)
-        return queues.get(queue_id) if queues is not None else None
+        return self._consume_queues.find(topic, queue_id)
 
     def consume_queues(self) -> list[ConsumeQueue]:
-        return [cq for queues in list(self._queues.values()) for cq in list(queues.values())]
-
-    def _drop_queue(self, cq: ConsumeQueue) -> None:
-        with self._queues_lock:
-            queues = self._queues.get(cq.topic, {})
-            queues.pop(cq.queue_id, None)
-            if not queues:
-                self._queues.pop(cq.topic, None)
-        cq.destroy()
+        return self._consume_queues.all()
 
     def topics(self) -> list[str]:
-        return sorted(self._queues)
+        return self._consume_queues.topics()
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(self._queues.get(topic, {}))
+        return self._consume_queues.queue_ids(topic)
 
     def delete_topics(self, topics: Iterable[str]) -> None:
         for topic in topics:
-            for qid in self.queue_ids(topic):
-                cq = self.find_consume_queue(topic, qid)
-                if cq is not None:
-                    self._drop_queue(cq)
+            self._consume_queues.delete_topic(topic)
             self.commit_log.remove_queue_offsets(topic)
             log.info("deleted the consume queues of topic %s", topic)
 
     # -- reading ---------------------------------------------------------------------------------
-    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    max_total_bytes: int, tag_codes: frozenset[int] | None = None) -> GetMessageResult:
-        return reader.get_message(self.commit_log, self.find_consume_queue(topic, queue_id), offset,
-                                  max_msg_nums, max_total_bytes, tag_codes)
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetMessageResult:
+        return reader.get_message(
+            self.commit_log,
+            self._consume_queues.find(topic, queue_id),
+            offset,
+            max_msg_nums,
+            max_total_bytes,
+            tag_codes,
+        )
 
-    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, offset: int, max_behind_bytes: int) -> bool:
+    def check_in_mem_by_consume_offset(
+        self, topic: str, queue_id: int, offset: int, max_behind_bytes: int
+    ) -> bool:
         """True if a read from ``offset`` cannot touch the disk: nothing to read there, or its first
         record lies within ``max_behind_bytes`` of the CommitLog's end (recently written, so in the
         page cache; RocketMQ's ``checkInMemByConsumeOffset`` heuristic)."""
-        cq = self.find_consume_queue(topic, queue_id)
+        cq = self._consume_queues.find(topic, queue_id)
         if cq is None or not cq.min_offset_in_queue <= offset < cq.max_offset_in_queue:
             return True
         try:
@@ -526,21 +484,21 @@ class MessageStore:
         return bool(self.commit_log.max_offset - CQ_UNIT.unpack_from(raw)[0] <= max_behind_bytes)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.find_consume_queue(topic, queue_id)
+        cq = self._consume_queues.find(topic, queue_id)
         return cq.max_offset_in_queue if cq is not None else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.find_consume_queue(topic, queue_id)
+        cq = self._consume_queues.find(topic, queue_id)
         return cq.min_offset_in_queue if cq is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        cq = self.find_consume_queue(topic, queue_id)
+        cq = self._consume_queues.find(topic, queue_id)
         if cq is None:
             return 0
         return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at, self.commit_log.min_offset)
 
     def get_store_time(self, topic: str, queue_id: int, offset: int) -> int:
-        cq = self.find_consume_queue(topic, queue_id)
+        cq = self._consume_queues.find(topic, queue_id)
         unit = cq.unit_at(offset) if cq is not None else None
         if unit is None or unit[1] == 0x7FFFFFFF:
             return -1
@@ -554,10 +512,16 @@ class MessageStore:
         view = self.commit_log.view(commit_log_offset, size) if size > 0 else None
         return bytes(view) if view is not None else None
 
-    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    ) -> QueryMessageResult:
         if self.index_service is None:
             return QueryMessageResult()
-        max_num = min(max_num, self.config.default_query_max_num) if max_num > 0 else self.config.default_query_max_num
+        max_num = (
+            min(max_num, self.config.default_query_max_num)
+            if max_num > 0
+            else self.config.default_query_max_num
+        )
         offsets, last_ts, last_phy = self.index_service.query_offsets(topic, key, max_num, begin_ts, end_ts)
         seen: set[int] = set()
         buffers, found = [], []
@@ -570,8 +534,12 @@ class MessageStore:
             if view is not None:
                 buffers.append(view)
                 found.append(off)
-        return QueryMessageResult(buffers=buffers, phy_offsets=found, index_last_update_timestamp=last_ts,
-                                  index_last_update_phy_offset=last_phy)
+        return QueryMessageResult(
+            buffers=buffers,
+            phy_offsets=found,
+            index_last_update_timestamp=last_ts,
+            index_last_update_phy_offset=last_phy,
+        )
 
     def add_arrival_listener(self, cb: ArrivalListener) -> None:
         self.dispatcher.listeners.append(cb)
@@ -599,7 +567,7 @@ class MessageStore:
             "commitLogDiskRatio": f"{self.clean_service.last_usage_percent / 100:.4f}",
             "diskFull": str(self.clean_service.disk_full).lower(),
             "flushDiskType": self.config.flush_disk_type.value,
-            "consumeQueueCount": str(len(self.consume_queues())),
+            "consumeQueueCount": str(len(self._consume_queues.all())),
             "indexFileCount": str(len(self.index_service.files) if self.index_service else 0),
             "lastExitOK": str(self.last_exit_ok).lower(),
         }
@@ -626,5 +594,3 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-

@@ -12,8 +12,9 @@ segment counts (as in :func:`rocketq.client.remoting.properties.decode_propertie
 segment of a key wins.  Java's ``String.hashCode`` is a polynomial in 31, so the hash of each value
 is one gather, one multiply by a power table and one segmented sum (``add.reduceat``) in
 wrapping ``uint32`` arithmetic; an index key's hash is ``hash(prefix) * 31**len(key) + hash(key)``,
-so ``"topic#" + key`` strings are never built (:func:`index_key_hashes`).  Values holding non-ASCII bytes (where UTF-8 bytes are
-not UTF-16 code units) fall back to the scalar reference functions, value by value.
+so ``"topic#" + key`` strings are never built (:func:`index_key_hashes`).  Values holding
+non-ASCII bytes (where UTF-8 bytes are not UTF-16 code units) fall back to the scalar reference
+functions, value by value.
 """
 
 from __future__ import annotations
@@ -103,8 +104,10 @@ def _padded_hashes(padded: npt.NDArray[np.uint8], starts: I64, lens: I64) -> npt
     powers = _pow31_u64(hi)
     for length in lengths:
         sel = np.flatnonzero(lens == length) if len(lengths) > 1 else slice(None)
-        windows = as_strided(padded, shape=(len(padded) - length + 1, length), strides=(1, 1))[starts[sel] + _PAD]
-        out[sel] = (windows.astype(np.uint64) @ powers[length - 1::-1]) & np.uint64(0xFFFFFFFF)
+        windows = as_strided(padded, shape=(len(padded) - length + 1, length), strides=(1, 1))[
+            starts[sel] + _PAD
+        ]
+        out[sel] = (windows.astype(np.uint64) @ powers[length - 1 :: -1]) & np.uint64(0xFFFFFFFF)
     return out
 
 
@@ -122,11 +125,18 @@ def _last_per_message(msg: I64) -> npt.NDArray[np.bool_]:
 def _words(joined: bytes, dtype: str) -> npt.NDArray[np.unsignedinteger[Any]]:
     """A read-only view where element ``p`` is the big-endian word starting at byte ``_PAD + p``."""
     size = np.dtype(dtype).itemsize
-    return np.ndarray(shape=(len(joined) - _PAD - size + 1,), dtype=dtype, buffer=joined, offset=_PAD, strides=(1,))
+    return np.ndarray(
+        shape=(len(joined) - _PAD - size + 1,), dtype=dtype, buffer=joined, offset=_PAD, strides=(1,)
+    )
 
 
-def _matching(words: npt.NDArray[np.unsignedinteger[Any]], seg_start: I64, key_len: I64,
-              valid: npt.NDArray[np.bool_], name: bytes) -> npt.NDArray[np.intp]:
+def _matching(
+    words: npt.NDArray[np.unsignedinteger[Any]],
+    seg_start: I64,
+    key_len: I64,
+    valid: npt.NDArray[np.bool_],
+    name: bytes,
+) -> npt.NDArray[np.intp]:
     """Indexes of the valid segments whose key is exactly ``name`` (4 or 8 bytes)."""
     cand = np.flatnonzero(valid & (key_len == len(name)))
     if not len(cand):
@@ -135,7 +145,9 @@ def _matching(words: npt.NDArray[np.unsignedinteger[Any]], seg_start: I64, key_l
     return out
 
 
-def scan_properties(props: Sequence[Buffer], lens: I64, index_enabled: bool = True) -> tuple[I64, I64, I64, I64]:
+def scan_properties(
+    props: Sequence[Buffer], lens: I64, index_enabled: bool = True
+) -> tuple[I64, I64, I64, I64]:
     """``(tags_codes[n], key_hashes[m], key_lengths[m], key_records[m])`` for the properties of many records.
 
     ``lens`` holds ``len(props[i])``.  Keys are in dispatch order: record by record, the ``KEYS``
@@ -151,7 +163,7 @@ def scan_properties(props: Sequence[Buffer], lens: I64, index_enabled: bool = Tr
         return tags_codes, empty, empty, empty
     joined = b"".join((_ZERO_PAD, body, _ZERO_PAD[:8]))  # trailing pad: 8-byte word reads stay in bounds
     padded = np.frombuffer(joined, dtype=np.uint8)
-    a = padded[_PAD:_PAD + len(body)]
+    a = padded[_PAD : _PAD + len(body)]
     msg_start = np.cumsum(lens + 1) - (lens + 1)
     marks = np.flatnonzero(a <= _PS_CODE)  # one pass finds both separators (and NULs, dropped next)
     kinds = a[marks]
@@ -175,15 +187,18 @@ def scan_properties(props: Sequence[Buffer], lens: I64, index_enabled: bool = Tr
         tags_codes[t_msg] = hashes.astype(np.uint32).view(np.int32)
     if not index_enabled:
         return tags_codes, empty, empty, empty
-    return (tags_codes, *_index_keys(joined, padded, msg_start, seg_start, seg_end, first_one, key_len, valid,
-                                     ascii_ok))
+    return (
+        tags_codes,
+        *_index_keys(joined, padded, msg_start, seg_start, seg_end, first_one, key_len, valid, ascii_ok),
+    )
 
 
 def index_key_hashes(prefix_hashes: I64, key_hashes: I64, key_lengths: I64) -> I64:
     """IndexFile hashes ``abs(hashCode(prefix + key))`` from the prefix and key hashes (all uint32 values)."""
     with np.errstate(over="ignore"):
-        full = prefix_hashes.astype(np.uint32) * pow31(int(key_lengths.max()) + 1)[key_lengths] \
-            + key_hashes.astype(np.uint32)
+        full = prefix_hashes.astype(np.uint32) * pow31(int(key_lengths.max()) + 1)[
+            key_lengths
+        ] + key_hashes.astype(np.uint32)
     return _abs_java(full.astype(np.uint32))
 
 
@@ -193,7 +208,9 @@ def _value_hashes(padded: npt.NDArray[np.uint8], starts: I64, lens: I64, ascii_o
     if ascii_ok or not bool((a[_ranges_index(starts, lens)] >= 0x80).any()):
         return _padded_hashes(padded, starts, lens).astype(np.int64), lens
     data = a.tobytes()
-    texts = [str(data[s:s + n], "utf-8", "replace") for s, n in zip(starts.tolist(), lens.tolist(), strict=True)]
+    texts = [
+        str(data[s : s + n], "utf-8", "replace") for s, n in zip(starts.tolist(), lens.tolist(), strict=True)
+    ]
     hashes = np.array([java_string_hash(t) & 0xFFFFFFFF for t in texts], dtype=np.int64)
     units = np.array([len(t.encode("utf-16-be", "surrogatepass")) // 2 for t in texts], dtype=np.int64)
     return hashes, units
@@ -205,8 +222,17 @@ def _ranges_index(starts: I64, lens: I64) -> I64:
     return np.repeat(starts - offs, lens) + np.arange(total)
 
 
-def _index_keys(joined: bytes, padded: npt.NDArray[np.uint8], msg_start: I64, seg_start: I64, seg_end: I64, first_one: I64,
-                key_len: I64, valid: npt.NDArray[np.bool_], ascii_ok: bool) -> tuple[I64, I64, I64]:
+def _index_keys(
+    joined: bytes,
+    padded: npt.NDArray[np.uint8],
+    msg_start: I64,
+    seg_start: I64,
+    seg_end: I64,
+    first_one: I64,
+    key_len: I64,
+    valid: npt.NDArray[np.bool_],
+    ascii_ok: bool,
+) -> tuple[I64, I64, I64]:
     """(hashes, UTF-16 lengths, records) of the KEYS tokens and UNIQ_KEY of each record, in dispatch order."""
     a = padded[_PAD:]
     starts_l: list[I64] = []

@@ -29,8 +29,14 @@ def _result(status: GetMessageStatus, next_offset: int, min_o: int, max_o: int) 
     return GetMessageResult(status=status, next_begin_offset=next_offset, min_offset=min_o, max_offset=max_o)
 
 
-def get_message(commit_log: CommitLog, cq: ConsumeQueue | None, offset: int, max_msg_nums: int,
-                max_total_bytes: int, tag_codes: frozenset[int] | None) -> GetMessageResult:
+def get_message(
+    commit_log: CommitLog,
+    cq: ConsumeQueue | None,
+    offset: int,
+    max_msg_nums: int,
+    max_total_bytes: int,
+    tag_codes: frozenset[int] | None,
+) -> GetMessageResult:
     if cq is None:
         return _result(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
     min_o, max_o = cq.min_offset_in_queue, cq.max_offset_in_queue
@@ -78,14 +84,27 @@ def get_message(commit_log: CommitLog, cq: ConsumeQueue | None, offset: int, max
     else:
         status = GetMessageStatus.NO_MATCHED_MESSAGE
     queue_offsets = (sel[:take] + offset).tolist() if buffers else []
-    return GetMessageResult(status=status, next_begin_offset=next_offset, min_offset=min_o, max_offset=max_o,
-                            buffers=buffers, msg_count=len(buffers),
-                            total_bytes=sum(taken_sizes) if len(buffers) == take else sum(len(b) for b in buffers),
-                            queue_offsets=queue_offsets if len(queue_offsets) == len(buffers) else [])
+    return GetMessageResult(
+        status=status,
+        next_begin_offset=next_offset,
+        min_offset=min_o,
+        max_offset=max_o,
+        buffers=buffers,
+        msg_count=len(buffers),
+        total_bytes=sum(taken_sizes) if len(buffers) == take else sum(len(b) for b in buffers),
+        queue_offsets=queue_offsets if len(queue_offsets) == len(buffers) else [],
+    )
 
 
-def _get_unfiltered(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msgs: int, max_bytes: int,
-                    min_o: int, max_o: int) -> GetMessageResult | None:
+def _get_unfiltered(
+    commit_log: CommitLog,
+    cq: ConsumeQueue,
+    offset: int,
+    max_msgs: int,
+    max_bytes: int,
+    min_o: int,
+    max_o: int,
+) -> GetMessageResult | None:
     """The common pull (no tag filter, no blank or deleted units): plain struct unpacking, no numpy.
 
     Returns None when the general path is needed.
@@ -111,9 +130,16 @@ def _get_unfiltered(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_ms
     buffers = _views(commit_log, offs, sizes)
     if len(buffers) != len(offs):
         return None
-    return GetMessageResult(status=GetMessageStatus.FOUND, next_begin_offset=offset + len(offs), min_offset=min_o,
-                            max_offset=max_o, buffers=buffers, msg_count=len(buffers), total_bytes=total,
-                            queue_offsets=list(range(offset, offset + len(offs))))
+    return GetMessageResult(
+        status=GetMessageStatus.FOUND,
+        next_begin_offset=offset + len(offs),
+        min_offset=min_o,
+        max_offset=max_o,
+        buffers=buffers,
+        msg_count=len(buffers),
+        total_bytes=total,
+        queue_offsets=list(range(offset, offset + len(offs))),
+    )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -122,11 +148,13 @@ class CopiedRecords:
 
     data: bytes
     starts: npt.NDArray[np.int64]  # of each record in ``data``
-    sizes: npt.NDArray[np.int64]   # as the ConsumeQueue units give them
-    phys: npt.NDArray[np.int64]    # CommitLog offsets
+    sizes: npt.NDArray[np.int64]  # as the ConsumeQueue units give them
+    phys: npt.NDArray[np.int64]  # CommitLog offsets
 
 
-def copy_records(commit_log: CommitLog, cq: ConsumeQueue, ranges: Sequence[tuple[int, int]]) -> CopiedRecords | None:
+def copy_records(
+    commit_log: CommitLog, cq: ConsumeQueue, ranges: Sequence[tuple[int, int]]
+) -> CopiedRecords | None:
     """The records at queue offsets ``[first, first + count)`` of each of ``ranges``, in order, as
     one copy; None if one of them is not in the queue (not dispatched yet, a hole, a removed segment).
 
@@ -175,7 +203,7 @@ def _views(commit_log: CommitLog, offs: list[int], sizes: list[int]) -> list[mem
         if offs[-1] - base + sizes[-1] <= first.wrote_position:
             try:
                 seg = first.buffer
-                return [seg[o - base:o - base + s] for o, s in zip(offs, sizes, strict=True)]
+                return [seg[o - base : o - base + s] for o, s in zip(offs, sizes, strict=True)]
             except ValueError:  # released: the segment was deleted
                 return []
     out = []

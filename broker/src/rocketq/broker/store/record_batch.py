@@ -30,6 +30,7 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -37,9 +38,10 @@ import numpy.typing as npt
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.props_scan import Buffer
 from rocketq.broker.store.status import PutMessageStatus
-from rocketq.client.errors import RocketQError
+from rocketq.client.errors import MessageFormatError, RocketQError
 from rocketq.client.remoting.message import encode_stored_message
 from rocketq.client.remoting.msgid import ip_to_bytes
+from rocketq.client.remoting.properties import encode_properties
 from rocketq.client.remoting.record_layout import (
     BORNHOST_V6_FLAG,
     HOST_V6_FLAGS,
@@ -59,6 +61,9 @@ from rocketq.client.remoting.record_layout import (
     host_kind,
     store_timestamp_pos,
 )
+
+if TYPE_CHECKING:
+    from rocketq.broker.store.commit_log import MessageToStore
 
 I64 = npt.NDArray[np.int64]
 IntColumn = int | Sequence[int] | I64
@@ -122,20 +127,20 @@ class PreparedBatch:
     n: int
     total: int
     sizes: I64 | list[int]
-    starts: I64 | list[int]          # relative to the first record, as if written contiguously
+    starts: I64 | list[int]  # relative to the first record, as if written contiguously
     in_cq: npt.NDArray[np.bool_] | list[bool]
     all_in_cq: bool
     ts_pos: int
-    properties: Sequence[Buffer]     # for dispatch (tags codes and index keys are extracted there)
+    properties: Sequence[Buffer]  # for dispatch (tags codes and index keys are extracted there)
     plen: I64 | list[int]
-    unindexed: npt.NDArray[np.bool_] | list[bool] | None   # rolled-back records (None: none)
-    tags_codes: I64 | list[int] | None   # handed over by the caller, else extracted by dispatch
+    unindexed: npt.NDArray[np.bool_] | list[bool] | None  # rolled-back records (None: none)
+    tags_codes: I64 | list[int] | None  # handed over by the caller, else extracted by dispatch
     keys: list[list[str]] | None
     wait_store: bool
     hdr: npt.NDArray[np.void] | None = None
     pieces: list[Buffer] | None = None
     records: bytearray | None = None
-    want_msg_ids: bool = True        # False: the result's msg_id is left empty (nobody reads it)
+    want_msg_ids: bool = True  # False: the result's msg_id is left empty (nobody reads it)
 
     def render(self, queue_offsets: I64 | list[int], phys: I64 | list[int], store_timestamp: int) -> Buffer:
         """The records with their queue offsets, physical offsets and store time, back to back."""
@@ -185,8 +190,9 @@ def check_sizes(blen: I64 | list[int], plen: I64 | list[int], cfg: StoreConfig) 
     return None
 
 
-def prepare_batch(batch: MessageBatchToStore, cfg: StoreConfig,
-                  topic_ok: Callable[[str], bool]) -> PreparedBatch | PutMessageStatus:
+def prepare_batch(
+    batch: MessageBatchToStore, cfg: StoreConfig, topic_ok: Callable[[str], bool]
+) -> PreparedBatch | PutMessageStatus:
     """Validate and encode ``batch`` (outside the lock); a status if it is rejected."""
     n = len(batch.bodies)
     if n == 0 or len(batch.properties) != n or not topic_ok(batch.topic) or not 0 <= batch.queue_id < 2**31:
@@ -212,11 +218,18 @@ def _prepare_small(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prep
     for i in range(n):
         try:
             rec = encode_stored_message(
-                topic=batch.topic, queue_id=batch.queue_id, flag=batch.column("flags", i), body=bytes(batch.bodies[i]),
-                properties=bytes(batch.properties[i]), sys_flag=batch.column("sys_flags", i),
-                born_timestamp=batch.column("born_timestamps", i), born_host=batch.born_host,
-                store_host=batch.store_host, reconsume_times=batch.column("reconsume_times", i),
-                prepared_transaction_offset=batch.column("prepared_transaction_offsets", i))
+                topic=batch.topic,
+                queue_id=batch.queue_id,
+                flag=batch.column("flags", i),
+                body=bytes(batch.bodies[i]),
+                properties=bytes(batch.properties[i]),
+                sys_flag=batch.column("sys_flags", i),
+                born_timestamp=batch.column("born_timestamps", i),
+                born_host=batch.born_host,
+                store_host=batch.store_host,
+                reconsume_times=batch.column("reconsume_times", i),
+                prepared_transaction_offset=batch.column("prepared_transaction_offsets", i),
+            )
         except (RocketQError, TypeError, OverflowError):
             return PutMessageStatus.MESSAGE_ILLEGAL
         records.append(rec)
@@ -229,12 +242,24 @@ def _prepare_small(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prep
     rolled_back = [f & TRANSACTION_TYPE_MASK == _ROLLBACK for f in sys_flags]
     tags = batch.tags_codes
     return PreparedBatch(
-        topic=batch.topic, queue_id=batch.queue_id, store_host=batch.store_host, n=n, total=sum(sizes),
-        sizes=sizes, starts=starts, in_cq=in_cq, all_in_cq=all(in_cq), ts_pos=store_timestamp_pos(sys_flags[0]),
-        properties=batch.properties, plen=plen, unindexed=rolled_back if any(rolled_back) else None,
+        topic=batch.topic,
+        queue_id=batch.queue_id,
+        store_host=batch.store_host,
+        n=n,
+        total=sum(sizes),
+        sizes=sizes,
+        starts=starts,
+        in_cq=in_cq,
+        all_in_cq=all(in_cq),
+        ts_pos=store_timestamp_pos(sys_flags[0]),
+        properties=batch.properties,
+        plen=plen,
+        unindexed=rolled_back if any(rolled_back) else None,
         tags_codes=None if tags is None else [batch.column("tags_codes", i) for i in range(n)],
         keys=None if batch.keys is None else [list(k) for k in batch.keys],
-        wait_store=_wait_store(batch.properties[0]), records=bytearray(b"".join(records)))
+        wait_store=_wait_store(batch.properties[0]),
+        records=bytearray(b"".join(records)),
+    )
 
 
 _host_cache: dict[tuple[str, int], bytes] = {}
@@ -251,8 +276,9 @@ def _host_bytes(host: tuple[str, int]) -> bytes:
     return data
 
 
-def _template(batch: MessageBatchToStore, n: int, kind: int, magic: int,
-              columns: dict[str, I64 | int]) -> npt.NDArray[np.void]:
+def _template(
+    batch: MessageBatchToStore, n: int, kind: int, magic: int, columns: dict[str, I64 | int]
+) -> npt.NDArray[np.void]:
     """Headers of all records with the batch-constant fields (and scalar columns) filled in."""
     dtype = HEADER_DTYPES[kind]
     t = np.zeros(1, dtype=dtype)
@@ -274,14 +300,19 @@ def _prepare_bulk(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prepa
     bodies, props = batch.bodies, batch.properties
     blen = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
     plen = np.fromiter(map(len, props), dtype=np.int64, count=n)
-    if int(plen.max()) > min(cfg.max_properties_size_bytes, MAX_PROPERTIES_SIZE) \
-            or int(blen.max()) > cfg.max_message_size_bytes:
+    if (
+        int(plen.max()) > min(cfg.max_properties_size_bytes, MAX_PROPERTIES_SIZE)
+        or int(blen.max()) > cfg.max_message_size_bytes
+    ):
         return check_sizes(blen.tolist(), plen.tolist(), cfg) or PutMessageStatus.MESSAGE_ILLEGAL
     columns: dict[str, I64 | int] = {}
-    for name, field, bounds in (("flags", "flag", _INT32), ("sys_flags", "sys_flag", _INT32),
-                                ("born_timestamps", "born_timestamp", _INT64),
-                                ("reconsume_times", "reconsume_times", _INT32),
-                                ("prepared_transaction_offsets", "prepared_transaction_offset", _INT64)):
+    for name, field, bounds in (
+        ("flags", "flag", _INT32),
+        ("sys_flags", "sys_flag", _INT32),
+        ("born_timestamps", "born_timestamp", _INT64),
+        ("reconsume_times", "reconsume_times", _INT32),
+        ("prepared_transaction_offsets", "prepared_transaction_offset", _INT64),
+    ):
         col = _int_column(getattr(batch, name), n, bounds)
         if col is None:
             return PutMessageStatus.MESSAGE_ILLEGAL
@@ -290,8 +321,9 @@ def _prepare_bulk(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prepa
         born, store = _host_bytes(batch.born_host), _host_bytes(batch.store_host)
     except (RocketQError, struct.error, ValueError):
         return PutMessageStatus.MESSAGE_ILLEGAL
-    v6 = (BORNHOST_V6_FLAG if len(born) != IPV4.born_host_len else 0) \
-        | (STOREHOST_V6_FLAG if len(store) != IPV4.store_host_len else 0)
+    v6 = (BORNHOST_V6_FLAG if len(born) != IPV4.born_host_len else 0) | (
+        STOREHOST_V6_FLAG if len(store) != IPV4.store_host_len else 0
+    )
     sys_flags = columns["sys_flag"]
     sys_flags = columns["sys_flag"] = (sys_flags & ~HOST_V6_FLAGS) | v6
     topic_b = batch.topic.encode()
@@ -317,8 +349,9 @@ def _prepare_bulk(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prepa
     if isinstance(sys_flags, int):
         in_cq: npt.NDArray[np.bool_] | list[bool] = [enters_consume_queue(sys_flags)] * n
         all_in_cq = in_cq[0]
-        unindexed: npt.NDArray[np.bool_] | list[bool] | None = \
+        unindexed: npt.NDArray[np.bool_] | list[bool] | None = (
             [True] * n if sys_flags & TRANSACTION_TYPE_MASK == _ROLLBACK else None
+        )
     else:
         tran = sys_flags & TRANSACTION_TYPE_MASK
         in_cq_arr = (tran != _PREPARED) & (tran != _ROLLBACK)
@@ -329,16 +362,40 @@ def _prepare_bulk(batch: MessageBatchToStore, cfg: StoreConfig, n: int) -> Prepa
     if tags is not None:
         tags = np.full(n, tags, dtype=np.int64) if isinstance(tags, int) else np.asarray(tags, dtype=np.int64)
     return PreparedBatch(
-        topic=batch.topic, queue_id=batch.queue_id, store_host=batch.store_host, n=n, total=int(sizes.sum()),
-        sizes=sizes, starts=np.cumsum(sizes) - sizes, in_cq=in_cq, all_in_cq=all_in_cq,
-        ts_pos=store_timestamp_pos(v6), properties=props, plen=plen, unindexed=unindexed, tags_codes=tags,
+        topic=batch.topic,
+        queue_id=batch.queue_id,
+        store_host=batch.store_host,
+        n=n,
+        total=int(sizes.sum()),
+        sizes=sizes,
+        starts=np.cumsum(sizes) - sizes,
+        in_cq=in_cq,
+        all_in_cq=all_in_cq,
+        ts_pos=store_timestamp_pos(v6),
+        properties=props,
+        plen=plen,
+        unindexed=unindexed,
+        tags_codes=tags,
         keys=None if batch.keys is None else [list(k) for k in batch.keys],
-        wait_store=_wait_store(props[0]), hdr=hdr, pieces=pieces)
+        wait_store=_wait_store(props[0]),
+        hdr=hdr,
+        pieces=pieces,
+    )
 
 
-def prepare_parts(*, topic: str, queue_id: int, store_host: tuple[str, int], hdr: npt.NDArray[np.void],
-                  bodies: Sequence[Buffer], middles: Sequence[Buffer], properties: Sequence[Buffer],
-                  properties_len: I64, wait_store: bool, want_msg_ids: bool = True) -> PreparedBatch:
+def prepare_parts(
+    *,
+    topic: str,
+    queue_id: int,
+    store_host: tuple[str, int],
+    hdr: npt.NDArray[np.void],
+    bodies: Sequence[Buffer],
+    middles: Sequence[Buffer],
+    properties: Sequence[Buffer],
+    properties_len: I64,
+    wait_store: bool,
+    want_msg_ids: bool = True,
+) -> PreparedBatch:
     """A batch whose records the caller encoded as parts: ``hdr`` (IPv4 layout, ``HEADER_DTYPES[0]``,
     every field but QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP filled in, TOTALSIZE included),
     then per record the body, a *middle* (topic length, topic, PROPERTIESLENGTH and any properties
@@ -360,8 +417,65 @@ def prepare_parts(*, topic: str, queue_id: int, store_host: tuple[str, int], hdr
     pieces[2::4] = middles
     pieces[3::4] = properties
     return PreparedBatch(
-        topic=topic, queue_id=queue_id, store_host=store_host, n=n, total=int(sizes.sum()), sizes=sizes,
-        starts=np.cumsum(sizes) - sizes, in_cq=in_cq, all_in_cq=bool(in_cq.all()), ts_pos=store_timestamp_pos(0),
-        properties=properties, plen=properties_len,
-        unindexed=rolled_back if rolled_back.any() else None, tags_codes=None, keys=None, wait_store=wait_store,
-        hdr=hdr, pieces=pieces, want_msg_ids=want_msg_ids)
+        topic=topic,
+        queue_id=queue_id,
+        store_host=store_host,
+        n=n,
+        total=int(sizes.sum()),
+        sizes=sizes,
+        starts=np.cumsum(sizes) - sizes,
+        in_cq=in_cq,
+        all_in_cq=bool(in_cq.all()),
+        ts_pos=store_timestamp_pos(0),
+        properties=properties,
+        plen=properties_len,
+        unindexed=rolled_back if rolled_back.any() else None,
+        tags_codes=None,
+        keys=None,
+        wait_store=wait_store,
+        hdr=hdr,
+        pieces=pieces,
+        want_msg_ids=want_msg_ids,
+    )
+
+
+def batch_from_messages(msgs: Sequence[MessageToStore]) -> MessageBatchToStore | None:
+    """The columns of ``msgs`` (None if they mix topics, queues or hosts, or a property is unencodable)."""
+    first = msgs[0]
+    topic, queue_id, born, store = first.topic, first.queue_id, first.born_host, first.store_host
+    props: list[bytes] = []
+    try:
+        for m in msgs:
+            if m.topic != topic or m.queue_id != queue_id or m.born_host != born or m.store_host != store:
+                return None
+            p = m.properties
+            props.append(p.encode() if isinstance(p, str) else encode_properties(p).encode())
+    except MessageFormatError:
+        return None
+    if len(msgs) == 1:
+        return MessageBatchToStore(
+            topic=topic,
+            queue_id=queue_id,
+            born_host=born,
+            store_host=store,
+            bodies=[first.body],
+            properties=props,
+            born_timestamps=first.born_timestamp,
+            flags=first.flag,
+            sys_flags=first.sys_flag,
+            reconsume_times=first.reconsume_times,
+            prepared_transaction_offsets=first.prepared_transaction_offset,
+        )
+    return MessageBatchToStore(
+        topic=topic,
+        queue_id=queue_id,
+        born_host=born,
+        store_host=store,
+        bodies=[m.body for m in msgs],
+        properties=props,
+        born_timestamps=[m.born_timestamp for m in msgs],
+        flags=[m.flag for m in msgs],
+        sys_flags=[m.sys_flag for m in msgs],
+        reconsume_times=[m.reconsume_times for m in msgs],
+        prepared_transaction_offsets=[m.prepared_transaction_offset for m in msgs],
+    )

@@ -37,7 +37,10 @@ def _scan_file(mf: MappedFile, check_crc: bool, seen: dict[tuple[str, int], int]
     size = mf.file_size
     pos = 0
     while pos + 8 <= size:
-        total, magic = int.from_bytes(buf[pos:pos + 4], "big", signed=True), int.from_bytes(buf[pos + 4:pos + 8], "big")
+        total, magic = (
+            int.from_bytes(buf[pos : pos + 4], "big", signed=True),
+            int.from_bytes(buf[pos + 4 : pos + 8], "big"),
+        )
         if magic == BLANK_MAGIC and total == size - pos:
             return size, True, "blank"
         if total == 0 and magic == 0:
@@ -58,8 +61,8 @@ def _valid_data_after(files: tuple[MappedFile, ...], idx: int, pos: int, check_c
     """Whether a valid record follows a bad one at ``pos`` of ``files[idx]`` (corruption, not a tear)."""
     mf = files[idx]
     buf = mf.buffer
-    total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-    magic = int.from_bytes(buf[pos + 4:pos + 8], "big")
+    total = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    magic = int.from_bytes(buf[pos + 4 : pos + 8], "big")
     if magic in (MAGIC_V1, MAGIC_V2) and 0 < total and pos + total + 8 <= mf.file_size:
         nxt = pos + total
         try:
@@ -67,9 +70,9 @@ def _valid_data_after(files: tuple[MappedFile, ...], idx: int, pos: int, check_c
             return True
         except MessageFormatError:
             pass
-        if int.from_bytes(buf[nxt + 4:nxt + 8], "big") == BLANK_MAGIC:
+        if int.from_bytes(buf[nxt + 4 : nxt + 8], "big") == BLANK_MAGIC:
             return True
-    for later in files[idx + 1:]:
+    for later in files[idx + 1 :]:
         if any(later.buffer[:8]):
             return True
     return False
@@ -93,8 +96,9 @@ def _start_index(files: tuple[MappedFile, ...], last_exit_ok: bool, checkpoint: 
     return 0
 
 
-def recover_commit_log(commit_log: CommitLog, *, last_exit_ok: bool,
-                       checkpoint: StoreCheckpoint) -> tuple[int, dict[tuple[str, int], int]]:
+def recover_commit_log(
+    commit_log: CommitLog, *, last_exit_ok: bool, checkpoint: StoreCheckpoint
+) -> tuple[int, dict[tuple[str, int], int]]:
     """Validate the tail, truncate a torn one.
 
     Returns the recovered end offset and, for each queue met in the scanned segments, its highest
@@ -107,8 +111,12 @@ def recover_commit_log(commit_log: CommitLog, *, last_exit_ok: bool,
         return 0, seen
     check_crc = commit_log.config.check_crc_on_recover
     start = _start_index(files, last_exit_ok, checkpoint)
-    log.info("recovering the commit log %s from segment %s (%s exit)", mfq.store_path, files[start].file_name,
-             "clean" if last_exit_ok else "abnormal")
+    log.info(
+        "recovering the commit log %s from segment %s (%s exit)",
+        mfq.store_path,
+        files[start].file_name,
+        "clean" if last_exit_ok else "abnormal",
+    )
     end = files[start].file_from_offset
     torn = False
     for i in range(start, len(files)):
@@ -122,10 +130,18 @@ def recover_commit_log(commit_log: CommitLog, *, last_exit_ok: bool,
             if _valid_data_after(files, i, pos, check_crc):
                 raise StoreCorruptError(
                     f"corrupt CommitLog record at offset {end} followed by valid data ({reason}); "
-                    "refusing to truncate; repair or move the segment", path=mf.path, position=pos,
-                    found=bytes(mf.buffer[pos:pos + 32]))
-            log.warning("commit log: torn or corrupt tail at offset %d in %s (%s); truncating %d bytes",
-                        end, mf.path, reason, mf.file_size - pos)
+                    "refusing to truncate; repair or move the segment",
+                    path=mf.path,
+                    position=pos,
+                    found=bytes(mf.buffer[pos : pos + 32]),
+                )
+            log.warning(
+                "commit log: torn or corrupt tail at offset %d in %s (%s); truncating %d bytes",
+                end,
+                mf.path,
+                reason,
+                mf.file_size - pos,
+            )
             torn = True
         break
     # Beyond the written end a segment is all zeros (preallocation and earlier truncations keep it

@@ -27,8 +27,12 @@ class PutMessageStatus(Enum):
     @property
     def is_ok(self) -> bool:
         """True when the message is stored (even if the flush wait timed out)."""
-        return self in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                        PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE)
+        return self in (
+            PutMessageStatus.PUT_OK,
+            PutMessageStatus.FLUSH_DISK_TIMEOUT,
+            PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+            PutMessageStatus.SLAVE_NOT_AVAILABLE,
+        )
 
 
 class AppendMessageStatus(Enum):
