@@ -177,3 +177,26 @@ def test_config_file_keys_and_validation(tmp_path: Path) -> None:
         NamesrvConfig(listen_port=70000)
     with pytest.raises(NamesrvConfigError):
         load_config_file(tmp_path / "missing.properties")
+
+
+def test_broker_heartbeat_and_elected_master_registration() -> None:
+    p = make()
+    old = bodies.encode_register_body((1, 1, 1), {"T": Q})
+    new = bodies.encode_register_body((1, 2, 2), {"T": Q})
+    assert (
+        call(p, RequestCode.REGISTER_BROKER, register_ext(addr="h:10911"), old).code == ResponseCode.SUCCESS
+    )
+    call(p, RequestCode.REGISTER_BROKER, register_ext(bid=2, addr="g:10911"), old)
+    resp = call(p, RequestCode.REGISTER_BROKER, register_ext(bid=0, addr="g:10911"), new)
+    assert resp.code == ResponseCode.SUCCESS
+    route = json.loads(call(p, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).body)
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "g:10911"}
+    # the old master, stale (epoch 1), registers as id 0 again: refused, the route is unchanged
+    resp = call(p, RequestCode.REGISTER_BROKER, register_ext(addr="h:10911"), old)
+    assert resp.code == ResponseCode.SUCCESS and "masterAddr" not in resp.ext_fields
+    route = json.loads(call(p, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).body)
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "g:10911"}
+    hb = {"clusterName": "DefaultCluster", "brokerAddr": "g:10911", "brokerName": "broker-a", "brokerId": "0"}
+    assert call(p, RequestCode.BROKER_HEARTBEAT, hb).code == ResponseCode.SUCCESS
+    with pytest.raises(HeaderError):
+        call(p, RequestCode.BROKER_HEARTBEAT, {"brokerName": "broker-a"})

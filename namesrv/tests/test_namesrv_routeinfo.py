@@ -178,3 +178,96 @@ def test_kv_config_persists_atomically(tmp_path: Path) -> None:
     assert again.get("ORDER_TOPIC_CONFIG", "T") == "broker-a:4"
     assert again.namespace("ns") == {}
     assert not path.with_name("kvConfig.json.tmp").exists()
+
+
+# -- elected masters (controller mode) --------------------------------------------------------
+
+
+def _group(rim: RouteInfoManager) -> dict[int, str]:
+    return dict(rim.cluster_info().broker_addr_table["broker-a"].broker_addrs)
+
+
+def _three_replicas(rim: RouteInfoManager, epoch: int = 1) -> None:
+    """h:1 master (epoch in stateVersion), h:2 and h:3 slaves under their own ids."""
+    register(rim, bid=0, addr="h:1", version=(1, 1, epoch), channel="c1")
+    register(rim, bid=2, addr="h:2", version=(1, 1, epoch), channel="c2")
+    register(rim, bid=3, addr="h:3", version=(1, 1, epoch), channel="c3")
+
+
+def test_elected_master_replaces_the_old_one_at_once() -> None:
+    clock = Clock()
+    rim = RouteInfoManager(clock_ms=clock)
+    _three_replicas(rim)
+    res = register(rim, bid=0, addr="h:2", version=(1, 2, 2), channel="c2")  # h:2 promoted, epoch 2
+    assert res.accepted and res.replaced_addr == "h:1" and res.first_registration
+    assert _group(rim) == {0: "h:2", 3: "h:3"}  # h:2 is listed once, under id 0
+    slave = register(rim, bid=3, addr="h:3", version=(1, 2, 2), channel="c3")
+    assert slave.master_addr == "h:2" and slave.ha_server_addr == "h:2"  # its HA address
+    # the old master's connection closes, or it expires: the new master stays
+    assert [r.broker_name for r in rim.on_channel_destroy("c1")] == [None]
+    clock.now += 5000
+    register(rim, bid=0, addr="h:2", version=(1, 2, 2), channel="c2")
+    register(rim, bid=3, addr="h:3", version=(1, 2, 2), channel="c3")
+    assert rim.scan_not_active_brokers(2000) == []
+    assert _group(rim) == {0: "h:2", 3: "h:3"}
+    route = rim.pick_topic_route("T")
+    assert route is not None and route.broker_datas[0].broker_addrs[0] == "h:2"
+
+
+def test_old_master_expiring_after_the_election_keeps_the_new_master() -> None:
+    clock = Clock()
+    rim = RouteInfoManager(clock_ms=clock)
+    _three_replicas(rim)
+    clock.now += 1500
+    register(rim, bid=0, addr="h:3", version=(1, 2, 2), channel="c3")  # h:1 stopped, h:3 elected
+    register(rim, bid=2, addr="h:2", version=(1, 2, 2), channel="c2")
+    clock.now += 1000
+    removed = rim.scan_not_active_brokers(2000)
+    assert [(r.broker_addr, r.channel) for r in removed] == [("h:1", "c1")]
+    assert _group(rim) == {0: "h:3", 2: "h:2"}
+
+
+def test_a_stale_master_cannot_take_id_0_back() -> None:
+    rim = RouteInfoManager(clock_ms=Clock())
+    _three_replicas(rim, epoch=1)
+    register(rim, bid=0, addr="h:2", version=(1, 2, 2), channel="c2")
+    stale = register(rim, bid=0, addr="h:1", version=(1, 1, 1), channel="c1")  # SIGCONT, epoch 1
+    assert not stale.accepted and stale.master_addr is None
+    assert _group(rim) == {0: "h:2", 3: "h:3"}
+    assert "h:1" not in rim.live_broker_addrs()
+    # stepped down, it registers as a slave under its own id and is listed again
+    demoted = register(rim, bid=1, addr="h:1", version=(1, 2, 2), channel="c1")
+    assert demoted.accepted and demoted.master_addr == "h:2"
+    assert _group(rim) == {0: "h:2", 1: "h:1", 3: "h:3"}
+    # a master elected later (a higher epoch) replaces the current one
+    assert register(rim, bid=0, addr="h:3", version=(1, 3, 3), channel="c3").replaced_addr == "h:2"
+    assert _group(rim) == {0: "h:3", 1: "h:1"}
+
+
+def test_old_master_reregistering_as_slave_before_the_new_master() -> None:
+    rim = RouteInfoManager(clock_ms=Clock())
+    _three_replicas(rim)
+    res = register(rim, bid=1, addr="h:1", version=(1, 2, 2), channel="c1")
+    assert res.master_addr is None and res.ha_server_addr is None  # no master listed right now
+    assert _group(rim) == {1: "h:1", 2: "h:2", 3: "h:3"}
+    route = rim.pick_topic_route("T")  # the group's queues stay while a new master is elected
+    assert route is not None and route.queue_datas == {"broker-a": Q4}
+
+
+def test_new_master_topics_apply_even_with_an_unchanged_data_version() -> None:
+    rim = RouteInfoManager(clock_ms=Clock())
+    register(rim, bid=0, addr="h:1", topics={"T": Q4}, version=(1, 1, 1))
+    register(rim, bid=2, addr="h:2", topics={"T": Q4}, version=(1, 1, 1))
+    register(rim, bid=0, addr="h:2", topics={"T": Q4, "NEW": Q4}, version=(1, 1, 1))
+    assert rim.pick_topic_route("NEW") is not None
+
+
+def test_broker_heartbeat_refreshes_liveness() -> None:
+    clock = Clock()
+    rim = RouteInfoManager(clock_ms=clock)
+    assert not rim.update_broker_info_update_timestamp("h:1")
+    register(rim, addr="h:1")
+    clock.now += 1500
+    assert rim.update_broker_info_update_timestamp("h:1")
+    clock.now += 1000
+    assert rim.scan_not_active_brokers(2000) == []

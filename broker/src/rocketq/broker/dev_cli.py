@@ -10,6 +10,13 @@ temporary directory.  ``--slaves N`` adds N slave brokers to the broker's group 
 first), printed as ``Slave:`` lines and ``SLAVE_ADDRS=a,b``; ``--broker-role SYNC_MASTER`` makes
 the master synchronous (docs/replication.md); ``--enable-property-filter`` turns SQL92 selectors
 on for every broker.
+
+``--controller`` starts a controller-mode group instead (RocketMQ 5, docs/failover.md): three
+controllers (``mqcontroller`` processes, a Raft group), a NameServer and three brokers of one
+group with ``enableControllerMode=true``, short heartbeats (``brokerHeartbeatInterval=1000``,
+``controllerHeartBeatTimeoutMills=3000``) so that a killed master is replaced within seconds.
+It prints every address and, once the controller elected it and it registered as id 0, the
+master (``Master:`` and ``MASTER_ADDR=``; also ``CONTROLLER_ADDR=a;b;c`` and ``BROKER_ADDRS=``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -51,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--enable-property-filter", action="store_true", help="enablePropertyFilter=true: SQL92 selectors"
     )
+    dev.add_argument(
+        "--controller", action="store_true",
+        help="controller mode: 3 controllers, a NameServer and a group of 3 brokers with elected masters",
+    )  # fmt: skip
     return p
 
 
@@ -76,6 +88,16 @@ def _run_dev(args: argparse.Namespace) -> int:
     if args.slaves < 0:
         print("rocketq dev: --slaves must be >= 0", file=sys.stderr, flush=True)
         return 2
+    if args.controller:
+        try:
+            return _run_controller_group(work, broker_conf, stop)
+        except ServerStartError as exc:
+            print(f"rocketq dev: {exc}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
+            print("stopped", flush=True)
     try:
         with local_cluster(work, broker_conf={**broker_conf, "brokerRole": args.broker_role}) as cluster:
             with contextlib.ExitStack() as slaves:  # stopped before the master and the NameServer
@@ -109,6 +131,76 @@ def _spawn_slave(
 
     conf: dict[str, Any] = {**broker_conf, "listenPort": 0, "brokerId": broker_id, "brokerRole": "SLAVE"}
     return spawn_broker(work, namesrv_addr, **conf)
+
+
+#: controller-mode settings of ``rocketq dev --controller`` (fast failover for trying it out)
+DEV_CONTROLLER_BROKER_CONF: dict[str, object] = {
+    "enableControllerMode": "true",
+    "brokerHeartbeatInterval": 1000,
+    "controllerHeartBeatTimeoutMills": 3000,
+}
+DEV_CONTROLLER_CONF: dict[str, object] = {"scanNotActiveBrokerInterval": 1000}
+_MASTER_WAIT_S = 60.0
+
+
+def _run_controller_group(work: Path, broker_conf: Mapping[str, object], stop: threading.Event) -> int:
+    """3 controllers, a NameServer, 3 brokers in controller mode; prints them and the master."""
+    from rocketq.client.launcher import spawn_broker, spawn_controllers, spawn_namesrv
+
+    with contextlib.ExitStack() as stack:
+        controllers = spawn_controllers(work, 3, controller_conf=DEV_CONTROLLER_CONF)
+        for proc in controllers:
+            stack.enter_context(proc)
+        controller_addr = ";".join(p.addr for p in controllers)
+        namesrv = stack.enter_context(spawn_namesrv(work))
+        conf: dict[str, Any] = {
+            **broker_conf,
+            **DEV_CONTROLLER_BROKER_CONF,
+            "controllerAddr": controller_addr,
+        }
+        brokers = [
+            stack.enter_context(spawn_broker(work, namesrv.addr, **{**conf, "listenPort": 0, "brokerId": i}))
+            for i in (1, 2, 3)
+        ]  # stopped first (ExitStack order), then the NameServer, then the controllers
+        name = str(broker_conf.get("brokerName", "broker-a"))
+        for i, proc in enumerate(controllers):
+            print(f"Controller: n{i} at {proc.addr}", flush=True)
+        print(f"NameServer: {namesrv.addr}", flush=True)
+        for proc in brokers:
+            print(f"Broker:     {name} at {proc.addr}  (controller mode)", flush=True)
+        print(f"Store:      {work}  (logs: {work}/*.log)", flush=True)
+        master = _wait_for_master(namesrv.addr, name, stop)
+        if master is None:
+            print(f"no master was elected for {name} within {_MASTER_WAIT_S:.0f} s; see the logs", flush=True)
+            return 1
+        print(f"Master:     {name} at {master}  (elected by the controller)", flush=True)
+        print(f"Use: export NAMESRV_ADDR={namesrv.addr}   # Ctrl-C stops everything", flush=True)
+        print(f"CONTROLLER_ADDR={controller_addr}", flush=True)
+        print(f"NAMESRV_ADDR={namesrv.addr}", flush=True)
+        print(f"BROKER_ADDRS={','.join(p.addr for p in brokers)}", flush=True)
+        print(f"MASTER_ADDR={master}", flush=True)
+        while not stop.is_set():
+            if not namesrv.is_alive():
+                print("the NameServer exited unexpectedly; see the logs", file=sys.stderr, flush=True)
+                return 1
+            stop.wait(0.5)
+    return 0
+
+
+def _wait_for_master(namesrv_addr: str, broker_name: str, stop: threading.Event) -> str | None:
+    """The address the NameServer lists as ``broker_name``'s id 0, polled until it appears."""
+    from rocketq.client.admin import Admin
+    from rocketq.client.errors import RocketQError
+
+    with Admin(namesrv_addr) as admin:
+        deadline = time.monotonic() + _MASTER_WAIT_S
+        while time.monotonic() < deadline and not stop.is_set():
+            with contextlib.suppress(RocketQError):
+                bd = admin.cluster_list().broker_addr_table.get(broker_name)
+                if bd is not None and bd.master_addr:
+                    return bd.master_addr
+            stop.wait(0.2)
+    return None
 
 
 def _print_slaves(broker_name: str, role: str, slave_addrs: Sequence[str]) -> None:

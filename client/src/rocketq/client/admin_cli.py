@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from rocketq.client import admin_controller_cli
 from rocketq.client.admin import AsyncAdmin, BrokerReplica, HAStatus
 from rocketq.client.errors import MQBrokerError, RocketQError
 from rocketq.client.instance import pick_replica
@@ -378,10 +379,14 @@ _COMMANDS: dict[str, tuple[Handler, str]] = {
     "resetOffsetByTime": (_reset_offset_by_time, "Reset consumer offset by timestamp"),
     "sendMessage": (_send_message, "Send a message"),
     "consumeMessage": (_consume_message, "Consume message"),
+    **admin_controller_cli.COMMANDS,
 }
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
+    if name in admin_controller_cli.COMMANDS:
+        admin_controller_cli.add_options(name, p)
+        return
     topic_required = name not in ("topicList", "clusterList", "queryMsgById")
     if name not in ("clusterList", "topicList", "haStatus"):
         p.add_argument("-t", "--topic", required=topic_required, help="topic name")
@@ -452,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace) -> None:
     handler, _ = _COMMANDS[args.command]
-    admin = AsyncAdmin(args.namesrv)
+    # controller subcommands may run without a NameServer: the list is then never asked
+    admin = AsyncAdmin(args.namesrv or admin_controller_cli.contact_address(args))
     try:
         await handler(admin, args)
     finally:
@@ -462,7 +468,11 @@ async def _run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.namesrv:
+    if args.command in admin_controller_cli.COMMANDS:
+        problem = admin_controller_cli.usage_error(args)
+        if problem:
+            parser.error(problem)
+    elif not args.namesrv:
         parser.error("give the NameServer address with -n host:port (or set NAMESRV_ADDR)")
     if args.command == "haStatus" and not args.cluster and not args.broker:
         parser.error("haStatus: give -b brokerAddr or -c clusterName")

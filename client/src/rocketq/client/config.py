@@ -84,11 +84,17 @@ class ClientConfig:
     # reads (pulls, offsets) avoid a replica that failed at the transport level for this long
     # and go to another replica of its broker group (a slave when the master is down)
     unreachable_broker_backoff_ms: int = 5_000
+    # after a failed send, pull, offset commit or lock the topic's route is fetched again at once
+    # (a new master may have been elected), at most once per this interval per topic
+    route_refresh_on_failure_interval_ms: int = 500
 
     def __post_init__(self) -> None:
         _positive("mq_client_api_timeout_ms", self.mq_client_api_timeout_ms)
         _positive("unreachable_broker_backoff_ms", self.unreachable_broker_backoff_ms, allow_zero=True)
         _positive("poll_name_server_interval_ms", self.poll_name_server_interval_ms)
+        _positive(
+            "route_refresh_on_failure_interval_ms", self.route_refresh_on_failure_interval_ms, allow_zero=True
+        )
         _positive("heartbeat_broker_interval_ms", self.heartbeat_broker_interval_ms)
         _positive("persist_consumer_offset_interval_ms", self.persist_consumer_offset_interval_ms)
 

@@ -28,6 +28,16 @@ else any slave of the group (``findBrokerAddressInSubscribe``).  A replica that 
 transport level is marked unreachable for ``unreachable_broker_backoff_ms`` and the read is made
 again on the next replica, so consumers keep reading from a slave while the master is down, even
 before the NameServer drops it, and go back to the master once it answers again.
+
+Failover (elected masters).  A request that fails because its broker is gone or no longer the
+master calls :meth:`ClientInstance.refresh_route_after_failure`: the topic's route is fetched from
+the NameServer at once instead of at the next 30 s poll, at most once per
+``route_refresh_on_failure_interval_ms`` (500 ms) per topic, so a failover is seen within about a
+second and a burst of failures does not flood the NameServer.  When a refresh shows that a broker
+group's master moved (another address under id 0), the instance closes its connections to the
+addresses that left the group (requests still waiting on a stopped master fail at once and are
+retried), and tells every member through ``on_master_changed``: producers forget the group's
+fault record, orderly consumers lock their queues on the new master before consuming again.
 """
 
 from __future__ import annotations
@@ -87,6 +97,10 @@ class Member(Protocol):
         ...
 
     def on_route_changed(self, topic: str, route: TopicRouteData) -> None: ...
+
+    def on_master_changed(self, broker_name: str, master_addr: str | None) -> None:
+        """The master of ``broker_name`` is now ``master_addr`` (None: no master listed)."""
+        ...
 
     async def periodic(self, what: str) -> None:
         """Run the periodic job ``what`` ("rebalance" or "persist"); producers ignore it."""
@@ -163,6 +177,8 @@ class ClientInstance:
         self.topic_routes: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         self.unreachable = UnreachableReplicas(self.config.unreachable_broker_backoff_ms)
+        self.clock: Callable[[], float] = time.monotonic
+        self._failure_refresh_at: dict[str, float] = {}
         self.members: dict[str, Member] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._route_lock = asyncio.Lock()
@@ -269,16 +285,68 @@ class ClientInstance:
     async def update_topic_route(self, topic: str) -> TopicRouteData:
         """Fetch ``topic``'s route, update the tables and tell the members if it changed."""
         route = await self.api.get_topic_route(topic)
+        moved: list[tuple[str, dict[int, str], dict[int, str]]] = []
         async with self._route_lock:
             old = self.topic_routes.get(topic)
             for bd in route.broker_datas:
-                self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+                before = self.broker_addr_table.get(bd.broker_name)
+                after = dict(bd.broker_addrs)
+                if before is not None and before.get(MASTER_ID) != after.get(MASTER_ID):
+                    moved.append((bd.broker_name, before, after))
+                self.broker_addr_table[bd.broker_name] = after
             self.topic_routes[topic] = route
+        for broker_name, before, after in moved:
+            await self._on_master_changed(broker_name, before, after)
         if old != route:
             for member in list(self.members.values()):
                 if topic in member.topics_in_use():
                     member.on_route_changed(topic, route)
         return route
+
+    async def _on_master_changed(
+        self, broker_name: str, before: dict[int, str], after: dict[int, str]
+    ) -> None:
+        """A group's master moved: drop connections to addresses that left the group, tell members."""
+        new_master = after.get(MASTER_ID)
+        log.info(
+            "the master of broker group %s moved from %s to %s",
+            broker_name,
+            before.get(MASTER_ID) or "(none)",
+            new_master or "(none)",
+        )
+        if new_master is not None:
+            self.unreachable.clear(new_master)
+        for addr in set(before.values()) - set(after.values()):
+            with contextlib.suppress(TimeoutError, RocketQError, OSError):
+                async with asyncio.timeout(1.0):
+                    await self.api.remoting.close_channel(addr)
+        for member in list(self.members.values()):
+            member.on_master_changed(broker_name, new_master)
+
+    async def refresh_route_after_failure(self, topic: str, *, wait_s: float = 0.0) -> TopicRouteData | None:
+        """Fetch ``topic``'s route again after a failed request (a master may have moved).
+
+        At most once per ``route_refresh_on_failure_interval_ms`` per topic: within the interval
+        the cached route is returned, or, with ``wait_s > 0``, the call waits (at most ``wait_s``)
+        for the interval to end and refreshes then.  A failed lookup is logged and the cached
+        route returned (None when there is none).
+        """
+        interval = self.config.route_refresh_on_failure_interval_ms / 1000
+        last = self._failure_refresh_at.get(topic)
+        if last is not None:
+            pause = last + interval - self.clock()
+            if pause > 0:
+                if wait_s <= 0 or pause > wait_s:
+                    return self.topic_routes.get(topic)
+                await asyncio.sleep(pause)
+                if self._failure_refresh_at.get(topic, last) != last:  # another caller refreshed
+                    return self.topic_routes.get(topic)
+        self._failure_refresh_at[topic] = self.clock()
+        try:
+            return await self.update_topic_route(topic)
+        except RocketQError as exc:
+            log.info("route refresh of %s after a failure did not succeed: %s", topic, exc)
+            return self.topic_routes.get(topic)
 
     async def get_route(self, topic: str) -> TopicRouteData:
         """The cached route, fetched on first use."""
@@ -317,7 +385,7 @@ class ClientInstance:
         (slaves refuse writes); raises NoRouteError when the route lists no master."""
         addr = self.find_broker_addr(broker_name, MASTER_ID, only_this=True)
         if addr is None:
-            await self.update_topic_route(topic)
+            await self.refresh_route_after_failure(topic)
             addr = self.find_broker_addr(broker_name, MASTER_ID, only_this=True)
         if addr is None:
             raise NoRouteError(topic, f"the broker group {broker_name} has no master in the route")
@@ -372,8 +440,7 @@ class ClientInstance:
                 self.unreachable.mark(found.broker_addr)
                 tried.add(found.broker_addr)
                 last = exc
-                with contextlib.suppress(RocketQError):
-                    await self.update_topic_route(topic)
+                await self.refresh_route_after_failure(topic)
                 continue
             self.unreachable.clear(found.broker_addr)
             return result

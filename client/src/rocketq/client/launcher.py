@@ -8,6 +8,8 @@ directory, and the launcher polls that file for the boot line to learn the addre
 that the server answers a request.  Failures raise :class:`ServerStartError` with the tail of the
 log, so a broken server explains itself.  :func:`spawn_namesrv` and :func:`spawn_broker` start one
 process each (:class:`ServerProcess`: ``terminate`` for a clean stop, ``kill9`` for a crash);
+:func:`spawn_controllers` starts a controller group (``python -m rocketq.controller``, RocketMQ 5
+controller mode) on free ports, each peer knowing the others' Raft ports from its controller.conf;
 :func:`local_cluster` starts a NameServer and a broker together and stops both on exit.  ``rocketq
 dev``, the examples and the integration tests are built on this module.
 """
@@ -33,15 +35,18 @@ from rocketq.client.errors import RocketQError
 
 __all__ = [
     "BROKER_BOOT_RE",
+    "CONTROLLER_BOOT_RE",
     "DEFAULT_START_TIMEOUT_S",
     "NAMESRV_BOOT_RE",
     "LocalCluster",
     "ServerProcess",
     "ServerStartError",
     "broker_conf_text",
+    "controller_conf_text",
     "free_port",
     "local_cluster",
     "spawn_broker",
+    "spawn_controllers",
     "spawn_namesrv",
     "wait_until_answers",
 ]
@@ -50,6 +55,8 @@ __all__ = [
 NAMESRV_BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+, listening on (\S+:\d+)")
 #: the broker's boot line; group 1 is the broker name, group 2 the address it listens on
 BROKER_BOOT_RE = re.compile(r"The broker\[([^,\]]+), (\S+:\d+)\] boot success\.")
+#: a controller's boot line; group 1 is the remoting address, group 2 its Raft address
+CONTROLLER_BOOT_RE = re.compile(r"The Controller boot success\. listening on (\S+:\d+) raft=(\S+:\d+)")
 DEFAULT_START_TIMEOUT_S = 30.0
 _LOG_TAIL_LINES = 40
 # A request code no server implements: any answer (REQUEST_CODE_NOT_SUPPORTED) proves liveness.
@@ -317,6 +324,58 @@ def _spawn_broker(
     match = _wait_boot_line(proc, BROKER_BOOT_RE, timeout_s)
     proc.broker_name = match.group(1)
     return _finish_boot(proc, match.group(2), timeout_s)
+
+
+def controller_conf_text(peers: str, self_id: str, store_dir: Path, **controller_conf: object) -> str:
+    """A RocketMQ 5 ``controller.conf`` for peer ``self_id`` of ``peers``
+    (``n0-host:port:raftPort;n1-...``); ``controller_conf`` (camelCase keys) overrides."""
+    conf: dict[str, object] = {
+        "controllerDLegerGroup": "DefaultControllerGroup",
+        "controllerDLegerPeers": peers,
+        "controllerDLegerSelfId": self_id,
+        "controllerStorePath": str(store_dir),
+    }
+    conf.update(controller_conf)
+    return "".join(f"{key}={_conf_value(value)}\n" for key, value in conf.items())
+
+
+def spawn_controllers(
+    tmp_path: Path | str,
+    count: int = 3,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    controller_conf: Mapping[str, object] | None = None,
+) -> list[ServerProcess]:
+    """Start ``count`` controllers (``n0``, ``n1``...) of one group on free 127.0.0.1 ports.
+
+    Each gets ``controller-n<i>.conf`` (``controller_conf``: more camelCase keys) and a store
+    under ``tmp_path``; the processes are returned
+    once each printed its boot line and answers (the Raft leader may not be elected yet).  On a
+    failure the ones already started are killed.
+    """
+    tmp = Path(tmp_path)
+    tmp.mkdir(parents=True, exist_ok=True)
+    ids = [f"n{i}" for i in range(count)]
+    peers = ";".join(f"{i}-127.0.0.1:{free_port()}:{free_port()}" for i in ids)
+    started: list[ServerProcess] = []
+    try:
+        for node_id in ids:
+            conf_path = tmp / f"controller-{node_id}.conf"
+            store = tmp / f"controller-store-{node_id}"
+            conf_path.write_text(
+                controller_conf_text(peers, node_id, store, **(controller_conf or {})), encoding="utf-8"
+            )
+            args = ["-m", "rocketq.controller", "-c", str(conf_path)]
+            started.append(_start(f"controller-{node_id}", args, tmp, env))
+        for proc in started:
+            match = _wait_boot_line(proc, CONTROLLER_BOOT_RE, timeout_s)
+            _finish_boot(proc, match.group(1), timeout_s)
+    except BaseException:
+        for proc in started:
+            proc.kill9()
+        raise
+    return started
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.controller import BrokerHeartbeatRequestHeader
 from rocketq.namesrv import bodies
 from rocketq.namesrv.config import NamesrvConfig, config_to_properties
 from rocketq.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
@@ -52,6 +53,7 @@ class NamesrvProcessor:
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
@@ -121,7 +123,18 @@ class NamesrvProcessor:
             filter_server_list=body.filter_server_list if body else (),
             channel=channel,
         )
-        if result.first_registration:
+        if not result.accepted:
+            log.warning(
+                "REGISTER_BROKER refused: %s (%s id=%d) is stale, another address holds that id "
+                "with a newer stateVersion (master epoch) than %d",
+                hdr.broker_addr, hdr.broker_name, hdr.broker_id, body.data_version[2] if body else 0,
+            )  # fmt: skip
+        elif result.replaced_addr is not None:
+            log.warning(
+                "broker %s id=%d moved from %s to %s (an elected master or a replaced replica)",
+                hdr.broker_name, hdr.broker_id, result.replaced_addr, hdr.broker_addr,
+            )  # fmt: skip
+        elif result.first_registration:
             log.info(
                 "new broker registered: cluster=%s name=%s id=%d addr=%s ha=%s topics=%d",
                 hdr.cluster_name, hdr.broker_name, hdr.broker_id, hdr.broker_addr, hdr.ha_server_addr,
@@ -149,6 +162,13 @@ class NamesrvProcessor:
             hdr.broker_addr,
             "" if known else " (was unknown)",
         )
+        return _ok(request)
+
+    def broker_heartbeat(self, request: RemotingCommand, channel: Channel | None = None) -> RemotingCommand:
+        """BROKER_HEARTBEAT (904): a broker's liveness between registrations (RocketMQ 5)."""
+        hdr = BrokerHeartbeatRequestHeader.from_ext_fields(request.ext_fields)
+        if not self.route_info.update_broker_info_update_timestamp(hdr.broker_addr):
+            log.debug("BROKER_HEARTBEAT from unregistered broker %s", hdr.broker_addr)
         return _ok(request)
 
     def query_data_version(self, request: RemotingCommand, channel: Channel | None = None) -> RemotingCommand:

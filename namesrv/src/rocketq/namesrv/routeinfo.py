@@ -17,6 +17,18 @@ unregisters, when its channel closes, or when :meth:`RouteInfoManager.scan_not_a
 finds it silent for longer than the expiry; removing the last address of a broker name removes
 that name from its cluster and from every topic, and topics left without queues are dropped.
 The ``channel`` handed in with a registration is an opaque hashable token of the transport.
+
+Elected masters (controller mode, RocketMQ 5).  A broker promoted by the controller registers
+as id 0 while the old master's entry may still be listed (it was SIGSTOPped or partitioned, or
+its expiry has not run yet): the new address replaces the old one under id 0 at once, and its
+topic settings are applied as a first registration.  One address is only ever listed under one
+id (a demoted master re-registers under its own id > 0).  The old master's later channel close
+or expiry only removes entries that still hold *its* address, never the new master's.  A broker
+in controller mode puts its master epoch into its topic-config ``DataVersion.stateVersion``; as
+in RocketMQ 5, a registration for an id held by another live address with a *higher*
+stateVersion is refused (a stale master that wakes up cannot take id 0 back) and the refused
+address is forgotten.  BROKER_HEARTBEAT (904) refreshes a broker's liveness between
+registrations.
 """
 
 from __future__ import annotations
@@ -78,6 +90,8 @@ class RegisterResult:
     ha_server_addr: str | None
     master_addr: str | None
     first_registration: bool
+    accepted: bool = True  # False: refused, another address holds the id with a newer stateVersion
+    replaced_addr: str | None = None  # the address that held this broker id until now
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +150,11 @@ class RouteInfoManager:
     ) -> RegisterResult:
         """Record a broker's registration (REGISTER_BROKER)."""
         with self._lock:
-            self._cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
             data = self._broker_addr_table.get(broker_name)
+            if data is not None and self._conflicts(data, broker_id, broker_addr, data_version):
+                self._remove_broker_addr(broker_addr)
+                return RegisterResult(None, None, False, accepted=False, replaced_addr=None)
+            self._cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
             first = data is None
             if data is None:
                 data = _BrokerData(cluster_name, broker_name)
@@ -148,7 +165,7 @@ class RouteInfoManager:
                 del data.broker_addrs[other_id]
             old_addr = data.broker_addrs.get(broker_id)
             data.broker_addrs[broker_id] = broker_addr
-            first = first or old_addr is None
+            first = first or old_addr != broker_addr
             if topic_queues is not None and broker_id == MASTER_ID:
                 live = self._broker_live_table.get(broker_addr)
                 if first or live is None or live.data_version != data_version:
@@ -162,13 +179,28 @@ class RouteInfoManager:
                 self._filter_server_table[broker_addr] = filters
             else:
                 self._filter_server_table.pop(broker_addr, None)
-            ha, master = None, None
-            if broker_id != MASTER_ID:
-                master = data.broker_addrs.get(MASTER_ID)
-                if master is not None:
-                    master_live = self._broker_live_table.get(master)
-                    ha = master_live.ha_server_addr if master_live else None
-            return RegisterResult(ha, master, first)
+            replaced = old_addr if old_addr != broker_addr else None
+            ha, master = self._master_of(data) if broker_id != MASTER_ID else (None, None)
+            return RegisterResult(ha, master, first, replaced_addr=replaced)
+
+    def _conflicts(
+        self, data: _BrokerData, broker_id: int, broker_addr: str, data_version: DataVersionKey
+    ) -> bool:
+        """RocketMQ 5's rule: another live address holds ``broker_id`` with a newer stateVersion
+        (a master elected after this one), so this registration is stale."""
+        holder = data.broker_addrs.get(broker_id)
+        if holder is None or holder == broker_addr:
+            return False
+        holder_live = self._broker_live_table.get(holder)
+        return holder_live is not None and holder_live.data_version[2] > data_version[2]
+
+    def _master_of(self, data: _BrokerData) -> tuple[str | None, str | None]:
+        """(HA address, address) of the group's master, as a slave's registration answer."""
+        master = data.broker_addrs.get(MASTER_ID)
+        if master is None:
+            return None, None
+        master_live = self._broker_live_table.get(master)
+        return (master_live.ha_server_addr if master_live else None), master
 
     def unregister_broker(
         self, *, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
@@ -184,6 +216,15 @@ class RouteInfoManager:
                 if not data.broker_addrs:
                     self._remove_broker_name(broker_name, cluster_name)
             return known
+
+    def update_broker_info_update_timestamp(self, broker_addr: str) -> bool:
+        """BROKER_HEARTBEAT: a known broker is alive; returns whether the address is registered."""
+        with self._lock:
+            live = self._broker_live_table.get(broker_addr)
+            if live is None:
+                return False
+            live.last_update_ms = self._clock_ms()
+            return True
 
     def query_data_version_changed(
         self, broker_addr: str, data_version: DataVersionKey

@@ -159,6 +159,10 @@ class ConsumerBase:
         if self._rebalance is not None:
             self._rebalance.on_route_changed(topic, route)
 
+    def on_master_changed(self, broker_name: str, master_addr: str | None) -> None:
+        if self._rebalance is not None:
+            self._rebalance.on_master_changed(broker_name, master_addr)
+
     async def periodic(self, what: str) -> None:
         if not self.running:
             return

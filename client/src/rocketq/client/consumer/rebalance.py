@@ -9,7 +9,11 @@ to the owner's ``remove_queue`` (which persists the offset, unlocks orderly queu
 gained get their start offset (``compute_pull_from_where``: the committed offset, else
 ``consume_from_where``) and a new ProcessQueue, and the owner starts pulling them.  Orderly
 consumers only take a new queue once the broker lock (LOCK_BATCH_MQ) is held, and re-lock all
-their queues every ``lock_interval_ms``.
+their queues every ``lock_interval_ms``.  A lock is only worth something on the group's current
+master: when the client instance sees a group's master move (an elected master), the orderly
+consumer marks that group's queues unlocked (pulling and consuming them pause) and locks them on
+the new master at once; a lock that finds no master, or whose broker does not answer, refreshes
+the topic's route first (rate-limited), so the lock follows the election within about a second.
 
 The owner (push or lite-pull consumer) implements :class:`RebalanceOwner`.
 """
@@ -31,7 +35,7 @@ from rocketq.client.consumer.subscription import SubscriptionData
 from rocketq.client.errors import RocketQError
 from rocketq.client.instance import ClientInstance, FindBrokerResult
 from rocketq.client.remoting.route import TopicRouteData
-from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
+from rocketq.client.remoting.vocabulary import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 
 __all__ = ["RETRY_GROUP_TOPIC_PREFIX", "RebalanceImpl", "RebalanceOwner", "readable_queues"]
 
@@ -83,6 +87,7 @@ class RebalanceImpl:
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
         self._lock = asyncio.Lock()
         self._stopped = False
+        self._relock_tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ rebalance
 
@@ -200,14 +205,23 @@ class RebalanceImpl:
 
     # ------------------------------------------------------------------ orderly locks
 
+    async def _master_addr(self, broker_name: str, topic: str) -> str | None:
+        """The group's master (LOCK_BATCH_MQ goes there only), after a route refresh if absent."""
+        addr = self.instance.find_broker_addr(broker_name, MASTER_ID, only_this=True)
+        if addr is None:
+            await self.instance.refresh_route_after_failure(topic)
+            addr = self.instance.find_broker_addr(broker_name, MASTER_ID, only_this=True)
+        return addr
+
     async def lock(self, mq: MessageQueue) -> bool:
-        addr = self.instance.find_broker_addr(mq.broker_name, 0, only_this=True)
+        addr = await self._master_addr(mq.broker_name, mq.topic)
         if addr is None:
             return False
         try:
             locked = await self.instance.api.lock_batch_mq(addr, self.group, [mq])
         except RocketQError as exc:
             log.warning("LOCK_BATCH_MQ of %s failed: %s", mq, exc)
+            await self.instance.refresh_route_after_failure(mq.topic)
             return False
         pq = self.process_queue_table.get(mq)
         if pq is not None and mq in locked:
@@ -221,13 +235,14 @@ class RebalanceImpl:
         for mq in self.process_queue_table:
             by_broker[mq.broker_name].append(mq)
         for broker_name, mqs in by_broker.items():
-            addr = self.instance.find_broker_addr(broker_name, 0, only_this=True)
+            addr = await self._master_addr(broker_name, mqs[0].topic)
             if addr is None:
                 continue
             try:
                 locked = await self.instance.api.lock_batch_mq(addr, self.group, mqs)
             except RocketQError as exc:
                 log.warning("LOCK_BATCH_MQ on %s failed: %s", addr, exc)
+                await self.instance.refresh_route_after_failure(mqs[0].topic)
                 continue
             now = _now_ms()
             for mq in mqs:
@@ -256,6 +271,18 @@ class RebalanceImpl:
     def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
         if topic in self.subscriptions:
             self.topic_subscribe_info[topic] = readable_queues(topic, route)
+
+    def on_master_changed(self, broker_name: str, master_addr: str | None) -> None:
+        """Orderly: the locks held on the old master mean nothing on the new one; lock again."""
+        if not self.orderly:
+            return
+        mqs = [mq for mq in self.process_queue_table if mq.broker_name == broker_name]
+        for mq in mqs:
+            self.process_queue_table[mq].locked = False
+        if mqs and master_addr is not None and not self._stopped:
+            task = asyncio.get_running_loop().create_task(self.lock_all())
+            self._relock_tasks.add(task)
+            task.add_done_callback(self._relock_tasks.discard)
 
 
 def _now_ms() -> int:

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rocketq.client.config import CompressionType, ProducerConfig
+from rocketq.client.config import ProducerConfig
 from rocketq.client.errors import (
     MQBrokerError,
     MQClientError,
+    NoRouteError,
     RemotingConnectError,
     RemotingError,
 )
@@ -42,42 +42,21 @@ from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Message, SendResult, SendStatus
 from rocketq.client.producer.batch import EncodedBatch, prepare_batches
 from rocketq.client.producer.fault import MQFaultStrategy, TopicPublishInfo
+from rocketq.client.producer.request import WAIT_STORE_OK, check_topic, prepare_send, send_header
 from rocketq.client.producer.routes import PublishRoutes
 from rocketq.client.producer.selector import MessageQueueSelector
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
-from rocketq.client.remoting.message import SysFlag, compress_body, with_compression
+from rocketq.client.remoting.message import SysFlag
 from rocketq.client.remoting.msgid import UniqKeyGenerator
-from rocketq.client.remoting.properties import MessageConst, encode_properties
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import (
-    RETRY_GROUP_TOPIC_PREFIX,
+    MASTER_ID,
     MessageQueue,
     RequestCode,
     ResponseCode,
 )
 
 __all__ = ["AsyncProducer", "BatchReply", "check_topic"]
-
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-_TOPIC_MAX_LENGTH = 127
-_WAIT_STORE_OK = encode_properties({MessageConst.WAIT_STORE_MSG_OK: "true"})
-
-
-def check_topic(topic: str) -> None:
-    """RocketMQ's Validators.checkTopic."""
-    if not topic or not topic.strip():
-        raise MQClientError("The specified topic is blank", code=ResponseCode.MESSAGE_ILLEGAL)
-    if len(topic) > _TOPIC_MAX_LENGTH:
-        raise MQClientError(
-            f"The specified topic is longer than {_TOPIC_MAX_LENGTH} characters",
-            code=ResponseCode.MESSAGE_ILLEGAL,
-        )
-    if not _TOPIC_RE.match(topic):
-        raise MQClientError(
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            code=ResponseCode.MESSAGE_ILLEGAL,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +70,6 @@ class BatchReply:
     code: int
     remark: str | None
     ext_fields: Mapping[str, str]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class AsyncProducer:
@@ -176,6 +151,11 @@ class AsyncProducer:
 
     def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
         self.routes.on_route_changed(topic, route)
+
+    def on_master_changed(self, broker_name: str, master_addr: str | None) -> None:
+        """A new master is a fresh start: forget the group's latency faults (the old one's)."""
+        if master_addr is not None:
+            self.fault_strategy.forget(broker_name)
 
     async def periodic(self, what: str) -> None:
         return None
@@ -330,7 +310,9 @@ class AsyncProducer:
         if remaining <= 0:
             raise MQClientError("send timed out before the batch could be sent", code=-1006)
         sys_flag = int(SysFlag.TRANSACTION_PREPARED) if prepared else 0
-        header = self._header(mq, sys_flag=sys_flag, flag=0, properties=_WAIT_STORE_OK, batch=True)
+        header = send_header(
+            self.group, self.config, mq, sys_flag=sys_flag, flag=0, properties=WAIT_STORE_OK, batch=True
+        )
         api = self.instance.api
         cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), body)
         response = await api.invoke(addr, cmd, remaining)
@@ -447,11 +429,13 @@ class AsyncProducer:
         if batch is None:
             self.validate(msg)
         begin = time.monotonic()
+        deadline = begin + timeout_ms / 1000
         info = await self.routes.get(msg.topic)
         last_broker: str | None = None
         last_error: BaseException | None = None
         brokers_sent: list[str] = []
-        for attempt in range(1 + retries):
+        attempt = 0
+        while attempt <= retries:
             mq = self.fault_strategy.select_one_message_queue(info, last_broker)
             last_broker = mq.broker_name
             start = time.monotonic()
@@ -459,30 +443,35 @@ class AsyncProducer:
             if remaining <= 0:
                 last_error = last_error or MQClientError("sendDefaultImpl call timeout", code=-1006)
                 break
-            brokers_sent.append(mq.broker_name)  # only brokers a request actually went to
+            addr = self.instance.find_broker_addr(mq.broker_name, MASTER_ID, only_this=True)
             try:
                 result = await self._send_kernel(msg, mq, remaining, batch=batch)
-            except (RemotingError, MQClientError) as exc:
+            except NoRouteError as exc:  # the group has no master now: nothing was sent, wait for one
+                last_error = exc
+                info = await self.routes.after_failure(msg.topic, info, mq, deadline=deadline)
+                continue
+            except (RemotingError, MQClientError, MQBrokerError) as exc:
+                attempt += 1
+                brokers_sent.append(mq.broker_name)  # only brokers a request actually went to
                 self._record_latency(mq, start, isolation=True)
                 last_error = exc
+                if isinstance(exc, MQBrokerError) and not exc.retriable:
+                    raise
                 if not retry_if_maybe_stored and _maybe_stored(exc):
                     break
-                info = await self.routes.after_failure(msg.topic, info)
+                info = await self.routes.after_failure(
+                    msg.topic, info, mq, failed_addr=addr, deadline=deadline
+                )
                 continue
-            except MQBrokerError as exc:
-                self._record_latency(mq, start, isolation=True)
-                last_error = exc
-                if exc.retriable:
-                    info = await self.routes.after_failure(msg.topic, info)
-                    continue
-                raise
+            attempt += 1
+            brokers_sent.append(mq.broker_name)
             self._record_latency(mq, start, isolation=False)
             assert result is not None
             if (
                 result.send_status is not SendStatus.SEND_OK
                 and self.config.retry_another_broker_when_not_store_ok
                 and retry_if_maybe_stored
-                and attempt < retries
+                and attempt <= retries
             ):
                 continue
             return result
@@ -513,34 +502,9 @@ class AsyncProducer:
         """sendKernelImpl: build the header (UNIQ_KEY, compression, retry fields) and send."""
         inst = self.instance
         addr = await inst.find_master_addr_or_refresh(mq.broker_name, mq.topic)
-        if batch is not None:
-            props = dict(msg.properties)
-            body, sys_flag, msg_id = batch.body, 0, batch.msg_id
-        else:
-            props = msg.wire_properties()
-            if MessageConst.UNIQ_KEY not in props:
-                assert self._uniq is not None
-                props[MessageConst.UNIQ_KEY] = self._uniq.next_id()
-            body, sys_flag = self._maybe_compress(msg.body)
-            if props.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
-                sys_flag |= int(SysFlag.TRANSACTION_PREPARED)  # a half message (Boolean.parseBoolean)
-            msg_id = props[MessageConst.UNIQ_KEY]
-        reconsume_times: int | None = None
-        max_reconsume: int | None = None
-        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            reconsume = props.pop(MessageConst.RECONSUME_TIME, None)
-            reconsume_times = int(reconsume) if reconsume else 0
-            max_text = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
-            max_reconsume = int(max_text) if max_text else None
-        header = self._header(
-            mq,
-            sys_flag=sys_flag,
-            flag=msg.flag,
-            properties=encode_properties(props),
-            batch=batch is not None,
-            reconsume_times=reconsume_times if reconsume_times is not None else 0,
-            max_reconsume_times=max_reconsume,
-        )
+        assert self._uniq is not None
+        req = prepare_send(self.group, self.config, self._uniq, msg, mq, batch)
+        header, body, props, msg_id = req.header, req.body, req.properties, req.msg_id
         api = inst.api
         if oneway:
             await api.send_message_oneway(addr, msg, header, body=body)
@@ -549,44 +513,6 @@ class AsyncProducer:
         return await api.send_message(
             addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id
         )
-
-    def _header(
-        self,
-        mq: MessageQueue,
-        *,
-        sys_flag: int,
-        flag: int,
-        properties: str,
-        batch: bool,
-        reconsume_times: int = 0,
-        max_reconsume_times: int | None = None,
-    ) -> SendMessageRequestHeaderV2:
-        """The send header: ``default_topic`` names the auto-creation template of this producer."""
-        return SendMessageRequestHeaderV2(
-            producer_group=self.group,
-            topic=mq.topic,
-            default_topic=self.config.create_topic_key,
-            default_topic_queue_nums=self.config.default_topic_queue_nums,
-            queue_id=mq.queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=_now_ms(),
-            flag=flag,
-            properties=properties,
-            reconsume_times=reconsume_times,
-            unit_mode=False,
-            max_reconsume_times=max_reconsume_times,
-            batch=batch,
-            broker_name=mq.broker_name,
-        )
-
-    def _maybe_compress(self, body: bytes) -> tuple[bytes, int]:
-        c = self.config
-        if len(body) <= c.compress_msg_body_over_howmuch:
-            return body, 0
-        data = compress_body(body, c.compression_type, c.compress_level)
-        if c.compression_type is CompressionType.ZLIB:
-            return data, int(SysFlag.COMPRESSED)  # 4.x flags zlib by bit 0 alone
-        return data, with_compression(0, c.compression_type)
 
 
 def _maybe_stored(exc: BaseException) -> bool:

@@ -179,6 +179,10 @@ class MQFaultStrategy:
             duration = self.compute_not_available_duration(latency)
             self.fault_tolerance.update_fault_item(broker_name, current_latency_ms, duration)
 
+    def forget(self, broker_name: str) -> None:
+        """Drop ``broker_name``'s fault record (its master changed: the record was the old one's)."""
+        self.fault_tolerance.remove(broker_name)
+
     def select_one_message_queue(self, info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
         if not self.enabled:
             return info.select_one_message_queue(last_broker_name)

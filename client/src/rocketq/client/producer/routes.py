@@ -10,18 +10,28 @@ with ``autoCreateTopicEnable`` creates the topic.  After a failed send on the te
 is looked up again, since the broker may have created and registered the topic meanwhile.
 Every send path of the producer (single messages, batches, encoded batches, half batches) goes
 through this table, so auto-creation behaves the same for all of them.
+
+Failover.  After a failed send (:meth:`PublishRoutes.after_failure`) the route is fetched again at
+once (rate-limited by the client instance), so a master elected meanwhile is used by the next
+attempt.  When the refreshed route offers no other way (no other broker group, and the failed
+group's master is still the address that just failed, or still missing), the retry waits for the
+next refresh window (``route_refresh_on_failure_interval_ms``), within the send's deadline:
+retrying a dead master at once would only spend the retry budget before the controller had time
+to elect a new one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 
 from rocketq.client.errors import NoRouteError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer.fault import TopicPublishInfo
 from rocketq.client.remoting.route import TopicRouteData
-from rocketq.client.remoting.vocabulary import MessageQueue
+from rocketq.client.remoting.vocabulary import MASTER_ID, MessageQueue
 
 __all__ = ["PublishRoutes"]
 
@@ -80,15 +90,48 @@ class PublishRoutes:
         route = dataclasses.replace(template, queue_datas=queue_datas)
         return dataclasses.replace(TopicPublishInfo.from_route(topic, route), from_template=True)
 
-    async def after_failure(self, topic: str, info: TopicPublishInfo) -> TopicPublishInfo:
-        """A send built on the TBW102 template failed: the broker may have created (and
-        registered) the topic with another queue count meanwhile, so look the route up again."""
-        if not info.from_template:
-            return info
-        try:
-            return await self.get(topic, refresh=True)
-        except NoRouteError:
-            return info
+    async def after_failure(
+        self,
+        topic: str,
+        info: TopicPublishInfo,
+        failed: MessageQueue | None = None,
+        *,
+        failed_addr: str | None = None,
+        deadline: float | None = None,
+    ) -> TopicPublishInfo:
+        """The publish info for the next attempt after a send to ``failed`` (whose master was
+        ``failed_addr``, None when the group had no master) did not succeed.
+
+        A send built on the TBW102 template looks the topic up again (the broker may have created
+        and registered it meanwhile).  Otherwise the route is refreshed (rate-limited); when it
+        shows no alternative, the call waits for the next refresh window (up to ``deadline``, a
+        ``time.monotonic()`` value) and refreshes once more.
+        """
+        if info.from_template:
+            try:
+                return await self.get(topic, refresh=True)
+            except NoRouteError:
+                return info
+        inst = self._instance()
+        for round_ in range(2):
+            await inst.refresh_route_after_failure(topic)
+            current = self.table.get(topic)
+            info = current if current is not None and current.ok() else info
+            if failed is None or self._has_alternative(info, failed.broker_name, failed_addr):
+                return info
+            interval_s = inst.config.route_refresh_on_failure_interval_ms / 1000
+            pause = interval_s if deadline is None else min(interval_s, deadline - time.monotonic())
+            if round_ == 1 or pause <= 0:
+                return info
+            await asyncio.sleep(pause)
+        return info
+
+    def _has_alternative(self, info: TopicPublishInfo, broker_name: str, failed_addr: str | None) -> bool:
+        """Another broker group to write to, or a new master of the failed one."""
+        if any(mq.broker_name != broker_name for mq in info.message_queues):
+            return True
+        master = self._instance().find_broker_addr(broker_name, MASTER_ID, only_this=True)
+        return master is not None and master != failed_addr
 
     async def broker_addr_of(self, mq: MessageQueue) -> str:
         """The master address of ``mq``'s broker, after the topic's route lookup (template

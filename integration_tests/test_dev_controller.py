@@ -1,0 +1,79 @@
+"""``rocketq dev --controller`` with real processes: three controllers, a NameServer and a group of
+three brokers in controller mode; the printed lines name every address and the elected master, and
+a send through the normal client is acknowledged by that master.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rocketq.client.errors import RocketQError
+from rocketq.client.model import Message, SendStatus
+from rocketq.client.producer import Producer
+
+_START_TIMEOUT_S = 120.0
+
+
+def _read_until_master(proc: subprocess.Popen[str], deadline: float) -> list[str]:
+    lines: list[str] = []
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break  # exited
+        lines.append(line.rstrip("\n"))
+        if line.startswith("MASTER_ADDR="):
+            return lines
+    raise AssertionError("rocketq dev --controller printed no MASTER_ADDR line:\n" + "\n".join(lines))
+
+
+def test_dev_controller_prints_the_group_and_a_send_works(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketq.broker.dev_cli", "dev", "--controller", "--store-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        lines = _read_until_master(proc, time.monotonic() + _START_TIMEOUT_S)
+        text = "\n".join(lines)
+        controllers = re.findall(r"^Controller: n\d at (\S+)$", text, re.M)
+        brokers = re.findall(r"^Broker:\s+broker-a at (\S+)", text, re.M)
+        assert len(controllers) == 3 and len(brokers) == 3, text
+        values = dict(line.split("=", 1) for line in lines if re.match(r"^[A-Z_]+=", line))
+        assert values["CONTROLLER_ADDR"].split(";") == controllers
+        assert values["BROKER_ADDRS"].split(",") == brokers
+        master = values["MASTER_ADDR"]
+        assert master in brokers
+        assert re.search(rf"^Master:\s+broker-a at {re.escape(master)}", text, re.M)
+
+        producer = Producer(values["NAMESRV_ADDR"], producer_group="dev-controller-test")
+        producer.start()
+        try:
+            result = None
+            for _ in range(40):  # the topic is auto-created on the master's first send
+                try:
+                    result = producer.send(Message("DevControllerTopic", b"hello"))
+                    break
+                except RocketQError:  # retried until the route has the topic
+                    time.sleep(0.5)
+            assert result is not None and result.send_status is SendStatus.SEND_OK
+            assert result.message_queue.broker_name == "broker-a"
+        finally:
+            producer.shutdown()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
