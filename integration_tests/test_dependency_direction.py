@@ -24,6 +24,7 @@ PACKAGES = {
     "client": ROOT / "client" / "src" / "rocketq" / "client",
     "server": ROOT / "client" / "src" / "rocketq" / "server",
     "namesrv": ROOT / "namesrv" / "src",
+    "controller": ROOT / "namesrv" / "src" / "rocketq" / "controller",  # ships with namesrv
     "broker": ROOT / "broker" / "src",
     "connector": ROOT / "connector" / "src",
 }
@@ -31,6 +32,7 @@ FORBIDDEN = {
     "client": ("rocketq.namesrv", "rocketq.broker", "rocketq.connector", "rocketq.server"),
     "server": ("rocketq.namesrv", "rocketq.broker", "rocketq.connector"),
     "namesrv": ("rocketq.broker", "rocketq.connector"),
+    "controller": ("rocketq.broker", "rocketq.connector"),
     "broker": ("rocketq.namesrv", "rocketq.connector"),
     "connector": ("rocketq.broker", "rocketq.namesrv", "rocketq.server"),
 }

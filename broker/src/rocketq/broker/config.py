@@ -132,6 +132,19 @@ class BrokerConfig:
     access_message_in_memory_max_ratio_percent: int = 40
     offset_check_in_slave: bool = False
     slave_sync_interval_ms: int = 10_000  # rocketq key; RocketMQ's SlaveSynchronize runs every 10 s
+    # controller mode (RocketMQ 5, RIP-44; docs/failover.md): the controller decides role and id
+    enable_controller_mode: bool = False
+    controller_addr: tuple[str, ...] = ()
+    broker_heartbeat_interval_ms: int = 1_000
+    controller_heart_beat_timeout_ms: int = 10_000
+    send_heartbeat_timeout_ms: int = 1_000
+    sync_broker_metadata_period_ms: int = 5_000
+    check_sync_state_set_period_ms: int = 5_000
+    broker_election_priority: int = 2**31 - 1
+    all_ack_in_sync_state_set: bool = False
+    ha_max_time_slave_not_catchup_ms: int = 15_000
+    in_sync_replicas: int = 1
+    min_in_sync_replicas: int = 1
     # raw camelCase store keys, converted by build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
@@ -140,6 +153,7 @@ class BrokerConfig:
         _check(self.broker_id >= 0, "brokerId", f"must be >= 0, got {self.broker_id}")
         _check(0 <= self.listen_port <= 65535, "listenPort", f"must be 0..65535, got {self.listen_port}")
         _check(0 <= self.broker_permission <= 15, "brokerPermission", "must be a 4-bit perm value")
+        self._check_controller_mode()
         self._check_replication()
         _check(self.max_message_size > 0, "maxMessageSize", "must be > 0")
         _check(1 <= self.default_topic_queue_nums <= 1024, "defaultTopicQueueNums", "must be 1..1024")
@@ -166,6 +180,29 @@ class BrokerConfig:
         for addr in self.namesrv_addr:
             _check(_is_host_port(addr), "namesrvAddr", f"{addr!r} is not host:port")
 
+    def _check_controller_mode(self) -> None:
+        if not self.enable_controller_mode:
+            return
+        _check(bool(self.controller_addr), "controllerAddr", "is required with enableControllerMode=true")
+        for key, value in (
+            ("brokerHeartbeatInterval", self.broker_heartbeat_interval_ms),
+            ("controllerHeartBeatTimeoutMills", self.controller_heart_beat_timeout_ms),
+            ("sendHeartbeatTimeoutMillis", self.send_heartbeat_timeout_ms),
+            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period_ms),
+            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
+            ("haMaxTimeSlaveNotCatchup", self.ha_max_time_slave_not_catchup_ms),
+            ("inSyncReplicas", self.in_sync_replicas),
+            ("minInSyncReplicas", self.min_in_sync_replicas),
+        ):
+            _check(value >= 1, key, f"must be >= 1, got {value}")
+        _check(self.controller_heart_beat_timeout_ms > self.broker_heartbeat_interval_ms,
+               "controllerHeartBeatTimeoutMills",
+               f"must exceed brokerHeartbeatInterval ({self.broker_heartbeat_interval_ms} ms)")
+        _check(self.min_in_sync_replicas <= self.in_sync_replicas, "minInSyncReplicas",
+               f"must not exceed inSyncReplicas ({self.in_sync_replicas})")
+        for addr in self.controller_addr:
+            _check(_is_host_port(addr), "controllerAddr", f"{addr!r} is not host:port")
+
     def _check_replication(self) -> None:
         if self.ha_listen_port < 0:
             object.__setattr__(self, "ha_listen_port", self.listen_port + 1 if self.listen_port else 0)
@@ -173,7 +210,9 @@ class BrokerConfig:
         _check(0 <= port <= 65535, "haListenPort", f"must be 0..65535, got {port}")
         _check(not self.listen_port or self.ha_listen_port != self.listen_port, "haListenPort",
                f"must differ from listenPort ({self.listen_port})")
-        if self.broker_role is BrokerRole.SLAVE:
+        if self.enable_controller_mode:
+            pass  # role and id come from the controller (controller_mode/)
+        elif self.broker_role is BrokerRole.SLAVE:
             _check(self.broker_id > 0, "brokerId",
                    f"a SLAVE needs brokerId > 0 (0 is the master), got {self.broker_id}")
         else:
@@ -335,6 +374,18 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio_percent", _parse_int),
     "offsetCheckInSlave": ("offset_check_in_slave", _parse_bool),
     "slaveSyncInterval": ("slave_sync_interval_ms", _parse_int),
+    "enableControllerMode": ("enable_controller_mode", _parse_bool),
+    "controllerAddr": ("controller_addr", _parse_addr_list),
+    "brokerHeartbeatInterval": ("broker_heartbeat_interval_ms", _parse_int),
+    "controllerHeartBeatTimeoutMills": ("controller_heart_beat_timeout_ms", _parse_int),
+    "sendHeartbeatTimeoutMillis": ("send_heartbeat_timeout_ms", _parse_int),
+    "syncBrokerMetadataPeriod": ("sync_broker_metadata_period_ms", _parse_int),
+    "checkSyncStateSetPeriod": ("check_sync_state_set_period_ms", _parse_int),
+    "brokerElectionPriority": ("broker_election_priority", _parse_int),
+    "allAckInSyncStateSet": ("all_ack_in_sync_state_set", _parse_bool),
+    "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", _parse_int),
+    "inSyncReplicas": ("in_sync_replicas", _parse_int),
+    "minInSyncReplicas": ("min_in_sync_replicas", _parse_int),
 }
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.

@@ -29,7 +29,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from rocketq.broker.client_manager import ConsumerManager, ProducerManager
-from rocketq.broker.config import BrokerConfig, build_store_config
+from rocketq.broker.config import BrokerConfig, BrokerRole, build_store_config
+from rocketq.broker.controller_mode.processors import controller_mode_processors
+from rocketq.broker.controller_mode.replicas_manager import ReplicasManager
 from rocketq.broker.errors import BrokerError
 from rocketq.broker.executor import BoundedExecutor
 from rocketq.broker.ha.replication import Replication
@@ -185,26 +187,32 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.LOCK_BATCH_MQ: rebalance.lock_batch_mq, rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,
         rc.GET_BROKER_HA_STATUS: get_broker_ha_status,
     }
-    if not ctx.config.is_master:
-        for code in (rc.UPDATE_AND_CREATE_TOPIC, rc.DELETE_TOPIC_IN_BROKER,
-                     rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, rc.DELETE_SUBSCRIPTIONGROUP):
-            table[code] = _slave_refuses(ctx)
+    for code in (rc.UPDATE_AND_CREATE_TOPIC, rc.DELETE_TOPIC_IN_BROKER,
+                 rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, rc.DELETE_SUBSCRIPTIONGROUP):
+        table[code] = _slave_refuses(ctx, table[code])
     return table
 
 
-def _slave_refuses(ctx: BrokerContext) -> Processor:
-    """Admin writes on a slave: its metadata is the master's copy (docs/replication.md)."""
-    async def refuse(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+def _slave_refuses(ctx: BrokerContext, process: Processor) -> Processor:
+    """Admin writes on a slave: its metadata is the master's copy (docs/replication.md).  The role
+    is read per request: in controller mode it changes at runtime."""
+    async def guarded(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        if ctx.config.is_master:
+            return await process(request, channel)
         return request.make_response(
             ResponseCode.SERVICE_NOT_AVAILABLE,
             f"the broker[{ctx.broker_addr}] is a slave (brokerRole=SLAVE): "
             "change topics and groups on the master")
-    return refuse
+    return guarded
+
+
+def ctx_controller_mode(replication: Replication) -> bool:
+    return replication.config.enable_controller_mode
 
 
 def _readable_only(process: Processor, replication: Replication | None) -> Processor:
     """Pulls, answered NO_PERMISSION while a slave refuses its master's log."""
-    if replication is None or replication.client is None:
+    if replication is None or (replication.client is None and not ctx_controller_mode(replication)):
         return process
 
     async def guarded(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
@@ -232,6 +240,7 @@ class BrokerController:
         self._txn_checker: TransactionCheckService | None = None
         self.replication: Replication | None = None
         self.slave_sync: SlaveSynchronizer | None = None
+        self.replicas: ReplicasManager | None = None
 
     @property
     def store(self) -> MessageStore:
@@ -246,6 +255,11 @@ class BrokerController:
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
+        if self.config.enable_controller_mode:
+            log.info("enableControllerMode=true: brokerRole=%s and brokerId=%d of the configuration are "
+                     "ignored; the controller decides (no writes until then)",
+                     self.config.broker_role.value, self.config.broker_id)
+            self.config = replace(self.config, broker_role=BrokerRole.SLAVE, broker_id=max(self.config.broker_id, 1))
         store_config = build_store_config(self.config)
         self._config_dir = str(store_config.config_dir)
         store = self._store = MessageStore(store_config)
@@ -269,12 +283,19 @@ class BrokerController:
             max_queued_requests=self.config.max_suspended_pulls + self.config.send_thread_pool_queue_capacity + 1000,
             on_channel_close=self._channel_closed,
         )
-        for code, processor in processor_table(ctx, replication).items():
+        self._client = RemotingClient()
+        table = processor_table(ctx, replication)
+        if self.config.enable_controller_mode:
+            self.replicas = ReplicasManager(self.config, store, replication, self._client,
+                                            broker_addr=lambda: ctx.broker_addr, on_role_changed=self._role_changed)
+            table.update(controller_mode_processors(self.replicas))
+        for code, processor in table.items():
             self.server.register(code, processor)
         host, port = await self.server.start()
         ctx.with_port(port)
         self.config = ctx.config
-        self._client = RemotingClient()
+        if self.replicas is not None:
+            self.replicas.config = self.replicas.replication.config = self.config
         self.registrar = NamesrvRegistrar(
             self._client, self.config.namesrv_addr, identity=self._identity,
             topic_wrapper=ctx.topics.encode, timeout_ms=self.config.register_broker_timeout_ms,
@@ -282,13 +303,20 @@ class BrokerController:
         self.registrar.master_listeners.append(lambda master, ha: replication.on_register_result(ha, master))
         ctx.topics.add_listener(lambda _tc: self.registrar.trigger() if self.registrar else None)
         registrar = self.registrar
-        if not self.config.is_master:  # copy the master's metadata (slave_sync.py)
+        replicas = self.replicas
+        if replicas is not None:  # the master is whoever the controller named
+            self.slave_sync = SlaveSynchronizer(
+                ctx, self._client, config_dir=self._config_dir,
+                master_addr=lambda: None if replicas.is_master else replicas.master_addr or None)
+        elif not self.config.is_master:  # copy the master's metadata (slave_sync.py)
             self.slave_sync = SlaveSynchronizer(ctx, self._client, master_addr=lambda: registrar.master_addr,
                                                 config_dir=self._config_dir)
             registrar.master_listeners.append(self.slave_sync.master_changed)
-        await self.registrar.register_all()
+        await self._register_all()
+        if replicas is not None:
+            replicas.start()
         self._tasks = [
-            loop.create_task(self._every(self.config.register_period_s, self.registrar.register_all)),
+            loop.create_task(self._every(self.config.register_period_s, self._register_all)),
             loop.create_task(self._every(self.config.flush_consumer_offset_interval_ms / 1000.0, self.persist_offsets)),
             loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._scan_clients)),
         ]
@@ -330,6 +358,42 @@ class BrokerController:
 
         self._txn_checker = TransactionCheckService(txn, send_check)
         self._txn_checker.start()
+
+    async def _register_all(self) -> None:
+        """Register with the NameServers; in controller mode only once the controller named the role."""
+        if self.registrar is not None and (self.replicas is None or self.replicas.role_known):
+            await self.registrar.register_all()
+
+    async def _role_changed(self, config: BrokerConfig) -> None:
+        """Controller mode: the role changed (replicas_manager.py); follow it everywhere."""
+        ctx = self.ctx
+        assert ctx is not None
+        was_master = ctx.config.is_master
+        self.config = ctx.config = replace(config, listen_port=ctx.config.listen_port)
+        loop = asyncio.get_running_loop()
+        if config.is_master and not was_master:
+            schedule = ctx.schedule = ScheduleMessageService(
+                self.store, list(ctx.delay_levels_ms), config_dir=self._config_dir,
+                flush_interval_ms=self.config.flush_delay_offset_interval_ms)
+            await asyncio.to_thread(schedule.start)
+            await self._start_transactions(ctx, loop)
+        elif was_master and not config.is_master:
+            await self._stop_master_services(ctx)
+        if self.registrar is not None:
+            self.registrar.trigger()
+        if self.slave_sync is not None and not config.is_master:
+            self.slave_sync.master_changed(self.replicas.master_addr if self.replicas else None, None)
+
+    async def _stop_master_services(self, ctx: BrokerContext) -> None:
+        checker, self._txn_checker, ctx.txn = self._txn_checker, None, None
+        if checker is not None:
+            await asyncio.to_thread(checker.shutdown)
+        schedule, ctx.schedule = ctx.schedule, None
+        if schedule is not None:
+            try:
+                await asyncio.to_thread(schedule.shutdown)
+            except Exception:
+                log.exception("cannot persist the delay offsets")
 
     def _identity(self) -> tuple[str, str, str, int, str]:
         cfg = self.config
@@ -401,6 +465,8 @@ class BrokerController:
             ctx.hold.shutdown()
         if self.server is not None:
             await self.server.stop(grace_s)
+        if self.replicas is not None:
+            await self.replicas.stop()
         if self.replication is not None:
             await self.replication.stop()
         for task in self._tasks:

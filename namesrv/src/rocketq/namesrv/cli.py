@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from rocketq.controller.errors import ControllerConfigError
 from rocketq.namesrv.config import (
     NamesrvConfig,
     config_from_properties,
@@ -82,6 +83,8 @@ async def serve(config: NamesrvConfig) -> int:
         log.error("cannot listen on %s:%d: %s", config.bind_address, config.listen_port, exc)
         return 1
     print(boot_line(config, address), flush=True)
+    if server.controller is not None:
+        print(server.controller.boot_line(), flush=True)
     log.info(
         "expiry: brokers silent for %d ms are dropped (scan every %d ms); KV config: %s",
         config.broker_channel_expired_time_ms, config.scan_not_active_broker_interval_ms,
@@ -115,5 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return asyncio.run(serve(config))
+    except ControllerConfigError as exc:  # enableControllerInNamesrv with a bad controller config
+        print(f"mqnamesrv: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130

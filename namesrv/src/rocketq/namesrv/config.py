@@ -5,6 +5,9 @@ Java ``.properties`` file with RocketMQ's camelCase keys (``listenPort``,
 ``scanNotActiveBrokerInterval``, ``kvConfigPath``...) so that a RocketMQ user's
 ``namesrv.properties`` works unchanged; keys RocketMQ knows but rocketq does not need (thread pool
 sizes and the like) are accepted and ignored, truly unknown keys are reported to the caller.
+With ``enableControllerInNamesrv=true`` the controller.conf keys found here (all but
+``listenPort``, which stays the NameServer's) are kept in ``controller_properties`` for the
+embedded controller (docs/failover.md).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq.client.remoting.command import SerializeType
+from rocketq.controller.config import CONTROLLER_KEYS
 from rocketq.namesrv.errors import NamesrvConfigError
 
 DEFAULT_LISTEN_PORT = 9876
@@ -35,6 +39,9 @@ class NamesrvConfig:
     serialize_type: SerializeType = SerializeType.JSON
     max_inflight_per_connection: int = 64
     max_queued_requests: int = 10_000
+    enable_controller_in_namesrv: bool = False
+    #: the controller.conf keys found in the NameServer's config (used when embedding a controller)
+    controller_properties: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -82,6 +89,7 @@ _KEYS = {
     "serializeType": ("serialize_type", _parse_serialize_type),
     "maxInflightPerConnection": ("max_inflight_per_connection", _parse_int),
     "maxQueuedRequests": ("max_queued_requests", _parse_int),
+    "enableControllerInNamesrv": ("enable_controller_in_namesrv", _parse_bool),
 }
 
 # Keys of RocketMQ's NamesrvConfig / NettyServerConfig that rocketq accepts and ignores.
@@ -120,15 +128,19 @@ def config_from_properties(
     """Apply camelCase ``props`` over ``base``; returns the config and the unknown keys."""
     changes: dict[str, object] = {}
     unknown: list[str] = []
+    controller = dict((base or NamesrvConfig()).controller_properties)
     for key, value in props.items():
+        if key in CONTROLLER_KEYS and key != "listenPort":
+            controller[key] = value  # as Java, keys both configs know (scan interval) go to both
         if key in _KEYS:
             field, parse = _KEYS[key]
             try:
                 changes[field] = parse(value)
             except ValueError:
                 raise NamesrvConfigError(f"bad value for {key}: {value!r}") from None
-        elif key not in IGNORED_KEYS:
+        elif key not in IGNORED_KEYS and key not in CONTROLLER_KEYS:
             unknown.append(key)
+    changes["controller_properties"] = tuple(sorted(controller.items()))
     return dataclasses.replace(base or NamesrvConfig(), **changes), unknown  # type: ignore[arg-type]
 
 

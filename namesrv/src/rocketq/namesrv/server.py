@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import logging
 
+from rocketq.controller.config import config_from_properties as controller_config_from_properties
+from rocketq.controller.server import ControllerServer
 from rocketq.namesrv.config import NamesrvConfig
 from rocketq.namesrv.kvconfig import KvConfigManager
 from rocketq.namesrv.processor import NamesrvProcessor
@@ -46,6 +48,10 @@ class NamesrvServer:
         )
         self.processor.register_all(self.remoting)
         self._scan_task: asyncio.Task[None] | None = None
+        self.controller: ControllerServer | None = None
+        if config.enable_controller_in_namesrv:  # a separate server object on the controller's port
+            controller_config, _ = controller_config_from_properties(dict(config.controller_properties))
+            self.controller = ControllerServer(controller_config)
 
     @property
     def address(self) -> str:
@@ -55,6 +61,12 @@ class NamesrvServer:
         """Load KV config, listen, start the expiry scan; returns ``"host:port"``."""
         self.kv_config.load()
         await self.remoting.start()
+        if self.controller is not None:
+            try:
+                await self.controller.start()
+            except OSError:
+                await self.remoting.stop(0)
+                raise
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         return self.address
 
@@ -64,6 +76,8 @@ class NamesrvServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
             self._scan_task = None
+        if self.controller is not None:
+            await self.controller.stop(grace_s)
         await self.remoting.stop(grace_s)
 
     def _on_channel_close(self, channel: Channel) -> None:

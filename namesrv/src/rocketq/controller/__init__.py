@@ -1,0 +1,1 @@
+"""rocketq.controller — the RocketMQ 5 controller (RIP-44): elected masters, epochs, Raft; see docs/failover.md."""
