@@ -10,6 +10,7 @@ controller answered at all.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -70,6 +71,21 @@ class ControllerClient:
             if hint and hint not in tried:
                 queue.insert(0, hint)
         raise ControllerUnavailable(f"no controller leader answered request {code}: {'; '.join(errors)}")
+
+    async def broadcast(self, code: int, ext_fields: Mapping[str, str]) -> dict[str, RemotingCommand]:
+        """Send one request to every controller at once (heartbeats: liveness is kept per
+        controller, as in RocketMQ); the answers by address, unreachable ones left out."""
+
+        async def one(addr: str) -> RemotingCommand | None:
+            cmd = RemotingCommand.request(code, dict(ext_fields))
+            try:
+                return await self._client.invoke(addr, cmd, self.timeout_ms)
+            except (RocketQError, OSError, TimeoutError) as exc:
+                log.debug("request %s to controller %s failed: %s", code, addr, exc)
+                return None
+
+        answers = await asyncio.gather(*(one(a) for a in self.addrs))
+        return {a: r for a, r in zip(self.addrs, answers, strict=True) if r is not None}
 
 
 def _leader_hint(answer: RemotingCommand) -> str | None:

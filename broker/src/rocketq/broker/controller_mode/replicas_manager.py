@@ -262,15 +262,25 @@ class ReplicasManager:
             election_priority=cfg.broker_election_priority,
         )
         sent = time.monotonic()
-        try:
-            answer = await self.controller.invoke(RequestCode.BROKER_HEARTBEAT, header.to_ext_fields())
-        except ControllerUnavailable as exc:
-            log.warning("heartbeat to the controller failed: %s", exc)
+        # Every controller tracks liveness on its own (it is not replicated), so a controller that
+        # becomes leader already knows this broker; only the leader's acceptance extends the lease.
+        answers = await self.controller.broadcast(RequestCode.BROKER_HEARTBEAT, header.to_ext_fields())
+        if not answers:
+            log.warning("heartbeat: no controller of %s answered", self.controller.addrs)
             return False
-        if answer.code == ResponseCode.SUCCESS:
+        leader = self.controller.leader
+        if leader is None or leader not in answers:
+            # a leader-only request finds the leader (followers answer CONTROLLER_NOT_LEADER)
+            probe = GetReplicaInfoRequestHeader(broker_name=cfg.broker_name)
+            with contextlib.suppress(ControllerUnavailable):
+                await self.controller.invoke(RequestCode.CONTROLLER_GET_REPLICA_INFO, probe.to_ext_fields())
+            leader = self.controller.leader
+        answer = answers.get(leader) if leader is not None else None
+        if answer is not None and answer.code == ResponseCode.SUCCESS:
             self._lease_sent = sent
             return True
-        log.warning("the controller refused the heartbeat: code %s %s", answer.code, answer.remark)
+        why = "no leader answered" if answer is None else f"code {answer.code} {answer.remark}"
+        log.warning("the controller leader did not accept the heartbeat: %s", why)
         return False
 
     async def _heartbeat_round(self) -> None:
