@@ -351,11 +351,24 @@ def test_spark_executor_pull_planned_on_a_hung_master_is_served_by_the_slave(gro
 
 def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.broker.dev_cli", "dev", "--slaves", "1", "--broker-role", "SYNC_MASTER",
-         "--enable-property-filter"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "rocketq.broker.dev_cli",
+            "dev",
+            "--slaves",
+            "1",
+            "--broker-role",
+            "SYNC_MASTER",
+            "--enable-property-filter",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=str(tmp_path),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
 
     def read_lines() -> None:

@@ -34,10 +34,19 @@ log = logging.getLogger("rocketq.broker")
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mqbroker", description="Start a rocketq broker (RocketMQ compatible).")
-    p.add_argument("-c", "--configFile", dest="config_file", help="broker.conf (Java properties, RocketMQ keys)")
-    p.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", help='NameServer list, e.g. "127.0.0.1:9876;h2:9876"')
-    p.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
-                   help="print the effective configuration and exit")
+    p.add_argument(
+        "-c", "--configFile", dest="config_file", help="broker.conf (Java properties, RocketMQ keys)"
+    )
+    p.add_argument(
+        "-n", "--namesrvAddr", dest="namesrv_addr", help='NameServer list, e.g. "127.0.0.1:9876;h2:9876"'
+    )
+    p.add_argument(
+        "-p",
+        "--printConfigItem",
+        dest="print_config",
+        action="store_true",
+        help="print the effective configuration and exit",
+    )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -79,8 +88,11 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else {}
     try:
         config = load_broker_config(args.config_file, overrides=overrides)

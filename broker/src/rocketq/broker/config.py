@@ -47,7 +47,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
@@ -175,8 +174,11 @@ class BrokerConfig:
             ("slaveSyncInterval", self.slave_sync_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
-        _check(0 <= self.access_message_in_memory_max_ratio_percent <= 100, "accessMessageInMemoryMaxRatio",
-               f"must be 0..100, got {self.access_message_in_memory_max_ratio_percent}")
+        _check(
+            0 <= self.access_message_in_memory_max_ratio_percent <= 100,
+            "accessMessageInMemoryMaxRatio",
+            f"must be 0..100, got {self.access_message_in_memory_max_ratio_percent}",
+        )
         for addr in self.namesrv_addr:
             _check(_is_host_port(addr), "namesrvAddr", f"{addr!r} is not host:port")
 
@@ -195,11 +197,16 @@ class BrokerConfig:
             ("minInSyncReplicas", self.min_in_sync_replicas),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
-        _check(self.controller_heart_beat_timeout_ms > self.broker_heartbeat_interval_ms,
-               "controllerHeartBeatTimeoutMills",
-               f"must exceed brokerHeartbeatInterval ({self.broker_heartbeat_interval_ms} ms)")
-        _check(self.min_in_sync_replicas <= self.in_sync_replicas, "minInSyncReplicas",
-               f"must not exceed inSyncReplicas ({self.in_sync_replicas})")
+        _check(
+            self.controller_heart_beat_timeout_ms > self.broker_heartbeat_interval_ms,
+            "controllerHeartBeatTimeoutMills",
+            f"must exceed brokerHeartbeatInterval ({self.broker_heartbeat_interval_ms} ms)",
+        )
+        _check(
+            self.min_in_sync_replicas <= self.in_sync_replicas,
+            "minInSyncReplicas",
+            f"must not exceed inSyncReplicas ({self.in_sync_replicas})",
+        )
         for addr in self.controller_addr:
             _check(_is_host_port(addr), "controllerAddr", f"{addr!r} is not host:port")
 
@@ -208,19 +215,30 @@ class BrokerConfig:
             object.__setattr__(self, "ha_listen_port", self.listen_port + 1 if self.listen_port else 0)
         port = self.ha_listen_port
         _check(0 <= port <= 65535, "haListenPort", f"must be 0..65535, got {port}")
-        _check(not self.listen_port or self.ha_listen_port != self.listen_port, "haListenPort",
-               f"must differ from listenPort ({self.listen_port})")
+        _check(
+            not self.listen_port or self.ha_listen_port != self.listen_port,
+            "haListenPort",
+            f"must differ from listenPort ({self.listen_port})",
+        )
         if self.enable_controller_mode:
             pass  # role and id come from the controller (controller_mode/)
         elif self.broker_role is BrokerRole.SLAVE:
-            _check(self.broker_id > 0, "brokerId",
-                   f"a SLAVE needs brokerId > 0 (0 is the master), got {self.broker_id}")
+            _check(
+                self.broker_id > 0,
+                "brokerId",
+                f"a SLAVE needs brokerId > 0 (0 is the master), got {self.broker_id}",
+            )
         else:
-            _check(self.broker_id == 0, "brokerId",
-                   f"brokerRole={self.broker_role.value} is a master and needs brokerId=0, "
-                   f"got {self.broker_id}")
-        _check(not self.ha_master_address or _is_host_port(self.ha_master_address), "haMasterAddress",
-               f"{self.ha_master_address!r} is not host:port")
+            _check(
+                self.broker_id == 0,
+                "brokerId",
+                f"brokerRole={self.broker_role.value} is a master and needs brokerId=0, got {self.broker_id}",
+            )
+        _check(
+            not self.ha_master_address or _is_host_port(self.ha_master_address),
+            "haMasterAddress",
+            f"{self.ha_master_address!r} is not host:port",
+        )
         for key, value in (
             ("haSendHeartbeatInterval", self.ha_send_heartbeat_interval_ms),
             ("haHousekeepingInterval", self.ha_housekeeping_interval_ms),
@@ -230,9 +248,12 @@ class BrokerConfig:
             _check(value >= 1, key, f"must be >= 1, got {value}")
         _check(self.ha_transfer_batch_size <= 64 * 1024 * 1024, "haTransferBatchSize", "must be <= 64 MiB")
         heartbeat_ms = self.ha_send_heartbeat_interval_ms
-        _check(self.ha_housekeeping_interval_ms > heartbeat_ms, "haHousekeepingInterval",
-               f"must exceed haSendHeartbeatInterval ({self.ha_send_heartbeat_interval_ms} ms), "
-               "else idle connections are dropped between heartbeats")
+        _check(
+            self.ha_housekeeping_interval_ms > heartbeat_ms,
+            "haHousekeepingInterval",
+            f"must exceed haSendHeartbeatInterval ({self.ha_send_heartbeat_interval_ms} ms), "
+            "else idle connections are dropped between heartbeats",
+        )
 
     @property
     def is_master(self) -> bool:
@@ -390,13 +411,24 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
 _ACCEPTED_NOOP_KEYS = frozenset(
-    {"aclEnable", "traceTopicEnable", "filterSupportRetry", "enableCalcFilterBitMap",
-     "clusterTopicEnable",
-     "brokerTopicEnable", "transientStorePoolEnable", "vipChannelEnabled", "compressedRegister",
-     "forceRegister", "serverWorkerThreads", "serverSelectorThreads", "waitTimeMillsInHeartbeatQueue",
-     "isEnableBatchPush", "enableDLegerCommitLog"}
+    {
+        "aclEnable",
+        "traceTopicEnable",
+        "filterSupportRetry",
+        "enableCalcFilterBitMap",
+        "clusterTopicEnable",
+        "brokerTopicEnable",
+        "transientStorePoolEnable",
+        "vipChannelEnabled",
+        "compressedRegister",
+        "forceRegister",
+        "serverWorkerThreads",
+        "serverSelectorThreads",
+        "waitTimeMillsInHeartbeatQueue",
+        "isEnableBatchPush",
+        "enableDLegerCommitLog",
+    }
 )
-
 
 
 def camel_to_snake(name: str) -> str:
@@ -503,7 +535,10 @@ def config_from_properties(
             known = True
         if not known and key not in _ACCEPTED_NOOP_KEYS:
             warn_fn(f"broker.conf: unknown key {key!r} ignored")
-    if kwargs.get("broker_ip1", "127.0.0.1") not in ("127.0.0.1", "localhost") and "bind_address" not in kwargs:
+    if (
+        kwargs.get("broker_ip1", "127.0.0.1") not in ("127.0.0.1", "localhost")
+        and "bind_address" not in kwargs
+    ):
         # Advertising a routable address but listening on loopback would make the broker unreachable.
         kwargs["bind_address"] = "0.0.0.0"
     if "messageDelayLevel" in store_options:

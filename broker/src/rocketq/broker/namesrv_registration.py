@@ -73,8 +73,13 @@ class NamesrvRegistrar:
         cluster, name, addr, broker_id, ha_addr = self._identity()
         body = register_broker_body(self._topic_wrapper())
         ext = RegisterBrokerRequestHeader(
-            broker_name=name, broker_addr=addr, cluster_name=cluster, ha_server_addr=ha_addr,
-            broker_id=broker_id, compressed=False, body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            broker_name=name,
+            broker_addr=addr,
+            cluster_name=cluster,
+            ha_server_addr=ha_addr,
+            broker_id=broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         ).to_ext_fields()
 
         async def one(ns: str) -> int | str:
@@ -85,8 +90,13 @@ class NamesrvRegistrar:
                 log.warning("register broker %s to name server %s failed: %s", name, ns, exc)
                 return str(exc)
             if response.code != ResponseCode.SUCCESS:
-                log.warning("name server %s refused the registration of %s: code %s %s",
-                            ns, name, response.code, response.remark)
+                log.warning(
+                    "name server %s refused the registration of %s: code %s %s",
+                    ns,
+                    name,
+                    response.code,
+                    response.remark,
+                )
             else:
                 answers[ns] = response
             return int(response.code)
@@ -151,7 +161,9 @@ class NamesrvRegistrar:
 
         async def one(ns: str) -> None:
             try:
-                await self._client.invoke(ns, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext), 3_000)
+                await self._client.invoke(
+                    ns, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext), 3_000
+                )
             except (RocketQError, OSError) as exc:
                 log.warning("unregister broker %s from name server %s failed: %s", name, ns, exc)
 

@@ -97,7 +97,8 @@ class ConsumerOffsetManager:
         """``{"offsetTable": {"topic@group": {"0": 12, ...}}}`` (standard JSON: quoted keys)."""
         return {
             "offsetTable": {
-                key: {str(q): o for q, o in sorted(queues.items())} for key, queues in sorted(self._table.items())
+                key: {str(q): o for q, o in sorted(queues.items())}
+                for key, queues in sorted(self._table.items())
             }
         }
 

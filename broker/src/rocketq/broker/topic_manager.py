@@ -63,6 +63,8 @@ __all__ = [
 
 MAX_TOPIC_LENGTH = 127
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
 def validate_topic(topic: str | None) -> str | None:
     """None if ``topic`` is a legal name, else the remark explaining why not."""
     if not topic:
@@ -85,7 +87,9 @@ class TopicConfigManager:
     server triggers an immediate NameServer registration.
     """
 
-    def __init__(self, config: BrokerConfig, *, persist: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, persist: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self._config = config
         self._persist = persist
         self._table: dict[str, TopicConfig] = {}
@@ -99,9 +103,15 @@ class TopicConfigManager:
         rw = PERM_RW
         system: list[TopicConfig] = [
             TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=cfg.broker_cluster_name, read_queue_nums=16, write_queue_nums=16,
-                        perm=rw | Perm.INHERIT),
-            TopicConfig(topic_name=cfg.broker_name, read_queue_nums=1, write_queue_nums=1, perm=rw | Perm.INHERIT),
+            TopicConfig(
+                topic_name=cfg.broker_cluster_name,
+                read_queue_nums=16,
+                write_queue_nums=16,
+                perm=rw | Perm.INHERIT,
+            ),
+            TopicConfig(
+                topic_name=cfg.broker_name, read_queue_nums=1, write_queue_nums=1, perm=rw | Perm.INHERIT
+            ),
             TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=18, write_queue_nums=18),
             TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
@@ -109,8 +119,14 @@ class TopicConfigManager:
         ]
         if cfg.auto_create_topic_enable:
             n = cfg.default_topic_queue_nums
-            system.append(TopicConfig(topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=n,
-                                      write_queue_nums=n, perm=rw | Perm.INHERIT))
+            system.append(
+                TopicConfig(
+                    topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    read_queue_nums=n,
+                    write_queue_nums=n,
+                    perm=rw | Perm.INHERIT,
+                )
+            )
         for tc in system:
             self._table[tc.topic_name] = tc
 

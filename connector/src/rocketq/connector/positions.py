@@ -22,7 +22,9 @@ from rocketq.connector.offsets import EARLIEST, LATEST, OffsetMap, QueueRef
 from rocketq.connector.options import EndSpec, SourceOptions, StartMode, StartSpec
 
 
-def _check_spec_queues(option: str, spec: OffsetMap, queues: Mapping[QueueRef, str], opts: SourceOptions) -> None:
+def _check_spec_queues(
+    option: str, spec: OffsetMap, queues: Mapping[QueueRef, str], opts: SourceOptions
+) -> None:
     for queue in spec:
         if not opts.matches_topic(queue.topic):
             raise OptionError(option, f"topic {queue.topic!r} is not one of the subscribed topics")
@@ -31,11 +33,15 @@ def _check_spec_queues(option: str, spec: OffsetMap, queues: Mapping[QueueRef, s
             raise OptionError(option, f"queue {queue} does not exist (queues of {queue.topic}: {known})")
 
 
-def resolve_start(access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queues: Mapping[QueueRef, str]) -> OffsetMap:
+def resolve_start(
+    access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queues: Mapping[QueueRef, str]
+) -> OffsetMap:
     """Concrete starting offsets for ``queues``."""
     out: dict[QueueRef, int] = {}
     if spec.offsets is not None:
-        option = "startingOffsetsByTimestamp" if spec.mode is StartMode.TIMESTAMP_PER_QUEUE else "startingOffsets"
+        option = (
+            "startingOffsetsByTimestamp" if spec.mode is StartMode.TIMESTAMP_PER_QUEUE else "startingOffsets"
+        )
         _check_spec_queues(option, spec.offsets, queues, opts)
     for queue, addr in queues.items():
         out[queue] = start_of(access, opts, spec, queue, addr)
@@ -65,7 +71,9 @@ def start_of(access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queue: 
     return value
 
 
-def resolve_end(access: BrokerAccess, opts: SourceOptions, spec: EndSpec, queues: Mapping[QueueRef, str]) -> OffsetMap:
+def resolve_end(
+    access: BrokerAccess, opts: SourceOptions, spec: EndSpec, queues: Mapping[QueueRef, str]
+) -> OffsetMap:
     """Concrete ending offsets for a batch read (``latest`` or JSON with -1 = latest)."""
     if spec.offsets is not None:
         _check_spec_queues("endingOffsets", spec.offsets, queues, opts)
@@ -76,7 +84,9 @@ def resolve_end(access: BrokerAccess, opts: SourceOptions, spec: EndSpec, queues
     return OffsetMap(out)
 
 
-def limit_offsets(bases: Mapping[QueueRef, int], latest: Mapping[QueueRef, int], max_rows: int | None) -> dict[QueueRef, int]:
+def limit_offsets(
+    bases: Mapping[QueueRef, int], latest: Mapping[QueueRef, int], max_rows: int | None
+) -> dict[QueueRef, int]:
     """End offsets reading at most ``max_rows`` messages in total from ``bases`` towards ``latest``."""
     avail = {q: max(0, latest.get(q, b) - b) for q, b in bases.items()}
     total = sum(avail.values())

@@ -74,10 +74,15 @@ class _Puller:
     def _pull(self, r: QueueRange, offset: int) -> PullResult:
         queue = QueueRef(r.topic, r.broker_name, r.queue_id)
         return self.access.pull(
-            queue, r.broker_addr, offset, group=self.opts.group, max_nums=min(self.opts.pull_batch_size, r.end - offset),
-            max_bytes=self.opts.pull_max_bytes, sub_expression=self.opts.sub_expression,
+            queue,
+            r.broker_addr,
+            offset,
+            group=self.opts.group,
+            max_nums=min(self.opts.pull_batch_size, r.end - offset),
+            max_bytes=self.opts.pull_max_bytes,
+            sub_expression=self.opts.sub_expression,
             timeout_ms=self.opts.pull_timeout_ms,
-        )  # fmt: skip
+        )
 
     def pull(self, r: QueueRange, offset: int) -> PullResult:
         ahead, self.ahead = self.ahead, None

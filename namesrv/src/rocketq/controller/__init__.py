@@ -1,1 +1,4 @@
-"""rocketq.controller — the RocketMQ 5 controller (RIP-44): elected masters, epochs, Raft; see docs/failover.md."""
+"""rocketq.controller — the RocketMQ 5 controller (RIP-44): elected masters, epochs, Raft.
+
+See docs/failover.md.
+"""

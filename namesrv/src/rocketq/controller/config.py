@@ -192,15 +192,34 @@ _KEYS = {
 #: Keys of Java's ControllerConfig / NettyServerConfig that rocketq accepts and ignores.
 IGNORED_KEYS = frozenset(
     {
-        "rocketmqHome", "configStorePath", "controllerThreadPoolNums", "controllerRequestThreadPoolQueueCapacity",
-        "mappedFileSize", "isProcessReadEvent", "scanInactiveMasterInterval", "metricsExporterType",
-        "metricsGrpcExporterTarget", "metricsGrpcExporterHeader", "metricGrpcExporterTimeOutInMills",
-        "metricGrpcExporterIntervalInMills", "metricLoggingExporterIntervalInMills", "metricsPromExporterPort",
-        "metricsPromExporterHost", "metricsLabel", "metricsInDelta", "configBlackList", "jRaftGroupId",
-        "jRaftServerId", "jRaftInitConf", "jRaftControllerRPCAddr", "serverWorkerThreads",
-        "serverSelectorThreads", "serverCallbackExecutorThreads", "serverChannelMaxIdleTimeSeconds",
+        "rocketmqHome",
+        "configStorePath",
+        "controllerThreadPoolNums",
+        "controllerRequestThreadPoolQueueCapacity",
+        "mappedFileSize",
+        "isProcessReadEvent",
+        "scanInactiveMasterInterval",
+        "metricsExporterType",
+        "metricsGrpcExporterTarget",
+        "metricsGrpcExporterHeader",
+        "metricGrpcExporterTimeOutInMills",
+        "metricGrpcExporterIntervalInMills",
+        "metricLoggingExporterIntervalInMills",
+        "metricsPromExporterPort",
+        "metricsPromExporterHost",
+        "metricsLabel",
+        "metricsInDelta",
+        "configBlackList",
+        "jRaftGroupId",
+        "jRaftServerId",
+        "jRaftInitConf",
+        "jRaftControllerRPCAddr",
+        "serverWorkerThreads",
+        "serverSelectorThreads",
+        "serverCallbackExecutorThreads",
+        "serverChannelMaxIdleTimeSeconds",
     }
-)  # fmt: skip
+)
 
 
 CONTROLLER_KEYS = frozenset(_KEYS)

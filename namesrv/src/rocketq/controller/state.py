@@ -282,7 +282,10 @@ class ReplicaTable:
                     group.broker_addrs, alive=alive, live_info=live_info, old_master=old, preferred=preferred
                 )
         if new_master is not None and new_master == group.master_broker_id:
-            remark = f"The old master {new_master} is still alive, not need to elect new master for broker {broker_name}"
+            remark = (
+                f"The old master {new_master} is still alive, "
+                f"not need to elect new master for broker {broker_name}"
+            )
             return Outcome(ResponseCode.CONTROLLER_MASTER_STILL_EXIST, remark), None
         event = ElectMasterEvent(broker_name, new_master, group.master_epoch, group.sync_state_set_epoch)
         if new_master is not None:
@@ -386,14 +389,14 @@ class ReplicaTable:
         if group.master_broker_id is None or group.master_broker_id != event.master_broker_id:
             return Outcome(
                 ResponseCode.CONTROLLER_INVALID_MASTER,
-                f"Rejecting alter syncStateSet request because the current leader is:{{{group.master_broker_id}}},"
-                f" not {{{event.master_broker_id}}}",
+                "Rejecting alter syncStateSet request because the current leader is:"
+                f"{{{group.master_broker_id}}}, not {{{event.master_broker_id}}}",
             )
         if event.master_epoch != group.master_epoch:
             return Outcome(
                 ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH,
-                f"Rejecting alter syncStateSet request because the current master epoch is:{{{group.master_epoch}}},"
-                f" not {{{event.master_epoch}}}",
+                "Rejecting alter syncStateSet request because the current master epoch is:"
+                f"{{{group.master_epoch}}}, not {{{event.master_epoch}}}",
             )
         if event.sync_state_set_epoch != group.sync_state_set_epoch:
             return Outcome(
@@ -410,8 +413,8 @@ class ReplicaTable:
         if group.master_broker_id not in event.new_sync_state_set:
             return Outcome(
                 ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
-                "Rejecting alter syncStateSet request because the newSyncStateSet don't contains origin leader"
-                f" {{{group.master_broker_id}}}",
+                "Rejecting alter syncStateSet request because the newSyncStateSet "
+                f"don't contains origin leader {{{group.master_broker_id}}}",
             )
         return Outcome(new_epoch=group.sync_state_set_epoch + 1)
 

@@ -85,10 +85,15 @@ Filter = frozenset[int] | Node | None  # tag codes, a compiled SQL92 expression,
 
 #: statuses whose ``nextBeginOffset`` is a correction of the requested offset, not progress (Java's
 #: ``nextOffsetCorrection``, which a slave skips unless ``offsetCheckInSlave``)
-_CORRECTING_STATUSES = frozenset({
-    GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
-    GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL,
-})
+_CORRECTING_STATUSES = frozenset(
+    {
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetMessageStatus.OFFSET_TOO_SMALL,
+        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+    }
+)
 
 
 def total_physical_memory_bytes() -> int | None:
@@ -100,9 +105,15 @@ def total_physical_memory_bytes() -> int | None:
     return total if total > 0 else None
 
 
-def is_suggest_pulling_from_slave(store: MessageStore, topic: str, queue_id: int, requested_offset: int,
-                                  next_begin_offset: int, memory_bytes: int | None,
-                                  ratio_percent: int) -> bool:
+def is_suggest_pulling_from_slave(
+    store: MessageStore,
+    topic: str,
+    queue_id: int,
+    requested_offset: int,
+    next_begin_offset: int,
+    memory_bytes: int | None,
+    ratio_percent: int,
+) -> bool:
     """Java's ``suggestPullingFromSlave``: the CommitLog bytes after the last record this pull
     examined (queue offset ``next_begin_offset - 1``) exceed ``ratio_percent`` of ``memory_bytes``.
 
@@ -129,9 +140,15 @@ class PullSuggestion:
     suggest_which_broker_id: int
 
 
-def suggest_which_broker(code: ResponseCode, group: SubscriptionGroupConfig, *, is_slave: bool,
-                         slave_read_enable: bool, offset_check_in_slave: bool,
-                         pulling_from_slave: bool) -> PullSuggestion:
+def suggest_which_broker(
+    code: ResponseCode,
+    group: SubscriptionGroupConfig,
+    *,
+    is_slave: bool,
+    slave_read_enable: bool,
+    offset_check_in_slave: bool,
+    pulling_from_slave: bool,
+) -> PullSuggestion:
     """RocketMQ 4.x's choice of the next broker for a pull answered with ``code`` (module docstring)."""
     if slave_read_enable:
         which = group.which_broker_when_consume_slowly if pulling_from_slave else group.broker_id
@@ -173,9 +190,15 @@ class PullMessageProcessor:
         msg_filter, group = checked
         ctx = self.ctx
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and ctx.config.is_master:
-            ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+            ctx.offsets.commit_offset(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
         suspend = bool(header.sys_flag & PullSysFlag.SUSPEND)
-        timeout_ms = header.suspend_timeout_millis if ctx.config.long_polling_enable else ctx.config.short_polling_time_ms
+        timeout_ms = (
+            header.suspend_timeout_millis
+            if ctx.config.long_polling_enable
+            else ctx.config.short_polling_time_ms
+        )
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while True:
             try:
@@ -187,7 +210,10 @@ class PullMessageProcessor:
             if code != ResponseCode.PULL_NOT_FOUND or not suspend or remaining_ms <= 0:
                 return response
             future = ctx.hold.hold(
-                header.topic, header.queue_id, header.queue_offset, remaining_ms,
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                remaining_ms,
                 lambda: int(ctx.store.get_max_offset_in_queue(header.topic, header.queue_id)),
             )
             if future is None:
@@ -201,8 +227,9 @@ class PullMessageProcessor:
             if not await asyncio.shield(future):
                 suspend = False  # timed out or shutdown: one last read, then answer
 
-    def _check(self, request: RemotingCommand,
-               header: PullMessageRequestHeader) -> RemotingCommand | tuple[Filter, SubscriptionGroupConfig]:
+    def _check(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> RemotingCommand | tuple[Filter, SubscriptionGroupConfig]:
         """A ready error response, or the filter to apply (None = every message) and the group."""
         ctx = self.ctx
         if not ctx.readable:
@@ -248,7 +275,9 @@ class PullMessageProcessor:
             return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, compiled)
         return compiled
 
-    def _subscription(self, request: RemotingCommand, header: PullMessageRequestHeader) -> SubscriptionData | RemotingCommand:
+    def _subscription(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> SubscriptionData | RemotingCommand:
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
             try:
                 expression_type = parse_expression_type(header.expression_type)
@@ -268,7 +297,8 @@ class PullMessageProcessor:
         if sub is None:
             return request.make_response(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                f"the consumer's subscription not exist, group: {header.consumer_group} topic: {header.topic}",
+                f"the consumer's subscription not exist, group: {header.consumer_group} "
+                f"topic: {header.topic}",
             )
         if sub.sub_version < header.sub_version:
             return request.make_response(
@@ -277,8 +307,13 @@ class PullMessageProcessor:
             )
         return sub
 
-    async def _read(self, request: RemotingCommand, header: PullMessageRequestHeader, msg_filter: Filter,
-                    group: SubscriptionGroupConfig) -> tuple[RemotingCommand, ResponseCode]:
+    async def _read(
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        msg_filter: Filter,
+        group: SubscriptionGroupConfig,
+    ) -> tuple[RemotingCommand, ResponseCode]:
         ctx = self.ctx
         cfg = ctx.config
         max_nums = max(1, min(header.max_msg_nums, cfg.max_transfer_count_on_message_in_memory))
@@ -289,11 +324,26 @@ class PullMessageProcessor:
 
         def read() -> tuple[FilteredRead | GetMessageResult, bytes]:
             if isinstance(msg_filter, Node):
-                filtered = read_matching(store, header.consumer_group, header.topic, header.queue_id,
-                                         header.queue_offset, max_nums, max_bytes, msg_filter)
+                filtered = read_matching(
+                    store,
+                    header.consumer_group,
+                    header.topic,
+                    header.queue_id,
+                    header.queue_offset,
+                    max_nums,
+                    max_bytes,
+                    msg_filter,
+                )
                 return filtered, filtered.body
-            result = store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                       header.queue_offset, max_nums, max_bytes, msg_filter)
+            result = store.get_message(
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                max_nums,
+                max_bytes,
+                msg_filter,
+            )
             try:
                 body = b"".join(result.buffers) if result.buffers else b""
             finally:
@@ -301,7 +351,8 @@ class PullMessageProcessor:
             return result, body
 
         if not isinstance(msg_filter, Node) and store.check_in_mem_by_consume_offset(
-                header.topic, header.queue_id, header.queue_offset, INLINE_READ_MAX_BEHIND_BYTES):
+            header.topic, header.queue_id, header.queue_offset, INLINE_READ_MAX_BEHIND_BYTES
+        ):
             result, body = read()  # page-cache resident: a memcpy on the loop beats two thread hops
         else:
             result, body = await ctx.pull_executor.run(read)
@@ -325,13 +376,27 @@ class PullMessageProcessor:
         response = request.make_response(code, remark, response_header.to_ext_fields(), body)
         return response, code
 
-    def _suggest(self, header: PullMessageRequestHeader, result: FilteredRead | GetMessageResult,
-                 group: SubscriptionGroupConfig) -> PullSuggestion:
+    def _suggest(
+        self,
+        header: PullMessageRequestHeader,
+        result: FilteredRead | GetMessageResult,
+        group: SubscriptionGroupConfig,
+    ) -> PullSuggestion:
         cfg = self.ctx.config
         from_slave = cfg.slave_read_enable and is_suggest_pulling_from_slave(
-            self.ctx.store, header.topic, header.queue_id, header.queue_offset, result.next_begin_offset,
-            self.memory_bytes, cfg.access_message_in_memory_max_ratio_percent)
+            self.ctx.store,
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            result.next_begin_offset,
+            self.memory_bytes,
+            cfg.access_message_in_memory_max_ratio_percent,
+        )
         return suggest_which_broker(
-            pull_response_code(result.status, header.queue_offset), group, is_slave=not cfg.is_master,
-            slave_read_enable=cfg.slave_read_enable, offset_check_in_slave=cfg.offset_check_in_slave,
-            pulling_from_slave=from_slave)
+            pull_response_code(result.status, header.queue_offset),
+            group,
+            is_slave=not cfg.is_master,
+            slave_read_enable=cfg.slave_read_enable,
+            offset_check_in_slave=cfg.offset_check_in_slave,
+            pulling_from_slave=from_slave,
+        )

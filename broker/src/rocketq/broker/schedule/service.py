@@ -48,8 +48,15 @@ def _now_ms() -> int:
 class ScheduleMessageService:
     """Delivers due delayed messages; ``start()``/``shutdown()`` run it, ``deliver_due()`` is one round."""
 
-    def __init__(self, store: MessageStore, levels_ms: list[int], *, config_dir: str | None = None,
-                 flush_interval_ms: int = 10_000, clock: Callable[[], int] = _now_ms) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        levels_ms: list[int],
+        *,
+        config_dir: str | None = None,
+        flush_interval_ms: int = 10_000,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
         self.store = store
         self.levels_ms = list(levels_ms)
         self.files = MetadataFiles(config_dir) if config_dir is not None else None
@@ -160,8 +167,9 @@ class ScheduleMessageService:
                 units = cq.units_from(offset, UNITS_PER_READ)
                 if units is None:  # a deleted or not yet mapped segment: re-check the bounds next round
                     return now + IDLE_WAIT_MS
-                for phy, size, deliver_at in zip(units["offset"].tolist(), units["size"].tolist(),
-                                                  units["tags_code"].tolist(), strict=True):
+                for phy, size, deliver_at in zip(
+                    units["offset"].tolist(), units["size"].tolist(), units["tags_code"].tolist(), strict=True
+                ):
                     if size != _BLANK_SIZE:
                         if deliver_at > now + delay_ms:
                             deliver_at = now  # the clock went back: RocketMQ delivers at once
@@ -192,20 +200,34 @@ class ScheduleMessageService:
             log.error("delayed message at commit log offset %d has no REAL_TOPIC/REAL_QID; skipped", phy)
             return True
         topic, queue_id, props = restored
-        result = self.store.put_message(MessageToStore(
-            topic=topic, queue_id=queue_id, flag=msg.flag, body=msg.body, properties=encode_properties(props),
-            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            store_host=msg.store_host, reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset,
-        ))
+        result = self.store.put_message(
+            MessageToStore(
+                topic=topic,
+                queue_id=queue_id,
+                flag=msg.flag,
+                body=msg.body,
+                properties=encode_properties(props),
+                sys_flag=msg.sys_flag,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=msg.store_host,
+                reconsume_times=msg.reconsume_times,
+                prepared_transaction_offset=msg.prepared_transaction_offset,
+            )
+        )
         status = result.status
         if result.is_ok:
             self.delivered += 1
             return True
         if status in _NEVER_STORED:
-            log.error("delayed message at commit log offset %d cannot be stored in %s (%s); skipped", phy, topic,
-                      status.name)
+            log.error(
+                "delayed message at commit log offset %d cannot be stored in %s (%s); skipped",
+                phy,
+                topic,
+                status.name,
+            )
             return True
-        log.warning("delivering the delayed message at %d to %s failed (%s); retrying later", phy, topic,
-                    status.name)
+        log.warning(
+            "delivering the delayed message at %d to %s failed (%s); retrying later", phy, topic, status.name
+        )
         return False

@@ -11,8 +11,8 @@ queue's pulls enter and leave the buffer in order, so bookkeeping is per pull, n
 queue counts the offsets it has buffered (flow control), and polling a pull moves its *consumed*
 offset to the pull's next offset (past messages the tag filter dropped too).  A pull whose records
 do not decode raises :class:`~rocketq.client.errors.MessageFormatError` (with the position) from
-:meth:`poll`, and its queue goes back to that pull's offset: nothing is skipped silently.  :meth:`commit` copies consumed
-offsets to the offset store and persists them (auto-commit does that every
+:meth:`poll`, and its queue goes back to that pull's offset: nothing is skipped silently.
+:meth:`commit` copies consumed offsets to the offset store and persists them (auto-commit does that every
 ``auto_commit_interval_ms`` from inside ``poll``, as the Java client does).
 
 :meth:`seek` moves a queue: it bumps the queue's generation, so batches and pull results of the
@@ -309,8 +309,8 @@ class AsyncLitePullConsumer(ConsumerBase):
                 )
                 await self._reposition(state, offset)
                 raise MessageFormatError(
-                    f"the pull of {state.mq} from queue offset {offset} does not decode: {exc}; the queue stays "
-                    f"there (seek past the record to skip it)"
+                    f"the pull of {state.mq} from queue offset {offset} does not decode: {exc}; "
+                    "the queue stays there (seek past the record to skip it)"
                 ) from exc
             state.consumed_offset = result.next_begin_offset
             if msgs:  # else the tag filter dropped the whole pull: consumed all the same
