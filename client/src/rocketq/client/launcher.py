@@ -267,7 +267,11 @@ def _conf_value(value: object) -> str:
 
 
 def broker_conf_text(namesrv_addr: str, store_dir: Path, **broker_conf: object) -> str:
-    """A RocketMQ ``broker.conf`` (camelCase keys) for a local broker on port 0; ``broker_conf`` overrides."""
+    """A RocketMQ ``broker.conf`` (camelCase keys) for a local broker on port 0; ``broker_conf`` overrides.
+
+    The disk-space thresholds are raised to 95/97/98 % (RocketMQ: 75/85/90 %), because a local
+    cluster's disk is shared with the rest of the machine.
+    """
     conf: dict[str, object] = {
         "brokerClusterName": "DefaultCluster",
         "brokerName": "broker-a",
@@ -278,6 +282,11 @@ def broker_conf_text(namesrv_addr: str, store_dir: Path, **broker_conf: object) 
         "storePathRootDir": str(store_dir),
         "flushDiskType": "ASYNC_FLUSH",
         "brokerRole": "ASYNC_MASTER",
+        # A local cluster shares its disk with everything else on the machine: RocketMQ's 75/85/90 %
+        # thresholds would make it delete or refuse data because of other programs' files.
+        "diskMaxUsedSpaceRatio": 95,
+        "diskSpaceCleanForciblyRatio": 97,
+        "diskSpaceWarningLevelRatio": 98,
     }
     conf.update(broker_conf)
     return "".join(f"{key}={_conf_value(value)}\n" for key, value in conf.items())

@@ -1,0 +1,502 @@
+"""Automatic failover in controller mode (RocketMQ 5, RIP-44) with real processes and real signals.
+
+Every test starts three controllers (``python -m rocketq.controller``, a Raft group), a NameServer
+and one group of three brokers in controller mode (``enableControllerMode=true``, SYNC replication
+to the SyncStateSet with ``allAckInSyncStateSet=true``, ASYNC_FLUSH, the heartbeat settings
+docs/failover.md recommends), each broker on a fixed port so that a restart keeps its address.
+The brokers' controller-mode state is read from GET_BROKER_HA_STATUS (``masterEpoch``,
+``syncStateSet``, ``fenced``...) and the controllers' from CONTROLLER_GET_METADATA_INFO and
+CONTROLLER_GET_SYNC_STATE_DATA.  The scenarios are the ones issue 15 names: a master SIGKILLed,
+its restart as a slave that truncates a divergent tail, a master SIGSTOPped past the heartbeat
+timeout that must not acknowledge anything after SIGCONT, the controller leader SIGKILLed during a
+failover, and two of three controllers down (no election, and a status that says why).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketq.client.admin_controller import AsyncControllerAdmin
+from rocketq.client.api import BlockingMQClientAPI
+from rocketq.client.config import ClientConfig, ConsumeFromWhere
+from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketq.client.errors import RocketQError
+from rocketq.client.launcher import CONTROLLER_BOOT_RE, spawn_controllers, wait_until_answers
+from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
+from rocketq.client.producer import Producer
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.controller import ControllerMetadata, ReplicasInfo
+from rocketq.client.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from rocketq.client.remoting.lenient_json import loads
+from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
+from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+
+pytestmark = pytest.mark.slow
+
+BROKER = "broker-f"
+TOPIC = "FailoverT"
+QUEUES = 4
+HEARTBEAT_TIMEOUT_MS = 3000
+#: docs/failover.md, "Settings that trade failover time against false elections"
+BROKER_CONF: dict[str, Any] = {
+    "brokerName": BROKER,
+    "enableControllerMode": True,
+    "brokerHeartbeatInterval": 1000,
+    "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
+    "syncBrokerMetadataPeriod": 1000,
+    "checkSyncStateSetPeriod": 1000,
+    "allAckInSyncStateSet": True,
+    "flushDiskType": "ASYNC_FLUSH",
+    "haListenPort": 0,
+    "syncFlushTimeout": 1000,
+    "haHousekeepingInterval": 2000,
+    "haSendHeartbeatInterval": 500,
+    "slaveSyncInterval": 1000,
+    "mappedFileSizeCommitLog": 8 << 20,
+    "maxMessageSize": 1 << 20,
+    "mappedFileSizeConsumeQueue": 20 * 50_000,
+    # a shared CI disk may be fuller than RocketMQ's 75/85/90 % thresholds: never clean or refuse here
+    "diskMaxUsedSpaceRatio": 99,
+    "diskSpaceCleanForciblyRatio": 99,
+    "diskSpaceWarningLevelRatio": 99,
+}
+CONTROLLER_CONF: dict[str, object] = {"scanNotActiveBrokerInterval": 1000}
+FAST = ClientConfig(
+    poll_name_server_interval_ms=1000, heartbeat_broker_interval_ms=1000, mq_client_api_timeout_ms=2000
+)
+WAIT_S = 60.0
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def restart_controller(proc: ServerProcess, timeout_s: float = 30.0) -> ServerProcess:
+    """Start the controller ``proc`` was again, with the same controller.conf, port and store."""
+    work = proc.log_path.parent
+    conf = work / f"{proc.name}.conf"
+    log_path = work / f"{proc.name}-{time.monotonic_ns()}.log"
+    log_file = open(log_path, "wb")  # closed by ServerProcess
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "rocketq.controller", "-c", str(conf)],
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=str(work),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+    new = ServerProcess(proc.name, popen, log_path, log_file)
+    deadline = time.monotonic() + timeout_s
+    while (match := CONTROLLER_BOOT_RE.search(new.log_text())) is None:
+        if not new.is_alive() or time.monotonic() > deadline:
+            new.kill9()
+            raise AssertionError(f"{proc.name} did not restart:\n{new.log_tail()}")
+        time.sleep(0.05)
+    new.host, _, port = match.group(1).rpartition(":")
+    new.port = int(port)
+    wait_until_answers(new.addr, timeout_s)
+    return new
+
+
+@dataclass
+class Cluster:
+    """Three controllers, a NameServer and the three brokers of ``BROKER`` (slots 0..2)."""
+
+    tmp: Path
+    controllers: list[ServerProcess]
+    namesrv: ServerProcess
+    ports: list[int]
+    api: BlockingMQClientAPI
+    brokers: list[ServerProcess | None] = field(default_factory=lambda: [None, None, None])
+
+    @property
+    def controller_addr(self) -> str:
+        return ";".join(p.addr for p in self.controllers)
+
+    def addr(self, slot: int) -> str:
+        return f"127.0.0.1:{self.ports[slot]}"
+
+    def slot_of(self, addr: str) -> int:
+        return self.ports.index(int(addr.rpartition(":")[2]))
+
+    def start_broker(self, slot: int) -> ServerProcess:
+        conf = {**BROKER_CONF, "brokerId": slot + 1, "listenPort": self.ports[slot]}
+        proc = spawn_broker(self.tmp, self.namesrv.addr, controllerAddr=self.controller_addr, **conf)
+        self.brokers[slot] = proc
+        return proc
+
+    def broker(self, slot: int) -> ServerProcess:
+        proc = self.brokers[slot]
+        assert proc is not None
+        return proc
+
+    def status(self, addr: str) -> dict[str, Any] | None:
+        """The broker's GET_BROKER_HA_STATUS keys (controller-mode ones included); None if no answer."""
+        cmd = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
+        try:
+            response = self.api.run(self.api.api.invoke(addr, cmd, 2000), 5)
+        except (RocketQError, TimeoutError):
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        obj = loads(response.body)
+        return obj if isinstance(obj, dict) else None
+
+    def routed_master(self) -> str | None:
+        try:
+            bd = self.api.get_broker_cluster_info().broker_addr_table.get(BROKER)
+        except RocketQError:
+            return None
+        return bd.master_addr if bd is not None and bd.master_addr else None
+
+    def master(self) -> tuple[str, dict[str, Any]] | None:
+        """The master the NameServer lists, if it says it is an unfenced master."""
+        addr = self.routed_master()
+        st = self.status(addr) if addr else None
+        if addr and st and st.get("master") and not st.get("fenced"):
+            return addr, st
+        return None
+
+    def wait_master(
+        self, *, not_addr: str | None = None, full_set: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        found: list[tuple[str, dict[str, Any]]] = []
+
+        def ready() -> bool:
+            m = self.master()
+            if m is None or m[0] == not_addr or (full_set and len(m[1].get("syncStateSet") or ()) < 3):
+                return False
+            found.append(m)
+            return True
+
+        wait_for(ready, f"a master{' other than ' + not_addr if not_addr else ''}")
+        return found[-1]
+
+    def controller_admin(self) -> AsyncControllerAdmin:
+        return AsyncControllerAdmin(self.api.api)
+
+    def metadata(self, proc: ServerProcess) -> ControllerMetadata:
+        return self.api.run(self.controller_admin().get_controller_metadata(proc.addr), 10)
+
+    def leader(self) -> ServerProcess:
+        found: list[ServerProcess] = []
+
+        def has_leader() -> bool:
+            for proc in self.controllers:
+                if proc.is_alive():
+                    try:
+                        if self.metadata(proc).is_leader:
+                            found.append(proc)
+                            return True
+                    except (RocketQError, TimeoutError):
+                        pass
+            return False
+
+        wait_for(has_leader, "a controller leader")
+        return found[-1]
+
+    def replicas_info(self) -> ReplicasInfo:
+        admin = self.controller_admin()
+        info = self.api.run(admin.get_sync_state_data(self.controller_addr, [BROKER]), 15)
+        return info.replicas_info_table[BROKER]
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    controllers = spawn_controllers(tmp_path / "ctl", 3, controller_conf=CONTROLLER_CONF)
+    procs: list[ServerProcess] = list(controllers)
+    try:
+        namesrv = spawn_namesrv(tmp_path / "ns")
+        procs.append(namesrv)
+        with BlockingMQClientAPI(namesrv.addr, config=FAST) as api:
+            c = Cluster(tmp_path, controllers, namesrv, [free_port() for _ in range(3)], api)
+            try:
+                for slot in range(3):
+                    c.start_broker(slot)
+                yield c
+            finally:
+                for proc in c.brokers:
+                    if proc is not None:
+                        if proc.is_alive():
+                            os.killpg(proc.pid, signal.SIGCONT)
+                        proc.kill9()
+                        print(f"--- {proc.name} ({proc.log_path}) ---\n{proc.log_tail(25)}")
+    finally:
+        for proc in [*procs, *controllers]:
+            proc.kill9()
+
+
+def create_topic(c: Cluster, master_addr: str) -> None:
+    """The topic on the master, then on every slave (slave metadata sync) so any can take over."""
+    from rocketq.client.admin import Admin
+
+    with Admin(c.namesrv.addr) as admin:
+        admin.create_topic(TOPIC, broker_addr=master_addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+    for slot in range(3):
+        wait_for(lambda s=slot: pull(c, c.addr(s), 0, 0) is not None, f"broker {slot} to know {TOPIC}")  # type: ignore[misc]
+
+
+def pull_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumer_group="failover-check",
+        topic=TOPIC,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=64,
+        sys_flag=int(PullSysFlag.SUBSCRIPTION),
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
+        expression_type=ExpressionType.TAG,
+    )
+
+
+def pull(c: Cluster, addr: str, queue_id: int, offset: int) -> list[MessageExt] | None:
+    """The messages at ``offset`` of a queue on one broker ([] past the end); None if refused."""
+    try:
+        result = c.api.pull_message(addr, pull_header(queue_id, offset), 3000)
+    except (RocketQError, TimeoutError):
+        return None
+    return list(result.messages) if result.status is PullStatus.FOUND else []
+
+
+def send_ok(producer: Producer, body: bytes, attempts: int = 60) -> str:
+    """Send until SEND_OK (bounded); returns the UNIQ_KEY."""
+    last: object = None
+    for _ in range(attempts):
+        try:
+            result = producer.send(Message(TOPIC, body))
+        except (RocketQError, TimeoutError) as exc:
+            last = exc
+            time.sleep(0.25)
+            continue
+        if result.send_status is SendStatus.SEND_OK:
+            return result.msg_id
+        last = result.send_status
+        time.sleep(0.25)
+    raise AssertionError(f"no SEND_OK for {body!r} in {attempts} attempts; last: {last}")
+
+
+def raw_send(c: Cluster, addr: str, body: bytes, timeout_ms: int = 10_000) -> RemotingCommand | None:
+    """A SEND_MESSAGE_V2 addressed to ``addr`` itself (no route, no retry); None on no answer."""
+    header = SendMessageRequestHeaderV2(
+        producer_group="failover-raw",
+        topic=TOPIC,
+        default_topic="TBW102",
+        default_topic_queue_nums=QUEUES,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+    )
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), body)
+    try:
+        return c.api.run(c.api.api.invoke(addr, cmd, timeout_ms), timeout_ms / 1000 + 5)
+    except (RocketQError, TimeoutError):
+        return None
+
+
+def new_producer(c: Cluster, name: str) -> Producer:
+    producer = Producer(c.namesrv.addr, producer_group=f"pg-{name}", send_msg_timeout_ms=3000, client=FAST)
+    producer.start()
+    return producer
+
+
+def started_group(c: Cluster) -> tuple[str, dict[str, Any]]:
+    """The first master with all three brokers in its SyncStateSet, and the topic created."""
+    addr, st = c.wait_master(full_set=True)
+    create_topic(c, addr)
+    return addr, st
+
+
+def test_master_sigkill_elects_a_sync_state_set_member(cluster: Cluster) -> None:
+    c = cluster
+    old_addr, old = started_group(c)
+    seen: set[bytes] = set()
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
+        with lock:
+            seen.update(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        c.namesrv.addr, consumer_group="cg-failover", client=FAST, rebalance_interval_ms=1000,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )  # fmt: skip
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_message_listener(listener)
+    producer = new_producer(c, "kill")
+    consumer.start()
+    try:
+        before = [b"before-%03d" % i for i in range(20)]
+        for body in before:
+            send_ok(producer, body)
+        wait_for(lambda: set(before) <= seen, "the consumer to read the first messages")
+        c.broker(c.slot_of(old_addr)).kill9()
+        killed = time.monotonic()
+        send_ok(producer, b"after-000")
+        took = time.monotonic() - killed
+        new_addr, new = c.wait_master(not_addr=old_addr)
+        assert new["masterEpoch"] == old["masterEpoch"] + 1, (old, new)
+        assert new["brokerControllerId"] in old["syncStateSet"], (old, new)
+        info = c.replicas_info()
+        assert info.master_address == new_addr and info.master_epoch == new["masterEpoch"]
+        after = [b"after-%03d" % i for i in range(1, 20)]
+        for body in after:
+            send_ok(producer, body)
+        wait_for(lambda: {b"after-000", *after} <= seen, "the consumer to read through the new master")
+        print(f"\nfailover {old_addr} -> {new_addr}: first SEND_OK {took:.1f} s after the SIGKILL")
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def commit_log_bytes(c: Cluster, slot: int, upto: int) -> bytes:
+    folder = c.tmp / f"store-{BROKER}-{slot + 1}" / "commitlog"
+    data = b"".join((folder / name).read_bytes() for name in sorted(os.listdir(folder)))
+    return data[:upto]
+
+
+def test_old_master_restarts_as_slave_and_truncates_its_divergent_tail(cluster: Cluster) -> None:
+    c = cluster
+    old_addr, old = started_group(c)
+    old_slot = c.slot_of(old_addr)
+    slaves = [c.broker(s) for s in range(3) if s != old_slot]
+    producer = new_producer(c, "diverge")
+    try:
+        for i in range(10):
+            send_ok(producer, b"acked-%03d" % i)
+        for proc in slaves:
+            os.killpg(proc.pid, signal.SIGSTOP)
+        # once the master dropped their HA connections, nothing more reaches the stopped slaves
+        wait_for(lambda: not (c.status(old_addr) or {}).get("haConnectionInfo"), "the HA connections to drop")
+        # stored by the master alone: the SyncStateSet members cannot ack, nothing is SEND_OK
+        divergent = [raw_send(c, old_addr, b"divergent-%d" % i, 5000) for i in range(3)]
+        assert all(r is not None and r.code != ResponseCode.SUCCESS for r in divergent), divergent
+        tail_end = int(c.status(old_addr)["masterCommitLogMaxOffset"])  # type: ignore[index]
+        c.broker(old_slot).kill9()
+        for proc in slaves:
+            os.killpg(proc.pid, signal.SIGCONT)
+        new_addr, new = c.wait_master(not_addr=old_addr)
+        assert new["masterEpoch"] > old["masterEpoch"]
+        new_end = int(new["masterCommitLogMaxOffset"])
+        assert new_end < tail_end, "the divergent tail is not divergent"
+        send_ok(producer, b"under-new-master")
+        c.start_broker(old_slot)
+
+        def rejoined() -> bool:
+            st = c.status(old_addr)
+            m = c.status(new_addr)
+            return bool(
+                st
+                and m
+                and not st.get("master")
+                and st.get("masterEpoch") == new["masterEpoch"]
+                and st.get("haClientRuntimeInfo", {}).get("maxOffset") == m["masterCommitLogMaxOffset"]
+            )
+
+        wait_for(rejoined, "the old master to rejoin as slave and catch up")
+        end = int(c.status(new_addr)["masterCommitLogMaxOffset"])  # type: ignore[index]
+        assert commit_log_bytes(c, old_slot, end) == commit_log_bytes(c, c.slot_of(new_addr), end)
+        bodies = {m.body for q in range(QUEUES) for m in pull(c, old_addr, q, 0) or ()}
+        assert not any(b.startswith(b"divergent-") for b in bodies), "the divergent tail survived"
+        assert "truncat" in c.broker(old_slot).log_text().lower()
+    finally:
+        producer.shutdown()
+
+
+def test_stopped_master_steps_down_without_acknowledging(cluster: Cluster) -> None:
+    c = cluster
+    old_addr, old = started_group(c)
+    old_proc = c.broker(c.slot_of(old_addr))
+    producer = new_producer(c, "stop")
+    try:
+        send_ok(producer, b"first")
+        os.killpg(old_proc.pid, signal.SIGSTOP)
+        # queued in the stopped broker's socket: processed the moment it wakes up
+        queued: list[RemotingCommand | None] = []
+        sender = threading.Thread(target=lambda: queued.append(raw_send(c, old_addr, b"queued", 60_000)))
+        sender.start()
+        try:
+            send_ok(producer, b"through-the-new-master", attempts=120)
+            new_addr, new = c.wait_master(not_addr=old_addr)
+            assert new["masterEpoch"] == old["masterEpoch"] + 1
+        finally:
+            os.killpg(old_proc.pid, signal.SIGCONT)
+        sender.join(70)
+        assert queued and (queued[0] is None or queued[0].code != ResponseCode.SUCCESS), queued
+        direct = raw_send(c, old_addr, b"direct-after-sigcont")
+        assert direct is None or direct.code != ResponseCode.SUCCESS, (direct.code, direct.remark)
+
+        def stepped_down() -> bool:
+            st = c.status(old_addr)
+            return bool(st and not st.get("master") and st.get("masterEpoch") == new["masterEpoch"])
+
+        wait_for(stepped_down, "the old master to step down to slave of the new epoch")
+        late = raw_send(c, old_addr, b"direct-as-slave")
+        assert late is not None and late.code != ResponseCode.SUCCESS
+        bodies = {m.body for q in range(QUEUES) for m in pull(c, new_addr, q, 0) or ()}
+        assert not {b"queued", b"direct-after-sigcont", b"direct-as-slave"} & bodies
+    finally:
+        producer.shutdown()
+
+
+def test_controller_leader_killed_during_a_failover(cluster: Cluster) -> None:
+    c = cluster
+    old_addr, old = started_group(c)
+    leader = c.leader()
+    producer = new_producer(c, "leader")
+    try:
+        send_ok(producer, b"before")
+        c.broker(c.slot_of(old_addr)).kill9()
+        leader.kill9()
+        _, new = c.wait_master(not_addr=old_addr)
+        assert new["masterEpoch"] == old["masterEpoch"] + 1
+        send_ok(producer, b"after", attempts=120)
+        assert c.leader() is not leader
+    finally:
+        producer.shutdown()
+
+
+def test_two_controllers_down_no_election_and_a_clear_status(cluster: Cluster) -> None:
+    c = cluster
+    old_addr, old = started_group(c)
+    survivor = c.controllers[0]
+    for proc in c.controllers[1:]:
+        proc.kill9()
+    wait_for(lambda: not c.metadata(survivor).has_quorum, "the survivor to notice it has no quorum")
+    c.broker(c.slot_of(old_addr)).kill9()
+    time.sleep(3 * (HEARTBEAT_TIMEOUT_MS / 1000 + 1))  # several heartbeat timeouts and scans
+    meta = c.metadata(survivor)
+    assert not meta.is_leader and not meta.has_quorum, meta
+    assert meta.groups[BROKER].master_epoch == old["masterEpoch"], "a minority decided an election"
+    for slot in range(3):
+        st = c.status(c.addr(slot))
+        assert st is None or not st.get("master") or st.get("fenced"), (slot, st)
+    admin = c.controller_admin()
+    with pytest.raises(RocketQError) as refused:
+        c.api.run(admin.get_sync_state_data(survivor.addr, [BROKER]), 15)
+    assert "leader" in str(refused.value).lower() or "quorum" in str(refused.value).lower()
+    # a majority again: the election happens
+    c.controllers[1] = restart_controller(c.controllers[1])
+    _, new = c.wait_master(not_addr=old_addr)
+    assert new["masterEpoch"] > old["masterEpoch"]

@@ -1,0 +1,557 @@
+"""Chaos test of automatic failover (controller mode): real processes, real signals, many rounds.
+
+Three controllers (a Raft group), a NameServer and one group of three brokers in controller mode
+with SYNC replication to the SyncStateSet (``allAckInSyncStateSet=true``, ASYNC_FLUSH) and the
+heartbeat settings docs/failover.md recommends.  Producer threads send with per-key order: each
+key always goes to the queue its hash selects (``SelectMessageQueueByHash``), its messages carry
+a sequence number that only moves on once a send was answered SEND_OK (a failed send is sent again
+as a new message with the same number), and every SEND_OK is recorded with its queue, queue
+offset, UNIQ_KEY and body.  A push consumer reads meanwhile.
+
+Every round waits until all three brokers are in the master's SyncStateSet, then, at a random
+point of the load, kills the *current* master: SIGKILL, or in some rounds SIGSTOP (SIGCONT once
+another master took over); in some rounds a controller is SIGKILLed with it (sometimes the Raft
+leader) and restarted afterwards.  The round ends with the first acknowledged send through the
+new master (its failover time: from the kill to that SEND_OK, told apart by the broker address
+in the offset message id); the killed broker is restarted on its store and must rejoin as a
+slave (truncating what it wrote and nobody acknowledged).  After the last round every queue of
+the topic is read from the current master and checked: every acknowledged message is stored at
+the queue offset its SEND_OK named (0 lost, and no other message under an acknowledged offset),
+no two acknowledged sends name one queue offset, and per key the sequence numbers of the
+acknowledged messages increase along the queue offsets.  How many acknowledged messages the
+consumer read is printed, not asserted: a broker dispatches (and so serves to consumers) what it
+stored before the SyncStateSet acknowledged it, so a consumer that read a tail later truncated
+may have moved past offsets that acknowledged messages of the new master then took (RocketMQ 5
+dispatches only up to the confirm offset; docs/failover.md, "Failover time").
+
+``ROCKETQ_CHAOS_ROUNDS`` sets the number of rounds (default 4, for CI; the full run is
+``ROCKETQ_CHAOS_ROUNDS=20 pytest -s integration_tests/test_failover_chaos.py``, docs/failover.md
+"Failover time"), ``ROCKETQ_CHAOS_SEED`` the random seed (printed).  Run with ``-s`` to see the
+rounds, the kill times and the failover times.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketq.client.admin import Admin
+from rocketq.client.admin_controller import AsyncControllerAdmin
+from rocketq.client.api import BlockingMQClientAPI
+from rocketq.client.config import ClientConfig, ConsumeFromWhere
+from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketq.client.errors import RocketQError
+from rocketq.client.launcher import CONTROLLER_BOOT_RE, spawn_controllers, wait_until_answers
+from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
+from rocketq.client.producer import Producer
+from rocketq.client.producer.selector import SelectMessageQueueByHash
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import PullMessageRequestHeader
+from rocketq.client.remoting.lenient_json import loads
+from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
+from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+
+pytestmark = pytest.mark.slow
+
+BROKER = "broker-x"
+TOPIC = "FailoverChaosT"
+QUEUES = 4
+KEYS = tuple(f"key-{i}" for i in range(6))
+ROUNDS = int(os.environ.get("ROCKETQ_CHAOS_ROUNDS", "4"))
+SEED = int(os.environ.get("ROCKETQ_CHAOS_SEED", str(random.randrange(1 << 30))))
+HEARTBEAT_INTERVAL_MS = 1000
+HEARTBEAT_TIMEOUT_MS = 3000
+SCAN_INTERVAL_MS = 1000
+#: docs/failover.md, "Settings that trade failover time against false elections"
+BROKER_CONF: dict[str, Any] = {
+    "brokerName": BROKER,
+    "enableControllerMode": True,
+    "brokerHeartbeatInterval": HEARTBEAT_INTERVAL_MS,
+    "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
+    "syncBrokerMetadataPeriod": 1000,
+    "checkSyncStateSetPeriod": 1000,
+    "allAckInSyncStateSet": True,
+    "flushDiskType": "ASYNC_FLUSH",
+    "haListenPort": 0,
+    "haSendHeartbeatInterval": 500,
+    "haHousekeepingInterval": 2000,
+    "syncFlushTimeout": 1000,
+    "slaveSyncInterval": 1000,
+    "mappedFileSizeCommitLog": 8 << 20,
+    "maxMessageSize": 1 << 20,
+    "mappedFileSizeConsumeQueue": 20 * 50_000,
+    # a shared CI disk may be fuller than RocketMQ's 75/85/90 % thresholds: never clean or refuse here
+    "diskMaxUsedSpaceRatio": 99,
+    "diskSpaceCleanForciblyRatio": 99,
+    "diskSpaceWarningLevelRatio": 99,
+    "maxTransferCountOnMessageInMemory": 4000,
+    "maxTransferBytesOnMessageInMemory": 4 << 20,
+}
+CONTROLLER_CONF: dict[str, Any] = {"scanNotActiveBrokerInterval": SCAN_INTERVAL_MS}
+FAST = ClientConfig(
+    poll_name_server_interval_ms=1000, heartbeat_broker_interval_ms=1000, mq_client_api_timeout_ms=2000
+)
+WAIT_S = 90.0
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (seed {SEED})")
+        time.sleep(0.05)
+
+
+def broker_port(offset_msg_id: str) -> int:
+    """The port in an offset message id (4-byte IPv4, 4-byte port, 8-byte offset, in hex)."""
+    return int(offset_msg_id[8:16], 16)
+
+
+@dataclass(frozen=True)
+class Acked:
+    """What one SEND_OK said: the message's key, sequence number, UNIQ_KEY, body and place."""
+
+    key: str
+    seq: int
+    msg_id: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    port: int
+    sent_at: float  # monotonic, when the send started
+    acked_at: float
+
+
+class Ledger:
+    """Every SEND_OK the producer threads got, shared by them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.acked: list[Acked] = []
+        self.failed = 0
+
+    def add(self, entry: Acked) -> None:
+        with self.lock:
+            self.acked.append(entry)
+
+    def first_ack_after(self, t: float, not_port: int) -> Acked | None:
+        with self.lock:
+            later = [a for a in self.acked if a.sent_at > t and a.port != not_port]
+        return min(later, key=lambda a: a.acked_at) if later else None
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.acked)
+
+
+def send_key(producer: Producer, key: str, stop: threading.Event, ledger: Ledger) -> None:
+    """Send ``key``'s messages in order until ``stop``; a sequence number moves on only at SEND_OK."""
+    selector = SelectMessageQueueByHash()
+    seq = attempt = 0
+    deadline = time.monotonic() + 3600  # a bound even if nobody sets ``stop``
+    while not stop.is_set() and time.monotonic() < deadline:
+        attempt += 1
+        body = f"{key}:{seq}:{attempt}:".encode().ljust(120, b".")
+        sent_at = time.monotonic()
+        try:
+            result = producer.send(Message(TOPIC, body, keys=[key]), selector=selector, arg=key)
+        except (RocketQError, TimeoutError, OSError):
+            with ledger.lock:
+                ledger.failed += 1
+            time.sleep(0.05)
+            continue
+        if result.send_status is not SendStatus.SEND_OK:
+            with ledger.lock:
+                ledger.failed += 1
+            continue
+        mq = result.message_queue
+        ledger.add(
+            Acked(key, seq, result.msg_id, body, mq.queue_id, result.queue_offset,
+                  broker_port(result.offset_msg_id), sent_at, time.monotonic())
+        )  # fmt: skip
+        seq += 1
+
+
+class Load:
+    """One producer, one thread per key, and a push consumer counting what it reads."""
+
+    def __init__(self, namesrv_addr: str, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.consumed: set[str] = set()
+        self._lock = threading.Lock()
+        self.producer = Producer(
+            namesrv_addr, producer_group="pg-chaos", send_msg_timeout_ms=3000, client=FAST
+        )
+        self.producer.start()
+        self.consumer = PushConsumer(
+            namesrv_addr, consumer_group="cg-chaos", client=FAST, rebalance_interval_ms=1000,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )  # fmt: skip
+        self.consumer.subscribe(TOPIC, "*")
+        self.consumer.register_message_listener(self._on_messages)
+        self.consumer.start()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=send_key, args=(self.producer, k, self._stop, ledger), daemon=True)
+            for k in KEYS
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _on_messages(self, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
+        with self._lock:
+            self.consumed.update(m.msg_id for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def consumed_ids(self) -> set[str]:
+        with self._lock:
+            return set(self.consumed)
+
+    def stop_sending(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in self._threads), "a sender hangs"
+
+    def close(self) -> None:
+        self.stop_sending()
+        self.consumer.shutdown()
+        self.producer.shutdown()
+
+
+def restart_controller(proc: ServerProcess, timeout_s: float = 30.0) -> ServerProcess:
+    """Start the controller ``proc`` was again, with its controller.conf, port and store."""
+    work = proc.log_path.parent
+    log_path = work / f"{proc.name}-{time.monotonic_ns()}.log"
+    log_file = open(log_path, "wb")  # closed by ServerProcess
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "rocketq.controller", "-c", str(work / f"{proc.name}.conf")],
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=str(work),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+    new = ServerProcess(proc.name, popen, log_path, log_file)
+    deadline = time.monotonic() + timeout_s
+    while (match := CONTROLLER_BOOT_RE.search(new.log_text())) is None:
+        if not new.is_alive() or time.monotonic() > deadline:
+            new.kill9()
+            raise AssertionError(f"{proc.name} did not restart:\n{new.log_tail()}")
+        time.sleep(0.05)
+    new.host, _, port = match.group(1).rpartition(":")
+    new.port = int(port)
+    wait_until_answers(new.addr, timeout_s)
+    return new
+
+
+@dataclass
+class Cluster:
+    """The controllers, the NameServer and the group's brokers (slots 0..2, fixed ports)."""
+
+    tmp: Path
+    controllers: list[ServerProcess]
+    namesrv: ServerProcess
+    ports: list[int]
+    api: BlockingMQClientAPI
+    brokers: list[ServerProcess | None] = field(default_factory=lambda: [None, None, None])
+
+    def addr(self, slot: int) -> str:
+        return f"127.0.0.1:{self.ports[slot]}"
+
+    def slot_of(self, addr: str) -> int:
+        return self.ports.index(int(addr.rpartition(":")[2]))
+
+    def start_broker(self, slot: int) -> None:
+        conf = {**BROKER_CONF, "brokerId": slot + 1, "listenPort": self.ports[slot]}
+        controller_addr = ";".join(p.addr for p in self.controllers)
+        self.brokers[slot] = spawn_broker(self.tmp, self.namesrv.addr, controllerAddr=controller_addr, **conf)
+
+    def broker(self, slot: int) -> ServerProcess:
+        proc = self.brokers[slot]
+        assert proc is not None
+        return proc
+
+    def status(self, addr: str) -> dict[str, Any]:
+        """GET_BROKER_HA_STATUS with the controller-mode keys; {} when the broker does not answer."""
+        cmd = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
+        try:
+            response = self.api.run(self.api.api.invoke(addr, cmd, 2000), 5)
+        except (RocketQError, TimeoutError):
+            return {}
+        obj = loads(response.body) if response.code == ResponseCode.SUCCESS else {}
+        return obj if isinstance(obj, dict) else {}
+
+    def master(self) -> tuple[str, dict[str, Any]] | None:
+        """The master the NameServer lists, when it says it is an unfenced master."""
+        try:
+            bd = self.api.get_broker_cluster_info().broker_addr_table.get(BROKER)
+        except (RocketQError, TimeoutError):
+            return None
+        addr = bd.master_addr if bd is not None else None
+        st = self.status(addr) if addr else {}
+        return (addr, st) if addr and st.get("master") and not st.get("fenced") else None
+
+    def wait_master(self, what: str, ok: Callable[[str, dict[str, Any]], bool]) -> tuple[str, dict[str, Any]]:
+        found: list[tuple[str, dict[str, Any]]] = []
+
+        def ready() -> bool:
+            m = self.master()
+            if m is not None and ok(*m):
+                found.append(m)
+            return bool(found)
+
+        wait_for(ready, what)
+        return found[-1]
+
+    def leader_index(self) -> int | None:
+        admin = AsyncControllerAdmin(self.api.api)
+        for i, proc in enumerate(self.controllers):
+            if proc.is_alive():
+                try:
+                    if self.api.run(admin.get_controller_metadata(proc.addr), 5).is_leader:
+                        return i
+                except (RocketQError, TimeoutError):
+                    continue
+        return None
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    controllers = spawn_controllers(tmp_path / "ctl", 3, controller_conf=CONTROLLER_CONF)
+    c: Cluster | None = None
+    try:
+        namesrv = spawn_namesrv(tmp_path / "ns")
+        with BlockingMQClientAPI(namesrv.addr, config=FAST) as api:
+            c = Cluster(tmp_path, controllers, namesrv, [free_port() for _ in range(3)], api)
+            for slot in range(3):
+                c.start_broker(slot)
+            yield c
+    finally:
+        if c is not None:
+            for proc in c.brokers:
+                if proc is not None:
+                    if proc.is_alive():
+                        os.killpg(proc.pid, signal.SIGCONT)
+                    proc.kill9()
+                    print(f"--- {proc.name} ({proc.log_path}) ---\n{proc.log_tail(15)}")
+            c.namesrv.kill9()
+            controllers = c.controllers
+        for proc in controllers:
+            proc.kill9()
+
+
+def pull_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumer_group="chaos-check",
+        topic=TOPIC,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=4000,
+        sys_flag=int(PullSysFlag.SUBSCRIPTION),
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
+        expression_type=ExpressionType.TAG,
+    )
+
+
+def knows_topic(c: Cluster, addr: str) -> bool:
+    try:
+        c.api.pull_message(addr, pull_header(0, 0), 3000)
+    except (RocketQError, TimeoutError):
+        return False
+    return True
+
+
+def read_queues(c: Cluster, addr: str) -> dict[tuple[int, int], MessageExt]:
+    """Every message of every queue of the topic on ``addr``, by (queue id, queue offset)."""
+    stored: dict[tuple[int, int], MessageExt] = {}
+    for queue_id in range(QUEUES):
+        end = c.api.get_max_offset(addr, TOPIC, queue_id)
+        offset = 0
+        for _ in range(end + 1):  # each pull moves on by at least one message
+            if offset >= end:
+                break
+            result = c.api.pull_message(addr, pull_header(queue_id, offset), 10_000)
+            assert result.status is PullStatus.FOUND, (queue_id, offset, end, result.status)
+            for m in result.messages:
+                stored[(queue_id, m.queue_offset)] = m
+            assert result.next_begin_offset > offset
+            offset = result.next_begin_offset
+    return stored
+
+
+@dataclass(frozen=True)
+class Kill:
+    """What one round did."""
+
+    signal: str  # "SIGKILL" or "SIGSTOP"
+    controller: str  # "", "leader" or "follower"
+    delay_s: float  # into the load
+
+
+def plan(rng: random.Random) -> Kill:
+    sig = "SIGSTOP" if rng.random() < 0.3 else "SIGKILL"
+    roll = rng.random()
+    controller = "leader" if roll < 0.2 else "follower" if roll < 0.35 else ""
+    return Kill(sig, controller, rng.uniform(0.3, 3.0))
+
+
+def full_set(addr: str, st: dict[str, Any]) -> bool:
+    return len(st.get("syncStateSet") or ()) == 3
+
+
+def run_round(c: Cluster, ledger: Ledger, kill: Kill) -> tuple[str, float]:
+    """Kill the current master as ``kill`` says; returns the round's line.  The failover time
+    is from the kill to the first SEND_OK from another broker for a send started after it."""
+    old_addr, old = c.wait_master("all three brokers in the SyncStateSet", full_set)
+    slot = c.slot_of(old_addr)
+    ok_before = ledger.count()
+    wait_for(lambda: ledger.count() > ok_before + 5, "acknowledged sends before the kill")
+    time.sleep(kill.delay_s)
+    stopped_controller: int | None = None
+    if kill.controller:
+        leader = c.leader_index()
+        others = [i for i in range(3) if i != leader]
+        stopped_controller = leader if kill.controller == "leader" and leader is not None else others[0]
+    killed_at = time.monotonic()
+    proc = c.broker(slot)
+    if kill.signal == "SIGKILL":
+        proc.kill9()
+    else:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    if stopped_controller is not None:
+        c.controllers[stopped_controller].kill9()
+    first: list[Acked] = []
+
+    def acked_through_new_master() -> bool:
+        a = ledger.first_ack_after(killed_at, c.ports[slot])
+        if a is not None:
+            first.append(a)
+        return a is not None
+
+    wait_for(acked_through_new_master, "a SEND_OK through a new master")
+    failover_s = first[-1].acked_at - killed_at
+    new_addr, new = c.wait_master("the new master", lambda a, st: a != old_addr)
+    assert new["masterEpoch"] > old["masterEpoch"], (old, new)
+    assert new["brokerControllerId"] in old["syncStateSet"], (old, new)
+    if kill.signal == "SIGKILL":
+        c.start_broker(slot)
+    else:
+        os.killpg(proc.pid, signal.SIGCONT)
+    if stopped_controller is not None:
+        c.controllers[stopped_controller] = restart_controller(c.controllers[stopped_controller])
+
+    def rejoined() -> bool:
+        st = c.status(old_addr)
+        return bool(st) and not st.get("master") and st.get("masterEpoch", 0) >= new["masterEpoch"]
+
+    wait_for(rejoined, f"{old_addr} to rejoin as a slave")
+    ctl = f" + controller {kill.controller} SIGKILL" if kill.controller else ""
+    return (
+        f"{kill.signal} of master {old_addr} (epoch {old['masterEpoch']}){ctl} {kill.delay_s:.2f} s "
+        f"into the load; new master {new_addr} (epoch {new['masterEpoch']}); failover {failover_s:.2f} s"
+    ), failover_s
+
+
+def check_stored(c: Cluster, ledger: Ledger) -> str:
+    """0 lost, nothing else under an acknowledged offset, per-key order; returns a summary."""
+    addr, _ = c.wait_master("a master for the final read", lambda a, st: True)
+    with ledger.lock:
+        acked = list(ledger.acked)
+    places: dict[tuple[int, int], Acked] = {}
+    for a in acked:
+        other = places.setdefault((a.queue_id, a.queue_offset), a)
+        assert other is a, (
+            f"two acknowledged sends name queue offset {a.queue_id}/{a.queue_offset}: {other}, {a}"
+        )
+    stored = read_queues(c, addr)
+    wrong = []
+    for place, a in places.items():
+        m = stored.get(place)
+        if m is None or m.msg_id != a.msg_id or m.body != a.body:
+            wrong.append((place, a.body[:24], None if m is None else (m.msg_id, m.body[:24])))
+    assert not wrong, (
+        f"{len(wrong)} of {len(acked)} acknowledged messages lost or replaced (seed {SEED}): {wrong[:5]}"
+    )
+    for key in KEYS:
+        mine = sorted((a for a in acked if a.key == key), key=lambda a: (a.queue_id, a.queue_offset))
+        assert len({a.queue_id for a in mine}) <= 1, f"{key} went to several queues"
+        seqs = [a.seq for a in mine]
+        assert seqs == sorted(set(seqs)), f"{key}: sequence numbers out of order along the queue: {seqs[:50]}"
+    return (
+        f"{len(acked)} acknowledged, {len(stored)} stored on {addr}: 0 lost, 0 replaced, per-key order kept"
+    )
+
+
+def consumer_coverage(ledger: Ledger, load: Load, quiet_s: float = 20.0) -> str:
+    """How many acknowledged messages the consumer read, once it read them all or read nothing
+    new for ``quiet_s``; the ones it missed are named."""
+    with ledger.lock:
+        acked = {a.msg_id: a for a in ledger.acked}
+    seen = load.consumed_ids()
+    last_change = time.monotonic()
+    deadline = last_change + 300
+    while (
+        not acked.keys() <= seen and time.monotonic() - last_change < quiet_s and time.monotonic() < deadline
+    ):
+        time.sleep(0.5)
+        now = load.consumed_ids()
+        if len(now) != len(seen):
+            seen, last_change = now, time.monotonic()
+    missed = sorted((a.queue_id, a.queue_offset) for k, a in acked.items() if k not in seen)
+    return f"the consumer read {len(acked) - len(missed)} of {len(acked)} acknowledged messages" + (
+        f"; missed {len(missed)}, first (queue, offset): {missed[:10]}" if missed else ""
+    )
+
+
+def test_failover_chaos(cluster: Cluster) -> None:
+    c = cluster
+    rng = random.Random(SEED)
+    ledger = Ledger()
+    first, _ = c.wait_master("the first master", full_set)
+    with Admin(c.namesrv.addr) as admin:
+        admin.create_topic(TOPIC, broker_addr=first, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+    for slot in range(3):
+        wait_for(lambda s=slot: knows_topic(c, c.addr(s)), f"broker {slot} to know the topic")  # type: ignore[misc]
+    print(
+        f"\nfailover chaos: {ROUNDS} rounds, seed {SEED}; "
+        f"brokerHeartbeatInterval={HEARTBEAT_INTERVAL_MS} controllerHeartBeatTimeoutMills="
+        f"{HEARTBEAT_TIMEOUT_MS} scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}"
+    )
+    load = Load(c.namesrv.addr, ledger)
+    times: list[float] = []
+    try:
+        for round_no in range(1, ROUNDS + 1):
+            line, failover_s = run_round(c, ledger, plan(rng))
+            times.append(failover_s)
+            print(
+                f"round {round_no:2}: {line}; SEND_OK so far {ledger.count()}, failed sends {ledger.failed}"
+            )
+        load.stop_sending()
+        summary = check_stored(c, ledger)
+        consumer_line = consumer_coverage(ledger, load)
+    finally:
+        load.close()
+    print(summary)
+    print(consumer_line)
+    print(
+        f"failover time over {len(times)} rounds: p50 {statistics.median(times):.2f} s, "
+        f"max {max(times):.2f} s (heartbeat timeout {HEARTBEAT_TIMEOUT_MS} ms, scan {SCAN_INTERVAL_MS} ms)"
+    )
