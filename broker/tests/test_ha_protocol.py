@@ -3,6 +3,9 @@ replication entry points (append_replicated, truncate_commit_log)."""
 
 from __future__ import annotations
 
+import functools
+import random
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,11 +21,17 @@ from rocketq.broker.ha.protocol import (
     encode_transfer_header,
     max_transfer_size,
 )
+from rocketq.broker.ha.replica_hints import replica_hints
+from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
 from rocketq.client.remoting.message import encode_blank
-from rocketq.client.remoting.record_layout import BLANK_MAGIC
+from rocketq.client.remoting.record_layout import (
+    BLANK_MAGIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+)
 
 
 def test_golden_report() -> None:
@@ -193,3 +202,141 @@ def test_aligner_rejects_bytes_that_are_no_records() -> None:
     assert int.from_bytes(encode_blank(64)[4:8], "big") == BLANK_MAGIC
     assert aligner.feed(b"\x00" * 56) == b"\x00" * 56
     assert aligner.offset == 4096
+
+
+# ------------------------------------------------------------------------------ replica hints
+
+
+def _mixed_load(store: MessageStore) -> None:
+    """Batches, single sends, tags and keys, a long topic, transaction and schedule records."""
+    host = ("127.0.0.1", 1), ("127.0.0.1", 2)
+
+    def msg(topic: str, qid: int, i: int, sys_flag: int = 0, **props: str) -> MessageToStore:
+        properties = {"UNIQ_KEY": f"u{topic[:3]}{i}", "TAGS": f"tag{i % 3}", **props}
+        return MessageToStore(
+            topic=topic,
+            queue_id=qid,
+            body=b"b" * (20 + i % 50),
+            properties=properties,
+            sys_flag=sys_flag,
+            born_timestamp=1,
+            born_host=host[0],
+            store_host=host[1],
+        )
+
+    long_topic = "L" * 120
+    for i in range(60):
+        assert store.put_messages(
+            [msg("T", i % 3, i * 100 + j, KEYS=f"k{i} x{j}") for j in range(12)]
+        ).status.is_ok
+        assert store.put_message(msg(long_topic, 0, i)).status.is_ok
+        if i % 10 == 0:
+            assert store.put_message(msg("T", 1, i, TRANSACTION_PREPARED_TYPE)).status.is_ok
+            assert store.put_message(msg("T", 1, i, TRANSACTION_COMMIT_TYPE)).status.is_ok
+            assert store.put_message(msg(TRANS_HALF_TOPIC, 0, i, TRANSACTION_PREPARED_TYPE)).status.is_ok
+            delayed = msg(SCHEDULE_TOPIC, 1, i, DELAY="2", REAL_TOPIC="T", REAL_QID="0")
+            assert store.put_message(delayed).status.is_ok
+
+
+def _replicate(master: MessageStore, slave: MessageStore, hints: bool, cut: int) -> None:
+    aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
+    offset, end = 0, master.max_phy_offset
+    while offset < end:
+        tail = master.commit_log.segment_tail(offset)
+        assert tail is not None
+        piece = bytes(tail[2][:cut])
+        chunk, starts = aligner.feed_records(piece)
+        if chunk:
+            base = aligner.offset - len(chunk)
+            slave.append_replicated(base, chunk, replica_hints(chunk, base, starts) if hints else ())
+        offset += len(piece)
+    assert slave.wait_dispatched()
+
+
+def _derived_files(root: Path) -> tuple[dict[str, bytes], list[bytes]]:
+    """ConsumeQueue files by path, index files' contents (their names are creation times)."""
+    cq = {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted((root / "consumequeue").rglob("*"))
+        if p.is_file()
+    }
+    return cq, sorted(p.read_bytes() for p in (root / "index").iterdir())
+
+
+@pytest.mark.parametrize("cut", [5000, 64 * 1024])
+def test_replica_hints_dispatch_like_record_decoding(tmp_path: Path, cut: int) -> None:
+    with _store(tmp_path / "m") as master:
+        _mixed_load(master)
+        assert master.wait_dispatched()
+        with _store(tmp_path / "h") as hinted, _store(tmp_path / "p") as parsed:
+            _replicate(master, hinted, True, cut)
+            _replicate(master, parsed, False, cut)
+            chunk = bytes(master.commit_log.view(0, 4096) or b"")
+            starts = RecordAligner(0, 64 * 1024).feed_records(chunk)[1]
+            assert replica_hints(chunk, 0, starts)  # the hint path is taken
+    cq, index = _derived_files(tmp_path / "p")
+    assert len(cq) == 5 and index  # T-0..2, the long topic, the schedule queue
+    assert _derived_files(tmp_path / "h") == (cq, index)
+    assert _derived_files(tmp_path / "m")[0] == cq
+
+
+def test_replica_hints_leave_malformed_records_to_decoding(tmp_path: Path) -> None:
+    with _store(tmp_path / "m") as master:
+        _mixed_load(master)
+        chunk = bytes(master.commit_log.view(0, 16 * 1024) or b"")
+    chunk, starts = RecordAligner(0, 64 * 1024).feed_records(chunk)
+    hinted = sum(len(h.sizes) for h in replica_hints(chunk, 0, starts))
+    assert hinted > 0
+    rng = random.Random(7)
+    for _ in range(300):  # any byte of any header or tail: never an exception, never a wrong record
+        bad = bytearray(chunk)
+        bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
+        for h in replica_hints(bytes(bad), 0, starts):
+            assert h.base in starts and h.end <= len(bad)
+            assert all(int(p) + int(n) <= len(bad) for p, n in zip(h.phys, h.sizes, strict=True))
+
+
+def _record_starts(log: bytes, segment: int) -> list[int]:
+    """The reference: every record's offset, stepping header by header, blank fillers skipped."""
+    out, p = [], 0
+    while p < len(log):
+        total = int.from_bytes(log[p : p + 4], "big")
+        if int.from_bytes(log[p + 4 : p + 8], "big") != BLANK_MAGIC:
+            out.append(p)
+        else:
+            assert (p + total) % segment == 0
+        p += total
+    assert p == len(log)
+    return out
+
+
+@functools.cache
+def _runs_log() -> bytes:
+    """A CommitLog of runs of equal records (batches) with odd ones between, over 4 segments."""
+    with tempfile.TemporaryDirectory() as root:
+        with _store(Path(root)) as master:
+            for i in range(50):
+                assert master.put_messages([_msg(0) for _ in range(10 + i % 25)]).status.is_ok
+                assert master.put_message(_msg(i + 1)).status.is_ok
+            end = master.max_phy_offset
+        log = b"".join(_segments(Path(root)).values())[:end]
+    assert end > 3 * 64 * 1024
+    return log
+
+
+@given(st.lists(st.integers(1, 40_000), min_size=1, max_size=30))
+def test_aligner_finds_every_record_start_in_runs_of_one_size(cuts: list[int]) -> None:
+    log = _runs_log()
+    aligner = RecordAligner(0, 64 * 1024)
+    starts: list[int] = []
+    out = bytearray()
+    p = 0
+    for cut in [*cuts, len(log)]:
+        chunk, found = aligner.feed_records(log[p : p + cut])
+        starts += [len(out) + s for s in found]
+        out += chunk
+        p += cut
+        if p >= len(log):
+            break
+    assert bytes(out) == log[: len(out)] and aligner.pending == len(log) - len(out)
+    assert starts == [s for s in _record_starts(log, 64 * 1024) if s < len(out)]

@@ -9,9 +9,13 @@ record back until the rest arrives.  The one exception is the blank end-of-file 
 8-byte header claims the rest of the segment: the filler's bytes are zeros on both sides, so they
 are passed through as they come.  Headers are checked as they go by (magic, a size that fits the
 segment): bytes that are no CommitLog raise :class:`HAProtocolError` before anything is appended.
+The walk also yields where each record starts, so that the slave can describe what it appends to
+dispatch (:mod:`.replica_hints`) without walking the records a second time.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from rocketq.broker.ha.protocol import HAProtocolError
 from rocketq.client.remoting.record_layout import (
@@ -48,8 +52,14 @@ class RecordAligner:
 
     def feed(self, data: bytes | bytearray | memoryview) -> bytes:
         """Add ``data`` (the bytes at :attr:`received_end`); return the prefix to append now."""
+        return self.feed_records(data)[0]
+
+    def feed_records(self, data: bytes | bytearray | memoryview) -> tuple[bytes, list[int]]:
+        """:meth:`feed`, plus the positions in the returned bytes where its records start (blank
+        fillers excluded)."""
         self._pending += data
         buf = self._pending
+        starts: list[int] = []
         p = 0
         seg_pos = self.offset % self.segment_size
         while p < len(buf):
@@ -59,8 +69,12 @@ class RecordAligner:
                 seg_pos = (seg_pos + n) % self.segment_size
                 self._blank_left -= n
                 continue
+            q = _walk(buf, p, p + self.segment_size - seg_pos, starts)
+            seg_pos += q - p
+            p = q
             if len(buf) - p < SIZE_MAGIC.size:
                 break
+            # what stopped the walk: a blank filler, a partial record, or bytes that are no record
             total, magic = SIZE_MAGIC.unpack_from(buf, p)
             remaining = self.segment_size - seg_pos
             if magic == BLANK_MAGIC and total == remaining:
@@ -78,9 +92,53 @@ class RecordAligner:
                 )
             if len(buf) - p < total:
                 break
+            starts.append(p)
             p += total
             seg_pos += total
         out = bytes(buf[:p])
         del buf[:p]
         self.offset += p
-        return out
+        return out, starts
+
+
+def _walk(buf: bytearray, p: int, seg_end: int, starts: list[int]) -> int:
+    """The hot loop of :meth:`RecordAligner.feed_records`: from ``p``, append the starts of the
+    complete, well-formed records that end before ``seg_end`` (less the room an end-of-file marker
+    needs); returns where it stopped, for the caller to look at what is there.
+
+    A master's batch is usually a run of records of one size (same body and property lengths), so
+    when the next record has the size of the last one, the walk checks the headers of as many
+    following records of that size as fit with one numpy comparison (:func:`_same_size_run`); it
+    steps through the others one by one.
+    """
+    unpack = SIZE_MAGIC.unpack_from
+    append = starts.append
+    magics = _RECORD_MAGICS
+    n = len(buf)
+    end_max = min(n, seg_end - END_FILE_MIN_BLANK_LENGTH)
+    while p <= n - SIZE_MAGIC.size:
+        total, magic = unpack(buf, p)
+        if magic not in magics or total <= SIZE_MAGIC.size or p + total > end_max:
+            return p
+        append(p)
+        p += total
+        k = (end_max - p) // total  # records of this size that would fit
+        # a run check only where the next record has this size too: other loads step through
+        if k >= _RUN_MIN and buf[p : p + SIZE_MAGIC.size] == buf[p - total : p - total + SIZE_MAGIC.size]:
+            same = _same_size_run(buf, p - total, total, k)
+            starts.extend(range(p, p + same * total, total))
+            p += same * total
+    return p
+
+
+#: below this many records a run check costs more than stepping through them
+_RUN_MIN = 8
+
+
+def _same_size_run(buf: bytearray, first: int, total: int, k: int) -> int:
+    """How many of the ``k`` records after the one at ``first`` have its size and magic (their
+    8-byte size+magic headers equal to its own), all before the first that differs."""
+    rows = np.frombuffer(buf, dtype=np.uint8, count=(k + 1) * total, offset=first).reshape(k + 1, total)
+    heads = rows[:, : SIZE_MAGIC.size]
+    differs = np.flatnonzero(np.any(heads[1:] != heads[0], axis=1))
+    return int(differs[0]) if len(differs) else k

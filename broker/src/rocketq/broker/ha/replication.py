@@ -5,21 +5,45 @@ A master (ASYNC_MASTER, SYNC_MASTER) runs an :class:`~.master.HAService`; a slav
 answers the send path's question "may this put be acknowledged?" (:meth:`Replication.after_put`:
 SYNC_MASTER waits for a slave, ASYNC_MASTER only wakes the senders) and renders the HA status for
 GET_BROKER_HA_STATUS and GET_BROKER_RUNTIME_INFO (field names in docs/replication.md, "Admin API").
+
+In controller mode (docs/failover.md) nothing is built at construction: the replicas manager
+starts and stops the HA service or client at runtime (:meth:`Replication.start_master`,
+:meth:`Replication.start_slave`) and installs an :class:`AckGate` that decides, instead of the
+fixed SYNC_MASTER rule, whether a write may be taken and acknowledged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from rocketq.broker.config import BrokerConfig, BrokerRole
-from rocketq.broker.ha.master import HAService
+from rocketq.broker.ha.master import HAService, SlaveConnection
 from rocketq.broker.ha.slave import HAClient
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 
-__all__ = ["Replication"]
+__all__ = ["AckGate", "Replication"]
 
 log = logging.getLogger(__name__)
+
+
+class AckGate(Protocol):
+    """Controller mode's write rules (implemented by the replicas manager)."""
+
+    def write_refusal(self) -> str | None:
+        """Why this broker must not take a write now (None: it may)."""
+
+    async def after_put(self, result: PutMessageResult) -> PutMessageResult:
+        """The result to answer for a stored write (waits for the SyncStateSet)."""
+
+    async def wait_offset(self, offset: int) -> PutMessageStatus:
+        """PUT_OK once ``offset`` may be acknowledged."""
+
+    def status_keys(self) -> dict[str, object]:
+        """Extra GET_BROKER_HA_STATUS fields (epochs, SyncStateSet)."""
 
 
 class Replication:
@@ -30,26 +54,60 @@ class Replication:
         self.store = store
         self.master: HAService | None = None
         self.client: HAClient | None = None
-        if config.is_master:
-            self.master = HAService(
-                store,
-                host=config.bind_address,
-                port=config.ha_listen_port,
-                batch_size=config.ha_transfer_batch_size,
-                heartbeat_interval_s=config.ha_send_heartbeat_interval_ms / 1000,
-                housekeeping_interval_s=config.ha_housekeeping_interval_ms / 1000,
-                max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
-            )
+        #: controller mode: the replicas manager's write rules (None: the classic fixed role)
+        self.gate: AckGate | None = None
+        if config.enable_controller_mode:
+            pass  # the replicas manager starts the HA side once the controller named the role
+        elif config.is_master:
+            self.master = self._new_master(config.ha_listen_port)
         else:
-            self.client = HAClient(
-                store,
-                master_address=config.ha_master_address,
-                batch_size=config.ha_transfer_batch_size,
-                heartbeat_interval_s=config.ha_send_heartbeat_interval_ms / 1000,
-                housekeeping_interval_s=config.ha_housekeeping_interval_ms / 1000,
-                truncate_divergent=config.ha_slave_truncate_divergent,
-            )
+            self.client = self._new_client(config.ha_master_address)
         self.ha_port = config.ha_listen_port
+
+    def _new_master(self, port: int) -> HAService:
+        config = self.config
+        return HAService(
+            self.store,
+            host=config.bind_address,
+            port=port,
+            batch_size=config.ha_transfer_batch_size,
+            heartbeat_interval_s=config.ha_send_heartbeat_interval_ms / 1000,
+            housekeeping_interval_s=config.ha_housekeeping_interval_ms / 1000,
+            max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
+        )
+
+    def _new_client(self, master_address: str) -> HAClient:
+        config = self.config
+        return HAClient(
+            self.store,
+            master_address=master_address,
+            batch_size=config.ha_transfer_batch_size,
+            heartbeat_interval_s=config.ha_send_heartbeat_interval_ms / 1000,
+            housekeeping_interval_s=config.ha_housekeeping_interval_ms / 1000,
+            truncate_divergent=config.ha_slave_truncate_divergent,
+        )
+
+    # -- controller mode: roles at runtime ---------------------------------------------------------
+    async def start_master(self, handshake: Callable[[asyncio.StreamReader], Awaitable[int]],
+                           on_ack: Callable[[SlaveConnection], None]) -> int:
+        """Stop replicating and serve slaves on ``haListenPort``; returns the bound HA port."""
+        await self.stop()
+        master = self.master = self._new_master(self.config.ha_listen_port)
+        master.handshake = handshake
+        master.ack_listeners.append(on_ack)
+        self.ha_port = await master.start()
+        return self.ha_port
+
+    async def start_slave(self, ha_master_address: str, handshake: bytes) -> None:
+        """Stop serving slaves and replicate from ``ha_master_address``."""
+        await self.stop()
+        client = self.client = self._new_client(ha_master_address)
+        client.handshake = handshake
+        client.start()
+
+    def write_refusal(self) -> str | None:
+        """Controller mode: why a write must be refused now (None in classic mode)."""
+        return self.gate.write_refusal() if self.gate is not None else None
 
     @property
     def sync_master(self) -> bool:
@@ -73,10 +131,11 @@ class Replication:
         return self.ha_port
 
     async def stop(self) -> None:
-        if self.master is not None:
-            await self.master.stop()
-        if self.client is not None:
-            await self.client.stop()
+        master, client, self.master, self.client = self.master, self.client, None, None
+        if master is not None:
+            await master.stop()
+        if client is not None:
+            await client.stop()
 
     def on_register_result(self, ha_server_addr: str | None, master_addr: str | None) -> None:
         """A REGISTER_BROKER response: a slave learns its master's HA address from it."""
@@ -89,6 +148,8 @@ class Replication:
         SYNC_MASTER: wait until a slave has the bytes; SLAVE_NOT_AVAILABLE when no slave is in
         sync, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout`` (the message is stored either way).
         """
+        if self.gate is not None:
+            return await self.gate.after_put(result)
         master = self.master
         append = result.append_result
         if master is None or append is None or result.status is not PutMessageStatus.PUT_OK:
@@ -107,6 +168,8 @@ class Replication:
 
     async def wait_offset(self, offset: int) -> PutMessageStatus:
         """SYNC_MASTER: wait until a slave has ``offset`` (PUT_OK at once on other roles)."""
+        if self.gate is not None:
+            return await self.gate.wait_offset(offset)
         if self.master is None or not self.sync_master:
             if self.master is not None:
                 self.master.wakeup()
@@ -128,6 +191,8 @@ class Replication:
             doc.update(self.master.runtime_info())
         if self.client is not None:
             doc["haClientRuntimeInfo"] = self.client.runtime_info()
+        if self.gate is not None:
+            doc.update(self.gate.status_keys())
         return doc
 
     def runtime_keys(self) -> dict[str, str]:
