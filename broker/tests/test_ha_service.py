@@ -104,8 +104,8 @@ def test_slave_catches_up_and_sync_master_waits(tmp_path: Path) -> None:
             end = _fill(master, 10, 500)
             assert await service.wait_replicated(end, 10.0) is PutMessageStatus.PUT_OK
             assert service.push_to_slave_max_offset >= end
-            info = service.runtime_info()
-            assert info["inSyncSlaveNums"] == 1
+            _, in_sync, connections = service.runtime_info()
+            assert in_sync == 1 and len(connections) == 1 and connections[0].in_sync
         finally:
             await client.stop()
         await _until(lambda: not service.connections)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from rocketq.broker.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer_header
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageStatus
+from rocketq.client.remoting.ha_status import HAConnectionInfo
 
 __all__ = ["HAService", "SlaveConnection"]
 
@@ -326,8 +327,8 @@ class HAService:
         return where - start
 
     # -- reporting ----------------------------------------------------------------------------------
-    def runtime_info(self) -> dict[str, object]:
-        """The ``haConnectionInfo`` part of GET_BROKER_HA_STATUS (docs/replication.md, Admin API)."""
+    def runtime_info(self) -> tuple[int, int, tuple[HAConnectionInfo, ...]]:
+        """(max offset, in-sync slaves, one entry per slave) for GET_BROKER_HA_STATUS."""
         max_offset = self.store.max_phy_offset
         now = _now_ms()
         infos = []
@@ -335,20 +336,16 @@ class HAService:
             diff = max_offset - c.acked if c.acked >= 0 else max_offset
             lag_ms = 0 if diff == 0 else (now - c.last_caught_up_ms if c.last_caught_up_ms else -1)
             infos.append(
-                {
-                    "addr": c.addr,
-                    "slaveAckOffset": c.acked,
-                    "diff": diff,
-                    "inSync": c.acked >= 0 and diff < self.max_gap_not_in_sync,
-                    "transferFromWhere": c.transfer_from,
-                    "transferredByteInSecond": 0,
-                    "lagMillis": lag_ms,
-                    "lastAckTimestamp": c.last_report_ms,
-                    "lastCaughtUpTimestamp": c.last_caught_up_ms,
-                }
+                HAConnectionInfo(
+                    addr=c.addr,
+                    slave_ack_offset=c.acked,
+                    diff=diff,
+                    in_sync=c.acked >= 0 and diff < self.max_gap_not_in_sync,
+                    transfer_from_where=c.transfer_from,
+                    transferred_byte_in_second=0,
+                    lag_ms=lag_ms,
+                    last_ack_timestamp_ms=c.last_report_ms,
+                    last_caught_up_timestamp_ms=c.last_caught_up_ms,
+                )
             )
-        return {
-            "masterCommitLogMaxOffset": max_offset,
-            "inSyncSlaveNums": self.in_sync_slaves(max_offset),
-            "haConnectionInfo": infos,
-        }
+        return max_offset, self.in_sync_slaves(max_offset), tuple(infos)

@@ -24,6 +24,7 @@ from rocketq.broker.ha.master import HAService, SlaveConnection
 from rocketq.broker.ha.slave import HAClient
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
+from rocketq.client.remoting.ha_status import HAStatus
 
 __all__ = ["AckGate", "Replication"]
 
@@ -88,8 +89,11 @@ class Replication:
         )
 
     # -- controller mode: roles at runtime ---------------------------------------------------------
-    async def start_master(self, handshake: Callable[[asyncio.StreamReader], Awaitable[int]],
-                           on_ack: Callable[[SlaveConnection], None]) -> int:
+    async def start_master(
+        self,
+        handshake: Callable[[asyncio.StreamReader], Awaitable[int]],
+        on_ack: Callable[[SlaveConnection], None],
+    ) -> int:
         """Stop replicating and serve slaves on ``haListenPort``; returns the bound HA port."""
         await self.stop()
         master = self.master = self._new_master(self.config.ha_listen_port)
@@ -178,19 +182,19 @@ class Replication:
 
     def status_body(self) -> dict[str, object]:
         """The GET_BROKER_HA_STATUS document."""
-        doc: dict[str, object] = {
-            "master": self.config.is_master,
-            "brokerRole": self.config.broker_role.value,
-            "haListenPort": self.ha_port,
-            "masterCommitLogMaxOffset": 0,
-            "inSyncSlaveNums": 0,
-            "haConnectionInfo": [],
-            "haClientRuntimeInfo": None,
-        }
-        if self.master is not None:
-            doc.update(self.master.runtime_info())
-        if self.client is not None:
-            doc["haClientRuntimeInfo"] = self.client.runtime_info()
+        max_offset, in_sync, connections = (
+            self.master.runtime_info() if self.master is not None else (0, 0, ())
+        )
+        status = HAStatus(
+            master=self.config.is_master,
+            broker_role=self.config.broker_role.value,
+            ha_listen_port=self.ha_port,
+            master_commit_log_max_offset=max_offset,
+            in_sync_slave_nums=in_sync,
+            connections=connections,
+            client=self.client.runtime_info() if self.client is not None else None,
+        )
+        doc = status.to_obj()
         if self.gate is not None:
             doc.update(self.gate.status_keys())
         return doc

@@ -43,6 +43,7 @@ from rocketq.broker.ha.protocol import (
 from rocketq.broker.ha.replica_hints import replica_hints
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.client.remoting.ha_status import HAClientInfo
 
 __all__ = ["HAClient", "SlaveStatus"]
 
@@ -270,16 +271,16 @@ class HAClient:
         log.error("replication refused: %s", detail)
         raise _Refused
 
-    def runtime_info(self) -> dict[str, object]:
+    def runtime_info(self) -> HAClientInfo:
         """The ``haClientRuntimeInfo`` part of GET_BROKER_HA_STATUS (docs/replication.md, Admin API)."""
-        return {
-            "masterAddr": self.master_address,
-            "maxOffset": self.store.max_phy_offset,
-            "transferredByteInSecond": 0,
-            "lastReadTimestamp": self.last_read_ms,
-            "lastWriteTimestamp": self.last_write_ms,
-            "masterFlushOffset": 0,
-            "isActivated": self.connected,
-            "status": self.status.value,
-            "statusDetail": self.status_detail,
-        }
+        return HAClientInfo(
+            master_addr=self.master_address or "",
+            max_offset=self.store.max_phy_offset,
+            transferred_byte_in_second=0,
+            last_read_timestamp_ms=self.last_read_ms,
+            last_write_timestamp_ms=self.last_write_ms,
+            master_flush_offset=0,
+            activated=self.connected,
+            status=self.status.value,
+            status_detail=self.status_detail,
+        )

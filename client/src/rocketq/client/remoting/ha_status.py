@@ -140,17 +140,18 @@ class HAStatus:
         )
 
     def to_json(self) -> bytes:
-        return dumps(
-            {
-                "master": self.master,
-                "brokerRole": self.broker_role,
-                "haListenPort": self.ha_listen_port,
-                "masterCommitLogMaxOffset": self.master_commit_log_max_offset,
-                "inSyncSlaveNums": self.in_sync_slave_nums,
-                "haConnectionInfo": [c.to_obj() for c in self.connections],
-                "haClientRuntimeInfo": None if self.client is None else self.client.to_obj(),
-            }
-        )
+        return dumps(self.to_obj())
+
+    def to_obj(self) -> dict[str, object]:
+        return {
+            "master": self.master,
+            "brokerRole": self.broker_role,
+            "haListenPort": self.ha_listen_port,
+            "masterCommitLogMaxOffset": self.master_commit_log_max_offset,
+            "inSyncSlaveNums": self.in_sync_slave_nums,
+            "haConnectionInfo": [c.to_obj() for c in self.connections],
+            "haClientRuntimeInfo": None if self.client is None else self.client.to_obj(),
+        }
 
 
 def _int(obj: Mapping[str, Any], key: str) -> int:
