@@ -17,6 +17,9 @@ Theory of operation:
 * A request registered just after an arrival was dispatched would miss it, so :meth:`hold` takes
   the queue's current max offset (read after registering) and wakes the request at once when data
   is already there.
+* Controller mode: a master serves reads only up to its confirm offset, so a parked pull's
+  ``current_max_offset`` is the confirmed one, and :meth:`notify_confirmed` (called when the
+  confirm offset advances) re-checks every queue with parked pulls against it.
 * The number of parked pulls is bounded (``maxSuspendedPulls``): past it :meth:`hold` returns None
   and the processor answers SYSTEM_BUSY, so memory stays bounded under any number of consumers.
 """
@@ -59,8 +62,9 @@ class PullRequestHoldService:
     def held_count(self) -> int:
         return self._count
 
-    def hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int,
-             current_max_offset: Callable[[], int]) -> asyncio.Future[bool] | None:
+    def hold(
+        self, topic: str, queue_id: int, offset: int, timeout_ms: int, current_max_offset: Callable[[], int]
+    ) -> asyncio.Future[bool] | None:
         """Park a pull; the future resolves True on arrival, False on timeout or shutdown.
 
         Returns None when the service is full or closed (the caller answers SYSTEM_BUSY).
@@ -101,6 +105,14 @@ class PullRequestHoldService:
         for req in list(self._held.get((topic, queue_id), ())):
             if req.offset <= max_offset:
                 self._wake(req, True)
+
+    def notify_confirmed(self, readable_max_offset: Callable[[str, int], int]) -> None:
+        """The confirm offset advanced (loop thread): wake the pulls that may now read something."""
+        for topic, queue_id in list(self._held):
+            readable = readable_max_offset(topic, queue_id)
+            for req in list(self._held.get((topic, queue_id), ())):
+                if req.offset < readable:
+                    self._wake(req, True)
 
     def arrival_listener(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store's arrival callback (reput thread): coalesce, then hop to the loop once."""

@@ -24,6 +24,12 @@ controller elects a new master only after that timeout without heartbeats, so a 
 stopped (SIGSTOP), partitioned or cut from the controllers stops acknowledging before another can
 be elected; on resuming it refuses writes until the controller confirms it is still master of
 its epoch (else it becomes slave and its unacknowledged tail is truncated).
+
+Reads stop at the confirm offset (RocketMQ 5's ``readUnCommitted=false``).  A master serves pulls
+only up to the lowest offset every SyncStateSet member holds (``store.read_limit``), so no consumer
+reads a tail that a failover may truncate; the confirm listeners (the pull hold service) wake
+parked pulls when it advances.  At promotion the new master's whole log is the truth: its confirm
+offset starts at its max offset (the new epoch's start).  A slave serves all it replicated.
 """
 
 from __future__ import annotations
@@ -134,7 +140,13 @@ class ReplicasManager:
         self._waiters: list[tuple[int, asyncio.Future[AckVerdict | None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._alter_task: asyncio.Task[None] | None = None
+        self._confirm_floor = 0  # the max offset at promotion: confirmed by the election
+        self._stepdown_limit: int | None = None  # a deposed master's reads, until it has truncated
+        self._last_confirm = -1
+        #: called on the loop when the confirm offset advances (wakes parked pulls)
+        self.confirm_listeners: list[Callable[[], None]] = []
         replication.gate = self
+        store.read_limit = self.read_limit
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -414,18 +426,24 @@ class ReplicasManager:
         )
         self.is_master = False
         self._fail_waiters()
+        await self.replication.stop()  # no replicated append after the epoch's start offset is read
+        # replicated appends do not advance the queue offsets a put assigns: take them from the CQs
+        await asyncio.to_thread(self.store.recover_topic_queue_table)
         max_offset = self.store.max_phy_offset
         self.epoch_file.truncate_suffix(max_offset + 1)
         self.epoch_file.append(info.master_epoch, max_offset)
+        self._confirm_floor, self._last_confirm = max_offset, -1
         self.master_epoch = info.master_epoch
         port = await self.replication.start_master(self._read_handshake, self._on_ack)
         self.tracker.reset(info.sync_state_set, info.sync_state_set_epoch, _now_ms())
         self.master_broker_id, self.master_addr = self.broker_id, self._broker_addr()
         self.is_master, self.role_known = True, True
         self._fenced_at = None
+        self._stepdown_limit = None
         await self._role_changed(
             replace(self.config, broker_role=BrokerRole.SYNC_MASTER, broker_id=0, ha_listen_port=port)
         )
+        self._notify_confirm()
         self._schedule_alter()
 
     async def _become_slave(self, info: ReplicaInfo) -> None:
@@ -437,6 +455,8 @@ class ReplicasManager:
             info.master_epoch,
         )
         if self.is_master or not self.role_known:
+            if self.is_master:  # its unconfirmed tail may be truncated: keep it unreadable
+                self._stepdown_limit = self.confirm_offset
             self.is_master = False
             self._fail_waiters()
             await self.replication.stop()
@@ -447,6 +467,7 @@ class ReplicasManager:
             self._client, self.store, self.epoch_file, info.master_address, info.master_epoch
         )
         await self.replication.start_slave(ha_addr, encode_handshake(self.broker_id, info.master_epoch))
+        self._stepdown_limit = None  # truncated to the new master's log: all of it is readable
         self.master_epoch, self.master_broker_id, self.master_addr = (
             info.master_epoch,
             info.master_broker_id,
@@ -464,9 +485,9 @@ class ReplicasManager:
     async def _read_handshake(self, reader: asyncio.StreamReader) -> int:
         handshake = decode_handshake(await reader.readexactly(HANDSHAKE_SIZE))
         if not self.is_master or handshake.master_epoch != self.master_epoch:
+            role = f"master of epoch {self.master_epoch}" if self.is_master else "no master"
             raise BrokerError(
-                f"slave {handshake.broker_id} follows epoch {handshake.master_epoch}, "
-                f"this broker is {'master of epoch ' + str(self.master_epoch) if self.is_master else 'no master'}"
+                f"slave {handshake.broker_id} follows epoch {handshake.master_epoch}, this broker is {role}"
             )
         return handshake.broker_id
 
@@ -480,11 +501,24 @@ class ReplicasManager:
 
     @property
     def confirm_offset(self) -> int:
-        return (
-            self.tracker.confirm_offset(self.store.max_phy_offset)
-            if self.is_master
-            else self.store.max_phy_offset
-        )
+        master_max = self.store.max_phy_offset
+        if not self.is_master:
+            return master_max
+        return min(master_max, max(self._confirm_floor, self.tracker.confirm_offset(master_max)))
+
+    def read_limit(self) -> int | None:
+        """The offset reads stop at; None (read everything) on a slave or when all is confirmed."""
+        if not self.is_master:
+            return self._stepdown_limit
+        confirm = self.confirm_offset
+        return confirm if confirm < self.store.max_phy_offset else None
+
+    def _notify_confirm(self) -> None:
+        confirm = self.confirm_offset if self.is_master else -1
+        if confirm > self._last_confirm:
+            for listener in self.confirm_listeners:
+                listener()
+        self._last_confirm = confirm
 
     def _schedule_alter(self) -> None:
         if self._alter_task is None or self._alter_task.done():
@@ -602,6 +636,7 @@ class ReplicasManager:
         )
 
     def _reevaluate(self) -> None:
+        self._notify_confirm()
         for offset, future in list(self._waiters):
             if future.done():
                 continue

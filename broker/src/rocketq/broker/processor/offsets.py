@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.broker.processor.pull import readable_max_offset
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
@@ -34,7 +35,7 @@ class OffsetQueryProcessor:
         header = parse_header(request, GetMaxOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
-        offset = int(self.ctx.store.get_max_offset_in_queue(header.topic, header.queue_id))
+        offset = readable_max_offset(self.ctx.store, header.topic, header.queue_id)  # confirmed only
         return request.make_response(
             ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
         )

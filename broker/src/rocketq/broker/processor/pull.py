@@ -35,6 +35,10 @@ suggests the master; that is what lets consumers go on while the master is down.
 its master, so a would-be PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY suggesting the group's
 ``brokerId``, and ``nextBeginOffset`` stays the requested offset.  A slave ignores the piggy-backed
 commit offset (offsets are the master's; the slave copies them, see :mod:`rocketq.broker.slave_sync`).
+
+Controller mode (RocketMQ 5's ``readUnCommitted=false``): the store cuts reads at the master's
+confirm offset (``MessageStore.read_limit``); a pull that finds nothing confirmed parks as at the
+queue's end and is woken when the confirm offset advances (:func:`confirm_waker`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketq.broker.executor import Busy
@@ -52,6 +57,7 @@ from rocketq.broker.metadata import SubscriptionGroupConfig
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.processor.status_codes import pull_response_code
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.reader import confirmed_max_offset
 from rocketq.broker.store.status import GetMessageResult, GetMessageStatus
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import ResponseCode
@@ -71,7 +77,9 @@ __all__ = [
     "PullMessageProcessor",
     "PullSuggestion",
     "compile_sql92_subscription",
+    "confirm_waker",
     "is_suggest_pulling_from_slave",
+    "readable_max_offset",
     "suggest_which_broker",
     "total_physical_memory_bytes",
 ]
@@ -130,6 +138,20 @@ def is_suggest_pulling_from_slave(
         return False
     in_memory = int(memory_bytes * (ratio_percent / 100.0))
     return store.max_phy_offset - unit[0] > in_memory
+
+
+def readable_max_offset(store: MessageStore, topic: str, queue_id: int) -> int:
+    """The queue's max offset a pull may read up to: the confirmed one in controller mode."""
+    limit = store.read_limit() if store.read_limit is not None else None
+    if limit is None:
+        return int(store.get_max_offset_in_queue(topic, queue_id))
+    cq = store.find_consume_queue(topic, queue_id)
+    return confirmed_max_offset(cq, limit) if cq is not None else 0
+
+
+def confirm_waker(ctx: BrokerContext) -> Callable[[], None]:
+    """The replicas manager's confirm listener: wakes the parked pulls that may now read."""
+    return lambda: ctx.hold.notify_confirmed(lambda t, q: readable_max_offset(ctx.store, t, q))
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +236,7 @@ class PullMessageProcessor:
                 header.queue_id,
                 header.queue_offset,
                 remaining_ms,
-                lambda: int(ctx.store.get_max_offset_in_queue(header.topic, header.queue_id)),
+                lambda: readable_max_offset(ctx.store, header.topic, header.queue_id),
             )
             if future is None:
                 if ctx.hold.held_count >= ctx.config.max_suspended_pulls:

@@ -30,7 +30,7 @@ from rocketq.broker.store.consume_queue import UNIT as CQ_UNIT
 from rocketq.broker.store.consume_queue import ConsumeQueue
 from rocketq.broker.store.consume_queue_store import ConsumeQueueStore
 from rocketq.broker.store.dispatch import ArrivalListener, Dispatcher, ReputService, parse_delay_levels
-from rocketq.broker.store.errors import StoreError, StoreLockedError
+from rocketq.broker.store.errors import StoreCorruptError, StoreError, StoreLockedError
 from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rocketq.broker.store.index_file import IndexService
 from rocketq.broker.store.record_batch import (
@@ -424,6 +424,14 @@ class MessageStore:
         )
         self.flush_consume_queues(0)
 
+    def recover_topic_queue_table(self) -> None:
+        """A slave becoming master (controller mode): dispatch every replicated record, then take
+        each queue's next offset from its ConsumeQueue (raw replicated appends do not count them)."""
+        self.dispatcher.dispatch_all()
+        if self.dispatcher.error is not None:
+            raise StoreCorruptError(self.dispatcher.error)
+        self.commit_log.recover_topic_queue_table(self._consume_queues.max_offsets())
+
     # -- consume queues --------------------------------------------------------------------------
     def find_or_create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         return self._consume_queues.find_or_create(topic, queue_id)
@@ -447,6 +455,9 @@ class MessageStore:
             log.info("deleted the consume queues of topic %s", topic)
 
     # -- reading ---------------------------------------------------------------------------------
+    #: controller mode: the confirm offset reads stop at (None: read everything; replicas_manager.py)
+    read_limit: Callable[[], int | None] | None = None
+
     def get_message(
         self,
         group: str,
@@ -464,6 +475,7 @@ class MessageStore:
             max_msg_nums,
             max_total_bytes,
             tag_codes,
+            self.read_limit() if self.read_limit is not None else None,
         )
 
     def check_in_mem_by_consume_offset(

@@ -6,6 +6,10 @@ Theory of operation.  A pull looks up the queue's units from the requested logic
 limits with a cumulative sum, then slices ``memoryview``s of the records out of the mapped
 CommitLog segments: the returned buffers are the stored bytes, never copies.  Statuses and the
 next offset follow RocketMQ's ``DefaultMessageStore.getMessage``.
+
+A ``confirm_offset`` (controller mode, RocketMQ 5's ``readUnCommitted=false``) cuts the read at the
+first unit whose record ends beyond it: the units are cut, so ``nextBeginOffset`` never passes an
+unconfirmed record, and a read finding nothing confirmed answers as at the queue's end.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def get_message(
     max_msg_nums: int,
     max_total_bytes: int,
     tag_codes: frozenset[int] | None,
+    confirm_offset: int | None = None,
 ) -> GetMessageResult:
     if cq is None:
         return _result(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
@@ -49,7 +54,9 @@ def get_message(
     if offset > max_o:
         return _result(GetMessageStatus.OFFSET_OVERFLOW_BADLY, min_o if min_o == 0 else max_o, min_o, max_o)
     if tag_codes is None and max_msg_nums <= _FAST_PATH_MAX_MSGS:
-        fast = _get_unfiltered(commit_log, cq, offset, max(max_msg_nums, 1), max_total_bytes, min_o, max_o)
+        fast = _get_unfiltered(
+            commit_log, cq, offset, max(max_msg_nums, 1), max_total_bytes, min_o, max_o, confirm_offset
+        )
         if fast is not None:
             return fast
     max_units = max(16000, max(max_msg_nums, 1) * 20) // 20
@@ -60,6 +67,10 @@ def get_message(
     if units is None:
         per_file = cq.units_per_file
         return _result(GetMessageStatus.OFFSET_FOUND_NULL, (offset // per_file + 1) * per_file, min_o, max_o)
+    if confirm_offset is not None:
+        units = units[: _confirmed_count(units, confirm_offset)]
+        if not len(units):
+            return _result(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_o, max_o)
     offs = units["offset"]
     sizes = units["size"]
     mask = sizes != _BLANK_SIZE
@@ -104,11 +115,13 @@ def _get_unfiltered(
     max_bytes: int,
     min_o: int,
     max_o: int,
+    confirm_offset: int | None,
 ) -> GetMessageResult | None:
     """The common pull (no tag filter, no blank or deleted units): plain struct unpacking, no numpy.
 
-    Returns None when the general path is needed.
+    Returns None when the general path is needed (also when nothing from ``offset`` is confirmed).
     """
+    limit = confirm_offset if confirm_offset is not None else 1 << 63
     try:
         raw = cq.raw_units(offset, max_msgs)
     except ValueError:
@@ -122,13 +135,13 @@ def _get_unfiltered(
     for off, size, _tag in UNIT.iter_unpack(raw):
         if size == _BLANK_SIZE or off < min_phy:
             return None
-        if offs and total + size > max_bytes:
+        if (offs and total + size > max_bytes) or off + size > limit:
             break
         offs.append(off)
         sizes.append(size)
         total += size
     buffers = _views(commit_log, offs, sizes)
-    if len(buffers) != len(offs):
+    if not offs or len(buffers) != len(offs):
         return None
     return GetMessageResult(
         status=GetMessageStatus.FOUND,
@@ -140,6 +153,35 @@ def _get_unfiltered(
         total_bytes=total,
         queue_offsets=list(range(offset, offset + len(offs))),
     )
+
+
+def _confirmed_count(units: npt.NDArray[np.void], confirm_offset: int) -> int:
+    """How many leading units hold records ending at or before ``confirm_offset``.
+
+    A queue's records lie in CommitLog order, so the first unconfirmed unit ends the readable
+    prefix (blank units count as readable: they hold no record).
+    """
+    sizes = units["size"].astype(np.int64)
+    beyond = (units["offset"].astype(np.int64) + sizes > confirm_offset) & (sizes != _BLANK_SIZE)
+    hits = np.flatnonzero(beyond)
+    return int(hits[0]) if len(hits) else len(units)
+
+
+def confirmed_max_offset(cq: ConsumeQueue, confirm_offset: int) -> int:
+    """The queue offset after the last unit whose record ends at or before ``confirm_offset``
+    (binary search over the units: a queue's records lie in CommitLog order)."""
+    lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue  # answer in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            unit = cq.unit_at(mid)
+        except ValueError:  # the segment was deleted under us
+            unit = None
+        if unit is None or unit[1] == _BLANK_SIZE or unit[0] + unit[1] <= confirm_offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @dataclass(frozen=True, slots=True, eq=False)
