@@ -12,6 +12,7 @@ from rocketq.client.errors import ClientError, FrameError, ProtocolError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand, SerializeType, encode_command
 from rocketq.client.remoting.connection import (
+    MalformedRequest,
     RemotingConnection,
     RequestReceived,
     ResponseReceived,
@@ -177,3 +178,18 @@ def test_chunked_conversation(n: int, chunk: int, stype: SerializeType) -> None:
     assert all(isinstance(a, ResponseReceived) for a in answers)
     assert [len(a.command.body) for a in answers] == list(range(n))
     assert client.pending_opaques == frozenset()
+
+
+def test_malformed_request_with_usable_opaque_is_an_event_not_a_broken_connection() -> None:
+    server = RemotingConnection()
+    bad = b'{"code":1180591620717411303424,"opaque":7,"flag":2}'
+    good = encode_command(_route_request())
+    (malformed, request) = server.receive_data(struct.pack(">ii", 4 + len(bad), len(bad)) + bad + good)
+    assert isinstance(malformed, MalformedRequest) and "code" in malformed.reason
+    assert malformed.command.opaque == 7 and malformed.command.is_oneway
+    assert isinstance(request, RequestReceived) and not server.broken
+    # without a usable opaque there is nothing to answer: the connection is broken
+    worse = b'{"code":10,"opaque":1180591620717411303424}'
+    with pytest.raises(ProtocolError, match="opaque"):
+        server.receive_data(struct.pack(">ii", 4 + len(worse), len(worse)) + worse)
+    assert server.broken

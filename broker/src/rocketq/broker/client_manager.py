@@ -22,7 +22,7 @@ from typing import Any
 
 from rocketq.broker.errors import RequestBodyError
 from rocketq.client.errors import ProtocolError
-from rocketq.client.remoting.vocabulary import SubscriptionData
+from rocketq.client.remoting.vocabulary import SubscriptionData, validate_group
 from rocketq.server import Channel
 
 __all__ = [
@@ -62,7 +62,7 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
     """Decode a HEART_BEAT body; raises :class:`RequestBodyError` when it is not HeartbeatData JSON."""
     try:
         obj = json.loads(body.decode("utf-8")) if body else None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         obj = _lenient(body, exc)
     if not isinstance(obj, dict) or not isinstance(obj.get("clientID"), str):
         raise RequestBodyError("HEART_BEAT body is not HeartbeatData JSON with a clientID")
@@ -95,6 +95,10 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
         for p in obj.get("producerDataSet") or ()
         if isinstance(p, dict) and p.get("groupName")
     )
+    for group in (*producers, *(c.group_name for c in consumers)):
+        problem = validate_group(group)  # a group becomes %RETRY%group / %DLQ%group topics
+        if problem is not None:
+            raise RequestBodyError(f"HEART_BEAT refused: {problem}")
     return HeartbeatData(client_id=obj["clientID"], producer_groups=producers, consumers=tuple(consumers))
 
 

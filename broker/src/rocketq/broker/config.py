@@ -32,7 +32,11 @@ from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.store import config as store_config
 from rocketq.broker.store.config import FlushDiskType, StoreConfig  # one FlushDiskType for both
 from rocketq.broker.store.errors import StoreError
+from rocketq.client.errors import ClientError
 from rocketq.client.remoting.vocabulary import PERM_RW
+from rocketq.client.transport import channel as limits_defaults
+from rocketq.client.transport.channel import ConnectionLimits
+from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
 
 __all__ = [
     "BrokerConfig",
@@ -144,6 +148,20 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup_ms: int = 15_000
     in_sync_replicas: int = 1
     min_in_sync_replicas: int = 1
+    # memory bounds of the remoting port against hostile clients (docs/security.md)
+    write_buffer_high_water_mark: int = limits_defaults.DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK
+    write_buffer_low_water_mark: int = limits_defaults.DEFAULT_WRITE_BUFFER_LOW_WATER_MARK
+    server_max_inflight_requests_per_connection: int = 1024
+    server_max_pending_frame_bytes: int = limits_defaults.DEFAULT_MAX_PENDING_FRAME_BYTES
+    server_max_pending_frame_bytes_total: int = limits_defaults.DEFAULT_MAX_PENDING_FRAME_BYTES_TOTAL
+    # TLS on the remoting and HA ports (the tls.* keys of RocketMQ's TlsSystemConfig; docs/security.md)
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    # plain ACL (rocketq.broker.acl_wiring, docs/security.md): verify requests against aclFilePath
+    # ("" = $ROCKETMQ_HOME/conf/plain_acl.yml); the broker signs its own requests with the keys
+    acl_enable: bool = False
+    acl_file_path: str = ""
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
     # raw camelCase store keys, converted by build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
@@ -154,6 +172,12 @@ class BrokerConfig:
         _check(0 <= self.broker_permission <= 15, "brokerPermission", "must be a 4-bit perm value")
         self._check_controller_mode()
         self._check_replication()
+        try:
+            self.connection_limits()
+        except ClientError as exc:
+            raise BrokerConfigError("writeBufferHighWaterMark", str(exc)) from None
+        inflight = self.server_max_inflight_requests_per_connection
+        _check(inflight > 0, "serverMaxInflightRequestsPerConnection", "must be > 0")
         _check(self.max_message_size > 0, "maxMessageSize", "must be > 0")
         _check(1 <= self.default_topic_queue_nums <= 1024, "defaultTopicQueueNums", "must be 1..1024")
         for key, value in (
@@ -259,6 +283,15 @@ class BrokerConfig:
     def is_master(self) -> bool:
         return self.broker_role is not BrokerRole.SLAVE
 
+    def connection_limits(self) -> ConnectionLimits:
+        """The remoting port's memory bounds (``writeBufferHighWaterMark`` ... keys)."""
+        return ConnectionLimits(
+            write_buffer_high_water_mark=self.write_buffer_high_water_mark,
+            write_buffer_low_water_mark=self.write_buffer_low_water_mark,
+            max_pending_frame_bytes=self.server_max_pending_frame_bytes,
+            max_pending_frame_bytes_total=self.server_max_pending_frame_bytes_total,
+        )
+
     @property
     def broker_addr(self) -> str:
         """The advertised ``brokerIP1:listenPort`` (after a port-0 bind, the server's real port)."""
@@ -274,7 +307,10 @@ class BrokerConfig:
         out: dict[str, str] = {}
         for key, (attr, _) in _BROKER_KEYS.items():
             out[key] = _format_value(getattr(self, attr))
+        if self.secret_key:
+            out["secretKey"] = "***"  # never shown (mqbroker -p, GET_BROKER_CONFIG)
         out.update(dict(self.store_options))
+        out.update(self.tls.to_properties())
         return dict(sorted(out.items()))
 
 
@@ -349,6 +385,11 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "brokerIP2": ("broker_ip2", _parse_str),
     "bindAddress": ("bind_address", _parse_str),
     "listenPort": ("listen_port", _parse_int),
+    "writeBufferHighWaterMark": ("write_buffer_high_water_mark", _parse_int),
+    "writeBufferLowWaterMark": ("write_buffer_low_water_mark", _parse_int),
+    "serverMaxInflightRequestsPerConnection": ("server_max_inflight_requests_per_connection", _parse_int),
+    "serverMaxPendingFrameBytes": ("server_max_pending_frame_bytes", _parse_int),
+    "serverMaxPendingFrameBytesTotal": ("server_max_pending_frame_bytes_total", _parse_int),
     "haListenPort": ("ha_listen_port", _parse_int),
     "namesrvAddr": ("namesrv_addr", _parse_addr_list),
     "brokerRole": ("broker_role", _enum_parser(BrokerRole)),
@@ -407,12 +448,15 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", _parse_int),
     "inSyncReplicas": ("in_sync_replicas", _parse_int),
     "minInSyncReplicas": ("min_in_sync_replicas", _parse_int),
+    "aclEnable": ("acl_enable", _parse_bool),
+    "aclFilePath": ("acl_file_path", _parse_str),
+    "accessKey": ("access_key", _parse_str),
+    "secretKey": ("secret_key", _parse_str),
 }
 
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
 _ACCEPTED_NOOP_KEYS = frozenset(
     {
-        "aclEnable",
         "traceTopicEnable",
         "filterSupportRetry",
         "enableCalcFilterBitMap",
@@ -524,8 +568,12 @@ def config_from_properties(
     store_keys = _store_keys()
     kwargs: dict[str, Any] = {}
     store_options: dict[str, str] = {}
+    tls_options: dict[str, str] = {}
     for key, raw in props.items():
         known = False
+        if key in TLS_KEYS:
+            tls_options[key] = raw
+            known = True
         if key in _BROKER_KEYS:
             attr, parser = _BROKER_KEYS[key]
             kwargs[attr] = parser(key, raw)
@@ -544,6 +592,10 @@ def config_from_properties(
     if "messageDelayLevel" in store_options:
         _check_delay_levels(store_options["messageDelayLevel"])
     kwargs["store_options"] = tuple(sorted(store_options.items()))
+    try:
+        kwargs["tls"] = TlsConfig.from_properties(tls_options)
+    except TlsConfigError as exc:
+        raise BrokerConfigError("tls.server.mode", str(exc)) from None
     config = BrokerConfig(**kwargs)
     build_store_config(config)  # rejects bad store values now, with the key named
     return config

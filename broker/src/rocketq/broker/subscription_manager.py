@@ -12,19 +12,28 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rocketq.broker.metadata import SubscriptionGroupConfig
-from rocketq.client.remoting.vocabulary import DataVersion
+from rocketq.client.remoting.vocabulary import DataVersion, validate_group
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
-_SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRACE")
+_SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRACE",
+)
 
 
 class SubscriptionGroupManager:
     """The group table; ``persist`` receives the subscriptionGroup.json document after each change."""
 
-    def __init__(self, *, auto_create: bool = True,
-                 persist: Callable[[dict[str, object]], None] | None = None) -> None:
+    def __init__(
+        self, *, auto_create: bool = True, persist: Callable[[dict[str, object]], None] | None = None
+    ) -> None:
         self._auto_create = auto_create
         self._persist = persist
         self._table: dict[str, SubscriptionGroupConfig] = {
@@ -35,7 +44,7 @@ class SubscriptionGroupManager:
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, auto-creating it when allowed; None if it does not exist."""
         sgc = self._table.get(group)
-        if sgc is None and self._auto_create:
+        if sgc is None and self._auto_create and validate_group(group) is None:  # never auto-create "../x"
             sgc = SubscriptionGroupConfig(group_name=group)
             self.update(sgc)
         return sgc

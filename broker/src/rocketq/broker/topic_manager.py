@@ -18,7 +18,6 @@ broker that actually received a send, with a consistent queue count.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -40,6 +39,7 @@ from rocketq.client.remoting.vocabulary import (
     Perm,
     TopicConfig,
     is_system_topic,
+    validate_topic,
 )
 
 # Vocabulary names re-exported for the broker's modules.
@@ -60,21 +60,6 @@ __all__ = [
     "is_system_topic",
     "validate_topic",
 ]
-
-MAX_TOPIC_LENGTH = 127
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def validate_topic(topic: str | None) -> str | None:
-    """None if ``topic`` is a legal name, else the remark explaining why not."""
-    if not topic:
-        return "The specified topic is blank."
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}: {len(topic)}."
-    if not _TOPIC_RE.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    return None
-
 
 ChangeListener = Callable[[TopicConfig | None], None]
 

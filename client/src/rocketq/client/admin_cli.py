@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -23,8 +24,9 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from rocketq.client import admin_controller_cli
+from rocketq.client import admin_acl_cli, admin_controller_cli
 from rocketq.client.admin import AsyncAdmin, BrokerReplica, HAStatus
+from rocketq.client.config import ClientConfig
 from rocketq.client.errors import MQBrokerError, RocketQError
 from rocketq.client.instance import pick_replica
 from rocketq.client.model import Message, MessageExt, PullStatus
@@ -266,7 +268,8 @@ async def _reset_offset_by_time(admin: AsyncAdmin, a: argparse.Namespace) -> Non
 async def _send_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     from rocketq.client.producer.core import AsyncProducer
 
-    producer = AsyncProducer(admin.api.namesrv_addrs, producer_group=a.producer_group)
+    group, client = a.producer_group, admin.api.config
+    producer = AsyncProducer(admin.api.namesrv_addrs, producer_group=group, client=client)
     await producer.start()
     try:
         msg = Message(a.topic, a.body.encode(), tags=a.tags, keys=a.keys)
@@ -380,12 +383,16 @@ _COMMANDS: dict[str, tuple[Handler, str]] = {
     "sendMessage": (_send_message, "Send a message"),
     "consumeMessage": (_consume_message, "Consume message"),
     **admin_controller_cli.COMMANDS,
+    **admin_acl_cli.COMMANDS,
 }
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     if name in admin_controller_cli.COMMANDS:
         admin_controller_cli.add_options(name, p)
+        return
+    if name in admin_acl_cli.COMMANDS:
+        admin_acl_cli.add_options(name, p)
         return
     topic_required = name not in ("topicList", "clusterList", "queryMsgById")
     if name not in ("clusterList", "topicList", "haStatus"):
@@ -437,6 +444,44 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-g", "--group", default="TOOLS_CONSUMER")
 
 
+def _add_tls_options(p: argparse.ArgumentParser) -> None:
+    # TLS (docs/security.md "TLS"); the environment works as Java's -Dtls.enable / -Dtls.client.*
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        default=os.environ.get("ROCKETQ_TLS_ENABLE", "").lower() == "true",
+        help="connect with TLS (env ROCKETQ_TLS_ENABLE=true)",
+    )
+    p.add_argument(
+        "--tls-trust-cert",
+        default=os.environ.get("ROCKETQ_TLS_TRUST_CERT"),
+        help="PEM file of the CA(s) to verify the servers with (env ROCKETQ_TLS_TRUST_CERT)",
+    )
+
+
+def _tls_config(args: argparse.Namespace) -> ClientConfig:
+    return ClientConfig(use_tls=args.tls, tls_trust_cert_path=args.tls_trust_cert)
+
+
+def _add_acl_options(p: argparse.ArgumentParser) -> None:
+    # ACL (docs/security.md "ACL"): requests are signed as RocketMQ's AclClientRPCHook does
+    p.add_argument(
+        "--access-key",
+        default=os.environ.get("ROCKETMQ_ACCESS_KEY"),
+        help="ACL AccessKey to sign requests with (env ROCKETMQ_ACCESS_KEY)",
+    )
+    p.add_argument(
+        "--secret-key",
+        default=os.environ.get("ROCKETMQ_SECRET_KEY"),
+        help="ACL SecretKey of that account (env ROCKETMQ_SECRET_KEY)",
+    )
+
+
+def _client_config(args: argparse.Namespace) -> ClientConfig:
+    """TLS settings plus the ACL credentials of the command line / environment."""
+    return dataclasses.replace(_tls_config(args), access_key=args.access_key, secret_key=args.secret_key)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mqadmin", description="rocketq admin tool (RocketMQ mqadmin subset)"
@@ -451,6 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
             default=os.environ.get("NAMESRV_ADDR"),
             help="NameServer address list, e.g. 192.168.0.1:9876;192.168.0.2:9876",
         )
+        _add_tls_options(p)
+        _add_acl_options(p)
         _add_options(name, p)
     return parser
 
@@ -458,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace) -> None:
     handler, _ = _COMMANDS[args.command]
     # controller subcommands may run without a NameServer: the list is then never asked
-    admin = AsyncAdmin(args.namesrv or admin_controller_cli.contact_address(args))
+    contact = args.namesrv or admin_controller_cli.contact_address(args)
+    admin = AsyncAdmin(contact, config=_client_config(args))
     try:
         await handler(admin, args)
     finally:
@@ -468,8 +516,14 @@ async def _run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if (args.access_key is None) != (args.secret_key is None):
+        parser.error("give both --access-key and --secret-key (env ROCKETMQ_ACCESS_KEY/ROCKETMQ_SECRET_KEY)")
     if args.command in admin_controller_cli.COMMANDS:
         problem = admin_controller_cli.usage_error(args)
+        if problem:
+            parser.error(problem)
+    elif args.command in admin_acl_cli.COMMANDS:
+        problem = admin_acl_cli.usage_error(args)
         if problem:
             parser.error(problem)
     elif not args.namesrv:

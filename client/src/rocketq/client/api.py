@@ -24,6 +24,7 @@ address) and ended with :meth:`MQClientAPI.end_transaction_ranges`; the producer
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -41,6 +42,7 @@ from rocketq.client.errors import (
 from rocketq.client.loop import acquire_loop, release_loop
 from rocketq.client.model import Message, MessageExt, PullResult, PullStatus, SendResult, SendStatus
 from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.acl import sign_request
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.frame import SerializeType
@@ -98,7 +100,11 @@ class MQClientAPI:
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
         self._ns_index = random.randrange(len(self.namesrv_addrs))
         serialize = SerializeType.JSON if self.config.serialize_json else SerializeType.ROCKETMQ
-        self.remoting = remoting or RemotingClient(serialize_type=serialize)
+        credentials = self.config.credentials
+        hook = None if credentials is None else functools.partial(sign_request, credentials=credentials)
+        self.remoting = remoting or RemotingClient(
+            serialize_type=serialize, rpc_hook=hook, ssl_context=self.config.ssl_context()
+        )
         self.client_id = make_client_id(self.config)
         self.client_ip = self.client_id.split("@", 1)[0]
         self._txn_batch_support: dict[str, bool] = {}

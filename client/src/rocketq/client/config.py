@@ -15,14 +15,17 @@ import enum
 import os
 import re
 import socket
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rocketq.client.errors import ClientError, MQClientError
+from rocketq.client.remoting.acl import SessionCredentials
 from rocketq.client.remoting.message import CompressionType
 from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketq.client.transport.tls import client_ssl_context
 
 __all__ = [
     "AllocateStrategy",
@@ -87,8 +90,24 @@ class ClientConfig:
     # after a failed send, pull, offset commit or lock the topic's route is fetched again at once
     # (a new master may have been elected), at most once per this interval per topic
     route_refresh_on_failure_interval_ms: int = 500
+    # ACL (RocketMQ 4.x plain ACL): every request is signed with these when access_key is set
+    # (rocketq.client.remoting.acl); keys accessKey/secretKey/securityToken in from_properties
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
+    # TLS (docs/security.md "TLS"): Java's ClientConfig.setUseTLS / -Dtls.enable=true; the server's
+    # chain is verified when a trust file is given or tls_auth_server (tls.client.* keys)
+    use_tls: bool = False
+    tls_trust_cert_path: str | None = None
+    tls_auth_server: bool = False
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if (self.access_key is None) != (self.secret_key is None):
+            raise ClientError("ACL credentials need both access_key and secret_key (or neither)")
+        _ = self.credentials  # raises ClientError for an empty key
         _positive("mq_client_api_timeout_ms", self.mq_client_api_timeout_ms)
         _positive("unreachable_broker_backoff_ms", self.unreachable_broker_backoff_ms, allow_zero=True)
         _positive("poll_name_server_interval_ms", self.poll_name_server_interval_ms)
@@ -97,6 +116,27 @@ class ClientConfig:
         )
         _positive("heartbeat_broker_interval_ms", self.heartbeat_broker_interval_ms)
         _positive("persist_consumer_offset_interval_ms", self.persist_consumer_offset_interval_ms)
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The ACL credentials requests are signed with, or None to send unsigned requests."""
+        if self.access_key is None or self.secret_key is None:
+            return None
+        return SessionCredentials(
+            access_key=self.access_key, secret_key=self.secret_key, security_token=self.security_token
+        )
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of this client's connections, or None without ``use_tls``."""
+        if not self.use_tls:
+            return None
+        return client_ssl_context(
+            trust_cert_path=self.tls_trust_cert_path,
+            auth_server=self.tls_auth_server,
+            cert_path=self.tls_cert_path,
+            key_path=self.tls_key_path,
+            key_password=self.tls_key_password,
+        )
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> ClientConfig:
@@ -213,6 +253,13 @@ _JAVA_ALIASES = {
     "pollTimeoutMillis": "poll_timeout_ms",
     "compressMsgBodyOverHowmuch": "compress_msg_body_over_howmuch",
     "sendLatencyFaultEnable": "send_latency_fault_enable",
+    "useTLS": "use_tls",
+    "tls.enable": "use_tls",
+    "tls.client.trustCertPath": "tls_trust_cert_path",
+    "tls.client.authServer": "tls_auth_server",
+    "tls.client.certPath": "tls_cert_path",
+    "tls.client.keyPath": "tls_key_path",
+    "tls.client.keyPassword": "tls_key_password",
 }
 
 _T = TypeVar("_T")

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
+from rocketq.client.config import ClientConfig
 from rocketq.client.errors import NameServerUnreachableError, NoRouteError, RemotingError, RocketQError
 from rocketq.client.instance import UnreachableReplicas, pick_replica
 from rocketq.client.remoting.vocabulary import (
@@ -54,12 +55,14 @@ UNREACHABLE_BACKOFF_MS = 5_000
 class BrokerAccess:
     """Blocking access to NameServer and brokers for one ``nameServer`` option value."""
 
-    def __init__(self, name_server: str, *, timeout_ms: int = 10_000) -> None:
+    def __init__(
+        self, name_server: str, *, timeout_ms: int = 10_000, client: ClientConfig | None = None
+    ) -> None:
         from rocketq.client.api import BlockingMQClientAPI
 
         self.name_server = name_server
         self.timeout_ms = timeout_ms
-        self.api: BlockingMQClientAPI = BlockingMQClientAPI(name_server)
+        self.api: BlockingMQClientAPI = BlockingMQClientAPI(name_server, config=client)
         self._replicas: dict[str, dict[int, str]] = {}  # broker name -> {broker id: address}
         self._unreachable = UnreachableReplicas(UNREACHABLE_BACKOFF_MS)
         self._suggested: dict[QueueRef, int] = {}  # the last suggestWhichBrokerId per queue
@@ -255,15 +258,15 @@ class BrokerAccess:
             pass
 
 
-_EXECUTOR_CACHE: dict[tuple[int, str], BrokerAccess] = {}
+_EXECUTOR_CACHE: dict[tuple[int, str, ClientConfig | None], BrokerAccess] = {}
 _EXECUTOR_LOCK = threading.Lock()
 
 
-def executor_access(name_server: str, timeout_ms: int) -> BrokerAccess:
+def executor_access(name_server: str, timeout_ms: int, client: ClientConfig | None = None) -> BrokerAccess:
     """The process-wide BrokerAccess for ``name_server`` (created on first use, per pid)."""
-    key = (os.getpid(), name_server)
+    key = (os.getpid(), name_server, client)
     with _EXECUTOR_LOCK:
         access = _EXECUTOR_CACHE.get(key)
         if access is None:
-            access = _EXECUTOR_CACHE[key] = BrokerAccess(name_server, timeout_ms=timeout_ms)
+            access = _EXECUTOR_CACHE[key] = BrokerAccess(name_server, timeout_ms=timeout_ms, client=client)
         return access

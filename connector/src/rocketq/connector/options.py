@@ -18,13 +18,15 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from rocketq.client.config import ClientConfig
+from rocketq.client.remoting.vocabulary import NAME_PATTERN
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import OffsetMap
 
 SPARK_INJECTED = frozenset({"path", "checkpointlocation", "queryname"})
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_RE = re.compile(NAME_PATTERN)
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
@@ -45,14 +47,14 @@ SOURCE_KEYS = frozenset(
         "startingtimestamp", "startingoffsetsbytimestamp", "endingoffsets", "maxmessagespertrigger",
         "minmessagespertrigger", "maxtriggerdelay", "subexpression", "failondataloss",
         "minpartitions", "maxpartitions", "pullbatchsize", "pullmaxbytes", "pulltimeoutms",
-        "commitoffsets",
+        "commitoffsets", "tls", "tlstrustcertpath", "accesskey", "secretkey",
     }
 )  # fmt: skip
 SINK_KEYS = frozenset(
     {
         "nameserver", "namesrvaddr", "topic", "producergroup", "sendtimeoutms", "sendretries",
         "batchmaxmessages", "batchmaxbytes", "deliveryguarantee", "maxinflightqueues",
-        "transactionalid", "committimeoutms",
+        "transactionalid", "committimeoutms", "tls", "tlstrustcertpath", "accesskey", "secretkey",
     }
 )  # fmt: skip
 
@@ -113,6 +115,8 @@ class SourceOptions:
     pull_max_bytes: int = DEFAULT_PULL_MAX_BYTES
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     commit_offsets: bool = True
+    #: client settings of every connection (TLS: options ``tls``, ``tlsTrustCertPath``)
+    client: ClientConfig = field(default_factory=ClientConfig)
 
     def __post_init__(self) -> None:
         if bool(self.topics) == bool(self.topic_pattern):
@@ -148,6 +152,8 @@ class SinkOptions:
     #: checkpoint location); None for batch writes without ``transactionalId`` and at-least-once.
     sink_id: str | None = None
     commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS
+    #: client settings of every connection (TLS: options ``tls``, ``tlsTrustCertPath``)
+    client: ClientConfig = field(default_factory=ClientConfig)
 
     @property
     def exactly_once(self) -> bool:
@@ -213,6 +219,24 @@ def parse_tag_expression(expression: str) -> frozenset[str] | None:
         return None
     tags = frozenset(t.strip() for t in text.split("||") if t.strip())
     return tags or None
+
+
+def _client_config(options: Mapping[str, str]) -> ClientConfig:
+    """The client settings from the ``tls`` and ``tlsTrustCertPath`` options."""
+    trust = _get(options, "tlsTrustCertPath")
+    if trust is not None and not os.path.isfile(trust):
+        raise OptionError("tlsTrustCertPath", f"{trust!r} is not a readable file")
+    # ACL: options accessKey/secretKey sign every request (docs/security.md "ACL")
+    access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
+    if (access_key is None) != (secret_key is None):
+        missing = "accessKey" if access_key is None else "secretKey"
+        raise OptionError(missing, "accessKey and secretKey go together")
+    return ClientConfig(
+        use_tls=_bool(options, "tls", False),
+        tls_trust_cert_path=trust,
+        access_key=access_key,
+        secret_key=secret_key,
+    )
 
 
 def _check_unknown(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
@@ -382,6 +406,7 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
         pull_max_bytes=pull_max_bytes,
         pull_timeout_ms=_req_int(options, "pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, low=100),
         commit_offsets=_bool(options, "commitOffsets", True),
+        client=_client_config(options),
     )
 
 
@@ -399,7 +424,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     batch_bytes = _req_int(options, "batchMaxBytes", DEFAULT_BATCH_MAX_BYTES, low=1024)
     if batch_bytes > 4 * 1024 * 1024:
         raise OptionError("batchMaxBytes", "must be <= 4194304 (the broker's maxMessageSize)")
+    client = _client_config(options)
+    if client.use_tls and guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+        raise OptionError("tls", "not supported with deliveryGuarantee=exactlyOnce yet")
+    if client.credentials is not None and guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+        raise OptionError("accessKey", "not supported with deliveryGuarantee=exactlyOnce yet")
     return SinkOptions(
+        client=client,
         name_server=_name_server(options),
         topic=topic,
         producer_group=_get(options, "producerGroup") or DEFAULT_PRODUCER_GROUP,

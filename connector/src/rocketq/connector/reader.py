@@ -175,7 +175,7 @@ def read_range(
 
 def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> Iterator[pa.RecordBatch]:
     """``read()`` body shared by the stream and batch readers."""
-    puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms), opts)
+    puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms, opts.client), opts)
     try:
         ranges = partition.ranges
         for i, r in enumerate(ranges):

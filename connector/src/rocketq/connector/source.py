@@ -104,7 +104,9 @@ class _DriverSide:
     @property
     def access(self) -> BrokerAccess:
         if self._access is None:
-            self._access = BrokerAccess(self.opts.name_server, timeout_ms=self.opts.pull_timeout_ms)
+            self._access = BrokerAccess(
+                self.opts.name_server, timeout_ms=self.opts.pull_timeout_ms, client=self.opts.client
+            )
         return self._access
 
     def discover(self, *, missing_ok: bool) -> dict[QueueRef, str]:

@@ -36,6 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketq.client.config import ClientConfig
 from rocketq.connector.encoding import BulkUniqKeys, chunk_bounds, encode_rows, entry_sizes, properties_column
 from rocketq.connector.errors import SinkError
 from rocketq.connector.options import SinkOptions
@@ -98,7 +99,7 @@ class AtLeastOnceStrategy:
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        self.producer = sink_producer(opts.name_server, opts.producer_group)
+        self.producer = sink_producer(opts.name_server, opts.producer_group, opts.client)
 
     def send(self, request: Request) -> None:
         from rocketq.client.errors import RocketQError
@@ -122,19 +123,19 @@ class AtLeastOnceStrategy:
         return {"guarantee": "at_least_once"}
 
 
-_PRODUCERS: dict[tuple[int, str, str], Producer] = {}
+_PRODUCERS: dict[tuple[int, str, str, ClientConfig | None], Producer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def sink_producer(name_server: str, group: str) -> Producer:
+def sink_producer(name_server: str, group: str, client: ClientConfig | None = None) -> Producer:
     """The process-wide started producer of ``group`` (Python workers are reused across tasks)."""
     from rocketq.client.producer import Producer
 
-    key = (os.getpid(), name_server, group)
+    key = (os.getpid(), name_server, group, client)
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
-            producer = Producer(name_server, producer_group=group)
+            producer = Producer(name_server, producer_group=group, client=client or ClientConfig())
             producer.start()
             _PRODUCERS[key] = producer
         return producer

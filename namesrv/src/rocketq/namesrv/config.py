@@ -17,7 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketq.client.errors import ClientError
 from rocketq.client.remoting.command import SerializeType
+from rocketq.client.transport import channel as limits_defaults
+from rocketq.client.transport.channel import ConnectionLimits
+from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
 from rocketq.controller.config import CONTROLLER_KEYS
 from rocketq.namesrv.errors import NamesrvConfigError
 
@@ -39,9 +43,20 @@ class NamesrvConfig:
     serialize_type: SerializeType = SerializeType.JSON
     max_inflight_per_connection: int = 64
     max_queued_requests: int = 10_000
+    #: memory bounds of the remoting port against hostile clients (docs/security.md)
+    write_buffer_high_water_mark: int = limits_defaults.DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK
+    write_buffer_low_water_mark: int = limits_defaults.DEFAULT_WRITE_BUFFER_LOW_WATER_MARK
+    server_max_pending_frame_bytes: int = limits_defaults.DEFAULT_MAX_PENDING_FRAME_BYTES
+    server_max_pending_frame_bytes_total: int = limits_defaults.DEFAULT_MAX_PENDING_FRAME_BYTES_TOTAL
     enable_controller_in_namesrv: bool = False
     #: the controller.conf keys found in the NameServer's config (used when embedding a controller)
     controller_properties: tuple[tuple[str, str], ...] = ()
+    #: TLS on the remoting port (the tls.* keys of RocketMQ's TlsSystemConfig; docs/security.md)
+    tls: TlsConfig = dataclasses.field(default_factory=TlsConfig)
+    #: plain ACL (rocketq.server.acl, docs/security.md): every request is checked against
+    #: aclFilePath ("" = $ROCKETMQ_HOME/conf/plain_acl.yml); REGISTER_BROKER needs an admin account
+    acl_enable: bool = False
+    acl_file_path: str = ""
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -52,6 +67,19 @@ class NamesrvConfig:
             raise NamesrvConfigError("brokerChannelExpiredTime must be > 0 ms")
         if self.max_inflight_per_connection <= 0 or self.max_queued_requests <= 0:
             raise NamesrvConfigError("maxInflightPerConnection and maxQueuedRequests must be > 0")
+        try:
+            self.connection_limits()
+        except ClientError as exc:
+            raise NamesrvConfigError(str(exc)) from None
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The remoting port's memory bounds (``writeBufferHighWaterMark`` ... keys)."""
+        return ConnectionLimits(
+            write_buffer_high_water_mark=self.write_buffer_high_water_mark,
+            write_buffer_low_water_mark=self.write_buffer_low_water_mark,
+            max_pending_frame_bytes=self.server_max_pending_frame_bytes,
+            max_pending_frame_bytes_total=self.server_max_pending_frame_bytes_total,
+        )
 
 
 # camelCase key -> (field name, parser)
@@ -89,7 +117,13 @@ _KEYS = {
     "serializeType": ("serialize_type", _parse_serialize_type),
     "maxInflightPerConnection": ("max_inflight_per_connection", _parse_int),
     "maxQueuedRequests": ("max_queued_requests", _parse_int),
+    "writeBufferHighWaterMark": ("write_buffer_high_water_mark", _parse_int),
+    "writeBufferLowWaterMark": ("write_buffer_low_water_mark", _parse_int),
+    "serverMaxPendingFrameBytes": ("server_max_pending_frame_bytes", _parse_int),
+    "serverMaxPendingFrameBytesTotal": ("server_max_pending_frame_bytes_total", _parse_int),
     "enableControllerInNamesrv": ("enable_controller_in_namesrv", _parse_bool),
+    "aclEnable": ("acl_enable", _parse_bool),
+    "aclFilePath": ("acl_file_path", _parse_str),
 }
 
 # Keys of RocketMQ's NamesrvConfig / NettyServerConfig that rocketq accepts and ignores.
@@ -129,6 +163,7 @@ def config_from_properties(
     changes: dict[str, object] = {}
     unknown: list[str] = []
     controller = dict((base or NamesrvConfig()).controller_properties)
+    tls_props = (base or NamesrvConfig()).tls.to_properties()
     for key, value in props.items():
         if key in CONTROLLER_KEYS and key != "listenPort":
             controller[key] = value  # as Java, keys both configs know (scan interval) go to both
@@ -138,9 +173,15 @@ def config_from_properties(
                 changes[field] = parse(value)
             except ValueError:
                 raise NamesrvConfigError(f"bad value for {key}: {value!r}") from None
+        elif key in TLS_KEYS:
+            tls_props[key] = value
         elif key not in IGNORED_KEYS and key not in CONTROLLER_KEYS:
             unknown.append(key)
     changes["controller_properties"] = tuple(sorted(controller.items()))
+    try:
+        changes["tls"] = TlsConfig.from_properties(tls_props)
+    except TlsConfigError as exc:
+        raise NamesrvConfigError(str(exc)) from None
     return dataclasses.replace(base or NamesrvConfig(), **changes), unknown  # type: ignore[arg-type]
 
 

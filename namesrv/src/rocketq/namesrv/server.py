@@ -21,6 +21,7 @@ from rocketq.namesrv.kvconfig import KvConfigManager
 from rocketq.namesrv.processor import NamesrvProcessor
 from rocketq.namesrv.routeinfo import RemovedBroker, RouteInfoManager
 from rocketq.server import Channel, RemotingServer
+from rocketq.server.acl import acl_request_check
 
 log = logging.getLogger("rocketq.namesrv")
 
@@ -44,7 +45,11 @@ class NamesrvServer:
             serialize_type=config.serialize_type,
             max_inflight_per_connection=config.max_inflight_per_connection,
             max_queued_requests=config.max_queued_requests,
+            limits=config.connection_limits(),
             on_channel_close=self._on_channel_close,
+            tls_mode=config.tls.mode,
+            ssl_context=config.tls.server_context(),
+            request_check=acl_request_check(config.acl_enable, config.acl_file_path),
         )
         self.processor.register_all(self.remoting)
         self._scan_task: asyncio.Task[None] | None = None

@@ -26,6 +26,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,10 @@ from dataclasses import dataclass, field
 from rocketq.broker.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer_header
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageStatus
+from rocketq.client.remoting.frame import SerializeType
 from rocketq.client.remoting.ha_status import HAConnectionInfo
+from rocketq.client.transport.tls import TlsMode
+from rocketq.server.tls import TlsAcceptor
 
 __all__ = ["HAService", "SlaveConnection"]
 
@@ -79,8 +83,16 @@ class HAService:
         heartbeat_interval_s: float,
         housekeeping_interval_s: float,
         max_gap_not_in_sync: int,
+        tls_mode: TlsMode = TlsMode.DISABLED,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
+        # TLS on the HA port as on the remoting port (rocketq.server.tls; docs/security.md "HA port")
+        self._tls = (
+            None
+            if ssl_context is None
+            else TlsAcceptor(tls_mode, ssl_context, self._stream, SerializeType.JSON)
+        )
         self.host, self.port = host, port
         self.batch_size = batch_size
         self.heartbeat_interval_s = heartbeat_interval_s
@@ -100,14 +112,26 @@ class HAService:
 
     async def start(self) -> int:
         """Listen; returns the bound port."""
+        if self._tls is not None:
+            self.port = (await self._tls.start(self.host, self.port))[1]
+            log.info(
+                "HA service listening with TLS (%s) on %s:%d", self._tls.mode.value, self.host, self.port
+            )
+            return self.port
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("HA service listening on %s:%d", self.host, self.port)
         return self.port
 
+    def _stream(self) -> asyncio.StreamReaderProtocol:
+        """What ``asyncio.start_server`` builds per connection, for the TLS accept loop."""
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve)
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._tls is not None:
+            await self._tls.stop()
         for task in list(self._handlers):
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)

@@ -75,6 +75,8 @@ class Replication:
             heartbeat_interval_s=config.ha_send_heartbeat_interval_ms / 1000,
             housekeeping_interval_s=config.ha_housekeeping_interval_ms / 1000,
             max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
+            tls_mode=config.tls.mode,
+            ssl_context=config.tls.server_context(),
         )
 
     def _new_client(self, master_address: str) -> HAClient:
@@ -86,6 +88,7 @@ class Replication:
             heartbeat_interval_s=config.ha_send_heartbeat_interval_ms / 1000,
             housekeeping_interval_s=config.ha_housekeeping_interval_ms / 1000,
             truncate_divergent=config.ha_slave_truncate_divergent,
+            ssl_context=config.tls.client_context(),
         )
 
     # -- controller mode: roles at runtime ---------------------------------------------------------

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import ssl
 import time
 from typing import NoReturn
 
@@ -83,7 +84,9 @@ class HAClient:
         heartbeat_interval_s: float,
         housekeeping_interval_s: float,
         truncate_divergent: bool,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self._ssl = ssl_context  # TLS to the master's HA port (tls.enable; docs/security.md "HA port")
         self.store = store
         self.master_address = master_address
         self._fixed = bool(master_address)
@@ -154,7 +157,9 @@ class HAClient:
         host, _, port = addr.rpartition(":")
         if self.status is not SlaveStatus.DIVERGENT_REFUSED:
             self.status = SlaveStatus.CONNECTING
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), _CONNECT_TIMEOUT_S)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port), ssl=self._ssl), _CONNECT_TIMEOUT_S
+        )
         self.connected = True
         try:
             await self._session(reader, writer)

@@ -20,6 +20,7 @@ from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from rocketq.client.remoting.txn_batch import FEATURE_KEY as TRANSACTION_BATCH_FEATURE
+from rocketq.client.remoting.vocabulary import validate_group
 from rocketq.server import Channel
 
 __all__ = ["AdminProcessor", "dumps"]
@@ -33,14 +34,16 @@ def dumps(obj: object) -> bytes:
 
 
 class AdminProcessor:
-    def __init__(self, ctx: BrokerContext, *,
-                 ha_runtime: Callable[[], Mapping[str, str]] | None = None) -> None:
+    def __init__(
+        self, ctx: BrokerContext, *, ha_runtime: Callable[[], Mapping[str, str]] | None = None
+    ) -> None:
         """``ha_runtime`` adds the replication keys to GET_BROKER_RUNTIME_INFO (docs/replication.md)."""
         self.ctx = ctx
         self.ha_runtime = ha_runtime
 
-    async def update_and_create_topic(self, request: RemotingCommand,
-                                      channel: Channel) -> RemotingCommand | None:
+    async def update_and_create_topic(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         header = parse_header(request, CreateTopicRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
@@ -49,12 +52,14 @@ class AdminProcessor:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
         if header.topic == self.ctx.config.broker_cluster_name:
             return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"The specified topic[{header.topic}] is conflict with the cluster name."
+                ResponseCode.SYSTEM_ERROR,
+                f"The specified topic[{header.topic}] is conflict with the cluster name.",
             )
         if not (0 < header.read_queue_nums <= 1024 and 0 < header.write_queue_nums <= 1024):
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR,
-                f"readQueueNums/writeQueueNums must be 1..1024, got {header.read_queue_nums}/{header.write_queue_nums}",
+                "readQueueNums/writeQueueNums must be 1..1024, "
+                f"got {header.read_queue_nums}/{header.write_queue_nums}",
             )
         tc = TopicConfig(
             topic_name=header.topic,
@@ -79,26 +84,35 @@ class AdminProcessor:
         await ctx.query_executor.run(lambda: store.delete_topics({header.topic}))
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_all_topic_config(self, request: RemotingCommand,
-                                   channel: Channel) -> RemotingCommand | None:
+    async def get_all_topic_config(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.topics.encode()))
 
-    async def update_and_create_subscription_group(self, request: RemotingCommand,
-                                                   channel: Channel) -> RemotingCommand | None:
+    async def update_and_create_subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         try:
             obj = json.loads(request.body.decode("utf-8"))
             sgc = SubscriptionGroupConfig.from_json(obj)
         except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig body: {exc}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig body: {exc}"
+            )
+        problem = validate_group(sgc.group_name)
+        if problem is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, problem)
         self.ctx.groups.update(sgc)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_all_subscription_group(self, request: RemotingCommand,
-                                         channel: Channel) -> RemotingCommand | None:
+    async def get_all_subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.groups.encode()))
 
-    async def delete_subscription_group(self, request: RemotingCommand,
-                                        channel: Channel) -> RemotingCommand | None:
+    async def delete_subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         group = request.ext_fields.get("groupName")
         if not group:
             return request.make_response(ResponseCode.SYSTEM_ERROR, "the custom field <groupName> is null")
@@ -107,16 +121,18 @@ class AdminProcessor:
             self.ctx.offsets.remove_group(group)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def get_all_consumer_offset(self, request: RemotingCommand,
-                                      channel: Channel) -> RemotingCommand | None:
+    async def get_all_consumer_offset(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.offsets.encode()))
 
     async def get_broker_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         text = "".join(f"{k}={v}\n" for k, v in self.ctx.config.to_properties().items())
         return request.make_response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
 
-    async def get_broker_runtime_info(self, request: RemotingCommand,
-                                      channel: Channel) -> RemotingCommand | None:
+    async def get_broker_runtime_info(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps({"table": self.runtime_info()}))
 
     def runtime_info(self) -> dict[str, str]:
@@ -128,30 +144,32 @@ class AdminProcessor:
             table["storeRuntimeInfoError"] = str(exc)
         stats = ctx.stats
         uptime_s = max((time.time() * 1000 - stats.boot_timestamp_ms) / 1000.0, 1e-3)
-        table.update({
-            "brokerVersion": str(BROKER_VERSION),
-            "brokerVersionDesc": "V4_9_4 (rocketq)",
-            "bootTimestamp": str(stats.boot_timestamp_ms),
-            "brokerRole": ctx.config.broker_role.value,
-            "brokerName": ctx.config.broker_name,
-            "brokerAddr": ctx.broker_addr,
-            "msgPutTotalTodayNow": str(stats.put_messages),
-            "msgGetTotalTodayNow": str(stats.get_messages),
-            "putTps": f"{stats.put_messages / uptime_s:.2f}",
-            "getTransferedTps": f"{stats.get_messages / uptime_s:.2f}",
-            "sendThreadPoolQueueSize": str(ctx.send_executor.pending),
-            "sendThreadPoolQueueCapacity": str(ctx.config.send_thread_pool_queue_capacity),
-            "pullThreadPoolQueueSize": str(ctx.pull_executor.pending),
-            "pullThreadPoolQueueCapacity": str(ctx.config.pull_thread_pool_queue_capacity),
-            "queryThreadPoolQueueSize": str(ctx.query_executor.pending),
-            "suspendedPulls": str(ctx.hold.held_count),
-            "busyRejects": str(stats.busy_rejects),
-            "topicCount": str(len(ctx.topics)),
-            "consumerGroupCount": str(len(ctx.consumers.groups())),
-            "producerChannelCount": str(ctx.producers.channel_count()),
-            # rocketq extension (docs/transactions.md): prepared batches and ranged END_TRANSACTION
-            TRANSACTION_BATCH_FEATURE: "1" if ctx.txn is not None else "0",
-        })
+        table.update(
+            {
+                "brokerVersion": str(BROKER_VERSION),
+                "brokerVersionDesc": "V4_9_4 (rocketq)",
+                "bootTimestamp": str(stats.boot_timestamp_ms),
+                "brokerRole": ctx.config.broker_role.value,
+                "brokerName": ctx.config.broker_name,
+                "brokerAddr": ctx.broker_addr,
+                "msgPutTotalTodayNow": str(stats.put_messages),
+                "msgGetTotalTodayNow": str(stats.get_messages),
+                "putTps": f"{stats.put_messages / uptime_s:.2f}",
+                "getTransferedTps": f"{stats.get_messages / uptime_s:.2f}",
+                "sendThreadPoolQueueSize": str(ctx.send_executor.pending),
+                "sendThreadPoolQueueCapacity": str(ctx.config.send_thread_pool_queue_capacity),
+                "pullThreadPoolQueueSize": str(ctx.pull_executor.pending),
+                "pullThreadPoolQueueCapacity": str(ctx.config.pull_thread_pool_queue_capacity),
+                "queryThreadPoolQueueSize": str(ctx.query_executor.pending),
+                "suspendedPulls": str(ctx.hold.held_count),
+                "busyRejects": str(stats.busy_rejects),
+                "topicCount": str(len(ctx.topics)),
+                "consumerGroupCount": str(len(ctx.consumers.groups())),
+                "producerChannelCount": str(ctx.producers.channel_count()),
+                # rocketq extension (docs/transactions.md): prepared batches and ranged END_TRANSACTION
+                TRANSACTION_BATCH_FEATURE: "1" if ctx.txn is not None else "0",
+            }
+        )
         if self.ha_runtime is not None:
             table.update(self.ha_runtime())
         return table

@@ -20,6 +20,7 @@ from rocketq.client.remoting.headers import (
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketq.client.remoting.vocabulary import validate_group
 from rocketq.server import Channel
 
 __all__ = ["ConsumerManageProcessor"]
@@ -35,6 +36,9 @@ class ConsumerManageProcessor:
         header = parse_header(request, QueryConsumerOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
+        problem = validate_group(header.consumer_group)
+        if problem is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, problem)
         offset = self.ctx.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
             min_offset = int(self.ctx.store.get_min_offset_in_queue(header.topic, header.queue_id))
@@ -54,6 +58,9 @@ class ConsumerManageProcessor:
         header = parse_header(request, UpdateConsumerOffsetRequestHeader)
         if isinstance(header, RemotingCommand):
             return header
+        problem = validate_group(header.consumer_group)
+        if problem is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, problem)
         self.ctx.offsets.commit_offset(
             header.consumer_group, header.topic, header.queue_id, header.commit_offset
         )

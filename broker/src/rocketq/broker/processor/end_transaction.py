@@ -74,12 +74,21 @@ async def process_end_transaction(
     kind = header.commit_or_rollback
     source = "check answer" if header.from_transaction_check else "producer"
     if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
-        log.warning("END_TRANSACTION (%s) with state %d for %s: transaction still unknown, ignored "
-                    "(remark: %s)", source, kind, header.transaction_id or header.msg_id, cmd.remark)
+        log.warning(
+            "END_TRANSACTION (%s) with state %d for %s: transaction still unknown, ignored (remark: %s)",
+            source,
+            kind,
+            header.transaction_id or header.msg_id,
+            cmd.remark,
+        )
         return _reply(cmd, ResponseCode.SUCCESS, None)
     if kind == ROLLBACK_TYPE or header.from_transaction_check:
-        log.info("END_TRANSACTION (%s): %s %s", source, "commit" if kind == COMMIT_TYPE else "rollback",
-                 header.transaction_id or header.msg_id)
+        log.info(
+            "END_TRANSACTION (%s): %s %s",
+            source,
+            "commit" if kind == COMMIT_TYPE else "rollback",
+            header.transaction_id or header.msg_id,
+        )
     run = offload if offload is not None else _to_thread
     code, remark = await run(lambda: service.end_transaction(header))
     if code == ResponseCode.SUCCESS and kind == COMMIT_TYPE and replicated is not None:
@@ -87,8 +96,9 @@ async def process_end_transaction(
     return _reply(cmd, code, remark)
 
 
-async def _replication_remark(service: TransactionalMessageService,
-                              replicated: Callable[[int], Awaitable[PutMessageStatus]]) -> str | None:
+async def _replication_remark(
+    service: TransactionalMessageService, replicated: Callable[[int], Awaitable[PutMessageStatus]]
+) -> str | None:
     """SYNC_MASTER: wait until a slave has everything stored so far (the commit included).
 
     As in RocketMQ's EndTransactionProcessor a commit stays SUCCESS when the slave wait fails (the
@@ -114,21 +124,34 @@ async def _after_replication(
     return response
 
 
-async def _ranged(service: TransactionalMessageService, cmd: RemotingCommand, header: EndTransactionRequestHeader,
-                  offload: Offload | None) -> RemotingCommand | None:
+async def _ranged(
+    service: TransactionalMessageService,
+    cmd: RemotingCommand,
+    header: EndTransactionRequestHeader,
+    offload: Offload | None,
+) -> RemotingCommand | None:
     try:
         ranges = decode_ranges_body(cmd.body)
     except MessageFormatError as exc:
         log.warning("ranged END_TRANSACTION with a bad body: %s", exc)
         return _reply(cmd, ResponseCode.MESSAGE_ILLEGAL, str(exc))
     if ranges[0][0] != header.tran_state_table_offset:
-        return _reply(cmd, ResponseCode.MESSAGE_ILLEGAL,
-                      "tranStateTableOffset must be the first half offset of the first range")
+        return _reply(
+            cmd,
+            ResponseCode.MESSAGE_ILLEGAL,
+            "tranStateTableOffset must be the first half offset of the first range",
+        )
     run = offload if offload is not None else _to_thread
     result: RangedEndResult = await run(lambda: service.end_transaction_ranges(header, ranges))
-    log.info("ranged END_TRANSACTION (%d ranges, state %d) of group %s: %s", len(ranges),
-             header.commit_or_rollback, header.producer_group, result.remark)
+    log.info(
+        "ranged END_TRANSACTION (%d ranges, state %d) of group %s: %s",
+        len(ranges),
+        header.commit_or_rollback,
+        header.producer_group,
+        result.remark,
+    )
     if cmd.is_oneway:
         return None
-    return cmd.make_response(result.code, result.remark,
-                             {ENDED_FIELD: str(result.ended), SKIPPED_FIELD: str(result.skipped)})
+    return cmd.make_response(
+        result.code, result.remark, {ENDED_FIELD: str(result.ended), SKIPPED_FIELD: str(result.skipped)}
+    )

@@ -122,8 +122,10 @@ class SendMessageProcessor:
         error = self._check_sizes(request, len(request.body), len(properties.encode("utf-8")))
         if error is not None:
             return error
-        prepared = f"{MessageConst.TRANSACTION_PREPARED}\x01" in properties and decode_properties(properties).get(
-            MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
+        prepared = (
+            f"{MessageConst.TRANSACTION_PREPARED}\x01" in properties
+            and decode_properties(properties).get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
+        )
         txn = self.ctx.txn if prepared else None
         if prepared and (txn is None or self.ctx.config.reject_transaction_message):
             return request.make_response(
@@ -138,25 +140,43 @@ class SendMessageProcessor:
         topic, store_queue_id, properties = routed
         if txn is not None:
             # A half message: stored in RMQ_SYS_TRANS_HALF_TOPIC until END_TRANSACTION (docs/transactions.md).
-            msg = self._to_store(header, channel, store_queue_id, request.body, properties, header.flag, topic=topic)
+            msg = self._to_store(
+                header, channel, store_queue_id, request.body, properties, header.flag, topic=topic
+            )
             return await self._put(request, [msg], queue_id=queue_id, put=lambda: txn.prepare(msg))
         sys_flag, born = self._hosts(header, channel)
         batch = MessageBatchToStore(
-            topic=topic, queue_id=store_queue_id, born_host=born, store_host=self.ctx.store_host,
-            bodies=[request.body], properties=[properties.encode()], flags=header.flag, sys_flags=sys_flag,
-            born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
+            topic=topic,
+            queue_id=store_queue_id,
+            born_host=born,
+            store_host=self.ctx.store_host,
+            bodies=[request.body],
+            properties=[properties.encode()],
+            flags=header.flag,
+            sys_flags=sys_flag,
+            born_timestamps=header.born_timestamp,
+            reconsume_times=header.reconsume_times or 0,
+        )
         return await self._put_batch(request, batch, queue_id=queue_id)
 
-    def _route(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-               properties: str, *, delay: bool = True) -> tuple[str, int, str] | RemotingCommand:
+    def _route(
+        self,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        properties: str,
+        *,
+        delay: bool = True,
+    ) -> tuple[str, int, str] | RemotingCommand:
         """Where the message is stored: its topic, the group's DLQ, or SCHEDULE_TOPIC_XXXX."""
         topic = header.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
             sgc = self.ctx.groups.find(group)
             if sgc is None:
-                return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                             f"subscription group not exist, {group} {_FAQ}")
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {_FAQ}"
+                )
             if (header.reconsume_times or 0) >= max_reconsume_times(sgc, header.max_reconsume_times):
                 topic = self.ctx.topics.create_retry_topic(dlq_topic(group), DLQ_QUEUE_NUMS).topic_name
                 queue_id = random.randrange(DLQ_QUEUE_NUMS)
@@ -168,11 +188,16 @@ class SendMessageProcessor:
         return apply_delay_level(topic, queue_id, properties, len(self.ctx.delay_levels_ms))
 
     # ------------------------------------------------------------------ checks
-    def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> tuple[RemotingCommand | None, TopicConfig | None]:
+    def _check(
+        self, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[RemotingCommand | None, TopicConfig | None]:
         ctx = self.ctx
         if not ctx.config.is_master:
             refusal = _slave_remark(ctx.broker_addr)
             return request.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal), None
+        fenced = self.replication.write_refusal() if self.replication is not None else None
+        if fenced is not None:  # controller mode: an unconfirmed master (docs/failover.md)
+            return request.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, fenced), None
         if not ctx.writeable:
             return request.make_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending message is forbidden"
@@ -209,7 +234,9 @@ class SendMessageProcessor:
         tc = topics.select(header.topic)
         if tc is not None:
             return tc
-        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or header.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or header.topic.startswith(
+            DLQ_GROUP_TOPIC_PREFIX
+        ):
             group = header.topic.split("%", 2)[-1]
             sgc = self.ctx.groups.find(group)
             if sgc is not None:
@@ -224,12 +251,14 @@ class SendMessageProcessor:
         if body_len > limit:
             return request.make_response(
                 ResponseCode.MESSAGE_ILLEGAL,
-                f"the message body size {body_len} bytes is larger than the limit maxMessageSize={limit} bytes",
+                f"the message body size {body_len} bytes is larger than the limit "
+                f"maxMessageSize={limit} bytes",
             )
         if props_len > MAX_PROPERTIES_SIZE:
             return request.make_response(
                 ResponseCode.MESSAGE_ILLEGAL,
-                f"the message properties size {props_len} bytes is larger than the limit {MAX_PROPERTIES_SIZE} bytes",
+                f"the message properties size {props_len} bytes is larger than the limit "
+                f"{MAX_PROPERTIES_SIZE} bytes",
             )
         return None
 
@@ -244,8 +273,17 @@ class SendMessageProcessor:
             sys_flag |= int(SysFlag.STOREHOST_V6)
         return sys_flag, born
 
-    def _to_store(self, header: SendMessageRequestHeader, channel: Channel, queue_id: int, body: bytes,
-                  properties: str, flag: int, *, topic: str | None = None) -> MessageToStore:
+    def _to_store(
+        self,
+        header: SendMessageRequestHeader,
+        channel: Channel,
+        queue_id: int,
+        body: bytes,
+        properties: str,
+        flag: int,
+        *,
+        topic: str | None = None,
+    ) -> MessageToStore:
         sys_flag, born = self._hosts(header, channel)
         return MessageToStore(
             topic=topic or header.topic,
@@ -260,8 +298,9 @@ class SendMessageProcessor:
             reconsume_times=header.reconsume_times or 0,
         )
 
-    async def _send_batch(self, request: RemotingCommand, channel: Channel, header: SendMessageRequestHeader,
-                          queue_id: int) -> RemotingCommand:
+    async def _send_batch(
+        self, request: RemotingCommand, channel: Channel, header: SendMessageRequestHeader, queue_id: int
+    ) -> RemotingCommand:
         limit = self.ctx.config.max_message_size
         if len(request.body) > limit:
             return request.make_response(
@@ -283,13 +322,23 @@ class SendMessageProcessor:
         if error is not None:
             return error
         if _KEY_DELAY in joined:
-            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "batch messages do not support delay levels")
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL, "batch messages do not support delay levels"
+            )
         props = self._with_cluster_all(raw_props, joined)
         sys_flag, born = self._hosts(header, channel)
         batch = MessageBatchToStore(
-            topic=header.topic, queue_id=queue_id, born_host=born, store_host=self.ctx.store_host,
-            bodies=cols.bodies, properties=props, flags=cols.flags, sys_flags=sys_flag,
-            born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
+            topic=header.topic,
+            queue_id=queue_id,
+            born_host=born,
+            store_host=self.ctx.store_host,
+            bodies=cols.bodies,
+            properties=props,
+            flags=cols.flags,
+            sys_flags=sys_flag,
+            born_timestamps=header.born_timestamp,
+            reconsume_times=header.reconsume_times or 0,
+        )
         return await self._put_batch(request, batch, queue_id=queue_id)
 
     def _with_cluster_all(self, raw_props: list[bytes], joined: bytes | None = None) -> list[bytes]:
@@ -301,32 +350,53 @@ class SendMessageProcessor:
             return [p + cluster for p in raw_props]  # the common case: well-formed, no CLUSTER yet
         return [_with_cluster(p, cluster) for p in raw_props]
 
-    async def _send_half_batch(self, request: RemotingCommand, channel: Channel,
-                               header: SendMessageRequestHeader, queue_id: int, cols: BatchColumns) -> RemotingCommand:
+    async def _send_half_batch(
+        self,
+        request: RemotingCommand,
+        channel: Channel,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        cols: BatchColumns,
+    ) -> RemotingCommand:
         """A transactional batch: every inner message stored as a half message, in one append."""
         ctx = self.ctx
         txn = ctx.txn
         if txn is None or ctx.config.reject_transaction_message:
             return request.make_response(
-                ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending transaction message is forbidden")
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{ctx.broker_addr}] sending transaction message is forbidden",
+            )
         raw_props = cols.properties
         error = self._check_sizes(request, max(map(len, cols.bodies)), max(map(len, raw_props)))
         if error is not None:
             return error
         cluster_prop = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02".encode()
-        fast = half_properties(raw_props, header.topic, queue_id, cluster=cluster_prop) \
-            or half_properties(self._with_cluster_all(raw_props), header.topic, queue_id)
+        fast = half_properties(raw_props, header.topic, queue_id, cluster=cluster_prop) or half_properties(
+            self._with_cluster_all(raw_props), header.topic, queue_id
+        )
         if fast is not None:  # the common case, rewritten as bytes (see ranged.half_properties)
             sys_flag, born = self._hosts(header, channel)
             batch = MessageBatchToStore(
-                topic=HALF_TOPIC, queue_id=HALF_QUEUE_ID, born_host=born, store_host=ctx.store_host,
-                bodies=cols.bodies, properties=fast, flags=cols.flags, sys_flags=sys_flag & ~TRANSACTION_TYPE_MASK,
-                born_timestamps=header.born_timestamp, reconsume_times=header.reconsume_times or 0)
-            return await self._put_batch(request, batch, queue_id=queue_id, ext={HALF_COUNT_FIELD: str(len(fast))})
+                topic=HALF_TOPIC,
+                queue_id=HALF_QUEUE_ID,
+                born_host=born,
+                store_host=ctx.store_host,
+                bodies=cols.bodies,
+                properties=fast,
+                flags=cols.flags,
+                sys_flags=sys_flag & ~TRANSACTION_TYPE_MASK,
+                born_timestamps=header.born_timestamp,
+                reconsume_times=header.reconsume_times or 0,
+            )
+            return await self._put_batch(
+                request, batch, queue_id=queue_id, ext={HALF_COUNT_FIELD: str(len(fast))}
+            )
         try:
             texts = [p.decode("utf-8") for p in raw_props]
         except UnicodeDecodeError as exc:
-            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, f"the batch properties are not UTF-8: {exc}")
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL, f"the batch properties are not UTF-8: {exc}"
+            )
         remark = check_half_batch([decode_properties(props) for props in texts])
         if remark is not None:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark)
@@ -336,13 +406,32 @@ class SendMessageProcessor:
             error = self._check_sizes(request, len(body), len(props.encode("utf-8")))
             if error is not None:
                 return error
-            msgs.append(self._to_store(header, channel, queue_id, bytes(body),
-                                       props if _PROPERTY_CLUSTER in props else props + cluster, flag))
-        return await self._put(request, msgs, queue_id=queue_id, put=lambda: txn.prepare_half_batch(msgs),
-                               ext={HALF_COUNT_FIELD: str(len(msgs))})
+            msgs.append(
+                self._to_store(
+                    header,
+                    channel,
+                    queue_id,
+                    bytes(body),
+                    props if _PROPERTY_CLUSTER in props else props + cluster,
+                    flag,
+                )
+            )
+        return await self._put(
+            request,
+            msgs,
+            queue_id=queue_id,
+            put=lambda: txn.prepare_half_batch(msgs),
+            ext={HALF_COUNT_FIELD: str(len(msgs))},
+        )
 
-    async def _put_batch(self, request: RemotingCommand, batch: MessageBatchToStore, *,
-                         queue_id: int, ext: dict[str, str] | None = None) -> RemotingCommand:
+    async def _put_batch(
+        self,
+        request: RemotingCommand,
+        batch: MessageBatchToStore,
+        *,
+        queue_id: int,
+        ext: dict[str, str] | None = None,
+    ) -> RemotingCommand:
         """Store ``batch`` (on the loop when small and nothing could wait, else on the send executor)."""
         ctx = self.ctx
         store = ctx.store
@@ -365,8 +454,14 @@ class SendMessageProcessor:
             result = await self._durable(result, durable_at)
         if self.replication is not None:
             result = await self.replication.after_put(result)
-        return self._respond(request, result, len(batch), queue_id=queue_id, ext=ext,
-                             detail=lambda: self._illegal_detail(batch.bodies, batch.properties))
+        return self._respond(
+            request,
+            result,
+            len(batch),
+            queue_id=queue_id,
+            ext=ext,
+            detail=lambda: self._illegal_detail(batch.bodies, batch.properties),
+        )
 
     async def _durable(self, result: PutMessageResult, durable_at: int) -> PutMessageResult:
         """SYNC_FLUSH: wait (on the loop, no thread) for the group commit to pass ``durable_at``."""
@@ -392,8 +487,15 @@ class SendMessageProcessor:
             timer.cancel()
         return result if ok else store.flush_timed_out(result)
 
-    async def _put(self, request: RemotingCommand, msgs: Sequence[MessageToStore], *, queue_id: int,
-                   put: Callable[[], PutMessageResult], ext: dict[str, str] | None = None) -> RemotingCommand:
+    async def _put(
+        self,
+        request: RemotingCommand,
+        msgs: Sequence[MessageToStore],
+        *,
+        queue_id: int,
+        put: Callable[[], PutMessageResult],
+        ext: dict[str, str] | None = None,
+    ) -> RemotingCommand:
         """A blocking store call (half messages) on the send executor."""
         try:
             result = await self.ctx.send_executor.run(put)
@@ -402,12 +504,27 @@ class SendMessageProcessor:
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
         if self.replication is not None:
             result = await self.replication.after_put(result)
-        return self._respond(request, result, len(msgs), queue_id=queue_id, ext=ext,
-                             detail=lambda: self._illegal_detail([m.body for m in msgs],
-                                                                 [_props_bytes(m.properties) for m in msgs]))
+        return self._respond(
+            request,
+            result,
+            len(msgs),
+            queue_id=queue_id,
+            ext=ext,
+            detail=lambda: self._illegal_detail(
+                [m.body for m in msgs], [_props_bytes(m.properties) for m in msgs]
+            ),
+        )
 
-    def _respond(self, request: RemotingCommand, result: PutMessageResult, count: int, *, queue_id: int,
-                 detail: Callable[[], str], ext: dict[str, str] | None = None) -> RemotingCommand:
+    def _respond(
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        count: int,
+        *,
+        queue_id: int,
+        detail: Callable[[], str],
+        ext: dict[str, str] | None = None,
+    ) -> RemotingCommand:
         status = result.status
         code = put_response_code(status)
         if not status.is_ok:
@@ -419,8 +536,11 @@ class SendMessageProcessor:
         self.ctx.stats.put_messages += count
         self.ctx.stats.put_bytes += append.wrote_bytes
         response_header = SendMessageResponseHeader(
-            msg_id=append.msg_id, queue_id=queue_id, queue_offset=append.queue_offset,
-            msg_region="DefaultRegion", trace_on=True,
+            msg_id=append.msg_id,
+            queue_id=queue_id,
+            queue_offset=append.queue_offset,
+            msg_region="DefaultRegion",
+            trace_on=True,
         )
         fields = response_header.to_ext_fields()
         if ext:
@@ -430,13 +550,17 @@ class SendMessageProcessor:
     def _illegal_detail(self, bodies: Sequence[Sized], properties: Sequence[Sized]) -> str:
         body = max(map(len, bodies))
         props = max(map(len, properties))
-        return (f"maxMessageSize={self.ctx.config.max_message_size} bytes, body={body} bytes, "
-                f"properties={props} bytes (limit {MAX_PROPERTIES_SIZE})")
+        return (
+            f"maxMessageSize={self.ctx.config.max_message_size} bytes, body={body} bytes, "
+            f"properties={props} bytes (limit {MAX_PROPERTIES_SIZE})"
+        )
 
 
 def _slave_remark(broker_addr: str) -> str:
-    return (f"the broker[{broker_addr}] is a slave (brokerRole=SLAVE): it does not accept messages; "
-            "send to the master of its broker group")
+    return (
+        f"the broker[{broker_addr}] is a slave (brokerRole=SLAVE): it does not accept messages; "
+        "send to the master of its broker group"
+    )
 
 
 def _producer_of(request: RemotingCommand) -> str:

@@ -34,6 +34,7 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import ConsumerSendMsgBackRequestHeader
 from rocketq.client.remoting.message import StoredMessage, SysFlag, decode_stored_message
 from rocketq.client.remoting.properties import MessageConst, encode_properties
+from rocketq.client.remoting.vocabulary import validate_group
 from rocketq.server import Channel
 
 __all__ = ["DLQ_QUEUE_NUMS", "SendMessageBackProcessor", "dlq_topic", "max_reconsume_times", "retry_topic"]
@@ -66,6 +67,9 @@ class SendMessageBackProcessor:
         if isinstance(header, RemotingCommand):
             return header
         ctx = self.ctx
+        problem = validate_group(header.group)  # never create %RETRY%../../x
+        if problem is not None:
+            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, problem)
         sgc = ctx.groups.find(header.group)
         if sgc is None:
             return request.make_response(

@@ -62,12 +62,17 @@ def put_status_remark(status: PutMessageStatus, detail: str) -> str | None:
     ``detail`` completes the remark of an illegal message (its sizes and the limits).
     """
     match status:
-        case (PutMessageStatus.PUT_OK | PutMessageStatus.FLUSH_DISK_TIMEOUT
-              | PutMessageStatus.FLUSH_SLAVE_TIMEOUT | PutMessageStatus.SLAVE_NOT_AVAILABLE):
+        case (
+            PutMessageStatus.PUT_OK
+            | PutMessageStatus.FLUSH_DISK_TIMEOUT
+            | PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+            | PutMessageStatus.SLAVE_NOT_AVAILABLE
+        ):
             return None
         case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
-            return ("the message is illegal, maybe msg body or properties length not matched. "
-                    f"{detail}").rstrip()
+            return (
+                f"the message is illegal, maybe msg body or properties length not matched. {detail}"
+            ).rstrip()
         case PutMessageStatus.SERVICE_NOT_AVAILABLE:
             return _SERVICE_NOT_AVAILABLE_REMARK
         case PutMessageStatus.OS_PAGE_CACHE_BUSY:
@@ -93,8 +98,11 @@ def pull_response_code(status: GetMessageStatus, requested_offset: int) -> Respo
             return ResponseCode.PULL_RETRY_IMMEDIATELY
         case GetMessageStatus.OFFSET_FOUND_NULL | GetMessageStatus.OFFSET_OVERFLOW_ONE:
             return ResponseCode.PULL_NOT_FOUND
-        case (GetMessageStatus.OFFSET_OVERFLOW_BADLY | GetMessageStatus.OFFSET_TOO_SMALL
-              | GetMessageStatus.OFFSET_RESET):
+        case (
+            GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            | GetMessageStatus.OFFSET_TOO_SMALL
+            | GetMessageStatus.OFFSET_RESET
+        ):
             return ResponseCode.PULL_OFFSET_MOVED
         case GetMessageStatus.NO_MESSAGE_IN_QUEUE | GetMessageStatus.NO_MATCHED_LOGIC_QUEUE:
             return ResponseCode.PULL_NOT_FOUND if requested_offset == 0 else ResponseCode.PULL_OFFSET_MOVED

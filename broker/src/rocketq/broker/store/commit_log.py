@@ -45,7 +45,7 @@ from rocketq.client.remoting.record_layout import (
     SYSFLAG_POS,
     store_timestamp_pos,
 )
-from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketq.client.remoting.vocabulary import NAME_PATTERN, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 #: or key (the check service and ranged commits read its queue unfiltered; a key query names a
 #: user topic), so scanning and indexing its records was pure cost on the exactly-once path.
 UNSCANNED_TOPICS = frozenset({TRANS_HALF_TOPIC})
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_PATTERN = re.compile(NAME_PATTERN)
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _PORT = struct.Struct(">i")

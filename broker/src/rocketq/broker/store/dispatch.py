@@ -29,6 +29,7 @@ from rocketq.broker.store.commit_log import (
     enters_consume_queue,
 )
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
+from rocketq.broker.store.flush import FailureLog
 from rocketq.broker.store.hint_dispatch import dispatch_hints
 from rocketq.broker.store.index_file import IndexService
 from rocketq.client.errors import MessageFormatError
@@ -75,6 +76,8 @@ class Dispatcher:
         self.last_dispatched_timestamp = 0
         self.error: str | None = None
         self.lock = threading.Lock()  # one round at a time, whichever thread runs it
+        #: failing rounds (full disk...) are logged once per state change, not per round
+        self.failures = FailureLog("dispatching the CommitLog into ConsumeQueues (reput)", log)
 
     def try_dispatch(self, max_behind_bytes: int) -> bool:
         """Run one round here if no other thread is in one and at most ``max_behind_bytes`` wait;
@@ -82,9 +85,14 @@ class Dispatcher:
         if self.behind > max_behind_bytes or not self.lock.acquire(blocking=False):
             return False
         try:
-            self.do_reput()
+            progressed = self.do_reput() > 0
+        except Exception as exc:  # never onto the caller (the broker's event loop)
+            self.failures.failed(exc)
+            return False  # the reput thread retries
         finally:
             self.lock.release()
+        if progressed:
+            self.failures.succeeded()
         return self.behind <= 0
 
     @property
@@ -256,9 +264,12 @@ class ReputService:
                     self._wake.clear()
                 elif d.error is not None:
                     self._stop.wait(0.5)
-            except Exception:
-                log.exception("reput round failed")
+            except Exception as exc:
+                d.failures.failed(exc)
                 self._stop.wait(0.1)
+            else:
+                if n > 0:  # an idle round proves nothing about the disk
+                    d.failures.succeeded()
 
     def halt(self) -> None:
         """Stop at once, without catching up (crash simulation)."""

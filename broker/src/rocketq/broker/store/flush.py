@@ -13,10 +13,14 @@ Theory of operation.
   ``flush_commit_log_thorough_interval_ms``.
 * ``FlushConsumeQueueService``: flushes ConsumeQueues and the index the same way, then writes the
   checkpoint, including the dispatched offset that recovery replays from.
+* A round that fails (full disk, I/O error) is retried every 0.1 s; :class:`FailureLog` reports it
+  once when the failures start (with the remedy) and once when a round succeeds again, instead of
+  a traceback per round.  The reput (dispatch) service uses the same class.
 """
 
 from __future__ import annotations
 
+import errno
 import heapq
 import itertools
 import logging
@@ -25,8 +29,72 @@ import time
 from collections.abc import Callable
 
 from rocketq.broker.store.commit_log import CommitLog
+from rocketq.broker.store.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+_DISK_FULL_REMEDY = (
+    "the disk holding the store is full: free space there (delete old files, lower fileReservedTime,"
+    " or grow the volume); the broker retries and recovers by itself"
+)
+_IO_REMEDY = (
+    "check that the store path's disk is mounted, writable and healthy (dmesg, df, permissions);"
+    " the broker retries and recovers by itself"
+)
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    cur: BaseException | None = exc
+    for _ in range(10):  # the exception and what it was raised from
+        if cur is None:
+            break
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left" in str(cur):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+class FailureLog:
+    """Logs a recurring failure once when it starts and once when it ends, never per round.
+
+    ``failed`` in a round that raised, ``succeeded`` in one that did not.  Entering the failed
+    state is an ERROR naming the remedy (a traceback only for errors that are not I/O, i.e. bugs);
+    leaving it is a WARNING with how many rounds failed.  Thread-safe.
+    """
+
+    def __init__(self, what: str, logger: logging.Logger | None = None) -> None:
+        self.what = what
+        self.failing = False
+        self.failures = 0
+        self._log = logger or log
+        self._lock = threading.Lock()
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self.failures += 1
+            if self.failing:
+                return
+            self.failing = True
+        io = isinstance(exc, (OSError, StoreError))
+        remedy = _DISK_FULL_REMEDY if _is_disk_full(exc) else _IO_REMEDY
+        self._log.error(
+            "%s failed: %s; %s (logged once until it recovers)",
+            self.what,
+            exc,
+            remedy,
+            exc_info=None if io else exc,
+        )
+
+    def succeeded(self) -> None:
+        if not self.failing:
+            return
+        with self._lock:
+            if not self.failing:
+                return
+            self.failing, rounds, self.failures = False, self.failures, 0
+        self._log.warning("%s recovered after %d failed rounds", self.what, rounds)
 
 
 class _Service:
@@ -34,6 +102,7 @@ class _Service:
 
     def __init__(self) -> None:
         self._skip_final = False
+        self.failures = FailureLog(self.name)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
 
@@ -44,15 +113,18 @@ class _Service:
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except Exception:
-                log.exception("%s round failed", self.name)
+            except Exception as exc:
+                self.failures.failed(exc)
                 self._stop.wait(0.1)
+            else:
+                self.failures.succeeded()
         if self._skip_final:
             return
         try:
             self.final_round()
-        except Exception:
-            log.exception("%s final round failed", self.name)
+        except Exception as exc:
+            trace = not isinstance(exc, (OSError, StoreError))
+            log.error("%s final round failed: %s", self.name, exc, exc_info=exc if trace else None)
 
     def run_once(self) -> None:
         raise NotImplementedError

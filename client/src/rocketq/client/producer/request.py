@@ -24,12 +24,18 @@ from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.message import SysFlag, compress_body, with_compression
 from rocketq.client.remoting.msgid import UniqKeyGenerator
 from rocketq.client.remoting.properties import MessageConst, encode_properties
-from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue, ResponseCode
+from rocketq.client.remoting.vocabulary import (
+    MAX_TOPIC_LENGTH,
+    NAME_PATTERN,
+    RETRY_GROUP_TOPIC_PREFIX,
+    MessageQueue,
+    ResponseCode,
+)
 
 __all__ = ["WAIT_STORE_OK", "PreparedSend", "check_topic", "prepare_send", "send_header"]
 
-_TOPIC_RE: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-_TOPIC_MAX_LENGTH: Final = 127
+_TOPIC_RE: Final = re.compile(NAME_PATTERN)  # the one definition: remoting.vocabulary
+_TOPIC_MAX_LENGTH: Final = MAX_TOPIC_LENGTH
 #: The properties of a batch request's carrier message.
 WAIT_STORE_OK: Final = encode_properties({MessageConst.WAIT_STORE_MSG_OK: "true"})
 

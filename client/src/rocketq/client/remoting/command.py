@@ -23,6 +23,13 @@ when the command cannot be expressed in binary (code or version outside int16, s
 which every RocketMQ peer accepts on any connection.  Decoding is lenient the way fastjson is:
 missing keys take defaults, unknown keys are ignored, numbers may arrive as numeric strings,
 unknown language names become ``OTHER`` and non-string extFields values are stringified.
+
+Hostile headers: every decoding failure is a :class:`~rocketq.client.errors.ProtocolError` (too
+deep nesting included, never a ``RecursionError``).  A JSON header whose ``opaque`` is a valid
+int32 but whose ``code``, ``flag``, ``version`` or ``extFields`` is out of range or of the wrong
+type raises :class:`MalformedRequestError`, which carries the opaque so the transport can answer
+``SYSTEM_ERROR`` instead of leaving the sender waiting; without a usable opaque (missing type,
+outside int32) the error is a plain ProtocolError and the transport closes the connection.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from rocketq.client.errors import ProtocolError
+from rocketq.client.errors import HeaderError, ProtocolError
 from rocketq.client.remoting.frame import FRAME_PREFIX, SerializeType, encode_frame
 
 __all__ = [
@@ -42,6 +49,7 @@ __all__ = [
     "RPC_ONEWAY",
     "RPC_RESPONSE",
     "LanguageCode",
+    "MalformedRequestError",
     "RemotingCommand",
     "SerializeType",
     "decode_command",
@@ -227,10 +235,25 @@ def encode_command(cmd: RemotingCommand, serialize_type: SerializeType = Seriali
 # --------------------------------------------------------------------------- decoding
 
 
+class MalformedRequestError(HeaderError):
+    """A header whose opaque is usable but whose other fields are not: answer it, do not close.
+
+    ``oneway`` is True when the flag was readable and carried the ONEWAY bit (then no answer is
+    due).  Raised only for requests: a malformed *response* is a plain ProtocolError.
+    """
+
+    def __init__(self, message: str, *, opaque: int, oneway: bool) -> None:
+        super().__init__(message)
+        self.opaque = opaque
+        self.oneway = oneway
+
+
 def _json_int(obj: Mapping[str, Any], key: str, default: int) -> int:
     value = obj.get(key)
     if value is None:
         return default
+    if isinstance(value, bool):
+        return int(value)
     if isinstance(value, int):
         return value
     try:
@@ -238,9 +261,9 @@ def _json_int(obj: Mapping[str, Any], key: str, default: int) -> int:
             return int(value.strip())
         if isinstance(value, float) and value.is_integer():
             return int(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         pass
-    raise ProtocolError(f"JSON header field {key!r} is not an integer: {value!r}")
+    raise ProtocolError(f"JSON header field {key!r} is not an integer: {_ext_value(value)!r:.200}")
 
 
 def _json_language(value: object) -> LanguageCode:
@@ -259,38 +282,73 @@ def _ext_value(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        except (RecursionError, ValueError) as exc:
+            raise ProtocolError(f"JSON header value cannot be re-serialized: {exc}") from None
     return str(value)
 
 
 def decode_json_header(raw: bytes) -> RemotingCommand:
-    """Parse a JSON header leniently (the body and serialize type are set by the caller)."""
+    """Parse a JSON header leniently (the body and serialize type are set by the caller).
+
+    Raises ProtocolError for anything unusable, :class:`MalformedRequestError` when only the
+    request's code, flag, version or extFields are bad (see the module docstring).
+    """
     try:
         obj = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"JSON header is not valid JSON ({exc}): {bytes(raw[:200])!r}") from exc
+    except RecursionError:
+        raise ProtocolError(f"JSON header is nested too deeply: {bytes(raw[:200])!r}") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"JSON header is not an object: {bytes(raw[:200])!r}")
-    ext_obj = obj.get("extFields")
-    ext_fields: dict[str, str] = {}
-    if ext_obj is not None:
-        if not isinstance(ext_obj, dict):
-            raise ProtocolError(f"JSON header extFields is not an object: {ext_obj!r}")
-        for key, value in ext_obj.items():
-            text = _ext_value(value)
-            if text is not None:
-                ext_fields[key] = text
+    opaque = _json_int32(obj, "opaque")  # no usable opaque: nothing to answer, the caller closes
+    try:
+        flag = _json_int32(obj, "flag")
+    except ProtocolError as exc:
+        raise MalformedRequestError(str(exc), opaque=opaque, oneway=False) from None
+    try:
+        code = _json_int32(obj, "code")
+        version = _json_int32(obj, "version")
+        ext_fields = _json_ext_fields(obj.get("extFields"))
+    except ProtocolError as exc:
+        if flag & RPC_RESPONSE:
+            raise
+        raise MalformedRequestError(str(exc), opaque=opaque, oneway=bool(flag & RPC_ONEWAY)) from None
     remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = _ext_value(remark)
     return RemotingCommand(
-        code=_json_int(obj, "code", 0),
-        opaque=_json_int(obj, "opaque", 0),
-        flag=_json_int(obj, "flag", 0),
+        code=code,
+        opaque=opaque,
+        flag=flag,
         language=_json_language(obj.get("language")),
-        version=_json_int(obj, "version", 0),
-        remark=remark if remark is None or isinstance(remark, str) else str(remark),
+        version=version,
+        remark=remark,
         ext_fields=ext_fields,
         serialize_type=SerializeType.JSON,
     )
+
+
+def _json_int32(obj: Mapping[str, Any], key: str) -> int:
+    value = _json_int(obj, key, 0)
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ProtocolError(f"JSON header field {key!r} = {value} does not fit in a signed int32")
+    return value
+
+
+def _json_ext_fields(ext_obj: object) -> dict[str, str]:
+    ext_fields: dict[str, str] = {}
+    if ext_obj is None:
+        return ext_fields
+    if not isinstance(ext_obj, dict):
+        raise ProtocolError(f"JSON header extFields is not an object: {_ext_value(ext_obj)!r:.200}")
+    for key, value in ext_obj.items():
+        text = _ext_value(value)
+        if text is not None:
+            ext_fields[key] = text
+    return ext_fields
 
 
 def _binary_error(what: str, pos: int, buf: bytes | memoryview, start: int) -> ProtocolError:

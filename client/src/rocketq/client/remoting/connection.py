@@ -13,6 +13,9 @@ response (late after a timeout, or never asked for) becomes :class:`UnexpectedRe
 are signed 32-bit and wrap around, skipping values still pending so a slow request is never
 confused with a new one.  A malformed frame raises ``FrameError``/``ProtocolError``; the connection
 is then unusable and the transport must close it and fail its pending requests (``fail_all``).
+A request whose framing is sound and whose opaque is usable but whose other header fields are not
+(see :class:`~rocketq.client.remoting.command.MalformedRequestError`) does not break the
+connection: it becomes :class:`MalformedRequest`, which the transport answers ``SYSTEM_ERROR``.
 """
 
 from __future__ import annotations
@@ -20,11 +23,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocketq.client.errors import ClientError, ProtocolError
-from rocketq.client.remoting.command import RPC_RESPONSE, RemotingCommand, decode_command, encode_command
+from rocketq.client.remoting.command import (
+    RPC_ONEWAY,
+    RPC_RESPONSE,
+    MalformedRequestError,
+    RemotingCommand,
+    decode_command,
+    encode_command,
+)
 from rocketq.client.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, SerializeType
 
 __all__ = [
     "Event",
+    "MalformedRequest",
     "RemotingConnection",
     "RequestReceived",
     "ResponseReceived",
@@ -56,7 +67,19 @@ class UnexpectedResponse:
     command: RemotingCommand
 
 
-Event = RequestReceived | ResponseReceived | UnexpectedResponse
+@dataclass(frozen=True, slots=True)
+class MalformedRequest:
+    """A request with a usable opaque but a bad code/flag/version/extFields: answer SYSTEM_ERROR.
+
+    ``command`` holds what could be read: the opaque, and the ONEWAY flag when the flag was
+    readable (code 0, no fields); ``reason`` names the bad field.
+    """
+
+    command: RemotingCommand
+    reason: str
+
+
+Event = RequestReceived | ResponseReceived | UnexpectedResponse | MalformedRequest
 
 
 class RemotingConnection:
@@ -119,7 +142,14 @@ class RemotingConnection:
             events: list[Event] = []
             pending = self._pending
             for payload in payloads:
-                cmd = decode_command(payload)
+                try:
+                    cmd = decode_command(payload)
+                except MalformedRequestError as exc:
+                    flag = RPC_ONEWAY if exc.oneway else 0
+                    events.append(
+                        MalformedRequest(RemotingCommand(0, opaque=exc.opaque, flag=flag), str(exc))
+                    )
+                    continue
                 if not cmd.flag & RPC_RESPONSE:
                     events.append(RequestReceived(cmd))
                 elif cmd.opaque in pending:
@@ -154,6 +184,15 @@ class RemotingConnection:
         opaques = sorted(self._pending)
         self._pending.clear()
         return opaques
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and held for a frame not yet complete."""
+        return self._decoder.buffered
+
+    def release(self) -> None:
+        """Drop the bytes held for an incomplete frame (the connection is closed)."""
+        self._decoder.clear()
 
     @property
     def broken(self) -> bool:

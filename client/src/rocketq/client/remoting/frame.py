@@ -110,6 +110,12 @@ class FrameDecoder:
         """Bytes received but not yet returned as part of a complete frame."""
         return len(self._buf) - self._pos
 
+    def clear(self) -> None:
+        """Drop everything buffered and free the buffer's memory (the stream is closed)."""
+        self._buf = bytearray()
+        self._pos = 0
+        self._need = 0
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Add received bytes; return the payloads of every frame completed by them."""
         if not data:

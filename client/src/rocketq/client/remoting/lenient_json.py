@@ -14,6 +14,10 @@ pairs sorted by key, an array a tuple, recursively (see :func:`freeze` and :func
 :func:`dumps` writes compact JSON with sorted keys and ASCII escapes (what Java's NameServer sends
 in standard-JSON mode); dictionaries keyed by frozen objects are written fastjson-style, since
 that is the only form Java can read back.
+
+Nesting is limited to :data:`MAX_DEPTH` levels in the lenient parser (and a ``RecursionError`` of
+the C parser is turned into the same error), so a hostile body of 100 000 ``[`` is a clean
+:class:`JSONFormatError`, never a ``RecursionError`` escaping into the transport.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ _BARE_KEY: Final = re.compile(r"[A-Za-z_$][\w$]*|-?\d+(?:\.\d+)?")
 _scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _LITERALS: Final = {"true": True, "false": False, "null": None}
 FrozenJSON = tuple[Any, ...]
+MAX_DEPTH: Final = 200
+"""Deepest nesting of objects/arrays the lenient parser accepts (RocketMQ bodies use < 10)."""
 
 
 def freeze(value: Any) -> Any:
@@ -90,6 +96,12 @@ class _Parser:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.depth = 0
+
+    def _enter(self, pos: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _err(self.text, pos, f"JSON nested deeper than {MAX_DEPTH} levels")
 
     def parse_value(self, pos: int) -> tuple[Any, int]:
         text = self.text
@@ -98,10 +110,11 @@ class _Parser:
         ch = text[pos]
         if ch == '"':
             return self._string(pos)
-        if ch == "{":
-            return self._object(pos)
-        if ch == "[":
-            return self._array(pos)
+        if ch == "{" or ch == "[":
+            self._enter(pos)
+            nested: tuple[Any, int] = self._object(pos) if ch == "{" else self._array(pos)
+            self.depth -= 1
+            return nested
         for word, value in _LITERALS.items():
             if text.startswith(word, pos):
                 return value, pos + len(word)

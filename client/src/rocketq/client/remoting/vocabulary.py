@@ -17,6 +17,7 @@ subscription groups) keep their state elsewhere and replace their ``DataVersion`
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ __all__ = [
     "DEFAULT_CLUSTER",
     "DLQ_GROUP_TOPIC_PREFIX",
     "MASTER_ID",
+    "MAX_GROUP_LENGTH",
+    "MAX_TOPIC_LENGTH",
+    "NAME_PATTERN",
     "OFFSET_MOVED_EVENT",
     "PERM_RW",
     "RETRY_GROUP_TOPIC_PREFIX",
@@ -66,6 +70,8 @@ __all__ = [
     "parse_expression_type",
     "perm_to_string",
     "retry_topic",
+    "validate_group",
+    "validate_topic",
 ]
 
 #: Broker id of a group's master; slaves have ids > 0.
@@ -182,6 +188,43 @@ def retry_topic(group: str) -> str:
 def dlq_topic(group: str) -> str:
     """``MixAll.getDLQTopic``: the dead-letter topic of a consumer group."""
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+# --------------------------------------------------------------------------- name rules
+
+#: ``TopicValidator.VALID_PATTERN_STR``: the characters of a topic or group name.
+NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
+_NAME_RE: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
+#: ``TopicValidator.TOPIC_MAX_LENGTH``.
+MAX_TOPIC_LENGTH: Final = 127
+#: ``Validators.CHARACTER_MAX_LENGTH``: the longest group name.
+MAX_GROUP_LENGTH: Final = 255
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """None if ``topic`` is a legal name, else the remark explaining why not (``checkTopic``)."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if len(topic) > MAX_TOPIC_LENGTH:
+        return f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}: {len(topic)}."
+    if not _NAME_RE.fullmatch(topic):
+        return f"The specified topic[{topic[:300]}] contains illegal characters, allowing only {NAME_PATTERN}"
+    return None
+
+
+def validate_group(group: str | None) -> str | None:
+    """None if ``group`` is a legal consumer/producer group name, else why not (``checkGroup``).
+
+    Groups become topic names (``%RETRY%group``, ``%DLQ%group``) and file keys, so they follow
+    the topic character rules; a name such as ``../../x`` is refused wherever a group enters.
+    """
+    if not group or not group.strip():
+        return "The specified group is blank."
+    if len(group) > MAX_GROUP_LENGTH:
+        return f"The specified group is longer than group max length {MAX_GROUP_LENGTH}: {len(group)}."
+    if not _NAME_RE.fullmatch(group):
+        return f"The specified group[{group[:300]}] contains illegal characters, allowing only {NAME_PATTERN}"
+    return None
 
 
 def _now_ms() -> int:

@@ -11,6 +11,8 @@ a server sends back (transaction check-backs, consumer-change notifications).  `
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Callable
 
 from rocketq.client.errors import RemotingError
 from rocketq.client.remoting.command import RemotingCommand
@@ -43,9 +45,14 @@ class RemotingClient:
         max_inflight_per_connection: int = 64,
         max_queued_requests: int = 10_000,
         max_frame_length: int = MAX_FRAME_LENGTH,
+        ssl_context: ssl.SSLContext | None = None,
+        rpc_hook: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.serialize_type = serialize_type
+        # called on every request before it is sent (ACL signing: rocketq.client.remoting.acl)
+        self.rpc_hook = rpc_hook
         self.connect_timeout_ms = connect_timeout_ms
+        self.ssl_context = ssl_context  # TLS on every connection (rocketq.client.transport.tls)
         self._dispatcher = Dispatcher(
             max_inflight_per_connection=max_inflight_per_connection, max_queued_requests=max_queued_requests
         )
@@ -92,7 +99,8 @@ class RemotingClient:
             )
 
         try:
-            _, proto = await asyncio.wait_for(loop.create_connection(factory, host, port), limit_ms / 1000)
+            connecting = loop.create_connection(factory, host, port, ssl=self.ssl_context)
+            _, proto = await asyncio.wait_for(connecting, limit_ms / 1000)
         except TimeoutError:
             raise connect_error(addr, f"timed out after {limit_ms:g} ms") from None
         except OSError as exc:
@@ -104,6 +112,8 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         channel = await self.get_channel(addr, timeout_ms)
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
         remaining_ms = (deadline - loop.time()) * 1000
         if remaining_ms <= 0:
             raise timeout_error(addr, cmd, timeout_ms)
@@ -118,6 +128,8 @@ class RemotingClient:
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         channel = await self.get_channel(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
         await channel.invoke_oneway(cmd)
 
     def _drop(self, addr: str, channel: Channel) -> None:

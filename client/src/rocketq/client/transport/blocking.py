@@ -13,6 +13,12 @@ consumer-change notifications) run on a small thread pool so a processor may its
 from draining responses.  When the connection breaks, every waiter fails with
 ``RemotingError``; a process fork (Spark's Python workers) discards connections inherited from
 the parent instead of sharing their sockets.
+
+With an ``ssl_context`` (TLS, :mod:`rocketq.client.transport.tls`) each socket is wrapped after
+connecting, the handshake counting against the connect timeout.  OpenSSL forbids reading and
+writing one TLS connection from two threads at once, so the ``SSLSocket`` is put in non-blocking
+mode behind :class:`_TlsSocket`: every TLS call holds one lock and returns at once, and waiting
+for the socket to become readable or writable happens outside that lock.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -63,10 +71,61 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
+class _TlsSocket:
+    """A non-blocking ``SSLSocket`` shared by the reader thread and the writers (module docstring)."""
+
+    def __init__(self, sock: ssl.SSLSocket) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._lock = threading.Lock()
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            with self._lock:
+                try:
+                    return self._sock.recv(size)
+                except ssl.SSLWantReadError:
+                    readable = True
+                except ssl.SSLWantWriteError:
+                    readable = False
+            self._wait(readable)
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            readable = False
+            with self._lock:
+                try:
+                    sent = self._sock.send(view)
+                except ssl.SSLWantWriteError:
+                    sent = 0
+                except ssl.SSLWantReadError:
+                    sent, readable = 0, True
+            if sent:
+                view = view[sent:]
+            else:
+                self._wait(readable)
+
+    def _wait(self, readable: bool) -> None:
+        # bounded, so a state change this thread could not see only costs a retry; a socket closed
+        # meanwhile makes select fail and the next call raise OSError, which the callers handle
+        watched = [self._sock]
+        with contextlib.suppress(OSError, ValueError):
+            select.select(watched if readable else [], [] if readable else watched, [], 0.5)
+
+    def shutdown(self, how: int) -> None:
+        with self._lock:
+            self._sock.shutdown(how)
+
+    def close(self) -> None:
+        with self._lock:
+            self._sock.close()
+
+
 class _Connection:
     """One socket with its reader thread; see the module docstring."""
 
-    def __init__(self, client: BlockingRemotingClient, addr: str, sock: socket.socket) -> None:
+    def __init__(self, client: BlockingRemotingClient, addr: str, sock: socket.socket | _TlsSocket) -> None:
         self.addr = addr
         self.closed = False
         self._client = client
@@ -179,10 +238,12 @@ class BlockingRemotingClient:
         connect_timeout_ms: float = DEFAULT_CONNECT_TIMEOUT_MS,
         max_frame_length: int = MAX_FRAME_LENGTH,
         callback_threads: int = 4,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.serialize_type = serialize_type
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
+        self.ssl_context = ssl_context  # TLS on every connection (rocketq.client.transport.tls)
         self._callback_threads = callback_threads
         self._processors: dict[int, BlockingProcessor] = {}
         self._lock = threading.Lock()
@@ -235,17 +296,23 @@ class BlockingRemotingClient:
                 raise RemotingError("the remoting client is closed")
             return conn
 
-    def _open_socket(self, addr: str, timeout_ms: float | None) -> socket.socket:
+    def _open_socket(self, addr: str, timeout_ms: float | None) -> socket.socket | _TlsSocket:
         host, port = parse_addr(addr)
         limit_ms = self.connect_timeout_ms if timeout_ms is None else min(timeout_ms, self.connect_timeout_ms)
         try:
             sock = socket.create_connection((host, port), timeout=limit_ms / 1000)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ssl_context is not None:
+                try:
+                    return _TlsSocket(self.ssl_context.wrap_socket(sock, server_hostname=host))
+                except OSError:
+                    sock.close()
+                    raise
         except TimeoutError:
             raise connect_error(addr, f"timed out after {limit_ms:g} ms") from None
         except OSError as exc:
             raise connect_error(addr, exc) from exc
         sock.settimeout(None)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
     def _after_fork(self) -> None:

@@ -16,6 +16,21 @@ Theory of operation:
   requests running stops reading (TCP pushes back on the peer) until one finishes, and when the
   ``max_queued_requests`` running over all connections are reached a new request is answered
   ``SYSTEM_BUSY`` ``[REJECTREQUEST]...`` at once, as RocketMQ does when its executor is full.
+  Requests decoded from one read beyond the in-flight cap wait in a per-connection backlog (at
+  most one read's worth, since reading is paused) and start as running ones finish.
+* With :class:`ConnectionLimits` (servers; see docs/security.md "Hostile clients and memory
+  limits") memory per connection is bounded against peers that send without reading: the
+  transport's write buffer gets the high/low water marks, and while the unsent bytes are above
+  the high mark no further request is started and the connection is not read (Netty's
+  ``writeBufferHighWaterMark`` flow control); reading resumes below the low mark.  Bytes held for
+  an incomplete frame are capped per connection and summed over the dispatcher's connections; a
+  connection over either cap is aborted with a WARNING, and its buffer is released at once.  A
+  client connection (no limits) never stops reading because of its own unsent bytes: that could
+  deadlock two peers that both wait for the other to read.
+* A request whose header is malformed but whose opaque is usable (``code`` beyond int32, a
+  non-object ``extFields``...) is answered ``SYSTEM_ERROR`` naming the problem; a header without
+  a usable opaque closes the connection (there is nothing to answer).  A response that cannot be
+  encoded (a frame over 16 MiB) becomes a ``SYSTEM_ERROR`` answer instead of a lost request.
 * Unregistered codes get ``REQUEST_CODE_NOT_SUPPORTED``, a raising processor ``SYSTEM_ERROR``
   with the exception text; oneway requests are never answered.  Responses use this side's
   configured serialize type; incoming frames are decoded by their own type byte.
@@ -31,12 +46,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import cast
 
 from rocketq.client.errors import ClientError, ProtocolError, RocketQError
-from rocketq.client.remoting.command import RPC_ONEWAY, RemotingCommand
+from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rocketq.client.remoting.connection import (
+    MalformedRequest,
     RemotingConnection,
     RequestReceived,
     ResponseReceived,
@@ -53,7 +72,7 @@ from rocketq.client.transport.common import (
     timeout_error,
 )
 
-__all__ = ["Channel", "ChannelListener", "Dispatcher", "Processor", "RemotingProtocol"]
+__all__ = ["Channel", "ChannelListener", "ConnectionLimits", "Dispatcher", "Processor", "RemotingProtocol"]
 
 log = logging.getLogger("rocketq.transport")
 
@@ -63,16 +82,57 @@ ChannelListener = Callable[["Channel"], None]
 """Told about a connection being opened or closed."""
 
 
+DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK = 4 * 1024 * 1024
+DEFAULT_WRITE_BUFFER_LOW_WATER_MARK = 1024 * 1024
+DEFAULT_MAX_PENDING_FRAME_BYTES = MAX_FRAME_LENGTH + 4
+DEFAULT_MAX_PENDING_FRAME_BYTES_TOTAL = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Memory bounds of a server's connections against peers that send without reading.
+
+    ``write_buffer_high_water_mark`` / ``low``: unsent response bytes at which a connection stops
+    / resumes reading and starting requests (broker.conf ``writeBufferHighWaterMark`` /
+    ``writeBufferLowWaterMark``).  ``max_pending_frame_bytes``: bytes one connection may hold
+    for an incomplete frame; ``max_pending_frame_bytes_total``: the same summed over all
+    connections of the server.  A connection over either is closed.
+    """
+
+    write_buffer_high_water_mark: int = DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK
+    write_buffer_low_water_mark: int = DEFAULT_WRITE_BUFFER_LOW_WATER_MARK
+    max_pending_frame_bytes: int = DEFAULT_MAX_PENDING_FRAME_BYTES
+    max_pending_frame_bytes_total: int = DEFAULT_MAX_PENDING_FRAME_BYTES_TOTAL
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.write_buffer_low_water_mark <= self.write_buffer_high_water_mark:
+            raise ClientError(
+                f"write buffer water marks must satisfy 0 <= low <= high, got low"
+                f" {self.write_buffer_low_water_mark} and high {self.write_buffer_high_water_mark}"
+            )
+        if self.max_pending_frame_bytes <= 0 or self.max_pending_frame_bytes_total <= 0:
+            raise ClientError("max_pending_frame_bytes and max_pending_frame_bytes_total must be > 0")
+
+
 class Dispatcher:
     """Processors by request code and the admission limits shared by a set of connections."""
 
-    def __init__(self, *, max_inflight_per_connection: int, max_queued_requests: int) -> None:
+    def __init__(
+        self,
+        *,
+        max_inflight_per_connection: int,
+        max_queued_requests: int,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         if max_inflight_per_connection <= 0 or max_queued_requests <= 0:
             raise ClientError("max_inflight_per_connection and max_queued_requests must be > 0")
         self.processors: dict[int, Processor] = {}
         self.max_inflight_per_connection = max_inflight_per_connection
         self.max_queued_requests = max_queued_requests
+        self.limits = limits
         self.running = 0
+        self.pending_frame_bytes = 0
+        """Bytes held for incomplete frames over all connections (counted with ``limits`` only)."""
 
     def register(self, code: int, processor: Processor) -> None:
         """Route requests with ``code`` to ``processor`` (replacing any earlier one)."""
@@ -145,6 +205,9 @@ class RemotingProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._inflight = 0
+        self._backlog: deque[RemotingCommand | MalformedRequest] = deque()
+        self._pending_frame_bytes = 0
+        self._malformed_logged = False
         self._reading_paused = False
         self._draining = False
         self._can_write = asyncio.Event()
@@ -158,12 +221,19 @@ class RemotingProtocol(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         self.peer = _sockname(transport.get_extra_info("peername"))
         self.local = _sockname(transport.get_extra_info("sockname"))
+        limits = self.dispatcher.limits
+        if limits is not None:
+            self._transport.set_write_buffer_limits(
+                high=limits.write_buffer_high_water_mark, low=limits.write_buffer_low_water_mark
+            )
         if self._on_open is not None:
             self._on_open(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._can_write.set()
+        self._backlog.clear()
+        self._release_frame_bytes()
         self.connection.fail_all()
         pending, self._pending = self._pending, {}
         why = f"connection closed ({exc})" if exc else "connection closed"
@@ -176,9 +246,12 @@ class RemotingProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._can_write.clear()
+        if self.dispatcher.limits is not None:
+            self._update_reading()
 
     def resume_writing(self) -> None:
         self._can_write.set()
+        self._pump()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -187,22 +260,97 @@ class RemotingProtocol(asyncio.Protocol):
             events = self.connection.receive_data(data)
         except ProtocolError as exc:
             log.warning("closing connection from %s: malformed frame: %s", self.peer, exc)
+            self._release_frame_bytes()
             self.close()
+            return
+        if self.dispatcher.limits is not None and not self._account_frame_bytes():
             return
         for event in events:
             if isinstance(event, RequestReceived):
-                self._on_request(event.command)
+                self._backlog.append(event.command)
+            elif isinstance(event, MalformedRequest):
+                self._backlog.append(event)
             elif isinstance(event, ResponseReceived):
                 fut = self._pending.pop(event.command.opaque, None)
                 if fut is not None and not fut.done():
                     fut.set_result(event.command)
             elif isinstance(event, UnexpectedResponse):
                 log.debug("%s: response for unknown opaque %d (late?)", self.peer, event.command.opaque)
+        if self._backlog:
+            self._pump()
+
+    def _account_frame_bytes(self) -> bool:
+        """Count this connection's bytes held for an incomplete frame; abort it if over a cap."""
+        limits = self.dispatcher.limits
+        assert limits is not None
+        held = self.connection.buffered
+        self.dispatcher.pending_frame_bytes += held - self._pending_frame_bytes
+        self._pending_frame_bytes = held
+        if held == 0:
+            return True
+        if held > limits.max_pending_frame_bytes:
+            why = (
+                f"{held} bytes of an incomplete frame exceed the per-connection cap"
+                f" {limits.max_pending_frame_bytes}"
+            )
+        elif self.dispatcher.pending_frame_bytes > limits.max_pending_frame_bytes_total:
+            why = (
+                f"incomplete frames of all connections hold {self.dispatcher.pending_frame_bytes} bytes,"
+                f" over the total cap {limits.max_pending_frame_bytes_total} (this one {held})"
+            )
+        else:
+            return True
+        log.warning("closing connection from %s: %s", self.peer, why)
+        self._release_frame_bytes()
+        self.abort()
+        return False
+
+    def _release_frame_bytes(self) -> None:
+        self.dispatcher.pending_frame_bytes -= self._pending_frame_bytes
+        self._pending_frame_bytes = 0
+        self.connection.release()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
 
     # -- requests from the peer --------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Start backlogged requests while the in-flight cap and the write buffer allow."""
+        limit = self.dispatcher.max_inflight_per_connection
+        gated = self.dispatcher.limits is not None
+        backlog = self._backlog
+        while backlog and self._inflight < limit and not self.closed:
+            if gated and not self._can_write.is_set():
+                break
+            item = backlog.popleft()
+            if isinstance(item, MalformedRequest):
+                self._on_malformed(item)
+            else:
+                self._on_request(item)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read only while requests can start: no backlog, under the caps, writes draining."""
+        stop = bool(self._backlog) or self._inflight >= self.dispatcher.max_inflight_per_connection
+        if self.dispatcher.limits is not None and not self._can_write.is_set():
+            stop = True
+        if stop != self._reading_paused:
+            self._set_reading(not stop)
+
+    def _on_malformed(self, bad: MalformedRequest) -> None:
+        level = logging.DEBUG if self._malformed_logged else logging.WARNING
+        self._malformed_logged = True
+        opaque = bad.command.opaque
+        log.log(level, "%s: malformed request header (opaque %d): %s", self.peer, opaque, bad.reason)
+        if not bad.command.is_oneway:
+            answer = RemotingCommand(
+                code=ResponseCode.SYSTEM_ERROR,
+                opaque=opaque,
+                flag=RPC_RESPONSE,
+                remark=f"malformed request header: {bad.reason}"[:1000],
+            )
+            self._write(self.connection.send_response(answer))
 
     def _on_request(self, cmd: RemotingCommand) -> None:
         dispatcher = self.dispatcher
@@ -218,8 +366,6 @@ class RemotingProtocol(asyncio.Protocol):
             return
         dispatcher.running += 1
         self._inflight += 1
-        if self._inflight >= dispatcher.max_inflight_per_connection and not self._reading_paused:
-            self._set_reading(False)
         task = asyncio.get_running_loop().create_task(self._run(processor, cmd))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -237,15 +383,18 @@ class RemotingProtocol(asyncio.Protocol):
                 response = system_error_response(cmd, exc)
             if response is None or cmd.is_oneway or self.closed:
                 return
-            data = self.connection.send_response(prepare_response(cmd, response))
+            try:
+                data = self.connection.send_response(prepare_response(cmd, response))
+            except ProtocolError as exc:  # e.g. a body over the 16 MiB frame limit
+                log.warning("%s: response to code %d cannot be encoded: %s", self.peer, cmd.code, exc)
+                data = self.connection.send_response(system_error_response(cmd, exc))
             if not self._can_write.is_set():
                 await self._can_write.wait()
             self._write(data)
         finally:
             self.dispatcher.running -= 1
             self._inflight -= 1
-            if self._reading_paused and self._inflight < self.dispatcher.max_inflight_per_connection:
-                self._set_reading(True)
+            self._pump()
 
     def _set_reading(self, on: bool) -> None:
         transport = self._transport
