@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +30,7 @@ from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketq.client.errors import RocketQError
-from rocketq.client.launcher import CONTROLLER_BOOT_RE, spawn_controllers, wait_until_answers
+from rocketq.client.launcher import restart_controller, spawn_controllers
 from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
@@ -85,34 +83,6 @@ def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(0.1)
-
-
-def restart_controller(proc: ServerProcess, timeout_s: float = 30.0) -> ServerProcess:
-    """Start the controller ``proc`` was again, with the same controller.conf, port and store."""
-    work = proc.log_path.parent
-    conf = work / f"{proc.name}.conf"
-    log_path = work / f"{proc.name}-{time.monotonic_ns()}.log"
-    log_file = open(log_path, "wb")  # closed by ServerProcess
-    popen = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.controller", "-c", str(conf)],
-        stdin=subprocess.DEVNULL,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        cwd=str(work),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-    new = ServerProcess(proc.name, popen, log_path, log_file)
-    deadline = time.monotonic() + timeout_s
-    while (match := CONTROLLER_BOOT_RE.search(new.log_text())) is None:
-        if not new.is_alive() or time.monotonic() > deadline:
-            new.kill9()
-            raise AssertionError(f"{proc.name} did not restart:\n{new.log_tail()}")
-        time.sleep(0.05)
-    new.host, _, port = match.group(1).rpartition(":")
-    new.port = int(port)
-    wait_until_answers(new.addr, timeout_s)
-    return new
 
 
 @dataclass

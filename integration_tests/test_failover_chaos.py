@@ -35,8 +35,6 @@ import os
 import random
 import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,7 +50,7 @@ from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketq.client.errors import RocketQError
-from rocketq.client.launcher import CONTROLLER_BOOT_RE, spawn_controllers, wait_until_answers
+from rocketq.client.launcher import restart_controller, spawn_controllers
 from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.producer.selector import SelectMessageQueueByHash
@@ -229,33 +227,6 @@ class Load:
         self.stop_sending()
         self.consumer.shutdown()
         self.producer.shutdown()
-
-
-def restart_controller(proc: ServerProcess, timeout_s: float = 30.0) -> ServerProcess:
-    """Start the controller ``proc`` was again, with its controller.conf, port and store."""
-    work = proc.log_path.parent
-    log_path = work / f"{proc.name}-{time.monotonic_ns()}.log"
-    log_file = open(log_path, "wb")  # closed by ServerProcess
-    popen = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.controller", "-c", str(work / f"{proc.name}.conf")],
-        stdin=subprocess.DEVNULL,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        cwd=str(work),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-    new = ServerProcess(proc.name, popen, log_path, log_file)
-    deadline = time.monotonic() + timeout_s
-    while (match := CONTROLLER_BOOT_RE.search(new.log_text())) is None:
-        if not new.is_alive() or time.monotonic() > deadline:
-            new.kill9()
-            raise AssertionError(f"{proc.name} did not restart:\n{new.log_tail()}")
-        time.sleep(0.05)
-    new.host, _, port = match.group(1).rpartition(":")
-    new.port = int(port)
-    wait_until_answers(new.addr, timeout_s)
-    return new
 
 
 @dataclass

@@ -75,6 +75,8 @@ class AsyncControllerAdmin:
         """Send ``cmd`` to the controller leader: (the leader's address, its SUCCESS answer)."""
         queue = parse_controller_addrs(controller_addrs)
         tried: set[str] = set()
+        unreachable: list[str] = []
+        refusal: MQBrokerError | None = None
         last: Exception | None = None
         while queue:
             addr = queue.pop(0)
@@ -85,14 +87,19 @@ class AsyncControllerAdmin:
                 response = await self.api.invoke(addr, _copy(cmd), timeout_ms)
             except RemotingError as exc:
                 last = exc
+                unreachable.append(addr)
                 continue
             if response.code == ResponseCode.CONTROLLER_NOT_LEADER:
                 leader = GetMetaDataResponseHeader.from_ext_fields(response.ext_fields)
                 if leader.controller_leader_address and leader.controller_leader_address not in tried:
                     queue.insert(0, leader.controller_leader_address)
-                last = MQBrokerError.for_code(response.code, response.remark, addr)
+                refusal = MQBrokerError.for_code(response.code, response.remark, addr)
                 continue
             return addr, self.api.check(response, addr)
+        if refusal is not None:  # a controller's own answer says more than a refused connection
+            if unreachable:
+                refusal.add_note(f"controllers not answering: {', '.join(unreachable)}")
+            raise refusal
         assert last is not None
         raise last
 

@@ -45,6 +45,7 @@ __all__ = [
     "controller_conf_text",
     "free_port",
     "local_cluster",
+    "restart_controller",
     "spawn_broker",
     "spawn_controllers",
     "spawn_namesrv",
@@ -385,6 +386,21 @@ def spawn_controllers(
             proc.kill9()
         raise
     return started
+
+
+def restart_controller(
+    proc: ServerProcess,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+) -> ServerProcess:
+    """Start a controller of :func:`spawn_controllers` again after it stopped (a new process with
+    the same ``controller.conf``: the same ports and Raft store), once it answers."""
+    work = proc.log_path.parent
+    conf = work / f"{proc.name}.conf"
+    new = _start(proc.name, ["-m", "rocketq.controller", "-c", str(conf)], work, env)
+    match = _wait_boot_line(new, CONTROLLER_BOOT_RE, timeout_s)
+    return _finish_boot(new, match.group(1), timeout_s)
 
 
 @dataclass(frozen=True)

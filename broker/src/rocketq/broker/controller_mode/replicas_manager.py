@@ -1,5 +1,8 @@
 """ReplicasManager: a broker in controller mode (RocketMQ 5's ``ReplicasManager``).
 
+The manager keeps the role, epochs, lease and SyncStateSet and decides; the requests it sends the
+controller are built and read in :mod:`controller_requests`.
+
 Theory of operation.  At start the broker takes no writes and is not registered with the
 NameServers.  A background task registers with the controller leader (a broker id from
 ``<storePathRootDir>/brokerIdentity.json``, or GET_NEXT_BROKER_ID + APPLY_BROKER_ID the first
@@ -39,14 +42,24 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from rocketq.broker.config import BrokerConfig, BrokerRole
 from rocketq.broker.controller_mode.acks import AckPolicy, AckVerdict, SyncStateSetTracker, ack_verdict
-from rocketq.broker.controller_mode.controller_client import ControllerClient, ControllerUnavailable
+from rocketq.broker.controller_mode.controller_client import ControllerClient
+from rocketq.broker.controller_mode.controller_requests import (
+    AlterStatus,
+    ReplicaInfo,
+    ReplicaLookup,
+    alter_sync_state_set,
+    elect_master,
+    get_replica_info,
+    register_broker,
+    send_heartbeat,
+)
+from rocketq.broker.controller_mode.controller_requests import now_ms as _now_ms
 from rocketq.broker.controller_mode.epoch_file import EpochFile
 from rocketq.broker.controller_mode.handshake import HANDSHAKE_SIZE, decode_handshake, encode_handshake
-from rocketq.broker.controller_mode.identity import BrokerIdentity, load_identity, persist_identity
 from rocketq.broker.controller_mode.slave_switch import SlaveSwitchError, prepare_slave
 from rocketq.broker.errors import BrokerError
 from rocketq.broker.ha.master import SlaveConnection
@@ -54,23 +67,7 @@ from rocketq.broker.ha.replication import Replication
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.client.errors import RocketQError
-from rocketq.client.remoting.codes import RequestCode, ResponseCode
-from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.controller import (
-    ApplyBrokerIdRequestHeader,
-    BrokerHeartbeatRequestHeader,
-    ElectMasterRequestHeader,
-    ElectMasterResponseBody,
-    ElectMasterResponseHeader,
-    GetNextBrokerIdRequestHeader,
-    GetNextBrokerIdResponseHeader,
-    GetReplicaInfoRequestHeader,
-    GetReplicaInfoResponseHeader,
-    RegisterBrokerToControllerRequestHeader,
-    RegisterBrokerToControllerResponseHeader,
-    SyncStateSet,
-    register_check_code,
-)
+from rocketq.client.remoting.controller import BrokerHeartbeatRequestHeader
 from rocketq.client.transport.aio import RemotingClient
 
 __all__ = ["ReplicaInfo", "ReplicasManager"]
@@ -80,21 +77,6 @@ log = logging.getLogger(__name__)
 #: the share of controllerHeartBeatTimeoutMills a master trusts its last accepted heartbeat
 LEASE_FRACTION = 0.8
 _RETRY_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaInfo:
-    """What the controller says about this broker's group."""
-
-    master_broker_id: int | None
-    master_address: str | None
-    master_epoch: int
-    sync_state_set: frozenset[int]
-    sync_state_set_epoch: int
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ReplicasManager:
@@ -195,71 +177,15 @@ class ReplicasManager:
             except Exception:
                 log.exception("controller-mode task %s failed", getattr(fn, "__name__", fn))
 
-    # -- registration -------------------------------------------------------------------------------
+    # -- registration, heartbeats, polling, the lease ------------------------------------------------
     async def _register(self) -> ReplicaInfo:
         cfg = self.config
-        identity = await asyncio.to_thread(load_identity, cfg.store_path_root_dir)
-        if identity is None or (identity.cluster_name, identity.broker_name) != (
-            cfg.broker_cluster_name,
-            cfg.broker_name,
-        ):
-            identity = await self._apply_broker_id()
-        self.broker_id = identity.broker_id
+        self.broker_id, info = await register_broker(self.controller, cfg, self._broker_addr())
         self.tracker = SyncStateSetTracker(
             self_id=self.broker_id, max_time_not_catchup_ms=cfg.ha_max_time_slave_not_catchup_ms
         )
-        header = RegisterBrokerToControllerRequestHeader(
-            cluster_name=cfg.broker_cluster_name,
-            broker_name=cfg.broker_name,
-            broker_id=self.broker_id,
-            broker_address=self._broker_addr(),
-            invoke_time=_now_ms(),
-        )
-        answer = await self._ok(RequestCode.CONTROLLER_REGISTER_BROKER, header.to_ext_fields())
-        reply = RegisterBrokerToControllerResponseHeader.from_ext_fields(answer.ext_fields)
-        sss = SyncStateSet.from_json(answer.body) if answer.body else SyncStateSet(frozenset(), 0)
-        log.info(
-            "registered with the controller as broker id %d of %s (master %s, epoch %s)",
-            self.broker_id,
-            cfg.broker_name,
-            reply.master_broker_id,
-            reply.master_epoch,
-        )
-        return ReplicaInfo(
-            reply.master_broker_id,
-            reply.master_address,
-            reply.master_epoch or 0,
-            sss.sync_state_set,
-            reply.sync_state_set_epoch or sss.sync_state_set_epoch,
-        )
+        return info
 
-    async def _apply_broker_id(self) -> BrokerIdentity:
-        cfg = self.config
-        names = GetNextBrokerIdRequestHeader(
-            cluster_name=cfg.broker_cluster_name, broker_name=cfg.broker_name
-        )
-        answer = await self._ok(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, names.to_ext_fields())
-        next_id = GetNextBrokerIdResponseHeader.from_ext_fields(answer.ext_fields).next_broker_id
-        if next_id is None:
-            raise BrokerError("the controller named no next broker id")
-        apply = ApplyBrokerIdRequestHeader(
-            cluster_name=cfg.broker_cluster_name,
-            broker_name=cfg.broker_name,
-            applied_broker_id=next_id,
-            register_check_code=register_check_code(self._broker_addr(), _now_ms()),
-        )
-        await self._ok(RequestCode.CONTROLLER_APPLY_BROKER_ID, apply.to_ext_fields())
-        identity = BrokerIdentity(cfg.broker_cluster_name, cfg.broker_name, next_id)
-        await asyncio.to_thread(persist_identity, cfg.store_path_root_dir, identity)
-        return identity
-
-    async def _ok(self, code: int, ext: dict[str, str], body: bytes = b"") -> RemotingCommand:
-        answer = await self.controller.invoke(code, ext, body)
-        if answer.code != ResponseCode.SUCCESS:
-            raise BrokerError(f"controller answered request {code} with code {answer.code}: {answer.remark}")
-        return answer
-
-    # -- heartbeats, polling, the lease ---------------------------------------------------------
     async def _heartbeat(self) -> bool:
         cfg = self.config
         header = BrokerHeartbeatRequestHeader(
@@ -274,26 +200,10 @@ class ReplicasManager:
             election_priority=cfg.broker_election_priority,
         )
         sent = time.monotonic()
-        # Every controller tracks liveness on its own (it is not replicated), so a controller that
-        # becomes leader already knows this broker; only the leader's acceptance extends the lease.
-        answers = await self.controller.broadcast(RequestCode.BROKER_HEARTBEAT, header.to_ext_fields())
-        if not answers:
-            log.warning("heartbeat: no controller of %s answered", self.controller.addrs)
-            return False
-        leader = self.controller.leader
-        if leader is None or leader not in answers:
-            # a leader-only request finds the leader (followers answer CONTROLLER_NOT_LEADER)
-            probe = GetReplicaInfoRequestHeader(broker_name=cfg.broker_name)
-            with contextlib.suppress(ControllerUnavailable):
-                await self.controller.invoke(RequestCode.CONTROLLER_GET_REPLICA_INFO, probe.to_ext_fields())
-            leader = self.controller.leader
-        answer = answers.get(leader) if leader is not None else None
-        if answer is not None and answer.code == ResponseCode.SUCCESS:
+        accepted = await send_heartbeat(self.controller, header)
+        if accepted:
             self._lease_sent = sent
-            return True
-        why = "no leader answered" if answer is None else f"code {answer.code} {answer.remark}"
-        log.warning("the controller leader did not accept the heartbeat: %s", why)
-        return False
+        return accepted
 
     async def _heartbeat_round(self) -> None:
         ok = await self._heartbeat()
@@ -304,31 +214,11 @@ class ReplicasManager:
     async def _poll_replica_info(self) -> None:
         if self.broker_id < 0:
             return
-        header = GetReplicaInfoRequestHeader(broker_name=self.config.broker_name)
-        try:
-            answer = await self.controller.invoke(
-                RequestCode.CONTROLLER_GET_REPLICA_INFO, header.to_ext_fields()
-            )
-        except ControllerUnavailable as exc:
-            log.warning("cannot read the replica info: %s", exc)
-            return
-        if answer.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+        info = await get_replica_info(self.controller, self.config.broker_name)
+        if info is ReplicaLookup.NOT_REGISTERED:
             await self._register()
-            return
-        if answer.code != ResponseCode.SUCCESS:
-            log.warning("GET_REPLICA_INFO answered %s: %s", answer.code, answer.remark)
-            return
-        reply = GetReplicaInfoResponseHeader.from_ext_fields(answer.ext_fields)
-        sss = SyncStateSet.from_json(answer.body) if answer.body else SyncStateSet(frozenset(), 0)
-        await self.apply(
-            ReplicaInfo(
-                reply.master_broker_id,
-                reply.master_address,
-                reply.master_epoch or 0,
-                sss.sync_state_set,
-                reply.sync_state_set_epoch or sss.sync_state_set_epoch,
-            )
-        )
+        elif isinstance(info, ReplicaInfo):
+            await self.apply(info)
 
     def lease_ok(self) -> bool:
         """True while this master may acknowledge writes; fences it (logged once) otherwise."""
@@ -386,36 +276,9 @@ class ReplicasManager:
             self._fenced_at = None
 
     async def _elect(self) -> None:
-        header = ElectMasterRequestHeader(
-            cluster_name=self.config.broker_cluster_name,
-            broker_name=self.config.broker_name,
-            broker_id=self.broker_id,
-        )
-        try:
-            answer = await self.controller.invoke(RequestCode.CONTROLLER_ELECT_MASTER, header.to_ext_fields())
-        except ControllerUnavailable as exc:
-            log.warning("cannot ask for an election: %s", exc)
-            return
-        if answer.code != ResponseCode.SUCCESS:
-            log.info(
-                "no master elected yet for %s: code %s %s",
-                self.config.broker_name,
-                answer.code,
-                answer.remark,
-            )
-            return
-        reply = ElectMasterResponseHeader.from_ext_fields(answer.ext_fields)
-        body = ElectMasterResponseBody.from_json(answer.body) if answer.body else None
-        if reply.master_broker_id is None or not reply.master_address:
-            return
-        info = ReplicaInfo(
-            reply.master_broker_id,
-            reply.master_address,
-            reply.master_epoch or 0,
-            body.sync_state_set if body else frozenset(),
-            reply.sync_state_set_epoch or 0,
-        )
-        asyncio.get_running_loop().create_task(self.apply(info))  # after this lock is released
+        info = await elect_master(self.controller, self.config, self.broker_id)
+        if info is not None:
+            asyncio.get_running_loop().create_task(self.apply(info))  # after this lock is released
 
     async def _become_master(self, info: ReplicaInfo) -> None:
         log.info(
@@ -534,47 +397,28 @@ class ReplicasManager:
         await self._alter(wanted)
 
     async def _alter(self, wanted: frozenset[int]) -> None:
-        from rocketq.client.remoting.controller import (
-            AlterSyncStateSetRequestHeader,
-            AlterSyncStateSetResponseHeader,
-        )
-
-        header = AlterSyncStateSetRequestHeader(
-            broker_name=self.config.broker_name,
-            master_broker_id=self.broker_id,
-            master_epoch=self.master_epoch,
-            invoke_time=_now_ms(),
-        )
-        body = SyncStateSet(wanted, self.tracker.epoch).to_json()
         epoch = self.master_epoch
-        try:
-            answer = await self.controller.invoke(
-                RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header.to_ext_fields(), body
-            )
-        except ControllerUnavailable as exc:
-            log.warning("cannot report the SyncStateSet %s: %s", sorted(wanted), exc)
-            return
-        if answer.code == ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH and epoch == self.master_epoch:
+        outcome = await alter_sync_state_set(
+            self.controller,
+            self.config.broker_name,
+            master_broker_id=self.broker_id,
+            master_epoch=epoch,
+            wanted=wanted,
+            sync_state_set_epoch=self.tracker.epoch,
+        )
+        if epoch != self.master_epoch:
+            return  # the answer is about an epoch this broker has left
+        if outcome.status is AlterStatus.FENCED:
             self._fence("the controller fenced this master's epoch (a newer master exists)")
             await self._poll_replica_info()
-            return
-        if answer.code != ResponseCode.SUCCESS:
-            log.warning(
-                "the controller refused SyncStateSet %s: code %s %s",
-                sorted(wanted),
-                answer.code,
-                answer.remark,
-            )
-            return
-        new_epoch = AlterSyncStateSetResponseHeader.from_ext_fields(
-            answer.ext_fields
-        ).new_sync_state_set_epoch
-        if answer.body:
-            approved = SyncStateSet.from_json(answer.body)
-            wanted, new_epoch = approved.sync_state_set, approved.sync_state_set_epoch or new_epoch
-        if epoch == self.master_epoch and self.tracker.approved(wanted, new_epoch):
+        elif outcome.status is AlterStatus.APPROVED and self.tracker.approved(
+            outcome.sync_state_set, outcome.sync_state_set_epoch
+        ):
             log.info(
-                "SyncStateSet of %s is now %s (epoch %d)", self.config.broker_name, sorted(wanted), new_epoch
+                "SyncStateSet of %s is now %s (epoch %d)",
+                self.config.broker_name,
+                sorted(outcome.sync_state_set),
+                outcome.sync_state_set_epoch,
             )
             self._reevaluate()
 
