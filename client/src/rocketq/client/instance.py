@@ -60,6 +60,7 @@ from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import MASTER_ID
+from rocketq.client.transport.channel import Channel
 
 __all__ = ["ClientInstance", "FindBrokerResult", "Member", "UnreachableReplicas", "pick_replica"]
 
@@ -486,14 +487,16 @@ class ClientInstance:
 
     # ------------------------------------------------------------------ broker -> client
 
-    async def _on_consumer_ids_changed(self, cmd: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def _on_consumer_ids_changed(
+        self, cmd: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         with contextlib.suppress(RocketQError):
             group = h.NotifyConsumerIdsChangedRequestHeader.from_ext_fields(cmd.ext_fields).consumer_group
             log.info("broker says the members of %s changed; rebalancing", group)
         self.rebalance_immediately()
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
 
-    async def _on_reset_offset(self, cmd: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def _on_reset_offset(self, cmd: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): move a group's queues."""
         header = h.ResetConsumerClientOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         member = self.members.get(header.group)
@@ -504,7 +507,9 @@ class ClientInstance:
             await reset(header.topic, parse_offset_table(cmd.body))
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
 
-    async def _on_check_transaction_state(self, cmd: RemotingCommand, channel: Any) -> RemotingCommand | None:
+    async def _on_check_transaction_state(
+        self, cmd: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
         """CHECK_TRANSACTION_STATE (oneway): hand the half message to its group's producer.
 
         As Java's ClientRemotingProcessor, nothing is ever answered here: the producer replies
