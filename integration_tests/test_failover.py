@@ -6,7 +6,7 @@ to the SyncStateSet with ``allAckInSyncStateSet=true``, ASYNC_FLUSH, the heartbe
 docs/failover.md recommends), each broker on a fixed port so that a restart keeps its address.
 The brokers' controller-mode state is read from GET_BROKER_HA_STATUS (``masterEpoch``,
 ``syncStateSet``, ``fenced``...) and the controllers' from CONTROLLER_GET_METADATA_INFO and
-CONTROLLER_GET_SYNC_STATE_DATA.  The scenarios are the ones issue 15 names: a master SIGKILLed,
+CONTROLLER_GET_SYNC_STATE_DATA.  The scenarios: a master SIGKILLed,
 its restart as a slave that truncates a divergent tail, a master SIGSTOPped past the heartbeat
 timeout that must not acknowledge anything after SIGCONT, the controller leader SIGKILLed during a
 failover, and two of three controllers down (no election, and a status that says why).

@@ -1,4 +1,4 @@
-"""Issue 4, producing end to end: every send mode, per-key order, long polling, queries, bad input.
+"""Producing end to end: every send mode, per-key order, long polling, queries, bad input.
 
 One ``mqnamesrv`` and one ``mqbroker`` (free ports, temp dirs) serve the module; each test uses
 its own topic and groups.  A second broker with ``autoCreateTopicEnable=false`` checks the error
@@ -52,7 +52,7 @@ SMALL_STORE: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    tmp = tmp_path_factory.mktemp("issue4-send")
+    tmp = tmp_path_factory.mktemp("e2e-send")
     with spawn_namesrv(tmp) as ns, spawn_broker(tmp, ns.addr, **SMALL_STORE) as broker:
         yield ns, broker
         print(f"--- broker log tail ---\n{broker.log_tail()}")
@@ -411,7 +411,7 @@ def test_bad_input_at_the_client_api(ns_addr: str, cluster: tuple[ServerProcess,
 
 @pytest.fixture(scope="module")
 def no_auto_create(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp = tmp_path_factory.mktemp("issue4-noauto")
+    tmp = tmp_path_factory.mktemp("e2e-noauto")
     with spawn_namesrv(tmp) as ns, spawn_broker(tmp, ns.addr, autoCreateTopicEnable=False, **SMALL_STORE):
         yield ns
 

@@ -1,4 +1,4 @@
-"""Issue 4, broker restarts under running clients: clean SIGTERM, and SIGKILL with SYNC_FLUSH.
+"""Broker restarts under running clients: clean SIGTERM, and SIGKILL with SYNC_FLUSH.
 
 The broker listens on a fixed free port so that the restarted process has the address the
 clients cached.  Checked: nothing acknowledged is lost; a consumer that lives through the restart

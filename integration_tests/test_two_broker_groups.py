@@ -1,4 +1,4 @@
-"""Issue 4: two broker groups behind two NameServers, a topic spread across both.
+"""Two broker groups behind two NameServers, a topic spread across both.
 
 Both brokers register with both NameServers (``namesrvAddr=ns1;ns2``); each NameServer, asked
 alone, has both routes; a producer given ``"ns1;ns2"`` spreads its messages over both broker
@@ -36,7 +36,7 @@ TOPIC = "I4Spread"
 
 @pytest.fixture(scope="module")
 def two_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerProcess]]:
-    tmp = tmp_path_factory.mktemp("issue4-two-groups")
+    tmp = tmp_path_factory.mktemp("e2e-two-groups")
     with spawn_namesrv(tmp / "ns1") as ns1, spawn_namesrv(tmp / "ns2") as ns2:
         both = f"{ns1.addr};{ns2.addr}"
         with (

@@ -1,4 +1,4 @@
-"""Issue 4, consuming end to end: clustering rebalance, broadcasting, orderly consumption.
+"""Consuming end to end: clustering rebalance, broadcasting, orderly consumption.
 
 One ``mqnamesrv`` and one ``mqbroker`` serve the module.  Client timers are shortened through
 ``ClientConfig`` (heartbeat, offset persistence) and ``ConsumerConfig.rebalance_interval_ms``.
@@ -51,7 +51,7 @@ BROKER_CONF: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    tmp = tmp_path_factory.mktemp("issue4-consumers")
+    tmp = tmp_path_factory.mktemp("e2e-consumers")
     with spawn_namesrv(tmp) as ns, spawn_broker(tmp, ns.addr, **BROKER_CONF) as broker:
         yield ns, broker
         print(f"--- broker log tail ---\n{broker.log_tail()}")
