@@ -13,6 +13,9 @@ subcommands rocketq ships).  Each operation is a few MQClientAPI requests:
 * ``reset_offset_by_time``: INVOKE_BROKER_TO_RESET_OFFSET on each master (the broker tells live
   consumers); a broker without it gets the offsets written directly (SEARCH_OFFSET_BY_TIMESTAMP
   then UPDATE_CONSUMER_OFFSET), which takes effect for consumers that are offline;
+* groups (:mod:`rocketq.client.admin_groups`): ``group_list``, ``consumer_connections``
+  (GET_CONSUMER_CONNECTION_LIST), ``consume_stats`` (GET_CONSUME_STATS, lag per queue of every
+  topic of a group); ``query_msg_by_time``: a topic's messages stored in a time window;
 * replication: ``ha_status`` (GET_BROKER_HA_STATUS, a master's slaves or a slave's replication)
   and ``cluster_replicas`` (every broker of every group with role, figures and slave lag, what
   ``mqadmin clusterList`` prints).
@@ -28,6 +31,13 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rocketq.client import admin_groups
+from rocketq.client.admin_groups import (
+    ConsumerConnection,
+    GroupConnections,
+    QueueProgress,
+    QueueStatus,
+)
 from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig
 from rocketq.client.errors import (
@@ -53,6 +63,8 @@ __all__ = [
     "Admin",
     "AsyncAdmin",
     "BrokerReplica",
+    "ConsumerConnection",
+    "GroupConnections",
     "HAClientInfo",
     "HAConnectionInfo",
     "HAStatus",
@@ -63,26 +75,6 @@ __all__ = [
 
 _T = TypeVar("_T")
 _QUERY_WINDOW_MS = 365 * 24 * 3600 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatus:
-    message_queue: MessageQueue
-    min_offset: int
-    max_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueProgress:
-    """One queue of a group's progress: ``lag = broker_offset - consumer_offset``."""
-
-    message_queue: MessageQueue
-    broker_offset: int
-    consumer_offset: int  # -1: the group has no committed offset here
-
-    @property
-    def lag(self) -> int:
-        return self.broker_offset - max(self.consumer_offset, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +277,18 @@ class AsyncAdmin:
             result.append(QueueProgress(mq, broker_offset, -1 if committed is None else committed))
         return result
 
+    async def group_list(self) -> list[str]:
+        """The consumer groups the masters know (configs and committed offsets), system groups left out."""
+        return await admin_groups.group_list(self.api, await self._master_addrs(None))
+
+    async def consumer_connections(self, group: str) -> GroupConnections:
+        """The consumers of ``group`` connected now, their subscriptions (empty when offline)."""
+        return await admin_groups.consumer_connections(self.api, await self._master_addrs(None), group)
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """Per queue: broker offset, committed offset and lag of ``group`` (one topic or all of its)."""
+        return await admin_groups.consume_stats(self.api, await self._master_addrs(None), group, topic)
+
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
     ) -> dict[MessageQueue, int]:
@@ -334,6 +338,14 @@ class AsyncAdmin:
         if unique_key:
             found = [m for m in found if m.uniq_key == key]
         return sorted(found, key=lambda m: m.store_timestamp)[:max_num]
+
+    async def query_msg_by_time(
+        self, topic: str, begin_ms: int, end_ms: int, *, max_num: int = 64
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` stored between ``begin_ms`` and ``end_ms`` (inclusive), oldest first."""
+        route = await self.topic_route(topic)
+        addrs = {bd.broker_name: a for bd in route.broker_datas if (a := _read_addr(route, bd.broker_name))}
+        return await admin_groups.query_msg_by_time(self.api, route, addrs, topic, begin_ms, end_ms, max_num)
 
     async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """An offset msgId (decoded to store host + offset), or a UNIQ_KEY when ``topic`` is given.
@@ -471,3 +483,17 @@ class Admin:
 
     def cluster_replicas(self, timeout_ms: int = 3000) -> list[BrokerReplica]:
         return self._run(self.async_admin.cluster_replicas(timeout_ms))
+
+    def group_list(self) -> list[str]:
+        return self._run(self.async_admin.group_list())
+
+    def consumer_connections(self, group: str) -> GroupConnections:
+        return self._run(self.async_admin.consumer_connections(group))
+
+    def consume_stats(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        return self._run(self.async_admin.consume_stats(group, topic))
+
+    def query_msg_by_time(
+        self, topic: str, begin_ms: int, end_ms: int, *, max_num: int = 64
+    ) -> list[MessageExt]:
+        return self._run(self.async_admin.query_msg_by_time(topic, begin_ms, end_ms, max_num=max_num))
