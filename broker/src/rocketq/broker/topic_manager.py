@@ -102,6 +102,9 @@ class TopicConfigManager:
             TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
         ]
+        if cfg.trace_topic_enable:  # RocketMQ: one queue, read-write
+            trace = cfg.msg_trace_topic_name
+            system.append(TopicConfig(topic_name=trace, read_queue_nums=1, write_queue_nums=1))
         if cfg.auto_create_topic_enable:
             n = cfg.default_topic_queue_nums
             system.append(

@@ -3,7 +3,7 @@
 Usage: ``mqadmin <subcommand> -n <namesrv> [options]`` (``-n`` defaults to ``$NAMESRV_ADDR``,
 several addresses separated by ``;``).  Subcommands: updateTopic, deleteTopic, topicList,
 topicRoute, topicStatus, clusterList, haStatus, consumerProgress, queryMsgByKey,
-queryMsgById, resetOffsetByTime, sendMessage, consumeMessage.  ``clusterList`` lists every
+queryMsgById, queryMsgTraceById, resetOffsetByTime, sendMessage, consumeMessage.  ``clusterList`` lists every
 broker of each group (``#BID`` 0 the master, >0 slaves) with its role and, for slaves, the
 replication lag; ``haStatus -b addr`` (or ``-c cluster``) prints a master's slaves or a slave's
 replication state.  Output is plain aligned text (JSON for topicRoute); errors go to stderr as
@@ -31,6 +31,7 @@ from rocketq.client.errors import MQBrokerError, RocketQError
 from rocketq.client.instance import pick_replica
 from rocketq.client.model import Message, MessageExt, PullStatus
 from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.trace import cli as trace_cli
 
 __all__ = ["main"]
 
@@ -384,6 +385,7 @@ _COMMANDS: dict[str, tuple[Handler, str]] = {
     "consumeMessage": (_consume_message, "Consume message"),
     **admin_controller_cli.COMMANDS,
     **admin_acl_cli.COMMANDS,
+    **trace_cli.COMMANDS,
 }
 
 
@@ -393,6 +395,9 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         return
     if name in admin_acl_cli.COMMANDS:
         admin_acl_cli.add_options(name, p)
+        return
+    if name in trace_cli.COMMANDS:
+        trace_cli.add_options(name, p)
         return
     topic_required = name not in ("topicList", "clusterList", "queryMsgById")
     if name not in ("clusterList", "topicList", "haStatus"):

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from rocketq.client.errors import ClientError, MQClientError
 from rocketq.client.remoting.acl import SessionCredentials
 from rocketq.client.remoting.message import CompressionType
-from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
 from rocketq.client.transport.tls import client_ssl_context
 
 __all__ = [
@@ -65,6 +65,11 @@ class AllocateStrategy(enum.Enum):
     AVG = "AllocateMessageQueueAveragely"
     AVG_BY_CIRCLE = "AllocateMessageQueueAveragelyByCircle"
     CONSISTENT_HASH = "AllocateMessageQueueConsistentHash"
+
+
+def _check_trace_topic(topic: str | None) -> None:
+    if topic is not None and validate_topic(topic) is not None:
+        raise ClientError(f"custom_trace_topic {topic!r}: {validate_topic(topic)}")
 
 
 def _positive(name: str, value: int, *, allow_zero: bool = False) -> None:
@@ -161,6 +166,10 @@ class ProducerConfig:
     send_latency_fault_enable: bool = False
     latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS
     not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_DURATION_MS
+    # message traces (rocketq.client.trace, docs/observability.md): Pub records of every send to
+    # custom_trace_topic (None: RMQ_SYS_TRACE_TOPIC)
+    enable_msg_trace: bool = False
+    custom_trace_topic: str | None = None
     client: ClientConfig = field(default_factory=ClientConfig)
 
     def __post_init__(self) -> None:
@@ -177,6 +186,7 @@ class ProducerConfig:
             raise ClientError(f"compress_level must be 0..9, got {self.compress_level}")
         if len(self.latency_max_ms) != len(self.not_available_duration_ms):
             raise ClientError("latency_max_ms and not_available_duration_ms must have the same length")
+        _check_trace_topic(self.custom_trace_topic)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> ProducerConfig:
@@ -215,6 +225,9 @@ class ConsumerConfig:
     offset_store_dir: str = field(
         default_factory=lambda: os.path.join(os.path.expanduser("~"), ".rocketmq_offsets")
     )
+    # message traces: SubBefore/SubAfter records of every listener call (push) or poll (lite pull)
+    enable_msg_trace: bool = False
+    custom_trace_topic: str | None = None
     client: ClientConfig = field(default_factory=ClientConfig)
 
     def __post_init__(self) -> None:
@@ -229,6 +242,7 @@ class ConsumerConfig:
         _positive("pull_interval_ms", self.pull_interval_ms, allow_zero=True)
         if self.consumer_timeout_when_suspend_ms <= self.broker_suspend_max_time_ms:
             raise ClientError("consumer_timeout_when_suspend_ms must exceed broker_suspend_max_time_ms")
+        _check_trace_topic(self.custom_trace_topic)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> ConsumerConfig:
@@ -253,6 +267,7 @@ _JAVA_ALIASES = {
     "pollTimeoutMillis": "poll_timeout_ms",
     "compressMsgBodyOverHowmuch": "compress_msg_body_over_howmuch",
     "sendLatencyFaultEnable": "send_latency_fault_enable",
+    "customizedTraceTopic": "custom_trace_topic",
     "useTLS": "use_tls",
     "tls.enable": "use_tls",
     "tls.client.trustCertPath": "tls_trust_cert_path",

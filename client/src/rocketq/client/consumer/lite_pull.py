@@ -52,6 +52,8 @@ from rocketq.client.errors import MessageFormatError, MQClientError, RocketQErro
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullResult, PullStatus
 from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.trace.hooks import ConsumerTracer, consumer_tracer
+from rocketq.client.trace.model import ConsumeReturnType
 
 __all__ = ["AsyncLitePullConsumer"]
 
@@ -103,6 +105,7 @@ class AsyncLitePullConsumer(ConsumerBase):
         self._last_auto_commit = time.monotonic()
         self._pending_assign: set[MessageQueue] | None = None
         self._refused: SubscriptionRefusedError | None = None  # raised by the next poll()
+        self._tracer: ConsumerTracer | None = None  # enable_msg_trace: SubBefore/SubAfter records
 
     # ------------------------------------------------------------------ setup
 
@@ -154,6 +157,11 @@ class AsyncLitePullConsumer(ConsumerBase):
         if self.running:
             return
         await self._start_base()
+        if self.config.enable_msg_trace and self._tracer is None:
+            topic = self.config.custom_trace_topic
+            tracer = consumer_tracer(self._namesrv_addr, self.instance, self.group, topic)
+            await tracer.start()
+            self._tracer = tracer
         pending = self._pending_assign
         self._pending_assign = None
         if pending is not None:
@@ -175,6 +183,9 @@ class AsyncLitePullConsumer(ConsumerBase):
             await self._stop_task(state)
         if self.config.auto_commit:
             self._commit_consumed()
+        if self._tracer is not None:  # sends the queued traces while the instance is still open
+            await self._tracer.shutdown()
+            self._tracer = None
         await self._stop_base()
 
     async def __aenter__(self) -> AsyncLitePullConsumer:
@@ -314,6 +325,8 @@ class AsyncLitePullConsumer(ConsumerBase):
                 ) from exc
             state.consumed_offset = result.next_begin_offset
             if msgs:  # else the tag filter dropped the whole pull: consumed all the same
+                if self._tracer is not None:  # Java: SubBefore and SubAfter (success) at poll
+                    self._tracer.after(self._tracer.before(msgs), True, ConsumeReturnType.SUCCESS)
                 return msgs
 
     def _raise_refused(self) -> None:

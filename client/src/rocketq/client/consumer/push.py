@@ -52,6 +52,7 @@ from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullStatus
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue, retry_topic
+from rocketq.client.trace.hooks import ConsumerTracer, consume_outcome, consumer_tracer
 
 __all__ = ["AsyncPushConsumer"]
 
@@ -91,6 +92,7 @@ class AsyncPushConsumer(ConsumerBase):
         self._lock_task: asyncio.Task[None] | None = None
         self._local_retries: dict[tuple[MessageQueue, int], int] = {}
         self._consume_locks: dict[int, asyncio.Lock] = {}  # id(ProcessQueue) -> consume lock
+        self._tracer: ConsumerTracer | None = None  # enable_msg_trace: SubBefore/SubAfter records
 
     # ------------------------------------------------------------------ setup
 
@@ -133,6 +135,11 @@ class AsyncPushConsumer(ConsumerBase):
             self.config.consume_thread_nums, thread_name_prefix=f"rocketq-consume-{self.group}"
         )
         await self._start_base()
+        if self.config.enable_msg_trace and self._tracer is None:
+            topic = self.config.custom_trace_topic
+            tracer = consumer_tracer(self._namesrv_addr, self.instance, self.group, topic)
+            await tracer.start()
+            self._tracer = tracer
         await self.instance.update_all_routes()
         await self.instance.send_heartbeat_to_all_brokers()
         try:
@@ -163,6 +170,9 @@ class AsyncPushConsumer(ConsumerBase):
         if self.orderly and self._clustering:
             await self.rebalance.stop()  # a round in progress could lock a queue after the unlock
             await self.rebalance.unlock(list(self.rebalance.process_queue_table), oneway=False)
+        if self._tracer is not None:  # sends the queued traces while the instance is still open
+            await self._tracer.shutdown()
+            self._tracer = None
         await self._stop_base()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -348,7 +358,10 @@ class AsyncPushConsumer(ConsumerBase):
         if pq.dropped:
             return
         ctx = ConsumeConcurrentlyContext(mq)
+        tracer = self._tracer
+        raised = False
         async with self._semaphore:
+            trace = tracer.before(msgs) if tracer is not None else None
             try:
                 status = await self._call(self._listener, msgs, ctx)
             except asyncio.CancelledError:
@@ -357,7 +370,10 @@ class AsyncPushConsumer(ConsumerBase):
                 log.exception(
                     "the message listener of %s raised; the messages will be consumed later", self.group
                 )
-                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+                status, raised = ConsumeConcurrentlyStatus.RECONSUME_LATER, True
+        if tracer is not None:
+            ok = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            tracer.after(trace, ok, consume_outcome(status, ok, raised))
         if not isinstance(status, ConsumeConcurrentlyStatus):
             log.warning(
                 "the listener returned %r, not a ConsumeConcurrentlyStatus; treated as RECONSUME_LATER",
@@ -434,7 +450,12 @@ class AsyncPushConsumer(ConsumerBase):
                 if not msgs:
                     return
                 ctx = ConsumeOrderlyContext(mq)
+                tracer = self._tracer
+                trace = tracer.before(msgs) if tracer is not None else None
                 status = await self._call_orderly(msgs, ctx)
+                if tracer is not None:
+                    ok = status is ConsumeOrderlyStatus.SUCCESS
+                    tracer.after(trace, ok, consume_outcome(status, ok, False))
                 if status is ConsumeOrderlyStatus.SUCCESS:
                     # Committed even if the queue was dropped meanwhile: remove_queue waits for
                     # this lock before it persists the offset, so the batch is not redelivered.

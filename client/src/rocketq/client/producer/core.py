@@ -55,6 +55,7 @@ from rocketq.client.remoting.vocabulary import (
     RequestCode,
     ResponseCode,
 )
+from rocketq.client.trace.hooks import ProducerTracer, now_ms, producer_tracer
 
 __all__ = ["AsyncProducer", "BatchReply", "check_topic"]
 
@@ -97,6 +98,7 @@ class AsyncProducer:
             not_available_duration_ms=c.not_available_duration_ms,
         )
         self._uniq: UniqKeyGenerator | None = None
+        self._tracer: ProducerTracer | None = None  # enable_msg_trace: Pub/EndTransaction records
         self._running = False
 
     # ------------------------------------------------------------------ lifecycle / Member
@@ -119,12 +121,19 @@ class AsyncProducer:
         inst.register(self)
         await inst.start()
         self._uniq = UniqKeyGenerator(inst.api.client_ip)
+        if self.config.enable_msg_trace and self._tracer is None:
+            tracer = producer_tracer(self._namesrv_addr, inst, self.group, self.config.custom_trace_topic)
+            await tracer.start()
+            self._tracer = tracer
         self._running = True
 
     async def shutdown(self) -> None:
         if not self._running:
             return
         self._running = False
+        if self._tracer is not None:  # sends the queued traces while the instance is still open
+            await self._tracer.shutdown()
+            self._tracer = None
         inst = self.instance
         inst.unregister(self)
         await inst.unregister_from_brokers(producer_group=self.group)
@@ -304,6 +313,7 @@ class AsyncProducer:
             )
         self._check_send_topic(mq.topic)
         begin = time.monotonic()
+        begin_ms = now_ms() if self._tracer is not None else 0
         timeout = timeout_ms or self.config.send_msg_timeout_ms
         addr = await self.broker_addr_of(mq)
         remaining = timeout - int((time.monotonic() - begin) * 1000)
@@ -317,6 +327,8 @@ class AsyncProducer:
         cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), body)
         response = await api.invoke(addr, cmd, remaining)
         result = api.process_send_response(addr, mq.broker_name, Message(mq.topic, body), response, msg_id)
+        if self._tracer is not None:
+            self._tracer.on_batch(mq.topic, body, result, addr, begin_ms, prepared=prepared)
         return BatchReply(result, addr, response.code, response.remark, response.ext_fields)
 
     # ------------------------------------------------------------------ internals
@@ -506,13 +518,23 @@ class AsyncProducer:
         req = prepare_send(self.group, self.config, self._uniq, msg, mq, batch)
         header, body, props, msg_id = req.header, req.body, req.properties, req.msg_id
         api = inst.api
+        tracer = self._tracer
+        begin_ms = now_ms() if tracer is not None else 0
         if oneway:
             await api.send_message_oneway(addr, msg, header, body=body)
+            if tracer is not None:
+                tracer.on_send(msg.topic, props, len(msg.body), None, addr, begin_ms)
             return None
         sent = dataclasses.replace(msg, properties=props) if batch is None else msg
-        return await api.send_message(
+        result = await api.send_message(
             addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id
         )
+        if tracer is not None:
+            if batch is None:
+                tracer.on_send(msg.topic, props, len(msg.body), result, addr, begin_ms)
+            else:
+                tracer.on_batch(msg.topic, body, result, addr, begin_ms, prepared=False)
+        return result
 
 
 def _maybe_stored(exc: BaseException) -> bool:

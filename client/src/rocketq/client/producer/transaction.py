@@ -281,6 +281,7 @@ class AsyncTransactionProducer(AsyncProducer):
         """Step 3: END_TRANSACTION (oneway) with ``state``; returns the TransactionSendResult."""
         tid = half.properties.get(MessageConst.UNIQ_KEY) or result.msg_id
         remark = f"executeLocalTransactionBranch exception: {error!r}" if error is not None else None
+        addr = ""
         try:
             header = EndTransactionRequestHeader(
                 producer_group=self.group,
@@ -299,6 +300,8 @@ class AsyncTransactionProducer(AsyncProducer):
             log.warning(
                 "END_TRANSACTION (%s) for %s failed, the broker will check back: %s", state.value, tid, exc
             )
+        if self._tracer is not None:
+            self._tracer.on_end_transaction(half, result.msg_id, tid, addr, state, from_check=False)
         return TransactionSendResult(
             send_status=result.send_status,
             msg_id=result.msg_id,
@@ -465,3 +468,6 @@ class AsyncTransactionProducer(AsyncProducer):
         if not self._running:
             return
         await self.instance.api.end_transaction(broker_addr, end, remark)
+        if self._tracer is not None:
+            tid = end.transaction_id
+            self._tracer.on_end_transaction(msg, uniq or msg.msg_id, tid, broker_addr, state, from_check=True)
