@@ -27,14 +27,22 @@ PACKAGES = {
     "controller": ROOT / "namesrv" / "src" / "rocketq" / "controller",  # ships with namesrv
     "broker": ROOT / "broker" / "src",
     "connector": ROOT / "connector" / "src",
+    "dashboard": ROOT / "client" / "src" / "rocketq" / "dashboard",  # ships with the client
 }
 FORBIDDEN = {
-    "client": ("rocketq.namesrv", "rocketq.broker", "rocketq.connector", "rocketq.server"),
+    "client": (
+        "rocketq.namesrv",
+        "rocketq.broker",
+        "rocketq.connector",
+        "rocketq.server",
+        "rocketq.dashboard",
+    ),
     "server": ("rocketq.namesrv", "rocketq.broker", "rocketq.connector"),
     "namesrv": ("rocketq.broker", "rocketq.connector"),
     "controller": ("rocketq.broker", "rocketq.connector"),
     "broker": ("rocketq.namesrv", "rocketq.connector"),
     "connector": ("rocketq.broker", "rocketq.namesrv", "rocketq.server"),
+    "dashboard": ("rocketq.broker", "rocketq.namesrv", "rocketq.server", "rocketq.connector"),
 }
 #: the parts of rocketq.client the server side may build on (not the producer, consumer or admin)
 SERVER_MAY_IMPORT = (

@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.broker.errors import BrokerConfigError
+from rocketq.broker.metrics.config import METRICS_KEYS, MetricsConfig
 from rocketq.broker.store import config as store_config
 from rocketq.broker.store.config import FlushDiskType, StoreConfig  # one FlushDiskType for both
 from rocketq.broker.store.errors import StoreError
 from rocketq.client.errors import ClientError
-from rocketq.client.remoting.vocabulary import PERM_RW
+from rocketq.client.remoting.vocabulary import PERM_RW, TRACE_TOPIC, validate_topic
 from rocketq.client.transport import channel as limits_defaults
 from rocketq.client.transport.channel import ConnectionLimits
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
@@ -100,6 +101,9 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
+    # message traces (docs/observability.md): create the trace topic at start
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = TRACE_TOPIC
     # NameServer registration
     register_name_server_period_ms: int = 30_000
     register_broker_timeout_ms: int = 24_000
@@ -156,6 +160,8 @@ class BrokerConfig:
     server_max_pending_frame_bytes_total: int = limits_defaults.DEFAULT_MAX_PENDING_FRAME_BYTES_TOTAL
     # TLS on the remoting and HA ports (the tls.* keys of RocketMQ's TlsSystemConfig; docs/security.md)
     tls: TlsConfig = field(default_factory=TlsConfig)
+    # Prometheus metrics (metricsExporterType=PROM, RocketMQ 5's keys; docs/observability.md)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     # plain ACL (rocketq.broker.acl_wiring, docs/security.md): verify requests against aclFilePath
     # ("" = $ROCKETMQ_HOME/conf/plain_acl.yml); the broker signs its own requests with the keys
     acl_enable: bool = False
@@ -170,6 +176,8 @@ class BrokerConfig:
         _check(self.broker_id >= 0, "brokerId", f"must be >= 0, got {self.broker_id}")
         _check(0 <= self.listen_port <= 65535, "listenPort", f"must be 0..65535, got {self.listen_port}")
         _check(0 <= self.broker_permission <= 15, "brokerPermission", "must be a 4-bit perm value")
+        bad_trace_topic = validate_topic(self.msg_trace_topic_name)
+        _check(bad_trace_topic is None, "msgTraceTopicName", str(bad_trace_topic))
         self._check_controller_mode()
         self._check_replication()
         try:
@@ -311,6 +319,7 @@ class BrokerConfig:
             out["secretKey"] = "***"  # never shown (mqbroker -p, GET_BROKER_CONFIG)
         out.update(dict(self.store_options))
         out.update(self.tls.to_properties())
+        out.update(self.metrics.to_properties())
         return dict(sorted(out.items()))
 
 
@@ -406,6 +415,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "flushDiskType": ("flush_disk_type", _enum_parser(FlushDiskType)),
     "maxMessageSize": ("max_message_size", _parse_int),
     "autoCreateTopicEnable": ("auto_create_topic_enable", _parse_bool),
+    "traceTopicEnable": ("trace_topic_enable", _parse_bool),
+    "msgTraceTopicName": ("msg_trace_topic_name", _parse_str),
     "autoCreateSubscriptionGroup": ("auto_create_subscription_group", _parse_bool),
     "defaultTopicQueueNums": ("default_topic_queue_nums", _parse_int),
     "registerNameServerPeriod": ("register_name_server_period_ms", _parse_int),
@@ -457,7 +468,6 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 # Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
 _ACCEPTED_NOOP_KEYS = frozenset(
     {
-        "traceTopicEnable",
         "filterSupportRetry",
         "enableCalcFilterBitMap",
         "clusterTopicEnable",
@@ -569,8 +579,12 @@ def config_from_properties(
     kwargs: dict[str, Any] = {}
     store_options: dict[str, str] = {}
     tls_options: dict[str, str] = {}
+    metrics_options: dict[str, str] = {}
     for key, raw in props.items():
         known = False
+        if key in METRICS_KEYS:
+            metrics_options[key] = raw
+            known = True
         if key in TLS_KEYS:
             tls_options[key] = raw
             known = True
@@ -596,6 +610,7 @@ def config_from_properties(
         kwargs["tls"] = TlsConfig.from_properties(tls_options)
     except TlsConfigError as exc:
         raise BrokerConfigError("tls.server.mode", str(exc)) from None
+    kwargs["metrics"] = MetricsConfig.from_properties(metrics_options)
     config = BrokerConfig(**kwargs)
     build_store_config(config)  # rejects bad store values now, with the key named
     return config

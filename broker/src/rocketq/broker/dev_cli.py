@@ -9,7 +9,11 @@ temporary directory.  ``--slaves N`` adds N slave brokers to the broker's group 
 1..N, ``brokerRole=SLAVE``, each with its own store in the same directory; they are stopped
 first), printed as ``Slave:`` lines and ``SLAVE_ADDRS=a,b``; ``--broker-role SYNC_MASTER`` makes
 the master synchronous (docs/replication.md); ``--enable-property-filter`` turns SQL92 selectors
-on for every broker.
+on for every broker.  The web dashboard (docs/observability.md) is started too, on a free port
+(``--dashboard-port``, ``--dashboard-users``, ``--no-dashboard``), printed as ``Dashboard:`` and
+``DASHBOARD_URL=``; ``rocketq dashboard`` runs it alone (:mod:`rocketq.dashboard.cli`).  The
+NameServer and the brokers serve Prometheus metrics (``metricsExporterType=PROM`` on free ports),
+printed as ``Metrics:`` and ``NAMESRV_METRICS_URL=`` / ``BROKER_METRICS_URL=``.
 
 ``--controller`` starts a controller-mode group instead (RocketMQ 5, docs/failover.md): three
 controllers (``mqcontroller`` processes, a Raft group), a NameServer and three brokers of one
@@ -63,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         "--controller", action="store_true",
         help="controller mode: 3 controllers, a NameServer and a group of 3 brokers with elected masters",
     )  # fmt: skip
+    dev.add_argument("--dashboard-port", type=int, default=0, help="web dashboard port (default: free port)")
+    dev.add_argument("--dashboard-users", help="users file of the dashboard (rocketq dashboard --users)")
+    dev.add_argument("--no-dashboard", action="store_true", help="do not start the web dashboard")
+    from rocketq.dashboard.cli import add_arguments as add_dashboard_arguments
+
+    add_dashboard_arguments(sub.add_parser("dashboard", help="the web dashboard (docs/observability.md)"))
     return p
 
 
@@ -84,6 +94,7 @@ def _run_dev(args: argparse.Namespace) -> int:
         "listenPort": args.broker_port,
         "autoCreateTopicEnable": args.auto_create_topic,
         "enablePropertyFilter": str(args.enable_property_filter).lower(),
+        **DEV_BROKER_METRICS_CONF,
     }
     if args.slaves < 0:
         print("rocketq dev: --slaves must be >= 0", file=sys.stderr, flush=True)
@@ -99,7 +110,8 @@ def _run_dev(args: argparse.Namespace) -> int:
                 shutil.rmtree(work, ignore_errors=True)
             print("stopped", flush=True)
     try:
-        with local_cluster(work, broker_conf={**broker_conf, "brokerRole": args.broker_role}) as cluster:
+        master_conf = {**broker_conf, "brokerRole": args.broker_role}
+        with local_cluster(work, broker_conf=master_conf, namesrv_args=DEV_NAMESRV_METRICS_ARGS) as cluster:
             with contextlib.ExitStack() as slaves:  # stopped before the master and the NameServer
                 started = [
                     slaves.enter_context(_spawn_slave(work, cluster.namesrv_addr, broker_conf, i))
@@ -107,6 +119,9 @@ def _run_dev(args: argparse.Namespace) -> int:
                 ]
                 _print_addresses(cluster.namesrv_addr, cluster.broker_name, cluster.broker_addr, work)
                 _print_slaves(cluster.broker_name, args.broker_role, [s.addr for s in started])
+                _print_metrics(cluster.namesrv, cluster.broker)
+                if not args.no_dashboard:
+                    slaves.enter_context(_spawn_dashboard(work, cluster.namesrv_addr, args))
                 while not stop.is_set():
                     if not all(p.is_alive() for p in (cluster.broker, cluster.namesrv, *started)):
                         print("a server exited unexpectedly; see the logs", file=sys.stderr, flush=True)
@@ -131,6 +146,19 @@ def _spawn_slave(
 
     conf: dict[str, Any] = {**broker_conf, "listenPort": 0, "brokerId": broker_id, "brokerRole": "SLAVE"}
     return spawn_broker(work, namesrv_addr, **conf)
+
+
+#: Prometheus metrics on free ports (docs/observability.md "Metrics")
+DEV_BROKER_METRICS_CONF: dict[str, object] = {"metricsExporterType": "PROM", "metricsPromExporterPort": 0}
+DEV_NAMESRV_METRICS_ARGS = ("-o", "metricsExporterType=PROM", "-o", "metricsPromExporterPort=0")
+
+
+def _print_metrics(namesrv: ServerProcess, broker: ServerProcess) -> None:
+    """``Metrics:`` and the ``*_METRICS_URL=`` lines (the exporters' addresses from their logs)."""
+    urls = [f"http://{p.metrics_addr}/metrics" if p.metrics_addr else "" for p in (namesrv, broker)]
+    print(f"Metrics:    NameServer {urls[0]}  broker {urls[1]}", flush=True)
+    print(f"NAMESRV_METRICS_URL={urls[0]}", flush=True)
+    print(f"BROKER_METRICS_URL={urls[1]}", flush=True)
 
 
 #: controller-mode settings of ``rocketq dev --controller`` (fast failover for trying it out)
@@ -203,6 +231,17 @@ def _wait_for_master(namesrv_addr: str, broker_name: str, stop: threading.Event)
     return None
 
 
+def _spawn_dashboard(work: Path, namesrv_addr: str, args: argparse.Namespace) -> ServerProcess:
+    """``rocketq dashboard`` as a child process; prints ``Dashboard:`` and ``DASHBOARD_URL=``."""
+    from rocketq.dashboard.launch import dashboard_url, spawn_dashboard
+
+    users = ("--users", str(Path(args.dashboard_users).resolve())) if args.dashboard_users else ()
+    proc = spawn_dashboard(work, namesrv_addr, *users, port=args.dashboard_port)
+    print(f"Dashboard:  {dashboard_url(proc)}", flush=True)
+    print(f"DASHBOARD_URL={dashboard_url(proc)}", flush=True)
+    return proc
+
+
 def _print_slaves(broker_name: str, role: str, slave_addrs: Sequence[str]) -> None:
     """One line per slave, then ``SLAVE_ADDRS=a,b`` (only with ``--slaves``)."""
     if not slave_addrs:
@@ -227,6 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "dev":
         return _run_dev(args)
+    if args.command == "dashboard":
+        from rocketq.dashboard.cli import run as run_dashboard
+
+        return run_dashboard(args)
     return 2
 
 

@@ -44,6 +44,7 @@ from rocketq.broker.metadata import (
     load_json_file,
     persist_json_file,
 )
+from rocketq.broker.metrics.exporter import BrokerMetrics
 from rocketq.broker.namesrv_registration import NamesrvRegistrar
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.processor.acl import AclAdminProcessor
@@ -192,6 +193,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
             offload=ctx.send_executor.run,
             is_slave=not ctx.config.is_master,
             replicated=replication.wait_offset if replication else None,
+            on_ended=ctx.metrics.record_end_transaction if ctx.metrics is not None else None,
         )
 
     async def get_broker_ha_status(request: RemotingCommand, channel: Channel) -> RemotingCommand:
@@ -301,6 +303,7 @@ class BrokerController:
         self.replication: Replication | None = None
         self.slave_sync: SlaveSynchronizer | None = None
         self.replicas: ReplicasManager | None = None
+        self.metrics: BrokerMetrics | None = None
 
     @property
     def store(self) -> MessageStore:
@@ -362,6 +365,8 @@ class BrokerController:
         )
         signer = RequestSigner.of(self.config.access_key, self.config.secret_key)  # ACL: sign own requests
         self._client = RemotingClient(ssl_context=self.config.tls.client_context(), rpc_hook=signer)
+        if self.config.metrics.enabled:  # before the processors capture ctx.metrics
+            self.metrics = BrokerMetrics(self.config, ctx, replication)
         table = processor_table(ctx, replication)
         if self.acl is not None:
             table.update(AclAdminProcessor(ctx, self.acl).processors())
@@ -377,7 +382,11 @@ class BrokerController:
             table.update(controller_mode_processors(self.replicas))
             self.replicas.confirm_listeners.append(confirm_waker(ctx))
         for code, processor in table.items():
+            if self.metrics is not None:
+                processor = self.metrics.instrument(code, processor)
             self.server.register(code, processor)
+        if self.metrics is not None:
+            await self.metrics.start()
         host, port = await self.server.start()
         ctx.with_port(port)
         self.config = ctx.config
@@ -585,6 +594,8 @@ class BrokerController:
             ctx.hold.shutdown()
         if self.server is not None:
             await self.server.stop(grace_s)
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.replicas is not None:
             await self.replicas.stop()
         if self.replication is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "BROKER_BOOT_RE",
     "CONTROLLER_BOOT_RE",
     "DEFAULT_START_TIMEOUT_S",
+    "METRICS_RE",
     "NAMESRV_BOOT_RE",
     "LocalCluster",
     "ServerProcess",
@@ -58,6 +59,9 @@ NAMESRV_BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+,
 BROKER_BOOT_RE = re.compile(r"The broker\[([^,\]]+), (\S+:\d+)\] boot success\.")
 #: a controller's boot line; group 1 is the remoting address, group 2 its Raft address
 CONTROLLER_BOOT_RE = re.compile(r"The Controller boot success\. listening on (\S+:\d+) raft=(\S+:\d+)")
+#: the line a server logs when its Prometheus exporter listens (metricsExporterType=PROM); group 1 is
+#: the exporter's host:port
+METRICS_RE = re.compile(r"Prometheus metrics exporter listening on http://(\S+:\d+)/metrics")
 DEFAULT_START_TIMEOUT_S = 30.0
 _LOG_TAIL_LINES = 40
 # A request code no server implements: any answer (REQUEST_CODE_NOT_SUPPORTED) proves liveness.
@@ -132,6 +136,12 @@ class ServerProcess:
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+    @property
+    def metrics_addr(self) -> str | None:
+        """``"host:port"`` of the server's Prometheus exporter, None when metrics are off."""
+        match = METRICS_RE.search(self.log_text())
+        return match.group(1) if match else None
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -431,16 +441,18 @@ def local_cluster(
     broker_conf: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    namesrv_args: Sequence[str] = (),
 ) -> Iterator[LocalCluster]:
     """Start a NameServer and a broker registered with it; stop both (broker first) on exit.
 
     Logs and the store go to ``work_dir``, or to a temporary directory removed on exit when it is
-    None.  ``broker_conf`` holds RocketMQ ``broker.conf`` keys, as for :func:`spawn_broker`.
+    None.  ``broker_conf`` holds RocketMQ ``broker.conf`` keys, as for :func:`spawn_broker`;
+    ``namesrv_args`` are extra ``mqnamesrv`` arguments (e.g. ``"-o", "metricsExporterType=PROM"``).
     """
     with contextlib.ExitStack() as stack:
         if work_dir is None:
             work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="rocketq-local-"))
         path = Path(work_dir)
-        namesrv = stack.enter_context(spawn_namesrv(path, env=env, timeout_s=timeout_s))
+        namesrv = stack.enter_context(spawn_namesrv(path, *namesrv_args, env=env, timeout_s=timeout_s))
         broker = stack.enter_context(_spawn_broker(path, namesrv.addr, broker_conf or {}, env, timeout_s))
         yield LocalCluster(namesrv, broker, path)

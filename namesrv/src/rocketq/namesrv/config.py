@@ -24,6 +24,7 @@ from rocketq.client.transport.channel import ConnectionLimits
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
 from rocketq.controller.config import CONTROLLER_KEYS
 from rocketq.namesrv.errors import NamesrvConfigError
+from rocketq.namesrv.metrics import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType, parse_exporter_type
 
 DEFAULT_LISTEN_PORT = 9876
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
@@ -57,6 +58,11 @@ class NamesrvConfig:
     #: aclFilePath ("" = $ROCKETMQ_HOME/conf/plain_acl.yml); REGISTER_BROKER needs an admin account
     acl_enable: bool = False
     acl_file_path: str = ""
+    #: Prometheus metrics (RocketMQ 5's keys; docs/observability.md): DISABLE or PROM; host ""
+    #: = bind_address; port 0 = a free port
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = DEFAULT_PROM_EXPORTER_PORT
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -65,6 +71,10 @@ class NamesrvConfig:
             raise NamesrvConfigError("scanNotActiveBrokerInterval must be > 0 ms")
         if self.broker_channel_expired_time_ms <= 0:
             raise NamesrvConfigError("brokerChannelExpiredTime must be > 0 ms")
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise NamesrvConfigError(
+                f"metricsPromExporterPort must be in 0..65535, got {self.metrics_prom_exporter_port}"
+            )
         if self.max_inflight_per_connection <= 0 or self.max_queued_requests <= 0:
             raise NamesrvConfigError("maxInflightPerConnection and maxQueuedRequests must be > 0")
         try:
@@ -124,6 +134,9 @@ _KEYS = {
     "enableControllerInNamesrv": ("enable_controller_in_namesrv", _parse_bool),
     "aclEnable": ("acl_enable", _parse_bool),
     "aclFilePath": ("acl_file_path", _parse_str),
+    "metricsExporterType": ("metrics_exporter_type", parse_exporter_type),
+    "metricsPromExporterHost": ("metrics_prom_exporter_host", _parse_str),
+    "metricsPromExporterPort": ("metrics_prom_exporter_port", _parse_int),
 }
 
 # Keys of RocketMQ's NamesrvConfig / NettyServerConfig that rocketq accepts and ignores.

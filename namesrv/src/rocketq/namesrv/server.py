@@ -17,7 +17,9 @@ import logging
 from rocketq.controller.config import config_from_properties as controller_config_from_properties
 from rocketq.controller.server import ControllerServer
 from rocketq.namesrv.config import NamesrvConfig
+from rocketq.namesrv.errors import NamesrvError
 from rocketq.namesrv.kvconfig import KvConfigManager
+from rocketq.namesrv.metrics import MetricsExporterType, NamesrvMetrics
 from rocketq.namesrv.processor import NamesrvProcessor
 from rocketq.namesrv.routeinfo import RemovedBroker, RouteInfoManager
 from rocketq.server import Channel, RemotingServer
@@ -39,6 +41,10 @@ class NamesrvServer:
         self.route_info = RouteInfoManager()
         self.kv_config = KvConfigManager(config.kv_config_path)
         self.processor = NamesrvProcessor(config, self.route_info, self.kv_config)
+        self.metrics: NamesrvMetrics | None = None
+        if config.metrics_exporter_type is MetricsExporterType.PROM:  # docs/observability.md
+            self.metrics = NamesrvMetrics(config, self.route_info)
+        request_check = acl_request_check(config.acl_enable, config.acl_file_path)
         self.remoting = RemotingServer(
             host=config.bind_address,
             port=config.listen_port,
@@ -49,7 +55,7 @@ class NamesrvServer:
             on_channel_close=self._on_channel_close,
             tls_mode=config.tls.mode,
             ssl_context=config.tls.server_context(),
-            request_check=acl_request_check(config.acl_enable, config.acl_file_path),
+            request_check=self.metrics.request_check(request_check) if self.metrics else request_check,
         )
         self.processor.register_all(self.remoting)
         self._scan_task: asyncio.Task[None] | None = None
@@ -66,6 +72,12 @@ class NamesrvServer:
         """Load KV config, listen, start the expiry scan; returns ``"host:port"``."""
         self.kv_config.load()
         await self.remoting.start()
+        if self.metrics is not None:
+            try:
+                await self.metrics.start(self.remoting.address)
+            except NamesrvError:
+                await self.remoting.stop(0)
+                raise
         if self.controller is not None:
             try:
                 await self.controller.start()
@@ -84,6 +96,8 @@ class NamesrvServer:
         if self.controller is not None:
             await self.controller.stop(grace_s)
         await self.remoting.stop(grace_s)
+        if self.metrics is not None:
+            await self.metrics.stop()
 
     def _on_channel_close(self, channel: Channel) -> None:
         for removed in self.route_info.on_channel_destroy(channel):

@@ -16,6 +16,7 @@ from rocketq.broker.client_manager import ConsumerManager, ProducerManager
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.executor import BoundedExecutor
 from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.metrics.recorder import BrokerMetricsRecorder
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.service import ScheduleMessageService
@@ -91,6 +92,8 @@ class BrokerContext:
     schedule: ScheduleMessageService | None = None
     #: the TransactionalMessageService (None on a slave or in tests without one)
     txn: TransactionalMessageService | None = None
+    #: the metrics counters (metricsExporterType=PROM; None when metrics are off)
+    metrics: BrokerMetricsRecorder | None = None
 
     @property
     def store_host(self) -> tuple[str, int]:

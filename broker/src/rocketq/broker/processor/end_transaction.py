@@ -58,8 +58,12 @@ async def process_end_transaction(
     offload: Offload | None = None,
     is_slave: bool = False,
     replicated: Callable[[int], Awaitable[PutMessageStatus]] | None = None,
+    on_ended: Callable[[bool, int], None] | None = None,
 ) -> RemotingCommand | None:
-    """Handle one END_TRANSACTION request (ranged with ``rqRanges=true``); None for oneway requests."""
+    """Handle one END_TRANSACTION request (ranged with ``rqRanges=true``); None for oneway requests.
+
+    ``on_ended(commit, count)`` is told how many half messages this request ended (metrics).
+    """
     try:
         header = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
     except HeaderError as exc:
@@ -69,7 +73,7 @@ async def process_end_transaction(
         log.warning("END_TRANSACTION refused: this broker is a slave")
         return _reply(cmd, ResponseCode.SLAVE_NOT_AVAILABLE, "end transaction is forbidden on a slave")
     if cmd.ext_fields.get(RANGES_FIELD, "").lower() == "true":
-        response = await _ranged(service, cmd, header, offload)
+        response = await _ranged(service, cmd, header, offload, on_ended)
         return await _after_replication(service, cmd, response, replicated)
     kind = header.commit_or_rollback
     source = "check answer" if header.from_transaction_check else "producer"
@@ -91,6 +95,8 @@ async def process_end_transaction(
         )
     run = offload if offload is not None else _to_thread
     code, remark = await run(lambda: service.end_transaction(header))
+    if on_ended is not None and code == ResponseCode.SUCCESS:
+        on_ended(kind == COMMIT_TYPE, 1)
     if code == ResponseCode.SUCCESS and kind == COMMIT_TYPE and replicated is not None:
         remark = await _replication_remark(service, replicated)
     return _reply(cmd, code, remark)
@@ -129,6 +135,7 @@ async def _ranged(
     cmd: RemotingCommand,
     header: EndTransactionRequestHeader,
     offload: Offload | None,
+    on_ended: Callable[[bool, int], None] | None = None,
 ) -> RemotingCommand | None:
     try:
         ranges = decode_ranges_body(cmd.body)
@@ -143,6 +150,8 @@ async def _ranged(
         )
     run = offload if offload is not None else _to_thread
     result: RangedEndResult = await run(lambda: service.end_transaction_ranges(header, ranges))
+    if on_ended is not None and result.ended:
+        on_ended(header.commit_or_rollback == COMMIT_TYPE, result.ended)
     log.info(
         "ranged END_TRANSACTION (%d ranges, state %d) of group %s: %s",
         len(ranges),

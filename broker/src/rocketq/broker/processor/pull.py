@@ -372,9 +372,10 @@ class PullMessageProcessor:
                 result.release()
             return result, body
 
-        if not isinstance(msg_filter, Node) and store.check_in_mem_by_consume_offset(
+        hot = not isinstance(msg_filter, Node) and store.check_in_mem_by_consume_offset(
             header.topic, header.queue_id, header.queue_offset, INLINE_READ_MAX_BEHIND_BYTES
-        ):
+        )
+        if hot:
             result, body = read()  # page-cache resident: a memcpy on the loop beats two thread hops
         else:
             result, body = await ctx.pull_executor.run(read)
@@ -392,6 +393,16 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             ctx.stats.get_found += 1
             ctx.stats.get_messages += result.msg_count
+            if ctx.metrics is not None:  # docs/observability.md; SQL92 reads have no residency estimate
+                ctx.metrics.record_out(
+                    header.consumer_group,
+                    header.topic,
+                    header.queue_id,
+                    next_begin_offset,
+                    result.msg_count,
+                    len(body),
+                    None if isinstance(msg_filter, Node) else hot,
+                )
         else:
             body = b""
         remark = None if code == ResponseCode.SUCCESS else result.status.name

@@ -143,7 +143,9 @@ class SendMessageProcessor:
             msg = self._to_store(
                 header, channel, store_queue_id, request.body, properties, header.flag, topic=topic
             )
-            return await self._put(request, [msg], queue_id=queue_id, put=lambda: txn.prepare(msg))
+            return await self._put(
+                request, [msg], queue_id=queue_id, put=lambda: txn.prepare(msg), topic=header.topic
+            )
         sys_flag, born = self._hosts(header, channel)
         batch = MessageBatchToStore(
             topic=topic,
@@ -157,7 +159,7 @@ class SendMessageProcessor:
             born_timestamps=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
         )
-        return await self._put_batch(request, batch, queue_id=queue_id)
+        return await self._put_batch(request, batch, queue_id=queue_id, topic=header.topic)
 
     def _route(
         self,
@@ -339,7 +341,7 @@ class SendMessageProcessor:
             born_timestamps=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
         )
-        return await self._put_batch(request, batch, queue_id=queue_id)
+        return await self._put_batch(request, batch, queue_id=queue_id, topic=header.topic)
 
     def _with_cluster_all(self, raw_props: list[bytes], joined: bytes | None = None) -> list[bytes]:
         """Each message's properties with this broker's CLUSTER appended unless present."""
@@ -389,7 +391,7 @@ class SendMessageProcessor:
                 reconsume_times=header.reconsume_times or 0,
             )
             return await self._put_batch(
-                request, batch, queue_id=queue_id, ext={HALF_COUNT_FIELD: str(len(fast))}
+                request, batch, queue_id=queue_id, ext={HALF_COUNT_FIELD: str(len(fast))}, topic=header.topic
             )
         try:
             texts = [p.decode("utf-8") for p in raw_props]
@@ -422,6 +424,7 @@ class SendMessageProcessor:
             queue_id=queue_id,
             put=lambda: txn.prepare_half_batch(msgs),
             ext={HALF_COUNT_FIELD: str(len(msgs))},
+            topic=header.topic,
         )
 
     async def _put_batch(
@@ -431,6 +434,7 @@ class SendMessageProcessor:
         *,
         queue_id: int,
         ext: dict[str, str] | None = None,
+        topic: str,
     ) -> RemotingCommand:
         """Store ``batch`` (on the loop when small and nothing could wait, else on the send executor)."""
         ctx = self.ctx
@@ -461,6 +465,8 @@ class SendMessageProcessor:
             queue_id=queue_id,
             ext=ext,
             detail=lambda: self._illegal_detail(batch.bodies, batch.properties),
+            topic=topic,
+            stored_topic=batch.topic,
         )
 
     async def _durable(self, result: PutMessageResult, durable_at: int) -> PutMessageResult:
@@ -495,6 +501,7 @@ class SendMessageProcessor:
         queue_id: int,
         put: Callable[[], PutMessageResult],
         ext: dict[str, str] | None = None,
+        topic: str,
     ) -> RemotingCommand:
         """A blocking store call (half messages) on the send executor."""
         try:
@@ -513,6 +520,8 @@ class SendMessageProcessor:
             detail=lambda: self._illegal_detail(
                 [m.body for m in msgs], [_props_bytes(m.properties) for m in msgs]
             ),
+            topic=topic,
+            stored_topic=HALF_TOPIC,
         )
 
     def _respond(
@@ -524,6 +533,8 @@ class SendMessageProcessor:
         queue_id: int,
         detail: Callable[[], str],
         ext: dict[str, str] | None = None,
+        topic: str,
+        stored_topic: str,
     ) -> RemotingCommand:
         status = result.status
         code = put_response_code(status)
@@ -531,6 +542,8 @@ class SendMessageProcessor:
             illegal = status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
             return request.make_response(code, put_status_remark(status, detail() if illegal else ""))
         append = result.append_result
+        if self.ctx.metrics is not None and append is not None:  # docs/observability.md
+            self.ctx.metrics.record_send(topic, stored_topic, count, append.wrote_bytes)
         if request.is_oneway or append is None:
             return request.make_response(code)
         self.ctx.stats.put_messages += count

@@ -156,4 +156,7 @@ class SendMessageBackProcessor:
         if not result.is_ok:
             return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.name)
         ctx.stats.put_messages += 1
+        if ctx.metrics is not None and tc.topic_name.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            group = tc.topic_name[len(DLQ_GROUP_TOPIC_PREFIX) :]
+            ctx.metrics.record_dlq(group, props.get(MessageConst.RETRY_TOPIC, msg.topic))
         return request.make_response(ResponseCode.SUCCESS)

@@ -20,7 +20,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,6 +148,8 @@ class CommitLog:
         self._valid_topics: set[str] = set()
         self.hints: deque[DispatchHint] = deque()
         self.hints_enabled = True
+        #: called with the seconds each flush that wrote data took (the broker's metrics)
+        self.flush_observer: Callable[[float], None] | None = None
 
     # -- validation (outside the lock) ------------------------------------------------------------
     def topic_ok(self, topic: str) -> bool:
@@ -357,7 +359,14 @@ class CommitLog:
         return mf, pos, mf.view(pos, end - pos)
 
     def flush(self, least_pages: int = 0) -> bool:
-        return self.mfq.flush(least_pages)
+        observer = self.flush_observer
+        if observer is None:
+            return self.mfq.flush(least_pages)
+        start = time.perf_counter()
+        flushed = self.mfq.flush(least_pages)
+        if flushed:
+            observer(time.perf_counter() - start)
+        return flushed
 
     @property
     def flushed_where(self) -> int:
