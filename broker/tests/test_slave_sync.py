@@ -250,8 +250,9 @@ def test_master_change_triggers_a_round(tmp_path: Path) -> None:
     async def scenario(master: BrokerController, client: RemotingClient, addr: str, slave: Slave) -> None:
         await create_topic(client, addr, "Orders")
         slave.sync.master_changed(addr, "127.0.0.1:1")
-        for _ in range(200):
-            if slave.ctx.topics.select("Orders") is not None:
+        # the topics land before the round's other steps finish: wait for the round's report
+        for _ in range(500):
+            if slave.ctx.topics.select("Orders") is not None and slave.sync.last_report is not None:
                 break
             await asyncio.sleep(0.02)
         assert slave.ctx.topics.select("Orders") is not None
