@@ -219,8 +219,9 @@ class BrokerAccess:
         max_bytes: int,
         sub_expression: str,
         timeout_ms: int,
+        expression_type: ExpressionType = ExpressionType.TAG,
     ) -> PullResult:
-        """One PULL_MESSAGE without long polling; the broker applies the tag expression.
+        """One PULL_MESSAGE without long polling; the broker applies the tag or SQL92 expression.
 
         Goes to ``addr`` (the planned replica) unless a previous answer for the queue suggested
         another broker id (``suggestWhichBrokerId``), and to another replica of the group when
@@ -239,7 +240,7 @@ class BrokerAccess:
             suspend_timeout_millis=0,
             subscription=sub_expression,
             sub_version=0,
-            expression_type=ExpressionType.TAG,
+            expression_type=expression_type,
             max_msg_bytes=max_bytes,
         )
         api = self.api
@@ -250,6 +251,38 @@ class BrokerAccess:
         )
         self._suggested[queue] = result.suggest_which_broker_id
         return result
+
+    def check_sql92(self, queue: QueueRef, addr: str, expression: str, *, group: str) -> None:
+        """Fail with an OptionError naming ``sqlFilter`` when the broker of ``queue`` refuses the
+        SQL92 ``expression`` (not compiled, or ``enablePropertyFilter`` is off).
+
+        The probe pulls at the queue's max offset, so it transfers no message: the broker compiles
+        the subscription before it looks at the queue.
+        """
+        from rocketq.client.errors import SubscriptionError
+
+        offset = self.max_offset(queue, addr)
+        try:
+            self.pull(
+                queue,
+                addr,
+                offset,
+                group=group,
+                max_nums=1,
+                max_bytes=1024,
+                sub_expression=expression,
+                timeout_ms=self.timeout_ms,
+                expression_type=ExpressionType.SQL92,
+            )
+        except BrokerUnavailableError as exc:
+            if not isinstance(exc.__cause__, SubscriptionError):
+                raise
+            raise OptionError(
+                "sqlFilter",
+                f"broker {queue.broker_name} ({addr}) refused the SQL92 filter {expression!r}: "
+                f"{exc.__cause__.remark or exc.__cause__}; SQL92 filtering needs enablePropertyFilter=true "
+                "in the broker's configuration and an expression in RocketMQ's SQL92 grammar",
+            ) from exc.__cause__
 
     def close(self) -> None:
         try:

@@ -1,15 +1,15 @@
 """Partition planning: turning a micro-batch's queue ranges into Spark input partitions.
 
-A micro-batch reads, per ConsumeQueue, the offsets ``[start, end)``.  Every Spark task costs
-tens of milliseconds of fixed overhead in a Python data source, so one task per queue would make
-a topic with hundreds of queues slow even when idle.  Planning therefore:
+A micro-batch reads, per ConsumeQueue, the offsets ``[start, end)``.  Planning:
 
 1. drops empty ranges (no task at all for a queue without new messages);
 2. with ``minPartitions``, splits large ranges so there are at least that many pieces (pieces
    of one queue stay contiguous and ordered);
-3. groups the pieces into at most ``maxPartitions`` tasks, balancing message counts
-   (largest piece first into the lightest task); ties are broken by queue order so the plan is
-   deterministic for given offsets, which keeps a replayed micro-batch identical.
+3. by default makes one Spark task per piece (Kafka's rule: the Python worker planning a read
+   cannot see the cluster's parallelism, so no cap is guessed); with ``maxPartitions`` groups
+   the pieces into at most that many tasks, balancing message counts (largest piece first into
+   the lightest task); ties are broken by queue order so the plan is deterministic for given
+   offsets, which keeps a replayed micro-batch identical.
 
 An :class:`RocketMQInputPartition` carries only plain data (addresses, topic, broker, queue,
 offsets), so it pickles small and ``read()`` on an executor needs nothing from the driver.
@@ -110,13 +110,16 @@ def _sort_key(r: QueueRange) -> tuple[str, str, int, int]:
 
 
 def plan_partitions(
-    ranges: Sequence[QueueRange], *, min_partitions: int | None, max_partitions: int
+    ranges: Sequence[QueueRange], *, min_partitions: int | None, max_partitions: int | None
 ) -> list[RocketMQInputPartition]:
-    """The input partitions of one micro-batch (empty ranges dropped)."""
+    """The input partitions of one micro-batch (empty ranges dropped; ``max_partitions=None``:
+    one partition per range)."""
     live = sorted((r for r in ranges if r.size > 0), key=_sort_key)
     if not live:
         return []
     if min_partitions:
         live = split_for_min_partitions(live, min_partitions)
+    if max_partitions is None:
+        return [RocketMQInputPartition((r,)) for r in live]
     cap = max(max_partitions, min_partitions or 0)
     return [RocketMQInputPartition(group) for group in group_ranges(live, cap)]

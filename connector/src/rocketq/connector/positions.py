@@ -10,6 +10,9 @@ Queues missing from a JSON spec start at earliest, like queues discovered later.
 ``limit_offsets`` implements ``maxMessagesPerTrigger``: the budget is shared across queues in
 proportion to their backlog (Kafka's rule), remainders go to the largest backlogs, ties broken by
 queue order, so the result is deterministic.
+
+``narrow_ranges`` applies a batch read's pushed filters (rocketq.connector.pushdown): queue-offset
+bounds directly, store-time bounds through SEARCH_OFFSET_BY_TIMESTAMP.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import EARLIEST, LATEST, OffsetMap, QueueRef
 from rocketq.connector.options import EndSpec, SourceOptions, StartMode, StartSpec
+from rocketq.connector.pushdown import PushedScan
 
 
 def _check_spec_queues(
@@ -109,3 +113,37 @@ def limit_offsets(
         if not progressed:
             break
     return {q: bases[q] + share[q] for q in bases}
+
+
+def narrow_ranges(
+    access: BrokerAccess,
+    scan: PushedScan,
+    queues: Mapping[QueueRef, str],
+    start: Mapping[QueueRef, int],
+    end: Mapping[QueueRef, int],
+) -> tuple[dict[QueueRef, int], dict[QueueRef, int]]:
+    """``start``/``end`` of ``queues`` narrowed by the pushed offset and store-time bounds.
+
+    The result is a superset of the matching messages (the executor re-checks every row):
+    SEARCH_OFFSET_BY_TIMESTAMP gives the first offset stored at or after a time, and -- as in
+    RocketMQ -- the queue's last offset for a time after every message, so an upper bound that
+    lands on the last message keeps it.  Store times are taken as non-decreasing along a queue
+    (one broker appends a queue in time order), which is what the broker's search assumes too.
+    """
+    begins: dict[QueueRef, int] = {}
+    ends: dict[QueueRef, int] = {}
+    for queue, addr in queues.items():
+        lo, hi = start[queue], end[queue]
+        if scan.offset_low is not None:
+            lo = max(lo, scan.offset_low)
+        if scan.offset_high is not None:
+            hi = min(hi, scan.offset_high)
+        if lo < hi and scan.time_low_ms is not None:
+            lo = max(lo, access.search_offset(queue, addr, scan.time_low_ms))
+        if lo < hi and scan.time_high_ms is not None:
+            found = access.search_offset(queue, addr, scan.time_high_ms)
+            if found >= access.max_offset(queue, addr) - 1:
+                found += 1  # the last message: stored before the bound or not, read it and re-check
+            hi = min(hi, found)
+        begins[queue], ends[queue] = lo, max(lo, hi)
+    return begins, ends
