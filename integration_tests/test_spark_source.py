@@ -245,3 +245,10 @@ def test_batch_read_with_ending_offsets_and_partitions(spark_session: Any, clust
     assert read(minPartitions="8").count() == 40
     with pytest.raises(Exception, match="'endingOffsets'"):
         read(endingOffsets='{"SrcBatch": {"broker-a:9": 1}}').count()
+
+
+def test_batch_read_of_a_topic_without_messages(spark_session: Any, cluster: Cluster) -> None:
+    topic = "SrcEmpty"
+    create_topic(cluster, topic, 2)
+    reader = spark_session.read.format("rocketmq").option("nameServer", cluster.namesrv_addr)
+    assert reader.option("topic", topic).load().count() == 0
