@@ -18,9 +18,17 @@ and small, so besides the wall-clock rates it prints the CPU time per message of
 broker and the NameServer together (``/proc`` and ``time.process_time``: time spent waiting for
 a core does not count), which is what the throughput of a dedicated machine is bound by; the
 overheads against the targets are computed on it.  The set-ups run ``--rounds`` times in
-alternating order and the best figure of each is kept.
+alternating order; the best figure of each and, with several rounds, the median are printed.
 
     .venv/bin/python benchmarks/security_bench.py [--messages 300000] [--rounds 3] [--quick]
+        [--setups plain,acl,tls,acl+tls]
+
+``--transport`` measures the transport alone instead (no broker): a RemotingServer child process
+answering an echo code, plain against TLS, with produce-like (60 KB requests) and consume-like
+(260 KB responses) loads, 4 requests in flight, rounds alternating; it prints the client's and
+the server's CPU per request (medians) and the TLS overhead.
+
+    .venv/bin/python benchmarks/security_bench.py --transport [--rounds 5]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import asyncio
 import dataclasses
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -216,6 +225,11 @@ class Figures:
         self.produce_cpu = min(self.produce_cpu, other.produce_cpu)
         self.consume_cpu = min(self.consume_cpu, other.consume_cpu)
 
+    @classmethod
+    def median(cls, runs: list[Figures]) -> Figures:
+        """Each figure's median over ``runs`` (the rounds of one set-up)."""
+        return cls(*(statistics.median(getattr(r, f.name) for r in runs) for f in dataclasses.fields(cls)))
+
 
 def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid``, all its threads (Linux /proc)."""
@@ -270,15 +284,15 @@ def _less(rate: float, reference: float) -> str:
     return f"{100 * (1 - rate / reference):+6.1f} %"
 
 
-def report(best: dict[str, Figures], args: argparse.Namespace) -> None:
+def report(best: dict[str, Figures], args: argparse.Namespace, what: str = "best") -> None:
     ref = best["plain"]
     print(
-        f"\nbest of {args.rounds} round(s); 100 B messages, batch {args.batch} x {args.concurrency} in"
+        f"\n{what} of {args.rounds} round(s); 100 B messages, batch {args.batch} x {args.concurrency} in"
         f" flight, {os.cpu_count()} CPUs, client and servers on this machine"
     )
     print("\nCPU seconds per million messages (client + broker + NameServer; overhead vs plain)")
     print(f"{'set-up':9} {'produce':>9} {'overhead':>9} {'consume':>9} {'overhead':>9}   target")
-    for setup in SETUPS:
+    for setup in args.setups:
         f = best[setup]
         target = "reference" if setup == "plain" else f"overhead <= {100 * TARGET_OVERHEAD[setup]:.0f} %"
         print(
@@ -287,7 +301,7 @@ def report(best: dict[str, Figures], args: argparse.Namespace) -> None:
         )
     print("\nthroughput, wall clock (msg/s; loss vs plain; noisy on a shared machine)")
     print(f"{'set-up':9} {'produce':>11} {'loss':>9} {'consume':>11} {'loss':>9}")
-    for setup in SETUPS:
+    for setup in args.setups:
         f = best[setup]
         print(
             f"{setup:9} {f.produce_rate:11,.0f} {_less(f.produce_rate, ref.produce_rate):>9}"
@@ -295,28 +309,143 @@ def report(best: dict[str, Figures], args: argparse.Namespace) -> None:
         )
 
 
+# -- the transport alone (--transport) ----------------------------------------------------------
+
+ECHO_CODE = 4242
+TRANSPORT_LOADS = {"produce": (60_000, 300), "consume": (300, 260_000)}  # (request, response) bytes
+
+
+def serve_transport(mode: str, pki_dir: str, response_size: int) -> None:
+    """Child process of ``--transport``: a RemotingServer answering ECHO_CODE with ``response_size``
+    bytes, plain or TLS enforcing; prints its port, stops on SIGTERM."""
+    import signal
+    import ssl
+
+    from rocketq.client.transport.tls import TlsMode
+    from rocketq.server import RemotingServer
+
+    body = os.urandom(response_size)
+
+    async def answer(cmd: Any, channel: Any) -> Any:
+        return cmd.make_response(0, None, body=body)
+
+    async def run() -> None:
+        ctx = None
+        if mode == "tls":
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(f"{pki_dir}/server.pem", f"{pki_dir}/server.key")
+        server = RemotingServer(tls_mode=TlsMode.ENFORCING if ctx else TlsMode.DISABLED, ssl_context=ctx)
+        server.register(ECHO_CODE, answer)
+        _, port = await server.start()
+        print(port, flush=True)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+        await server.stop(0)
+
+    asyncio.run(run())
+
+
+def transport_round(mode: str, load: str, pki: Pki, requests: int) -> tuple[float, float]:
+    """(client, server) CPU microseconds per request of one run: 4 requests in flight."""
+    from rocketq.client.remoting.command import RemotingCommand
+    from rocketq.client.transport.aio import RemotingClient
+    from rocketq.client.transport.tls import client_ssl_context
+
+    request_size, response_size = TRANSPORT_LOADS[load]
+    args = [sys.executable, __file__, "--serve", mode, str(pki.ca.parent), str(response_size)]
+    server = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        addr = f"127.0.0.1:{int(server.stdout.readline())}"
+        body = os.urandom(request_size)
+
+        async def run() -> tuple[float, float]:
+            ctx = client_ssl_context(trust_cert_path=str(pki.ca)) if mode == "tls" else None
+            client = RemotingClient(ssl_context=ctx)
+            await client.invoke(addr, RemotingCommand.request(ECHO_CODE, body=body), 10_000)  # connect
+            left = requests
+
+            async def worker() -> None:
+                nonlocal left
+                while left > 0:
+                    left -= 1
+                    await client.invoke(addr, RemotingCommand.request(ECHO_CODE, body=body), 10_000)
+
+            cpu, server_cpu = time.process_time(), process_cpu_s(server.pid)
+            await asyncio.gather(*(worker() for _ in range(4)))
+            cpu, server_cpu = time.process_time() - cpu, process_cpu_s(server.pid) - server_cpu
+            await client.close()
+            return 1e6 * cpu / requests, 1e6 * server_cpu / requests
+
+        return asyncio.run(run())
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def transport_bench(pki: Pki, rounds: int, requests: int) -> None:
+    """Plain against TLS on the transport alone, rounds alternating, medians printed."""
+    for load, (req, resp) in TRANSPORT_LOADS.items():
+        runs: dict[str, list[tuple[float, float]]] = {"plain": [], "tls": []}
+        for round_no in range(rounds):
+            for mode in ("plain", "tls") if round_no % 2 == 0 else ("tls", "plain"):
+                runs[mode].append(transport_round(mode, load, pki, requests))
+        med = {
+            m: (statistics.median(c for c, _ in r), statistics.median(s for _, s in r))
+            for m, r in runs.items()
+        }
+        print(f"\n{load}-like: {req} B requests, {resp} B responses, 4 in flight; CPU us per request, median")
+        print(f"{'':6} {'client':>8} {'server':>8} {'total':>8}")
+        for mode, (c, srv) in med.items():
+            print(f"{mode:6} {c:8.0f} {srv:8.0f} {c + srv:8.0f}")
+        plain, tls = sum(med["plain"]), sum(med["tls"])
+        print(f"TLS overhead {_more(tls, plain)}")
+
+
 def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--serve":  # the child of --transport
+        serve_transport(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=300_000, help="messages produced by each set-up")
     ap.add_argument("--batch", type=int, default=500, help="messages per send_batch")
     ap.add_argument("--concurrency", type=int, default=4, help="batches in flight")
     ap.add_argument("--rounds", type=int, default=3, help="runs of every set-up (best kept)")
     ap.add_argument("--quick", action="store_true", help="100 000 messages, one round")
+    ap.add_argument(
+        "--transport",
+        action="store_true",
+        help="measure the transport alone instead: an echo server, plain against TLS (--rounds rounds)",
+    )
+    ap.add_argument(
+        "--setups",
+        default=",".join(SETUPS),
+        help=f"comma-separated subset of {','.join(SETUPS)} (plain always)",
+    )
     args = ap.parse_args()
+    chosen = set(args.setups.split(",")) | {"plain"}
+    if not chosen <= set(SETUPS):
+        raise SystemExit(f"--setups: unknown set-up(s) {sorted(chosen - set(SETUPS))}; expected {SETUPS}")
+    args.setups = tuple(s for s in SETUPS if s in chosen)
     if args.quick:
         args.messages, args.rounds = 100_000, 1
     if shutil.which("openssl") is None:
         raise SystemExit("needs the openssl command to make the test certificates")
     work = Path(tempfile.mkdtemp(prefix="rocketq-security-bench-"))
     best = {s: Figures() for s in SETUPS}
+    runs: dict[str, list[Figures]] = {s: [] for s in SETUPS}
     try:
         pki_dir = work / "pki"
         pki_dir.mkdir()
         pki = make_pki(pki_dir)
+        if args.transport:
+            transport_bench(pki, max(args.rounds, 3), 400 if args.quick else 1500)
+            return 0
         acl_file = work / "plain_acl.yml"
         acl_file.write_text(PLAIN_ACL, encoding="utf-8")
         for round_no in range(args.rounds):
-            order = SETUPS if round_no % 2 == 0 else tuple(reversed(SETUPS))
+            order = args.setups if round_no % 2 == 0 else tuple(reversed(args.setups))
             for setup in order:
                 f = run_setup(setup, work / f"{setup}-{round_no}", pki, acl_file, args)
                 print(
@@ -325,9 +454,12 @@ def main() -> int:
                     f" {f.consume_cpu:6.2f} CPU s/M"
                 )
                 best[setup].keep_best(f)
+                runs[setup].append(f)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(best, args)
+    if args.rounds > 1:  # on a shared machine the median is the steadier of the two
+        report({s: Figures.median(r) for s, r in runs.items() if r}, args, "median")
     return 0
 
 

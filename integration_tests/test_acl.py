@@ -51,6 +51,16 @@ APP = SessionCredentials(access_key="rocketq-app", secret_key="app-secret-1")
 OPEN = SessionCredentials(access_key="rocketq-open", secret_key="open-secret-1")
 WRONG_SECRET = SessionCredentials(access_key="rocketq-app", secret_key="not-the-secret")
 UNKNOWN = SessionCredentials(access_key="nobody-here", secret_key="whatever-1")
+# exactly-once sink: the target topics, and the commit-log topics an admin creates beforehand for
+# the sinks of the non-admin account (docs/security.md "ACL and the exactly-once sink")
+EOS_TOPICS = (
+    "AclEos",
+    "AclEosSubOnly",
+    "AclEosCheck",
+    "RQ_SINK_COMMITS_acl-eos",
+    "RQ_SINK_COMMITS_acl-eos-check",
+)
+ALL_TOPICS = ("AclTopic", "AclSubOnly", "AclDenied", "AclOpen", "AclSpark", "AclOns", *EOS_TOPICS)
 
 PLAIN_ACL_YML = """\
 globalWhiteRemoteAddresses: []
@@ -75,6 +85,8 @@ accounts:
     secretKey: open-secret-1
     defaultTopicPerm: PUB|SUB
     defaultGroupPerm: SUB
+    topicPerms:
+      - AclEosSubOnly=SUB
 """
 
 
@@ -116,11 +128,15 @@ def acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
             aclFilePath=str(acl_file),
             accessKey=ADMIN.access_key,
             secretKey=ADMIN.secret_key,
+            # the exactly-once sink's check-backs come after 1 s (test_exactly_once_check_back_...)
+            transactionTimeOut=1000,
+            transactionCheckInterval=500,
+            flushDiskType="SYNC_FLUSH",
         ) as broker:
             with Admin(ns.addr, config=config_of(ADMIN)) as admin:
-                for topic in ("AclTopic", "AclSubOnly", "AclDenied", "AclOpen", "AclSpark", "AclOns"):
+                for topic in ALL_TOPICS:
                     admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-                for topic in ("AclTopic", "AclSubOnly", "AclDenied", "AclOpen", "AclSpark", "AclOns"):
+                for topic in ALL_TOPICS:
                     _wait_route(admin, topic)
             yield AclCluster(ns, broker, acl_file)
             print(f"--- broker log ---\n{broker.log_tail()}")
@@ -423,6 +439,100 @@ def test_spark_connector_with_credentials(spark_session: Any, acl: AclCluster) -
     unsigned = {k: v for k, v in options.items() if k not in ("accessKey", "secretKey")}
     with pytest.raises(Exception, match="AccessKey"):  # Spark wraps the client's error in its own
         spark_session.read.format("rocketmq").options(**unsigned).load().collect()
+
+
+def _eos_options(acl: AclCluster, topic: str, sink: str, creds: SessionCredentials) -> dict[str, str]:
+    return {
+        "nameServer": acl.ns.addr,
+        "topic": topic,
+        "accessKey": creds.access_key,
+        "secretKey": creds.secret_key,
+        "deliveryGuarantee": "exactlyOnce",
+        "transactionalId": sink,
+    }
+
+
+@pytest.mark.spark
+def test_spark_exactly_once_sink_with_credentials(spark_session: Any, acl: AclCluster) -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    options = _eos_options(acl, "AclEos", "acl-eos", OPEN)
+    df = spark_session.createDataFrame([(f"e{i}",) for i in range(60)], "body string").repartition(2)
+    df.write.format("rocketmq").options(**options).mode("append").save()
+    read = {k: options[k] for k in ("nameServer", "topic", "accessKey", "secretKey")}
+    rows = spark_session.read.format("rocketmq").options(**read).load().collect()
+    assert sorted(r.body for r in rows) == sorted(f"e{i}".encode() for i in range(60))
+    # without PUB on the topic the half sends are refused: the job fails naming the permission
+    denied = _eos_options(acl, "AclEosSubOnly", "acl-eos", OPEN)
+    with pytest.raises(Exception, match="no PUB permission on topic AclEosSubOnly"):
+        df.write.format("rocketmq").options(**denied).option("sendRetries", "0").mode("append").save()
+    assert _read_bodies(acl, "AclEosSubOnly", OPEN) == []
+
+
+def test_exactly_once_commit_topic_needs_an_admin_or_to_exist(acl: AclCluster) -> None:
+    from rocketq.connector.access import BrokerAccess
+    from rocketq.connector.commit_log import CommitLog
+    from rocketq.connector.errors import SinkError
+
+    access = BrokerAccess(acl.ns.addr, timeout_ms=3000, client=config_of(OPEN))
+    try:
+        log = CommitLog(access, "acl-eos-new", timeout_ms=3000, client=config_of(OPEN))
+        with pytest.raises(SinkError, match=r"RQ_SINK_COMMITS_acl-eos-new.*mqadmin updateTopic"):
+            log.prepare()
+        CommitLog(access, "acl-eos", timeout_ms=3000, client=config_of(OPEN)).prepare()  # exists: fine
+    finally:
+        access.close()
+
+
+def _read_bodies(acl: AclCluster, topic: str, creds: SessionCredentials) -> list[str]:
+    from rocketq.client.model import PullStatus
+    from rocketq.client.remoting.message import iter_stored_messages
+    from rocketq.connector.access import BrokerAccess
+
+    access = BrokerAccess(acl.ns.addr, timeout_ms=3000, client=config_of(creds))
+    out: list[str] = []
+    try:
+        for ref, addr in access.read_queues(topic).items():
+            offset = 0
+            while True:
+                res = access.pull(ref, addr, offset, group="open-cg", max_nums=256, max_bytes=4 << 20,
+                                  sub_expression="*", timeout_ms=3000)  # fmt: skip
+                if res.status is not PullStatus.FOUND:
+                    break
+                out.extend(m.body.decode() for m in iter_stored_messages(res.body))
+                offset = res.next_begin_offset
+    finally:
+        access.close()
+    return sorted(out)
+
+
+def test_exactly_once_check_back_with_credentials(acl: AclCluster) -> None:
+    """The driver stored the commit record and died before ending the transactions: the broker's
+    check-backs reach the sink's producer (signed connection) and its resolver commits the listed
+    halves and rolls back the unlisted ones with the sink's credentials."""
+    import pyarrow as pa
+
+    from rocketq.connector.commit_log import CommitRecord, HalfBatch
+    from rocketq.connector.options import parse_sink_options
+    from rocketq.connector.transactional import ExactlyOnceStrategy, WriteIdentity, driver_commit_log
+    from rocketq.connector.writer import write_batches
+
+    sink = "acl-eos-check"
+    opts = parse_sink_options({**_eos_options(acl, "AclEosCheck", sink, OPEN), "batchMaxMessages": "4"})
+
+    def attempt(rows: list[str]) -> list[HalfBatch]:
+        strategy = ExactlyOnceStrategy(opts, WriteIdentity(sink, "0", os.urandom(8).hex(), 0, 0))
+        write_batches(opts, iter([pa.record_batch({"body": pa.array(rows)})]), strategy)
+        return list(strategy.handles)
+
+    failed = attempt(["lost-1", "lost-2"])  # an attempt Spark never accepted
+    accepted = attempt([f"c{i}" for i in range(10)])
+    assert failed and accepted and _read_bodies(acl, "AclEosCheck", OPEN) == []
+    driver_commit_log(opts, sink).append(CommitRecord.of(sink, "0", accepted))  # ... then the driver died
+    expected = sorted(f"c{i}" for i in range(10))
+    deadline = time.monotonic() + 30
+    while _read_bodies(acl, "AclEosCheck", OPEN) != expected and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _read_bodies(acl, "AclEosCheck", OPEN) == expected, "the check-backs did not commit the batch"
 
 
 @pytest.fixture(scope="module")

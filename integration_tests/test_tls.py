@@ -243,6 +243,27 @@ def test_spark_connector_over_tls(
     assert sorted(r.body for r in rows) == sorted(f"s{i}".encode() for i in range(50))
 
 
+@pytest.mark.spark
+def test_spark_exactly_once_sink_over_tls(
+    spark_session: Any, enforcing: tuple[ServerProcess, ServerProcess], pki: Pki
+) -> None:
+    """Half sends, the commit log (created by the sink) and the commits all go over TLS."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    ns, topic = enforcing[0].addr, "TlsSparkEos"
+    with Admin(ns, config=tls_client(pki)) as admin:
+        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+        _wait_route(admin, topic)
+    tls_options = {"nameServer": ns, "topic": topic, "tls": "true", "tlsTrustCertPath": str(pki.ca)}
+    df = spark_session.createDataFrame([(f"x{i}",) for i in range(60)], "body string").repartition(2)
+    df.write.format("rocketmq").options(**tls_options).option("deliveryGuarantee", "exactlyOnce").option(
+        "transactionalId", "tls-eos"
+    ).mode("append").save()
+    rows = spark_session.read.format("rocketmq").options(**tls_options).load().collect()
+    assert sorted(r.body for r in rows) == sorted(f"x{i}".encode() for i in range(60))
+    with Admin(ns, config=tls_client(pki)) as admin:  # the sink made its commit log over TLS
+        assert admin.topic_route("RQ_SINK_COMMITS_tls-eos").queue_datas
+
+
 def _invoke_tls(addr: str, pki: Pki, code: int) -> RemotingCommand:
     with BlockingRemotingClient(ssl_context=client_ssl_context(trust_cert_path=str(pki.ca))) as client:
         response = client.invoke(addr, RemotingCommand.request(code), ANSWER_BOUND_MS)

@@ -29,6 +29,7 @@ from rocketq.client.transport.channel import (
     Dispatcher,
     Processor,
     RemotingProtocol,
+    TlsRemotingProtocol,
 )
 from rocketq.client.transport.common import format_addr
 from rocketq.client.transport.tls import TlsMode
@@ -80,7 +81,13 @@ class RemotingServer:
         if tls_mode is not TlsMode.DISABLED:
             if ssl_context is None:
                 raise ValueError(f"tls_mode {tls_mode.value} needs an ssl_context")
-            self._tls = TlsAcceptor(tls_mode, ssl_context, self._make_protocol, serialize_type)
+            self._tls = TlsAcceptor(
+                tls_mode,
+                ssl_context,
+                self._make_protocol,
+                serialize_type,
+                tls_protocol_factory=self._make_tls_protocol,
+            )
 
     def register(self, code: int, processor: Processor) -> None:
         """Route requests with ``code`` to ``processor`` (replacing any earlier one)."""
@@ -125,14 +132,17 @@ class RemotingServer:
             except Exception:
                 log.exception("channel close listener failed for %s", protocol.peer)
 
-    def _make_protocol(self) -> RemotingProtocol:
-        return RemotingProtocol(
+    def _make_protocol(self, kind: type[RemotingProtocol] = RemotingProtocol) -> RemotingProtocol:
+        return kind(
             self._dispatcher,
             self.serialize_type,
             max_frame_length=self._max_frame_length,
             on_open=self._opened,
             on_close=self._closed,
         )
+
+    def _make_tls_protocol(self) -> RemotingProtocol:
+        return self._make_protocol(TlsRemotingProtocol)  # reads decrypt into one reused buffer
 
     async def start(self) -> tuple[str, int]:
         """Listen; returns the bound ``(host, port)`` (the real port when 0 was asked for)."""

@@ -79,12 +79,15 @@ class TlsAcceptor:
         serialize_type: SerializeType,
         *,
         sniff_timeout_s: float = 30.0,
+        tls_protocol_factory: Callable[[], asyncio.BaseProtocol] | None = None,
     ) -> None:
         if mode is TlsMode.DISABLED:
             raise ValueError("TlsAcceptor serves the permissive and enforcing modes only")
         self.mode = mode
         self._ctx = ssl_context
         self._factory = protocol_factory
+        # TLS connections may get their own protocol (RemotingServer: a buffered one)
+        self._tls_factory = tls_protocol_factory or protocol_factory
         self._serialize_type = serialize_type
         self._sniff_timeout_s = sniff_timeout_s
         self._sock: socket.socket | None = None
@@ -125,7 +128,7 @@ class TlsAcceptor:
                 return
             if first[0] == TLS_HANDSHAKE_RECORD:
                 await loop.connect_accepted_socket(
-                    self._factory, conn, ssl=self._ctx, ssl_handshake_timeout=_SSL_HANDSHAKE_TIMEOUT_S
+                    self._tls_factory, conn, ssl=self._ctx, ssl_handshake_timeout=_SSL_HANDSHAKE_TIMEOUT_S
                 )
             elif self.mode is TlsMode.PERMISSIVE:
                 await loop.connect_accepted_socket(self._factory, conn)

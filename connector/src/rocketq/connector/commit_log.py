@@ -33,6 +33,7 @@ from rocketq.client.model import LocalTransactionState
 from rocketq.connector.errors import SinkError
 
 if TYPE_CHECKING:
+    from rocketq.client.config import ClientConfig
     from rocketq.connector.access import BrokerAccess
 
 log = logging.getLogger("rocketq.connector.eos")
@@ -223,8 +224,17 @@ def decide(index: CommitIndex, batch: str, write_id: str, req: int) -> LocalTran
 class CommitLog:
     """Reads and appends the commit records of one sink through a :class:`BrokerAccess`."""
 
-    def __init__(self, access: BrokerAccess, sink_id: str, *, timeout_ms: int = 10_000) -> None:
+    def __init__(
+        self,
+        access: BrokerAccess,
+        sink_id: str,
+        *,
+        timeout_ms: int = 10_000,
+        client: ClientConfig | None = None,
+    ) -> None:
         self.access = access
+        #: the sink's client settings (TLS, ACL credentials): ``access`` was built with the same
+        self.client = client
         self.sink_id = sink_id
         self.topic = commit_topic(sink_id)
         self.timeout_ms = timeout_ms
@@ -251,8 +261,17 @@ class CommitLog:
         self._addr = (name, addr)
         return self._addr
 
+    def prepare(self) -> None:
+        """Find (or create) the commit-log topic; a clear SinkError when that is not allowed.
+
+        Called by the driver before it records a batch, so that a refusal (an ACL account without
+        admin rights) fails the batch before anything may have been stored."""
+        with self._lock:
+            self._locate(create=True)
+
     def _create(self) -> None:
         from rocketq.client.admin import Admin
+        from rocketq.client.errors import NoPermissionError
 
         info = self.access.api.get_broker_cluster_info(self.timeout_ms)
         masters = sorted(
@@ -260,8 +279,19 @@ class CommitLog:
         )
         if not masters:
             raise SinkError("no master broker to hold the exactly-once commit log")
-        with Admin(self.access.name_server) as admin:
-            admin.create_topic(self.topic, broker_addr=masters[0][1], read_queue_nums=1, write_queue_nums=1)
+        try:
+            with Admin(self.access.name_server, config=self.client) as admin:
+                admin.create_topic(
+                    self.topic, broker_addr=masters[0][1], read_queue_nums=1, write_queue_nums=1
+                )
+        except NoPermissionError as exc:
+            raise SinkError(
+                f"the exactly-once sink cannot create its commit-log topic {self.topic}: the broker "
+                f"refused ({exc.remark or exc}). With ACL on, create it beforehand with an admin "
+                f"account (mqadmin updateTopic -t {self.topic} -r 1 -w 1 ...) and give the sink's "
+                f"account PUB|SUB on it and SUB on group rq-eos-reader-{self.sink_id} "
+                "(docs/security.md), or use an admin account"
+            ) from exc
         log.info("created the commit-log topic %s on %s", self.topic, masters[0][0])
 
     def _wait_route(self) -> Any:

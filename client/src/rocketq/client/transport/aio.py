@@ -23,6 +23,7 @@ from rocketq.client.transport.channel import (
     Dispatcher,
     Processor,
     RemotingProtocol,
+    TlsRemotingProtocol,
 )
 from rocketq.client.transport.common import (
     DEFAULT_CONNECT_TIMEOUT_MS,
@@ -90,8 +91,10 @@ class RemotingClient:
             if self._conns.get(addr) is p:
                 del self._conns[addr]
 
+        kind = RemotingProtocol if self.ssl_context is None else TlsRemotingProtocol
+
         def factory() -> RemotingProtocol:
-            return RemotingProtocol(
+            return kind(
                 self._dispatcher,
                 self.serialize_type,
                 max_frame_length=self._max_frame_length,

@@ -72,7 +72,15 @@ from rocketq.client.transport.common import (
     timeout_error,
 )
 
-__all__ = ["Channel", "ChannelListener", "ConnectionLimits", "Dispatcher", "Processor", "RemotingProtocol"]
+__all__ = [
+    "Channel",
+    "ChannelListener",
+    "ConnectionLimits",
+    "Dispatcher",
+    "Processor",
+    "RemotingProtocol",
+    "TlsRemotingProtocol",
+]
 
 log = logging.getLogger("rocketq.transport")
 
@@ -462,6 +470,40 @@ class RemotingProtocol(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+
+#: bytes one read of a TLS connection may deliver (asyncio's own read size)
+TLS_READ_BUFFER_SIZE = 256 * 1024
+
+
+class TlsRemotingProtocol(RemotingProtocol, asyncio.BufferedProtocol):
+    """:class:`RemotingProtocol` for TLS connections: a *buffered* protocol.
+
+    asyncio's TLS transport hands a plain ``Protocol`` the decrypted bytes of each 16 KiB record
+    in a fresh 256 KiB ``bytes`` object (shrunk afterwards), then joins them into one more copy;
+    a buffered protocol has it decrypt record after record straight into one reusable buffer,
+    handed on as one ``bytes`` per read (the frame decoder slices frames out of it without
+    copying again); docs/security.md "Cost of ACL and TLS" has the figures.  Plaintext
+    connections keep the plain ``Protocol``:
+    there ``recv`` into a new object is cheaper than ``recv_into`` plus the copy.
+    """
+
+    _read_view: memoryview | None = None  # allocated on the first read, dropped on close
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        view = self._read_view
+        if view is None:
+            view = self._read_view = memoryview(bytearray(TLS_READ_BUFFER_SIZE))
+        return view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        view = self._read_view
+        if view is not None:
+            self.data_received(view[:nbytes].tobytes())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._read_view = None
+        super().connection_lost(exc)
 
 
 def _expire(fut: asyncio.Future[RemotingCommand]) -> None:
