@@ -41,10 +41,18 @@ Also printed: the broker's CPU seconds per million messages during our batch rea
 shares the two cores with Spark here) and the decode rate of one core without Spark.  The
 machine is shared and noisy: the best of ``--repeats`` runs is reported with the spread.
 
-Targets (issue 5): source >= 50 % of its ceiling, sink >= 30 % of noop.  The broker runs with
+* **Typed values** (``valueFormat``, issue 17): M messages (``--value-messages``) of a
+  ~100-byte JSON object, and the same objects as msgpack, each topic read twice in the same run:
+  as plain binary (``count``, ``sum(length(body))``) and typed with ``valueFormat`` +
+  ``valueSchema`` (an aggregate over every field of ``value``).  Typed rows/s are printed as a
+  share of the binary read of the same messages.  ``--values-only`` runs just this part.
+
+Targets (issue 5): source >= 50 % of its ceiling, sink >= 30 % of noop; issue 17: typed reads
+>= 50 % of the binary read for json, >= 60 % for msgpack.  The broker runs with
 ``rocketq.connector.testing.SPARK_BROKER_CONF`` (8192 messages / 8 MiB per pull).
 
     python benchmarks/spark_bench.py [--messages 2000000] [--queues 8] [--repeats 2]
+                                     [--value-messages 500000] [--values-only]
 """
 
 from __future__ import annotations
@@ -281,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--partitions", type=int, default=2, help="maxPartitions of the reads (default: the 2 cores)"
     )
+    parser.add_argument("--value-messages", type=int, default=500_000, help="messages per value format")
+    parser.add_argument("--values-only", action="store_true", help="only the typed-value reads")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     n, nq = args.messages - args.messages % args.queues, args.queues
@@ -291,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         with cluster(tmp / "c") as (namesrv, broker_addr, broker_pid):
             from rocketq.connector.testing import Cluster, create_topic
 
+            if args.values_only:
+                run_values(args, namesrv, broker_addr, tmp)
+                return 0
             create_topic(Cluster(namesrv, broker_addr, "broker-a", tmp / "c"), "bench", nq)
             t = time.perf_counter()
             load(namesrv, n, nq)
@@ -305,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{decode_rate(tmp / 'mem', nq):,.0f} rows/s"
             )
             run_spark(args, n, nq, namesrv, broker_pid, tmp)
+            run_values(args, namesrv, broker_addr, tmp)
     return 0
 
 
@@ -393,7 +407,6 @@ def run_spark(args: Any, n: int, nq: int, namesrv: str, broker_pid: int, tmp: Pa
         f"{'  connector-side encoding only':40s} {encode_rate(nq):>11,.0f} rows/s"
         " (routing + batch encoding, no broker)"
     )
-    spark.stop()
 
 
 def encode_rate(nq: int, rows: int = 200_000) -> float:
@@ -413,6 +426,86 @@ def encode_rate(nq: int, rows: int = 200_000) -> float:
         target = route_rows(batch, queues, TaskState())
         for _request in batch_requests(batch, queues, target, opts, uniq):
             pass
+    return rows / (time.perf_counter() - t)
+
+
+# -- typed values ------------------------------------------------------------------------------
+
+VALUE_SCHEMA = "id bigint, customer string, amount double, qty int, tags array<string>, at timestamp"
+VALUE_AGGREGATE = [
+    "count(1)", "sum(value.id)", "sum(length(value.customer))", "sum(value.amount)", "sum(value.qty)",
+    "sum(size(value.tags))", "max(value.at)",
+]  # fmt: skip
+BINARY_AGGREGATE = ["count(1)", "sum(length(body))"]
+
+
+def value_batches(n: int, nq: int, fmt: Any) -> Iterator[pa.RecordBatch]:
+    """Sink batches of ``n`` encoded values (a ~100-byte JSON object), spread over ``nq`` queues."""
+    import datetime as dt
+
+    from rocketq.connector.values import encode_values, parse_ddl
+
+    typ = parse_ddl(VALUE_SCHEMA)
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for start in range(0, n, 10_000):
+        ids = range(start, min(n, start + 10_000))
+        values = pa.array(
+            [{"id": i, "customer": f"customer-{i % 5000:05d}", "amount": i % 10_000 / 100, "qty": i % 9,
+              "tags": ["retail", "eu"], "at": at} for i in ids],
+            typ,
+        )  # fmt: skip
+        queue_ids = pa.array(np.arange(start, start + len(values)) % nq, pa.int32())
+        yield pa.RecordBatch.from_arrays([encode_values(values, fmt), queue_ids], names=["body", "queueId"])
+
+
+def run_values(args: Any, namesrv: str, broker_addr: str, tmp: Path) -> None:
+    """Typed reads (json, msgpack) next to the binary read of the same messages."""
+    from pyspark.sql import SparkSession
+
+    from rocketq.connector.testing import Cluster, create_topic, produce_fast
+    from rocketq.connector.values import ValueFormat
+
+    n, nq, r = args.value_messages, args.queues, args.repeats
+    spark = (
+        SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g").getOrCreate()
+    )  # fmt: skip
+    spark.sparkContext.setLogLevel("ERROR")
+    parts = str(min(nq, args.partitions))
+    print(f"\ntyped values: {n:,} messages per format, local[2], {parts} partitions; best of {r}")
+    for fmt, target in ((ValueFormat.JSON, 0.5), (ValueFormat.MSGPACK, 0.6)):
+        topic = f"bench-{fmt.value}"
+        create_topic(Cluster(namesrv, broker_addr, "broker-a", tmp / "c"), topic, nq)
+        produce_fast(namesrv, topic, value_batches(n, nq, fmt))
+        base = {"nameServer": namesrv, "topic": topic, "startingOffsets": "earliest", "maxPartitions": parts}
+        typed = {**base, "valueFormat": fmt.value, "valueSchema": VALUE_SCHEMA}
+
+        def read(opts: dict[str, str], aggregate: list[str]) -> None:
+            reader = spark.read.format("rocketmq")
+            for k, v in opts.items():
+                reader = reader.option(k, v)
+            rows = reader.load().selectExpr(*aggregate).collect()[0][0]
+            if rows != n:
+                raise RuntimeError(f"read {rows:,} rows instead of {n:,}")
+
+        read(base, BINARY_AGGREGATE)  # warm-up
+        binary = timed(r, lambda: read(base, BINARY_AGGREGATE))  # noqa: B023
+        decoded = timed(r, lambda: read(typed, VALUE_AGGREGATE))  # noqa: B023
+        line(f"source: {fmt.value} values, typed", n, decoded, binary, target, f"binary read ({fmt.value})")
+        alone = f"  {fmt.value} decode only (1 core, no Spark)"
+        print(f"{alone:40s} {value_decode_rate(fmt):>11,.0f} rows/s")
+    spark.stop()
+
+
+def value_decode_rate(fmt: Any, rows: int = 100_000) -> float:
+    from rocketq.connector.values import decode_values, parse_ddl
+
+    bodies = pa.concat_arrays([b.column("body") for b in value_batches(rows, 1, fmt)])
+    typ = parse_ddl(VALUE_SCHEMA)
+    t = time.perf_counter()
+    for start in range(0, rows, 8192):
+        decode_values(bodies.slice(start, 8192), fmt, typ)
     return rows / (time.perf_counter() - t)
 
 

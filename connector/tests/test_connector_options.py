@@ -30,7 +30,7 @@ def test_defaults_streaming() -> None:
     assert o.sub_expression == "*" and o.tags is None
     assert o.fail_on_data_loss is True
     assert o.max_trigger_delay_ms == DEFAULT_MAX_TRIGGER_DELAY_MS
-    assert o.max_partitions >= 2 and o.min_partitions is None
+    assert o.max_partitions is None and o.min_partitions is None  # no cap: one task per queue range
     assert o.group == default_group(("orders",), None, "*") and o.group_is_default
 
 

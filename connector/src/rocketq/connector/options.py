@@ -21,9 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rocketq.client.config import ClientConfig
-from rocketq.client.remoting.vocabulary import NAME_PATTERN
+from rocketq.client.remoting.vocabulary import NAME_PATTERN, ExpressionType
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import OffsetMap
+from rocketq.connector.poison import (
+    SINK_VALUE_KEYS,
+    SOURCE_VALUE_KEYS,
+    ValueOptions,
+    parse_sink_value_format,
+    parse_value_options,
+)
+from rocketq.connector.values import ValueFormat
 
 SPARK_INJECTED = frozenset({"path", "checkpointlocation", "queryname"})
 TOPIC_RE = re.compile(NAME_PATTERN)
@@ -48,15 +56,17 @@ SOURCE_KEYS = frozenset(
         "minmessagespertrigger", "maxtriggerdelay", "subexpression", "failondataloss",
         "minpartitions", "maxpartitions", "pullbatchsize", "pullmaxbytes", "pulltimeoutms",
         "commitoffsets", "tls", "tlstrustcertpath", "accesskey", "secretkey",
+        "sqlfilter", "pushfilters", "enablemsgtrace", "tracetopic",
     }
-)  # fmt: skip
+) | SOURCE_VALUE_KEYS  # fmt: skip
 SINK_KEYS = frozenset(
     {
         "nameserver", "namesrvaddr", "topic", "producergroup", "sendtimeoutms", "sendretries",
         "batchmaxmessages", "batchmaxbytes", "deliveryguarantee", "maxinflightqueues",
         "transactionalid", "committimeoutms", "tls", "tlstrustcertpath", "accesskey", "secretkey",
+        "enablemsgtrace", "tracetopic",
     }
-)  # fmt: skip
+) | SINK_VALUE_KEYS  # fmt: skip
 
 
 class StartMode(enum.Enum):
@@ -110,18 +120,29 @@ class SourceOptions:
     sub_expression: str = "*"
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
-    max_partitions: int = 2
+    #: None: one Spark task per queue range (Kafka's default); see docs/connector.md "Partitions"
+    max_partitions: int | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_max_bytes: int = DEFAULT_PULL_MAX_BYTES
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     commit_offsets: bool = True
     #: client settings of every connection (TLS: options ``tls``, ``tlsTrustCertPath``)
     client: ClientConfig = field(default_factory=ClientConfig)
+    #: ``sqlFilter``: a SQL92 expression the broker applies instead of the tag filter
+    sql_filter: str | None = None
+    #: ``pushFilters``: batch reads take Spark's filters (rocketq.connector.pushdown)
+    push_filters: bool = False
+    #: ``valueFormat``, ``valueSchema``, ``onDecodeError`` ... (rocketq.connector.values)
+    values: ValueOptions = field(default_factory=ValueOptions)
+    #: ``enableMsgTrace``/``traceTopic``: SubBefore/SubAfter of the rows read (rocketq.connector.tracing)
+    enable_msg_trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if bool(self.topics) == bool(self.topic_pattern):
             raise OptionError("topic", "give exactly one of 'topic' and 'topicPattern'")
-        if self.min_partitions is not None and self.min_partitions > self.max_partitions:
+        cap = self.max_partitions
+        if self.min_partitions is not None and cap is not None and self.min_partitions > cap:
             raise OptionError(
                 "minPartitions", f"{self.min_partitions} exceeds maxPartitions={self.max_partitions}"
             )
@@ -130,6 +151,15 @@ class SourceOptions:
     def tags(self) -> frozenset[str] | None:
         """The tag set of ``subExpression``, or None for ``*`` (everything)."""
         return parse_tag_expression(self.sub_expression)
+
+    @property
+    def pull_expression(self) -> str:
+        """The subscription expression of every pull: ``sqlFilter``, else ``subExpression``."""
+        return self.sql_filter if self.sql_filter is not None else self.sub_expression
+
+    @property
+    def pull_expression_type(self) -> ExpressionType:
+        return ExpressionType.TAG if self.sql_filter is None else ExpressionType.SQL92
 
     def matches_topic(self, topic: str) -> bool:
         if self.topic_pattern is not None:
@@ -154,10 +184,20 @@ class SinkOptions:
     commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS
     #: client settings of every connection (TLS: options ``tls``, ``tlsTrustCertPath``)
     client: ClientConfig = field(default_factory=ClientConfig)
+    #: ``valueFormat``: how a ``value`` column is encoded into the body
+    value_format: ValueFormat = ValueFormat.BINARY
+    #: ``enableMsgTrace``/``traceTopic``: Pub trace records of every message written
+    enable_msg_trace: bool = False
+    trace_topic: str | None = None
 
     @property
     def exactly_once(self) -> bool:
         return self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+
+    @property
+    def trace(self) -> tuple[bool, str | None]:
+        """(``enableMsgTrace``, ``traceTopic``) of the sink's producer."""
+        return self.enable_msg_trace, self.trace_topic
 
 
 # -- small typed getters ---------------------------------------------------------------------
@@ -339,23 +379,28 @@ def _ending(options: Mapping[str, str], *, batch: bool | None) -> EndSpec:
     return EndSpec(latest=False, offsets=offsets)
 
 
-def default_group(topics: tuple[str, ...], pattern: str | None, sub_expression: str) -> str:
+def default_group(
+    topics: tuple[str, ...], pattern: str | None, sub_expression: str, sql_filter: str | None = None
+) -> str:
     """The consumer group used for committed offsets when ``group`` is not given.
 
-    Derived from what the query reads (topics or pattern, and the tag filter), so a restarted
+    Derived from what the query reads (topics or pattern, the tag or SQL92 filter), so a restarted
     query, and ``startingOffsets=committed`` in a new query over the same topics, use the same
     group.  Give ``group`` explicitly when several queries read the same topics.
     """
-    what = json.dumps(
-        {"topics": list(topics), "pattern": pattern, "sub": sub_expression.strip()}, sort_keys=True
-    )
+    read: dict[str, object] = {"topics": list(topics), "pattern": pattern, "sub": sub_expression.strip()}
+    if sql_filter is not None:  # only then, so groups derived before sqlFilter existed keep their name
+        read["sql"] = sql_filter
+    what = json.dumps(read, sort_keys=True)
     digest = hashlib.sha1(what.encode("utf-8")).hexdigest()[:12]
     return f"spark-rocketmq-{digest}"
 
 
-def default_max_partitions() -> int:
-    """Default for ``maxPartitions``: the driver's CPU count, at least 2 (see docs/connector.md)."""
-    return max(2, os.cpu_count() or 2)
+def default_max_partitions() -> int | None:
+    """Default for ``maxPartitions``: None, no cap -- one Spark task per queue range, as Kafka's
+    source does.  A Python data source runs in a Python worker that cannot see the cluster's
+    parallelism (docs/connector.md "Partitions"), and the driver's CPU count says nothing about it."""
+    return None
 
 
 def parse_source_options(options: Mapping[str, str], *, batch: bool | None = False) -> SourceOptions:
@@ -373,7 +418,7 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
     if "|" in sub_expression.replace("||", "") or sub_expression.strip().startswith("||"):
         raise OptionError("subExpression", f"expected '*' or 'TagA || TagB', got {sub_expression!r}")
     group = _get(options, "group")
-    max_parts = _req_int(options, "maxPartitions", default_max_partitions(), low=1)
+    max_parts = _int(options, "maxPartitions", default_max_partitions(), low=1)
     min_parts = _int(options, "minPartitions", None, low=1)
     delay_text = _get(options, "maxTriggerDelay")
     max_rows = _int(options, "maxMessagesPerTrigger", None, low=1)
@@ -387,7 +432,7 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
         name_server=name_server,
         topics=topics,
         topic_pattern=pattern,
-        group=group or default_group(topics, pattern, sub_expression),
+        group=group or default_group(topics, pattern, sub_expression, _get(options, "sqlFilter")),
         group_is_default=group is None,
         starting=_starting(options, batch=batch),
         ending=_ending(options, batch=batch),
@@ -399,15 +444,40 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
         sub_expression=sub_expression.strip(),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         min_partitions=min_parts,
-        max_partitions=max(max_parts, min_parts or 0)
-        if _get(options, "maxPartitions") is None
-        else max_parts,
+        max_partitions=max_parts,
         pull_batch_size=_req_int(options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, low=1),
         pull_max_bytes=pull_max_bytes,
         pull_timeout_ms=_req_int(options, "pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, low=100),
         commit_offsets=_bool(options, "commitOffsets", True),
         client=_client_config(options),
+        sql_filter=_sql_filter(options, sub_expression),
+        push_filters=_push_filters(options, batch=batch),
+        values=parse_value_options(options, topics=topics),
+        enable_msg_trace=_bool(options, "enableMsgTrace", False),
+        trace_topic=_trace_topic(options),
     )
+
+
+def _sql_filter(options: Mapping[str, str], sub_expression: str) -> str | None:
+    """``sqlFilter``: a SQL92 expression, exclusive with a tag ``subExpression``."""
+    sql_filter = _get(options, "sqlFilter")
+    if sql_filter is not None and sub_expression.strip() not in ("", "*"):
+        raise OptionError(
+            "sqlFilter",
+            "give either 'sqlFilter' (SQL92) or 'subExpression' (tags), not both; "
+            "a SQL92 filter can test tags itself: TAGS IN ('a', 'b')",
+        )
+    return sql_filter
+
+
+def _push_filters(options: Mapping[str, str], *, batch: bool | None) -> bool:
+    """``pushFilters``: batch reads only (Spark pushes no filters into Python streams)."""
+    push = _bool(options, "pushFilters", False)
+    if push and batch is False:
+        raise OptionError(
+            "pushFilters", "only applies to batch reads (spark.read); Spark pushes no filters to streams"
+        )
+    return push
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -424,11 +494,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     batch_bytes = _req_int(options, "batchMaxBytes", DEFAULT_BATCH_MAX_BYTES, low=1024)
     if batch_bytes > 4 * 1024 * 1024:
         raise OptionError("batchMaxBytes", "must be <= 4194304 (the broker's maxMessageSize)")
-    client = _client_config(options)
-    if client.use_tls and guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-        raise OptionError("tls", "not supported with deliveryGuarantee=exactlyOnce yet")
-    if client.credentials is not None and guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-        raise OptionError("accessKey", "not supported with deliveryGuarantee=exactlyOnce yet")
+    client = _client_config(options)  # TLS and ACL credentials: every connection, both guarantees
     return SinkOptions(
         client=client,
         name_server=_name_server(options),
@@ -442,7 +508,18 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         delivery_guarantee=guarantee,
         sink_id=_sink_id(options) if guarantee is DeliveryGuarantee.EXACTLY_ONCE else None,
         commit_timeout_ms=_req_int(options, "commitTimeoutMs", DEFAULT_COMMIT_TIMEOUT_MS, low=100),
+        value_format=parse_sink_value_format(options),
+        enable_msg_trace=_bool(options, "enableMsgTrace", False),
+        trace_topic=_trace_topic(options),
     )
+
+
+def _trace_topic(options: Mapping[str, str]) -> str | None:
+    """``traceTopic``: the topic of message traces (default RMQ_SYS_TRACE_TOPIC)."""
+    topic = _get(options, "traceTopic")
+    if topic is not None and not TOPIC_RE.match(topic):
+        raise OptionError("traceTopic", f"{topic!r} is not a valid RocketMQ topic name")
+    return topic
 
 
 def _sink_id(options: Mapping[str, str]) -> str | None:

@@ -5,7 +5,8 @@
 ``[start, end)`` it pulls from the broker with large requests (``pullBatchSize`` messages /
 ``pullMaxBytes`` bytes), decodes each response in bulk (:mod:`rocketq.connector.records`) and
 yields one RecordBatch per pull, cut at ``end``.  Reading is deterministic: the same range gives
-the same rows, so a replayed micro-batch reads the same messages.
+the same rows, so a replayed micro-batch reads the same messages.  With ``valueFormat`` every
+batch then gets its typed ``value`` column (:func:`with_values`, :mod:`rocketq.connector.poison`).
 
 Data loss.  The pull response carries the queue's current ``minOffset``; when the range starts
 below it (retention deleted the messages) or the broker reports the offset as illegal, the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -34,7 +35,9 @@ from rocketq.connector.errors import BrokerUnavailableError, DataLossError
 from rocketq.connector.offsets import QueueRef
 from rocketq.connector.options import SourceOptions
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition
+from rocketq.connector.poison import ValueStage
 from rocketq.connector.records import decode_pull_body
+from rocketq.connector.tracing import traced_batches
 
 log = logging.getLogger("rocketq.connector")
 
@@ -80,7 +83,8 @@ class _Puller:
             group=self.opts.group,
             max_nums=min(self.opts.pull_batch_size, r.end - offset),
             max_bytes=self.opts.pull_max_bytes,
-            sub_expression=self.opts.sub_expression,
+            sub_expression=self.opts.pull_expression,
+            expression_type=self.opts.pull_expression_type,
             timeout_ms=self.opts.pull_timeout_ms,
         )
 
@@ -178,7 +182,51 @@ def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> It
     puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms, opts.client), opts)
     try:
         ranges = partition.ranges
-        for i, r in enumerate(ranges):
-            yield from read_range(puller, opts, r, ranges[i + 1] if i + 1 < len(ranges) else None)
+        batches = (
+            batch
+            for i, r in enumerate(ranges)
+            for batch in read_range(puller, opts, r, ranges[i + 1] if i + 1 < len(ranges) else None)
+        )
+        traced = traced_batches(opts, batches) if opts.enable_msg_trace else batches
+        yield from with_values(opts, ranges, traced)
     finally:
         puller.close()
+
+
+def with_values(
+    opts: SourceOptions, ranges: Sequence[QueueRange], batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The batches with their ``value`` column (``valueFormat``), bad messages handled per
+    ``onDecodeError`` (:mod:`rocketq.connector.poison`); dead letters are confirmed before the
+    batch that dropped them is yielded."""
+    if not opts.values.typed:
+        yield from batches
+        return
+    stage = ValueStage(opts, ranges)
+    for batch in batches:
+        out = stage.apply(batch)
+        if out.num_rows:
+            yield out
+    stage.finish()
+
+
+def sample_bodies(opts: SourceOptions, limit: int) -> pa.Array:
+    """Up to ``limit`` bodies, the newest of each queue (an equal share per queue), for
+    ``valueSchemaInference`` at ``schema()`` time on the driver."""
+    access = BrokerAccess(opts.name_server, timeout_ms=opts.pull_timeout_ms, client=opts.client)
+    puller = _Puller(access, opts)
+    bodies: list[pa.Array] = []
+    try:
+        queues = access.discover(opts.topics, opts.topic_pattern, missing_ok=True)
+        share = max(1, limit // max(1, len(queues)))
+        for queue, addr in queues.items():
+            high = access.max_offset(queue, addr)
+            low = max(access.min_offset(queue, addr), high - share)
+            if high > low:
+                r = QueueRange(queue.topic, queue.broker_name, queue.queue_id, addr, low, high)
+                bodies.extend(batch.column("body") for batch in read_range(puller, opts, r))
+    finally:
+        puller.close()
+        access.close()
+    sample = pa.concat_arrays(bodies) if bodies else pa.array([], pa.binary())
+    return sample.slice(0, limit)

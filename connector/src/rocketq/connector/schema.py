@@ -15,7 +15,9 @@ Columns, in order::
 
 ``msgId`` is the offset message id (store host + CommitLog offset, 32 upper-case hex digits);
 ``uniqKey`` the producer's client id (``UNIQ_KEY``).  ``properties`` holds every property of the
-message, system ones (``TAGS``, ``KEYS``, ``UNIQ_KEY`` ...) included.
+message, system ones (``TAGS``, ``KEYS``, ``UNIQ_KEY`` ...) included.  With ``valueFormat`` a
+typed ``value`` column (and ``decodeError`` with ``onDecodeError=null``) follows these
+(:mod:`rocketq.connector.poison`).
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ def check_requested_schema(schema: Any) -> None:
     from rocketq.connector.errors import OptionError
 
     names = tuple(getattr(schema, "fieldNames", lambda: [])())
+    extra = names[len(COLUMN_NAMES) :]
+    if names[: len(COLUMN_NAMES)] == COLUMN_NAMES and extra in ((), ("value",), ("value", "decodeError")):
+        return  # the typed-value columns are checked against the options by rocketq.connector.poison
     if names and names != COLUMN_NAMES:
         raise OptionError(
             "schema",

@@ -44,7 +44,13 @@ from pyspark.sql.types import (
 from rocketq.connector.commit_log import HalfBatch
 from rocketq.connector.errors import OptionError
 from rocketq.connector.options import SinkOptions, parse_sink_options, require_sink_id
-from rocketq.connector.writer import AtLeastOnceStrategy, SendStrategy, TaskState, write_batches
+from rocketq.connector.writer import (
+    AtLeastOnceStrategy,
+    SendStrategy,
+    TaskState,
+    value_as_body,
+    write_batches,
+)
 
 log = logging.getLogger("rocketq.connector")
 
@@ -84,6 +90,7 @@ SINK_COLUMNS: dict[str, str] = {
 
 def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     """Raise :class:`OptionError` for unknown, mistyped or missing columns."""
+    schema = value_as_body(schema, opts)  # a 'value' column (valueFormat) is written as the body
     names = [f.name for f in schema.fields]
     unknown = [n for n in names if n not in SINK_COLUMNS]
     if unknown:

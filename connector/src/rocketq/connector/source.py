@@ -17,6 +17,7 @@ batch (and, since Spark never commits the last batch of an AvailableNow run, als
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -44,9 +46,11 @@ from rocketq.connector.errors import DataLossError
 from rocketq.connector.offsets import OffsetMap, QueueRef
 from rocketq.connector.options import SourceOptions, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
-from rocketq.connector.positions import limit_offsets, resolve_end, resolve_start, start_of
+from rocketq.connector.poison import source_schema, with_value_schema
+from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
+from rocketq.connector.pushdown import PushedScan, filter_batches, translate
 from rocketq.connector.reader import read_partition
-from rocketq.connector.schema import check_requested_schema, spark_schema
+from rocketq.connector.schema import check_requested_schema
 
 log = logging.getLogger("rocketq.connector")
 
@@ -60,16 +64,17 @@ class RocketMQDataSource(DataSource):
 
     def schema(self) -> StructType:
         # Runs at load(): validating here makes bad options fail before the query starts.
-        parse_source_options(self.options, batch=None)
-        return spark_schema()
+        return source_schema(parse_source_options(self.options, batch=None))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         check_requested_schema(schema)
-        return RocketMQBatchReader(parse_source_options(self.options, batch=True))
+        opts = with_value_schema(parse_source_options(self.options, batch=True), schema)
+        return RocketMQPushdownReader(opts) if opts.push_filters else RocketMQBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         check_requested_schema(schema)
-        return RocketMQStreamReader(parse_source_options(self.options, batch=False))
+        opts = with_value_schema(parse_source_options(self.options, batch=False), schema)
+        return RocketMQStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from rocketq.connector.sink import RocketMQBatchWriter
@@ -100,6 +105,7 @@ class _DriverSide:
         self.opts = opts
         self._access = None
         self._addrs = {}
+        self._sql_checked: set[str] = set()
 
     @property
     def access(self) -> BrokerAccess:
@@ -112,7 +118,19 @@ class _DriverSide:
     def discover(self, *, missing_ok: bool) -> dict[QueueRef, str]:
         queues = self.access.discover(self.opts.topics, self.opts.topic_pattern, missing_ok=missing_ok)
         self._addrs.update(queues)
+        self._check_sql_filter(queues)
         return queues
+
+    def _check_sql_filter(self, queues: Mapping[QueueRef, str]) -> None:
+        """``sqlFilter``: every broker read from must accept the expression (checked once per
+        broker, when it first appears), so a broker without enablePropertyFilter fails the query
+        at start with an error naming the option."""
+        if self.opts.sql_filter is None:
+            return
+        for queue, addr in queues.items():
+            if queue.broker_name not in self._sql_checked:
+                self.access.check_sql92(queue, addr, self.opts.sql_filter, group=self.opts.group)
+                self._sql_checked.add(queue.broker_name)
 
     def addr_of(self, queue: QueueRef) -> str:
         if queue not in self._addrs:
@@ -150,11 +168,62 @@ class RocketMQBatchReader(_DriverSide, DataSourceReader):
         queues = self.discover(missing_ok=False)
         start = resolve_start(self.access, self.opts, self.opts.starting, queues)
         end = resolve_end(self.access, self.opts, self.opts.ending, queues)
-        return self.plan(start, end)
+        # Spark replaces an empty list by InputPartition(None); an empty partition reads nothing
+        return self.plan(start, end) or [RocketMQInputPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RocketMQInputPartition)
         return read_partition(self.opts, partition)
+
+
+class RocketMQPushdownReader(RocketMQBatchReader):
+    """The batch reader with ``pushFilters`` (option ``pushFilters=true``; Spark calls it only
+    with ``spark.sql.python.filterPushdown.enabled=true``).
+
+    Spark pickles this object for the executors after ``pushFilters`` and before
+    ``partitions``: what ``read`` needs (the scan, the tag expression) is set in ``pushFilters``;
+    ``partitions`` prunes queues and narrows offsets on the driver.
+    """
+
+    def __init__(self, opts: SourceOptions) -> None:
+        super().__init__(opts)
+        self.scan = PushedScan()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "scan": self.scan}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.scan = state["scan"]
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        sql = self.opts.sql_filter is not None
+        scan, rest = translate(filters, option_tags=self.opts.tags, sql_filter=sql)
+        self.scan = scan
+        if scan.tags:
+            self.opts = dataclasses.replace(self.opts, sub_expression=" || ".join(sorted(scan.tags)))
+        log.info(
+            "rocketmq source: pushed %d of %d filters (%s); Spark applies %d",
+            len(scan.accepted),
+            len(filters),
+            scan.describe(),
+            len(rest),
+        )
+        return iter(rest)
+
+    def partitions(self) -> list[RocketMQInputPartition]:
+        if self.scan.empty:
+            return [RocketMQInputPartition(())]
+        every = self.discover(missing_ok=False)
+        start = resolve_start(self.access, self.opts, self.opts.starting, every)
+        end = resolve_end(self.access, self.opts, self.opts.ending, every)
+        queues = {q: a for q, a in every.items() if self.scan.keeps_queue(q)}
+        begins, ends = narrow_ranges(self.access, self.scan, queues, start, end)
+        # Spark replaces an empty list by InputPartition(None); an empty partition reads nothing
+        return self.plan(begins, ends) or [RocketMQInputPartition(())]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return filter_batches(super().read(partition), self.scan.accepted)
 
 
 class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerAvailableNow):

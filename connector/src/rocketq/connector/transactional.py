@@ -52,6 +52,7 @@ from rocketq.connector.options import SinkOptions
 
 if TYPE_CHECKING:
     from rocketq.client.api import BlockingMQClientAPI
+    from rocketq.client.config import ClientConfig
     from rocketq.client.model import MessageExt
     from rocketq.client.producer import TransactionProducer
     from rocketq.client.producer.transaction_batch import HalfBatchResult
@@ -131,7 +132,9 @@ class ExactlyOnceStrategy:
         self.handles: list[HalfBatch] = []
         self._lock = threading.Lock()
         self._req = itertools.count()
-        self.producer = executor_producer(opts.name_server, ident.sink_id, opts.send_timeout_ms)
+        self.producer = executor_producer(
+            opts.name_server, ident.sink_id, opts.send_timeout_ms, trace=opts.trace, client=opts.client
+        )
         #: the writer encodes every row with these properties; send() sets the request number
         self.row_suffix, self._tail = row_suffix(ident, self.group)
 
@@ -260,9 +263,10 @@ class CheckResolver:
     answer is UNKNOW and the broker asks again.  (Apache RocketMQ brokers, without ranged ends,
     get the plain answer: a repeated COMMIT there would store messages twice.)"""
 
-    def __init__(self, name_server: str, timeout_ms: int) -> None:
+    def __init__(self, name_server: str, timeout_ms: int, client: ClientConfig | None = None) -> None:
         self.name_server = name_server
         self.timeout_ms = timeout_ms
+        self.client = client  # the sink's TLS and ACL settings, for the commit log and ranged commits
         self._logs: dict[str, CommitLog] = {}
         self._lock = threading.Lock()
         self._committed: set[tuple[str, str, str, str, int]] = set()  # (sink, batch, broker, topic, queue)
@@ -273,8 +277,10 @@ class CheckResolver:
         with self._lock:
             found = self._logs.get(sink_id)
             if found is None:
-                access = executor_access(self.name_server, self.timeout_ms)
-                found = self._logs[sink_id] = CommitLog(access, sink_id, timeout_ms=self.timeout_ms)
+                access = executor_access(self.name_server, self.timeout_ms, self.client)
+                found = self._logs[sink_id] = CommitLog(
+                    access, sink_id, timeout_ms=self.timeout_ms, client=self.client
+                )
             return found
 
     def __call__(self, msg: MessageExt) -> LocalTransactionState:
@@ -335,23 +341,36 @@ class CheckResolver:
         return LocalTransactionState.COMMIT_MESSAGE
 
 
-_PRODUCERS: dict[tuple[int, str, str], TransactionProducer] = {}
+_PRODUCERS: dict[tuple[int, str, str, tuple[bool, str | None], ClientConfig | None], TransactionProducer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def executor_producer(name_server: str, sink_id: str, timeout_ms: int) -> TransactionProducer:
-    """The process-wide transactional producer of a sink: kept alive to answer check-backs."""
+def executor_producer(
+    name_server: str,
+    sink_id: str,
+    timeout_ms: int,
+    *,
+    trace: tuple[bool, str | None] = (False, None),
+    client: ClientConfig | None = None,
+) -> TransactionProducer:
+    """The process-wide transactional producer of a sink: kept alive to answer check-backs;
+    ``trace`` is (enableMsgTrace, traceTopic); ``client`` the sink's TLS and ACL settings, used by
+    the producer (half sends, check-back answers) and by its check listener."""
+    from rocketq.client.config import ClientConfig
     from rocketq.client.producer import TransactionProducer
 
-    key = (os.getpid(), name_server, sink_id)
+    key = (os.getpid(), name_server, sink_id, trace, client)
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
             producer = TransactionProducer(
                 name_server,
                 producer_group=producer_group(sink_id),
-                check_listener=CheckResolver(name_server, timeout_ms),
+                check_listener=CheckResolver(name_server, timeout_ms, client),
+                client=client or ClientConfig(),
                 check_thread_pool_max_size=2,
+                enable_msg_trace=trace[0],
+                custom_trace_topic=trace[1],
             )
             producer.start()
             _PRODUCERS[key] = producer
@@ -361,17 +380,19 @@ def executor_producer(name_server: str, sink_id: str, timeout_ms: int) -> Transa
 # -- the driver's commit protocol ----------------------------------------------------------------
 
 _UNCERTAIN: set[tuple[str, str]] = set()  # (sink, batch) whose record append has an unknown outcome
-_DRIVER_LOGS: dict[tuple[int, str, str], CommitLog] = {}
+_DRIVER_LOGS: dict[tuple[int, str, str, ClientConfig | None], CommitLog] = {}
 
 
 def driver_commit_log(opts: SinkOptions, sink_id: str) -> CommitLog:
     from rocketq.connector.access import executor_access
 
-    key = (os.getpid(), opts.name_server, sink_id)
+    key = (os.getpid(), opts.name_server, sink_id, opts.client)
     found = _DRIVER_LOGS.get(key)
     if found is None:
-        access = executor_access(opts.name_server, opts.commit_timeout_ms)
-        found = _DRIVER_LOGS[key] = CommitLog(access, sink_id, timeout_ms=opts.commit_timeout_ms)
+        access = executor_access(opts.name_server, opts.commit_timeout_ms, opts.client)
+        found = _DRIVER_LOGS[key] = CommitLog(
+            access, sink_id, timeout_ms=opts.commit_timeout_ms, client=opts.client
+        )
     return found
 
 
@@ -417,6 +438,7 @@ def commit_batch(opts: SinkOptions, sink_id: str, batch: str, handles: list[Half
     group = producer_group(sink_id)
     record = commit_log.find(batch)
     if record is None:
+        commit_log.prepare()  # a refused topic creation fails here, before the record may exist
         deadline = time.monotonic() + 3 * opts.commit_timeout_ms / 1000
         record = _append_settled(commit_log, CommitRecord.of(sink_id, batch, handles), deadline)
     else:

@@ -19,6 +19,9 @@ request header, the route lookup with ``TBW102`` auto-creation of a new topic, a
 errors): :class:`AtLeastOnceStrategy` sends plain batches (``Producer.send_encoded_batch``), the
 exactly-once strategy half batches (``TransactionProducer.send_half_batch``); the connector keeps
 only the Arrow routing, encoding and ordering.
+
+With ``valueFormat`` the ``value`` column is first encoded into the ``body`` of every row, in bulk
+(:func:`encode_value_column`, :mod:`rocketq.connector.values`), for both strategies.
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ from rocketq.client.config import ClientConfig
 from rocketq.connector.encoding import BulkUniqKeys, chunk_bounds, encode_rows, entry_sizes, properties_column
 from rocketq.connector.errors import SinkError
 from rocketq.connector.options import SinkOptions
+from rocketq.connector.values import ValueFormat, encode_values
 
 if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
     from rocketq.client.producer import Producer
     from rocketq.client.remoting.vocabulary import MessageQueue
 
@@ -99,7 +105,7 @@ class AtLeastOnceStrategy:
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        self.producer = sink_producer(opts.name_server, opts.producer_group, opts.client)
+        self.producer = sink_producer(opts.name_server, opts.producer_group, opts.client, trace=opts.trace)
 
     def send(self, request: Request) -> None:
         from rocketq.client.errors import RocketQError
@@ -123,19 +129,32 @@ class AtLeastOnceStrategy:
         return {"guarantee": "at_least_once"}
 
 
-_PRODUCERS: dict[tuple[int, str, str, ClientConfig | None], Producer] = {}
+_PRODUCERS: dict[tuple[int, str, str, ClientConfig | None, tuple[bool, str | None]], Producer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def sink_producer(name_server: str, group: str, client: ClientConfig | None = None) -> Producer:
-    """The process-wide started producer of ``group`` (Python workers are reused across tasks)."""
+def sink_producer(
+    name_server: str,
+    group: str,
+    client: ClientConfig | None = None,
+    *,
+    trace: tuple[bool, str | None] = (False, None),
+) -> Producer:
+    """The process-wide started producer of ``group`` (Python workers are reused across tasks);
+    ``trace`` is (enableMsgTrace, traceTopic)."""
     from rocketq.client.producer import Producer
 
-    key = (os.getpid(), name_server, group, client)
+    key = (os.getpid(), name_server, group, client, trace)
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
-            producer = Producer(name_server, producer_group=group, client=client or ClientConfig())
+            producer = Producer(
+                name_server,
+                producer_group=group,
+                client=client or ClientConfig(),
+                enable_msg_trace=trace[0],
+                custom_trace_topic=trace[1],
+            )
             producer.start()
             _PRODUCERS[key] = producer
         return producer
@@ -331,6 +350,8 @@ def write_batches(
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if opts.value_format is not ValueFormat.BINARY:
+                batch = encode_value_column(batch, opts.value_format)
             for topic, rows in _split_by_topic(batch, opts.topic):
                 if topic not in state.queues:
                     state.queues[topic] = writable_queues(strategy.producer, topic)
@@ -374,3 +395,57 @@ def _uniq_keys() -> BulkUniqKeys:
     if _UNIQ is None:
         _UNIQ = BulkUniqKeys()
     return _UNIQ
+
+
+# -- typed values (valueFormat) ----------------------------------------------------------------
+
+
+def encode_value_column(batch: pa.RecordBatch, fmt: ValueFormat) -> pa.RecordBatch:
+    """``batch`` with its ``value`` column encoded (``valueFormat``) into a ``body`` column."""
+    i = batch.schema.get_field_index("value")
+    if i < 0:
+        raise SinkError(f"valueFormat={fmt.value} writes a 'value' column; the rows have none")
+    try:
+        body = encode_values(batch.column(i), fmt)
+    except (TypeError, ValueError, pa.ArrowException) as exc:
+        raise SinkError(f"cannot encode column 'value' as valueFormat={fmt.value}: {exc}") from exc
+    return batch.set_column(i, pa.field("body", pa.binary(), nullable=False), body)
+
+
+def value_as_body(schema: StructType, opts: SinkOptions) -> StructType:
+    """The written schema with ``value`` standing for the binary body it is encoded into; a clear
+    error for a ``value`` without ``valueFormat``, for both ``body`` and ``value``, and for a
+    type the format cannot write."""
+    from pyspark.sql.types import BinaryType, StringType, StructField
+    from pyspark.sql.types import StructType as Struct
+
+    from rocketq.connector.errors import OptionError
+
+    names = schema.fieldNames()
+    fmt = opts.value_format
+    if "value" not in names:
+        if fmt is not ValueFormat.BINARY:
+            raise OptionError(
+                "valueFormat", f"valueFormat={fmt.value} encodes a 'value' column; there is none"
+            )
+        return schema
+    if fmt is ValueFormat.BINARY:
+        raise OptionError(
+            "columns",
+            "unknown column 'value' with valueFormat=binary: set valueFormat=json, msgpack or string "
+            "to encode it into the body, or write the raw bytes as 'body'",
+        )
+    if "body" in names:
+        raise OptionError(
+            "columns",
+            "write either 'body' (the raw message body) or 'value' (encoded with valueFormat), not both",
+        )
+    value_type = schema["value"].dataType
+    if fmt is ValueFormat.STRING and not isinstance(value_type, StringType):
+        raise OptionError(
+            "valueFormat", f"valueFormat=string writes a string 'value', not {value_type.simpleString()}"
+        )
+    if fmt is ValueFormat.JSON and "binary" in value_type.simpleString():
+        raise OptionError("valueFormat", "valueFormat=json cannot write binary fields; use msgpack")
+    fields = [StructField("body", BinaryType(), False) if f.name == "value" else f for f in schema.fields]
+    return Struct(fields)
