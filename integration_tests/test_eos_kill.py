@@ -36,7 +36,7 @@ from rocketq.client.remoting.headers import EndTransactionRequestHeader
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
 from rocketq.connector import commit_log as cl
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.offsets import QueueRef
@@ -71,14 +71,14 @@ class Broker:
 
     def __init__(self, tmp: Path, ns_addr: str) -> None:
         self.tmp, self.ns_addr = tmp, ns_addr
-        self.proc: ServerProcess = spawn_broker(tmp, ns_addr, timeout_s=BOOT_TIMEOUT_S, **BROKER_CONF)  # type: ignore[arg-type]
-        self.port = self.proc.port
+        # a port outside the ephemeral range: no outgoing connection takes it while the broker is down
+        self.conf: dict[str, object] = {**BROKER_CONF, "listenPort": free_port()}
+        self.proc: ServerProcess = spawn_broker(tmp, ns_addr, timeout_s=BOOT_TIMEOUT_S, **self.conf)  # type: ignore[arg-type]
 
     def kill_and_restart(self) -> None:
         self.proc.kill9()
         time.sleep(0.3)
-        conf: dict[str, object] = {**BROKER_CONF, "listenPort": self.port}
-        self.proc = spawn_broker(self.tmp, self.ns_addr, timeout_s=BOOT_TIMEOUT_S, **conf)  # type: ignore[arg-type]
+        self.proc = spawn_broker(self.tmp, self.ns_addr, timeout_s=BOOT_TIMEOUT_S, **self.conf)  # type: ignore[arg-type]
 
 
 def read_topic(

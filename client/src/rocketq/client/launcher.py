@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -72,8 +73,40 @@ class ServerStartError(RocketQError):
     """A server process did not boot (exited, or printed no boot line in time)."""
 
 
+#: lowest port :func:`free_port` hands out
+_FIXED_PORT_LOW = 15000
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (outgoing connections' local ports)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (for configs that cannot say port 0)."""
+    """A TCP port that was free a moment ago (for configs that cannot say port 0).
+
+    The port lies below the kernel's ephemeral range: a server restarted on it (a broker killed
+    and started again on its old address) would otherwise find it taken by the local end of some
+    unrelated outgoing connection.  Ports are not handed out twice by one process.
+    """
+    high = _ephemeral_low() - 1
+    rng = random.Random()
+    for _ in range(200) if high > _FIXED_PORT_LOW else ():
+        port = rng.randint(_FIXED_PORT_LOW, high)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
