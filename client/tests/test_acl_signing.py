@@ -79,3 +79,10 @@ def test_client_config_credentials() -> None:
         ClientConfig(access_key="RocketMQ")
     with pytest.raises(ClientError, match="access key and a secret key"):
         ClientConfig(access_key="", secret_key="x")
+
+
+def test_content_orders_names_by_utf16_units_like_java_treemap() -> None:
+    # U+1F600 is a surrogate pair (D83D DE00) in Java: it sorts before U+FF01, unlike code points
+    fields = {"\uff01": "b", "\U0001f600": "a", "A": "0"}
+    assert request_content(fields, None) == b"0ab"
+    assert request_content({"b": "2", "a": "1", "B": "0"}, b"!") == b"012!"

@@ -19,7 +19,6 @@ timestamp or nonce in this scheme: a captured request can be replayed (see docs/
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,14 +75,19 @@ def _java_order(name: str) -> tuple[int, ...]:
 
 def request_content(ext_fields: Mapping[str, str], body: bytes | None) -> bytes:
     """The bytes a request's signature covers (AclUtils.combineRequestContent)."""
-    names = sorted((k for k in ext_fields if k not in _UNSIGNED), key=_java_order)
+    names = [k for k in ext_fields if k not in _UNSIGNED]
+    # ASCII names (every name RocketMQ defines) sort the same by code point as by UTF-16 unit
+    if all(k.isascii() for k in names):
+        names.sort()
+    else:
+        names.sort(key=_java_order)
     text = "".join(ext_fields[k] for k in names)
-    return text.encode("utf-8") + (body or b"")
+    return text.encode("utf-8") + body if body else text.encode("utf-8")
 
 
 def calc_signature(content: bytes, secret_key: str) -> str:
     """``base64(HmacSHA1(secret_key, content))`` (AclUtils.calSignature)."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
+    digest = hmac.digest(secret_key.encode("utf-8"), content, "sha1")
     return base64.b64encode(digest).decode("ascii")
 
 
