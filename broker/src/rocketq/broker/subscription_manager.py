@@ -12,20 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rocketq.broker.metadata import SubscriptionGroupConfig
-from rocketq.client.remoting.vocabulary import DataVersion, validate_group
+from rocketq.client.remoting.vocabulary import SYSTEM_GROUPS, DataVersion, validate_group
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
-
-_SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_RMQ_SYS_TRACE",
-)
 
 
 class SubscriptionGroupManager:
@@ -37,7 +26,7 @@ class SubscriptionGroupManager:
         self._auto_create = auto_create
         self._persist = persist
         self._table: dict[str, SubscriptionGroupConfig] = {
-            g: SubscriptionGroupConfig(group_name=g) for g in _SYSTEM_GROUPS
+            g: SubscriptionGroupConfig(group_name=g) for g in SYSTEM_GROUPS
         }
         self.data_version = DataVersion.now()
 

@@ -31,6 +31,7 @@ from rocketq.client.errors import MQBrokerError, RocketQError
 from rocketq.client.instance import pick_replica
 from rocketq.client.model import Message, MessageExt, PullStatus
 from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.remoting.vocabulary import TOOLS_CONSUMER_GROUP
 from rocketq.client.trace import cli as trace_cli
 
 __all__ = ["main"]
@@ -446,7 +447,7 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-i", "--queue-id", type=int)
         p.add_argument("-o", "--offset", type=int)
         p.add_argument("-c", "--count", type=int, default=128)
-        p.add_argument("-g", "--group", default="TOOLS_CONSUMER")
+        p.add_argument("-g", "--group", default=TOOLS_CONSUMER_GROUP)
 
 
 def _add_tls_options(p: argparse.ArgumentParser) -> None:

@@ -32,10 +32,15 @@ from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.lenient_json import loads, thaw
 from rocketq.client.remoting.route import MessageQueue, TopicRouteData
-from rocketq.client.remoting.vocabulary import SUB_ALL, ExpressionType, PullSysFlag
+from rocketq.client.remoting.vocabulary import (
+    SUB_ALL,
+    SYSTEM_GROUPS,
+    TOOLS_CONSUMER_GROUP,
+    ExpressionType,
+    PullSysFlag,
+)
 
 __all__ = [
-    "SYSTEM_GROUPS",
     "ConsumerConnection",
     "GroupConnections",
     "QueueProgress",
@@ -46,20 +51,6 @@ __all__ = [
     "query_msg_by_time",
 ]
 
-#: the groups every broker creates for itself (not shown as the users' groups)
-SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PULL",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_RMQ_SYS_TRACE",
-    }
-)
-_BROWSE_GROUP = "TOOLS_CONSUMER"
 _PULL_BATCH = 32
 _PULL_TIMEOUT_MS = 5000
 
@@ -240,7 +231,7 @@ async def _pull_range(
     offset = start
     while offset < stop and len(out) < max_num:
         header = h.PullMessageRequestHeader(
-            consumer_group=_BROWSE_GROUP,
+            consumer_group=TOOLS_CONSUMER_GROUP,
             topic=mq.topic,
             queue_id=mq.queue_id,
             queue_offset=offset,

@@ -44,7 +44,9 @@ __all__ = [
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
     "SUB_ALL",
+    "SYSTEM_GROUPS",
     "SYSTEM_TOPIC_PREFIX",
+    "TOOLS_CONSUMER_GROUP",
     "TRACE_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TRANS_HALF_TOPIC",
@@ -142,6 +144,20 @@ TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+
+#: ``MixAll.TOOLS_CONSUMER_GROUP``: the group of admin tools that browse a topic.
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
+#: The subscription groups every broker creates at start (``SubscriptionGroupManager.init``).
+SYSTEM_GROUPS: Final = (
+    TOOLS_CONSUMER_GROUP,
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRACE",
+)
 
 #: Topics users may not send to directly (``TBW102`` is only valid as ``defaultTopic``).
 _SYSTEM_TOPICS: Final = frozenset(
