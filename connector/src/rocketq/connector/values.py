@@ -13,9 +13,10 @@ Theory of operation.  Decoding works on a whole Arrow ``binary`` column of bodie
   ``pyarrow.json.read_json`` call with an explicit schema (types the JSON reader does not
   convert itself, dates, are read as strings and cast after).  Schemas with maps, which the
   JSON reader cannot produce, go through ``json.loads`` and the Python-object path below;
-* ``msgpack``: one ``msgpack.Unpacker`` over the concatenated bodies (each object must end
-  exactly where its body ends), then one Arrow array per schema leaf built from the objects
-  (:func:`from_python`).
+* ``msgpack``: column-wise, with numpy over all bodies at once (:mod:`.msgpack_columns`); the
+  bodies it flags (anything it does not handle natively or exactly) go row-wise: one
+  ``msgpack.Unpacker`` over their concatenated bodies (each object must end exactly where its
+  body ends), then one Arrow array per schema leaf built from the objects (:func:`from_python`).
 
 When a block fails (a body is not valid in the format, or does not fit the schema), it is cut in
 halves until the failing bodies are isolated: good rows keep the bulk path, and every bad row
@@ -413,13 +414,36 @@ def decode_values(bodies: pa.Array, fmt: ValueFormat, typ: pa.DataType) -> Decod
         def block(b: pa.Array) -> pa.Array:
             return _json_python_block(b, typ) if python else _json_block(b, typ)
     elif fmt is ValueFormat.MSGPACK:
-
-        def block(b: pa.Array) -> pa.Array:
-            return _msgpack_block(b, typ)
+        return _msgpack_columns(bodies, typ)
     else:
         raise ValueError(f"no decoding for valueFormat={fmt.value}")
     values = _isolate(bodies, typ, block, errors)
     return Decoded(values, errors)
+
+
+def _msgpack_columns(bodies: pa.Array, typ: pa.DataType) -> Decoded:
+    """msgpack bodies decoded column-wise (:mod:`.msgpack_columns`); the rows it flags, and
+    whole batches it leaves, decoded row-wise with :func:`_msgpack_block`."""
+    from .msgpack_columns import decode_columns
+
+    errors: dict[int, str] = {}
+
+    def block(b: pa.Array) -> pa.Array:
+        return _msgpack_block(b, typ)
+
+    fast = decode_columns(bodies, typ)
+    if fast is None:
+        return Decoded(_isolate(bodies, typ, block, errors), errors)
+    values, flagged = fast
+    if not flagged.size:
+        return Decoded(values, errors)
+    flagged_errors: dict[int, str] = {}
+    slow = _isolate(bodies.take(pa.array(flagged)), typ, block, flagged_errors)
+    for i, message in flagged_errors.items():
+        errors[int(flagged[i])] = message
+    index = np.arange(len(bodies))
+    index[flagged] = len(bodies) + np.arange(flagged.size)
+    return Decoded(pa.concat_arrays([values, slow]).take(pa.array(index)), errors)
 
 
 # -- Python objects -> Arrow, one array per schema leaf ---------------------------------------
