@@ -140,13 +140,30 @@ def test_explain_shows_pushed_filters_and_unpushable_ones_stay_with_spark(
     assert rows and pulled == N // 4  # the tag is pushed, the property lookup is Spark's
 
 
+def test_property_columns_go_to_sql92(spark: Any, cluster: Cluster, middle_ms: int) -> None:
+    rows, pulled = compare(spark, cluster, "n = '3'", propertyColumns="n")
+    assert len(rows) == N // 10 and pulled == len(rows), f"served {pulled} for {len(rows)}"
+    rows, pulled = compare(
+        spark, cluster, "n IN ('1', '2') AND tags = 'a' AND NOT n <=> '2'", propertyColumns="n"
+    )
+    want = [i for i in range(N) if i % 10 == 1 and (i // QUEUES) % 4 == 0]
+    assert len(rows) == len(want) and pulled == len(rows), f"served {pulled} for {len(rows)}"
+    df = read(spark, cluster, pushFilters="true", propertyColumns="n").where("n = '7'")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        df.explain("formatted")
+    assert "EqualTo(n,7)" in out.getvalue(), out.getvalue()
+    assert {r.n for r in df.select("n").collect()} == {"7"}
+
+
 def test_sql_filter_batch_and_stream(spark: Any, cluster: Cluster, middle_ms: int, tmp_path: Path) -> None:
     rows, pulled = rows_and_pulled(cluster, read(spark, cluster, sqlFilter="n = 3"))
     plain, _ = rows_and_pulled(cluster, read(spark, cluster).where("properties['n'] = '3'"))
     assert rows == plain and len(rows) == N // 10 and pulled == len(rows), f"served {pulled} for {len(rows)}"
     stream = (
         spark.readStream.format("rocketmq").option("nameServer", cluster.namesrv_addr).option("topic", TOPIC)
-        .option("startingOffsets", "earliest").option("sqlFilter", "n BETWEEN 1 AND 2 AND TAGS = 'd'").load()
+        .option("startingOffsets", "earliest").option("sqlFilter", "n BETWEEN 1 AND 2 AND TAGS = 'd'")
+        .option("propertyColumns", "n").load()
     )  # fmt: skip
     q = (
         stream.writeStream.format("memory").queryName("push_sql_stream")
@@ -154,7 +171,7 @@ def test_sql_filter_batch_and_stream(spark: Any, cluster: Cluster, middle_ms: in
     )  # fmt: skip
     assert q.awaitTermination(120), "the AvailableNow query did not finish"
     assert q.exception() is None, q.exception()
-    got = spark.sql("select properties['n'] AS n, tags from push_sql_stream").collect()
+    got = spark.sql("select n, tags from push_sql_stream").collect()  # n: a propertyColumns column
     want = [i for i in range(N) if i % 10 in (1, 2) and "abcd"[(i // QUEUES) % 4] == "d"]
     assert len(got) == len(want) and all(r.n in ("1", "2") and r.tags == "d" for r in got)
 
@@ -169,7 +186,24 @@ def test_sql_filter_is_checked_at_query_start(cluster: Cluster, tmp_path: Path, 
 
     with pytest.raises(OptionError, match=r"sqlFilter.*refused the SQL92 filter"):
         start(cluster.namesrv_addr, "n >> 3")
+
+    def pushed(name_server: str) -> tuple[str | None, list[Any]]:
+        """What a pushdown reader pushes of ``n = '3'`` with propertyColumns=n."""
+        from pyspark.sql.datasource import EqualTo
+
+        from rocketq.connector.source import RocketMQPushdownReader
+
+        opts = parse_source_options(
+            {"nameServer": name_server, "topic": TOPIC, "propertyColumns": "n"}, batch=True
+        )
+        reader = RocketMQPushdownReader(opts)
+        rest = list(reader.pushFilters([EqualTo(("n",), "3")]))
+        return reader.opts.sql_filter, rest
+
+    assert pushed(cluster.namesrv_addr) == ("(n = '3')", [])
     with local_cluster(tmp_path / "plain") as plain:
         create_topic(plain, TOPIC, 1)
         with pytest.raises(OptionError, match=r"'sqlFilter'.*enablePropertyFilter=true"):
             start(plain.namesrv_addr, "n = 3")
+        sql, rest = pushed(plain.namesrv_addr)  # SQL92 refused: the filter stays with Spark
+        assert sql is None and len(rest) == 1

@@ -17,6 +17,7 @@ from pyspark.sql.datasource import (
     GreaterThanOrEqual,
     In,
     IsNotNull,
+    IsNull,
     LessThan,
     LessThanOrEqual,
     Not,
@@ -62,12 +63,81 @@ def test_tags_a_tag_expression_cannot_say_stay_with_spark(value: str) -> None:
     assert rest == [f] and scan.tags is None and scan.accepted == ()
 
 
-def test_with_sql_filter_tags_stay_with_spark_and_other_filters_do_not_push() -> None:
+def test_with_sql_filter_tags_join_the_sql92_expression_and_other_filters_do_not_push() -> None:
     tag, other = EqualTo(("tags",), "a"), EqualTo(("body",), b"x")
     scan, rest = push(tag, other, Not(EqualTo(("tags",), "b")), sql=True)
-    assert scan.tags is None and len(rest) == 3
+    assert scan.tags is None and scan.sql == "(TAGS IN ('a'))" and scan.accepted == (tag,) and len(rest) == 2
     nested = EqualTo(("properties", "k"), "v")
     assert push(nested)[1] == [nested], "map/nested columns are never pushed"
+
+
+def props(*filters: Filter, tags: frozenset[str] | None = None) -> tuple[PushedScan, list[Filter]]:
+    return translate(
+        list(filters), option_tags=tags, sql_filter=False, property_columns=("region", "Kind", "and")
+    )
+
+
+def test_property_column_filters_become_sql92() -> None:
+    scan, rest = props(
+        EqualTo(("region",), "eu"), In(("kind",), ("a", "it's")), Not(IsNull(("Kind",))),
+        EqualNullSafe(("region",), None), Not(EqualTo(("region",), "us")),
+    )  # fmt: skip
+    assert rest == [] and len(scan.accepted) == 5 and scan.tags is None
+    assert scan.sql == (
+        "(region = 'eu') AND (Kind IN ('a', 'it''s')) AND (NOT (Kind IS NULL)) AND (region IS NULL) "
+        "AND (NOT (region = 'us'))"
+    )
+    assert "SQL92 (region = 'eu')" in scan.describe()
+
+
+def test_property_filters_sql92_cannot_say_stay_with_spark() -> None:
+    stay = [
+        GreaterThan(("region",), "m"),  # SQL92 compares only numbers with >
+        StringStartsWith(("region",), "e"),  # 4.x brokers have no STARTSWITH
+        In(("region",), ("a", None)),
+        EqualTo(("and",), "x"),  # a keyword is not a property name in SQL92
+        EqualTo(("other",), "x"),  # not a property column
+    ]
+    scan, rest = props(*stay)
+    assert rest == stay and scan.sql is None and scan.accepted == ()
+
+
+def test_tags_join_the_sql92_of_property_filters() -> None:
+    scan, rest = props(EqualTo(("region",), "eu"), In(("tags",), ("a", "b")), tags=frozenset({"b", "c"}))
+    assert rest == [] and scan.tags is None and scan.sql == "(region = 'eu') AND (TAGS IN ('b'))"
+    scan, _ = props(EqualTo(("region",), "eu"), tags=frozenset({"b", "c"}))  # subExpression only
+    assert scan.sql == "(region = 'eu') AND (TAGS IN ('b', 'c'))"
+    scan, _ = props(EqualTo(("region",), "eu"), EqualTo(("tags",), "x"), tags=frozenset({"b"}))
+    assert scan.empty
+
+
+def test_filter_batch_rechecks_property_columns() -> None:
+    batch = pa.RecordBatch.from_pydict({"region": ["eu", None, "us", "eu"], "Kind": ["a", "a", "b", None]})
+    scan, _ = props(EqualTo(("region",), "eu"), Not(IsNull(("kind",))))
+    assert filter_batch(batch, scan.accepted).to_pydict() == {"region": ["eu"], "Kind": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("region,region", "listed twice"),
+        ("Region, region", "listed twice"),
+        ("tags", "would hide the column 'tags'"),
+        ("VALUE", "would hide the column 'value'"),
+        ("a-b", "not a property name"),
+        ("1st", "not a property name"),
+        ("a,,b", "not a property name"),
+    ],
+)
+def test_property_columns_option_errors(text: str, error: str) -> None:
+    with pytest.raises(OptionError, match=error):
+        parse_source_options({"nameServer": "n:1", "topic": "t", "propertyColumns": text})
+
+
+def test_property_columns_option() -> None:
+    opts = parse_source_options({"nameServer": "n:1", "topic": "t", "propertyColumns": " region , $x_1 "})
+    assert opts.values.property_columns == ("region", "$x_1")
+    assert opts.values.extra_names() == ("region", "$x_1")
 
 
 def test_queue_filters_prune_queues_with_three_valued_logic() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rocketq.connector.errors import ConnectorError
-from rocketq.connector.schema import ARROW_SCHEMA
+from rocketq.connector.schema import ARROW_SCHEMA, COLUMN_NAMES
 from rocketq.connector.values import (
     DATA_ERRORS,
     DDLError,
@@ -72,6 +74,7 @@ SOURCE_VALUE_KEYS = frozenset(
         "ondecodeerror",
         "deadlettertopic",
         "decodestatspath",
+        "propertycolumns",
     }
 )
 SINK_VALUE_KEYS = frozenset({"valueformat"})
@@ -92,6 +95,8 @@ class ValueOptions:
     dead_letter_topic: str | None = None
     #: a directory (seen by the driver and the executors) receiving per-task decode counts
     stats_path: str | None = None
+    #: ``propertyColumns``: message properties also given as top-level string columns (pushable)
+    property_columns: tuple[str, ...] = ()
 
     @property
     def typed(self) -> bool:
@@ -99,9 +104,7 @@ class ValueOptions:
 
     def extra_names(self) -> tuple[str, ...]:
         """The names of the columns after the fixed source schema."""
-        if not self.typed:
-            return ()
-        return ("value", "decodeError") if self.on_decode_error is DecodeErrorPolicy.NULL else ("value",)
+        return tuple(f.name for f in self.extra_fields())
 
     def value_type(self) -> pa.DataType | None:
         return arrow_value_type(self.value_format, self.value_schema)
@@ -110,12 +113,10 @@ class ValueOptions:
         """The columns after the fixed source schema: ``value`` and, for ``onDecodeError=null``,
         ``decodeError``."""
         typ = self.value_type()
-        if typ is None:
-            return []
-        out = [pa.field("value", typ)]
-        if self.on_decode_error is DecodeErrorPolicy.NULL:
+        out = [] if typ is None else [pa.field("value", typ)]
+        if typ is not None and self.on_decode_error is DecodeErrorPolicy.NULL:
             out.append(pa.field("decodeError", pa.string()))
-        return out
+        return out + [pa.field(name, pa.string()) for name in self.property_columns]
 
 
 def _text(options: dict[str, str], key: str) -> str | None:
@@ -181,7 +182,39 @@ def parse_value_options(options: dict[str, str], *, topics: tuple[str, ...] = ()
         raise OptionError("deadLetterTopic", "only applies to onDecodeError=deadLetter")
     if policy is not DecodeErrorPolicy.FAIL and fmt is ValueFormat.BINARY:
         raise OptionError("onDecodeError", "needs a valueFormat other than binary (binary never fails)")
-    return ValueOptions(fmt, schema, sample, policy, dead, _text(options, "decodeStatsPath"))
+    stats = _text(options, "decodeStatsPath")
+    return ValueOptions(fmt, schema, sample, policy, dead, stats, _property_columns(options))
+
+
+_PROPERTY_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+
+
+def _property_columns(options: dict[str, str]) -> tuple[str, ...]:
+    """``propertyColumns``: property names, each becoming a string column of that name."""
+    from rocketq.connector.errors import OptionError
+
+    text = _text(options, "propertyColumns")
+    if text is None:
+        return ()
+    names = tuple(n.strip() for n in text.split(","))
+    taken = {c.lower(): c for c in (*COLUMN_NAMES, "value", "decodeError")}
+    seen: set[str] = set()
+    for name in names:
+        if not _PROPERTY_NAME.match(name):
+            raise OptionError(
+                "propertyColumns",
+                f"{name!r} is not a property name a column can have: letters, digits, '_' and '$', "
+                "not starting with a digit (read other properties as properties['name'])",
+            )
+        if name.lower() in taken:
+            raise OptionError(
+                "propertyColumns",
+                f"{name!r} would hide the column {taken[name.lower()]!r}; read it as properties['{name}']",
+            )
+        if name.lower() in seen:
+            raise OptionError("propertyColumns", f"{name!r} is listed twice (column names ignore case)")
+        seen.add(name.lower())
+    return names
 
 
 def parse_sink_value_format(options: dict[str, str]) -> ValueFormat:
@@ -373,8 +406,10 @@ class ValueStage:
         self.counts = DecodeCounts()
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        if self.typ is None or batch.num_rows == 0:
-            return batch if self.typ is None else self._with(batch, pa.array([], self.typ), None)
+        if self.typ is None:
+            return self._with(batch, None, None) if self.values.property_columns else batch
+        if batch.num_rows == 0:
+            return self._with(batch, pa.array([], self.typ), None)
         decoded = decode_values(batch.column("body"), self.values.value_format, self.typ)
         self.counts.rows += batch.num_rows
         errors = None
@@ -398,10 +433,18 @@ class ValueStage:
             errors = pa.nulls(batch.num_rows, pa.string())
         return self._with(batch, decoded.values, errors)
 
-    def _with(self, batch: pa.RecordBatch, values: pa.Array, errors: pa.Array | None) -> pa.RecordBatch:
-        columns = [*batch.columns, values]
-        if self.values.on_decode_error is DecodeErrorPolicy.NULL:
-            columns.append(errors if errors is not None else pa.nulls(len(values), pa.string()))
+    def _with(
+        self, batch: pa.RecordBatch, values: pa.Array | None, errors: pa.Array | None
+    ) -> pa.RecordBatch:
+        columns = [*batch.columns]
+        if values is not None:
+            columns.append(values)
+            if self.values.on_decode_error is DecodeErrorPolicy.NULL:
+                columns.append(errors if errors is not None else pa.nulls(len(values), pa.string()))
+        if self.values.property_columns:
+            properties = batch.column("properties")
+            for name in self.values.property_columns:
+                columns.append(pc.map_lookup(properties, pa.scalar(name, pa.string()), "first"))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _count(self, batch: pa.RecordBatch, decoded: Decoded) -> None:

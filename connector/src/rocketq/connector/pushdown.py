@@ -12,7 +12,11 @@ to Spark:
 * ``queueOffset`` ``=`` / ``IN`` / ``>`` / ``>=`` / ``<`` / ``<=`` -> narrower offset ranges;
 * ``storeTimestamp`` ``=`` / ``>`` / ``>=`` / ``<`` / ``<=`` -> offset ranges found by time
   (SEARCH_OFFSET_BY_TIMESTAMP, see :func:`rocketq.connector.positions.narrow_ranges`);
-* ``IS NOT NULL`` of those columns.
+* ``IS NOT NULL`` of those columns;
+* the ``propertyColumns`` (message properties as string columns) ``=`` / ``<=>`` / ``IN`` /
+  ``IS [NOT] NULL`` / ``NOT`` -> a SQL92 expression for the broker (``region = 'eu'``), when every
+  broker accepts SQL92 (``enablePropertyFilter=true``); the pull then uses SQL92, and tag filters
+  join it as ``TAGS IN (...)``.
 
 Theory of operation.  Spark does not evaluate an accepted filter again, so every accepted filter
 is applied exactly to each decoded record batch on the executor (:func:`filter_batch`, one
@@ -74,6 +78,8 @@ class PushedScan:
     offset_high: int | None = None  # exclusive
     time_low_ms: int | None = None  # inclusive
     time_high_ms: int | None = None  # exclusive
+    #: conditions for a SQL92 subscription (property and tag filters), AND-ed; None: no SQL92
+    sql: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -99,6 +105,8 @@ class PushedScan:
             parts.append(f"queueOffset in [{self.offset_low}, {self.offset_high})")
         if self.time_low_ms is not None or self.time_high_ms is not None:
             parts.append(f"storeTimestamp ms in [{self.time_low_ms}, {self.time_high_ms})")
+        if self.sql is not None:
+            parts.append(f"SQL92 {self.sql}")
         return "; ".join(parts) or "nothing"
 
 
@@ -110,39 +118,103 @@ def _show(f: Filter) -> str:
     if isinstance(f, Not):
         return f"NOT {_show(f.child)}"
     value = getattr(f, "value", None)
-    return f"{type(f).__name__}({_column(f)}{'' if value is None else f', {value!r}'})"
+    return f"{type(f).__name__}({_attribute(f)}{'' if value is None else f', {value!r}'})"
 
 
-def _column(f: Filter) -> str | None:
-    """The connector column a filter tests (canonical spelling), or None (nested or unknown)."""
+def _attribute(f: Filter) -> str | None:
+    """The top-level column a filter tests, as Spark spells it (None: a nested field)."""
     while isinstance(f, Not):
         f = f.child
     path = getattr(f, "attribute", None)
     if not isinstance(path, tuple) or len(path) != 1:
         return None
-    return _COLUMNS.get(str(path[0]).lower())
+    return str(path[0])
+
+
+def _column(f: Filter) -> str | None:
+    """The fixed connector column a filter tests (canonical spelling), or None."""
+    name = _attribute(f)
+    return None if name is None else _COLUMNS.get(name.lower())
+
+
+_SQL_KEYWORDS = frozenset(
+    "AND OR NOT IN IS NULL TRUE FALSE BETWEEN CONTAINS STARTSWITH ENDSWITH LIKE ESCAPE".split()
+)
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def property_sql(f: Filter, name: str) -> str | None:
+    """The SQL92 condition (RocketMQ's grammar, as 4.x brokers know it) of a filter on the
+    property column ``name``, or None when it has none."""
+    if name.upper() in _SQL_KEYWORDS:
+        return None
+    if isinstance(f, Not):
+        inner = property_sql(f.child, name)
+        return None if inner is None else f"(NOT {inner})"
+    if isinstance(f, IsNull):
+        return f"({name} IS NULL)"
+    if isinstance(f, IsNotNull):
+        return f"({name} IS NOT NULL)"
+    if isinstance(f, In):
+        if not f.value or not all(isinstance(v, str) for v in f.value):
+            return None
+        return f"({name} IN ({', '.join(map(_sql_string, f.value))}))"
+    if isinstance(f, (EqualTo, EqualNullSafe)):
+        if f.value is None and isinstance(f, EqualNullSafe):
+            return f"({name} IS NULL)"
+        if isinstance(f.value, str):
+            return f"({name} = {_sql_string(f.value)})"
+    return None
+
+
+def _tags_sql(tags: frozenset[str]) -> str:
+    return f"(TAGS IN ({', '.join(map(_sql_string, sorted(tags)))}))"
 
 
 # -- translation (driver) -----------------------------------------------------------------------
 
 
 def translate(
-    filters: Sequence[Filter], *, option_tags: frozenset[str] | None, sql_filter: bool
+    filters: Sequence[Filter],
+    *,
+    option_tags: frozenset[str] | None,
+    sql_filter: bool,
+    property_columns: Sequence[str] = (),
 ) -> tuple[PushedScan, list[Filter]]:
     """Split ``filters`` into what is pushed (a :class:`PushedScan`) and what Spark must apply.
 
     ``option_tags`` is the tag set of the ``subExpression`` option (intersected with pushed tag
-    filters); with ``sql_filter`` the broker runs that SQL92 expression and takes no tag filter,
-    so tag filters stay with Spark.
+    filters).  Filters on ``property_columns`` become SQL92 conditions (:attr:`PushedScan.sql`);
+    when there are any, or with ``sql_filter`` (the user's SQL92 expression), the pull is a
+    SQL92 subscription, which takes no tag filter: tags join the SQL92 conditions instead.
     """
     accepted: list[Filter] = []
     rest: list[Filter] = []
+    sql: list[str] = []
+    properties = {p.lower(): p for p in property_columns}
+    others: list[Filter] = []
+    for f in filters:
+        name = _attribute(f)
+        prop = properties.get(name.lower()) if name is not None else None
+        if prop is None:
+            others.append(f)
+            continue
+        condition = property_sql(f, prop)
+        if condition is None:
+            rest.append(f)
+        else:
+            sql.append(condition)
+            accepted.append(f)
+    sql_mode = sql_filter or bool(sql)
     tags = option_tags
     pushed_tags = False
     queue_filters: list[Filter] = []
     lows: dict[str, list[int]] = {OFFSET: [], STORE_TIME: []}
     highs: dict[str, list[int]] = {OFFSET: [], STORE_TIME: []}
-    for f in filters:
+    for f in others:
         column = _column(f)
         if column is None or not _literals_fit(f, column):
             rest.append(f)
@@ -152,7 +224,7 @@ def translate(
             queue_filters.append(f)
             accepted.append(f)
         elif column == TAGS:
-            found = None if sql_filter else tag_set(f)
+            found = tag_set(f)
             if found is None:
                 rest.append(f)
                 continue
@@ -170,8 +242,15 @@ def translate(
             if high is not None:
                 highs[column].append(high)
             accepted.append(f)
+    if sql_mode and tags is not None:  # a SQL92 subscription has no tag filter: tags join the SQL
+        if tags:
+            sql.append(_tags_sql(tags))
+            pushed_tags = False
+        else:
+            pushed_tags = True  # no tag can match: the scan is empty
     scan = PushedScan(
         accepted=tuple(accepted),
+        sql=" AND ".join(sql) if sql else None,
         tags=tags if pushed_tags else None,
         queue_filters=tuple(queue_filters),
         offset_low=max(lows[OFFSET], default=None),
@@ -337,10 +416,11 @@ def filter_batch(batch: pa.RecordBatch, accepted: Sequence[Filter]) -> pa.Record
     if not accepted or not batch.num_rows:
         return batch
     mask: pa.Array | None = None
+    names = {n.lower(): n for n in batch.schema.names}
     for f in accepted:
-        column = _column(f)
+        column = _attribute(f)
         assert column is not None, f"filter {f} was not accepted by translate()"
-        m = _mask(f, batch.column(column))
+        m = _mask(f, batch.column(names[column.lower()]))
         mask = m if mask is None else pc.and_kleene(mask, m)
     assert mask is not None
     return batch.filter(pc.fill_null(mask, False))

@@ -196,10 +196,10 @@ def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> It
 def with_values(
     opts: SourceOptions, ranges: Sequence[QueueRange], batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """The batches with their ``value`` column (``valueFormat``), bad messages handled per
-    ``onDecodeError`` (:mod:`rocketq.connector.poison`); dead letters are confirmed before the
-    batch that dropped them is yielded."""
-    if not opts.values.typed:
+    """The batches with their ``value`` column (``valueFormat``) and ``propertyColumns``, bad
+    messages handled per ``onDecodeError`` (:mod:`rocketq.connector.poison`); dead letters are
+    confirmed before the batch that dropped them is yielded."""
+    if not opts.values.extra_names():
         yield from batches
         return
     stage = ValueStage(opts, ranges)

@@ -93,9 +93,8 @@ def check_requested_schema(schema: Any) -> None:
     from rocketq.connector.errors import OptionError
 
     names = tuple(getattr(schema, "fieldNames", lambda: [])())
-    extra = names[len(COLUMN_NAMES) :]
-    if names[: len(COLUMN_NAMES)] == COLUMN_NAMES and extra in ((), ("value",), ("value", "decodeError")):
-        return  # the typed-value columns are checked against the options by rocketq.connector.poison
+    if names[: len(COLUMN_NAMES)] == COLUMN_NAMES:
+        return  # the columns after them (value, propertyColumns) are checked by rocketq.connector.poison
     if names and names != COLUMN_NAMES:
         raise OptionError(
             "schema",

@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketq.connector.access import BrokerAccess
-from rocketq.connector.errors import DataLossError
+from rocketq.connector.errors import DataLossError, OptionError
 from rocketq.connector.offsets import OffsetMap, QueueRef
 from rocketq.connector.options import SourceOptions, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
@@ -197,8 +197,21 @@ class RocketMQPushdownReader(RocketMQBatchReader):
         self.scan = state["scan"]
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        sql = self.opts.sql_filter is not None
-        scan, rest = translate(filters, option_tags=self.opts.tags, sql_filter=sql)
+        user_sql = self.opts.sql_filter
+        props = self.opts.values.property_columns
+        scan, rest = translate(
+            filters, option_tags=self.opts.tags, sql_filter=user_sql is not None, property_columns=props
+        )
+        if scan.sql is not None:
+            expression = scan.sql if user_sql is None else f"({user_sql}) AND {scan.sql}"
+            if user_sql is None and not self._brokers_accept(expression):
+                log.info(
+                    "rocketmq source: a broker refuses SQL92 (enablePropertyFilter=false): "
+                    "filters on propertyColumns stay with Spark"
+                )
+                scan, rest = translate(filters, option_tags=self.opts.tags, sql_filter=False)
+            else:
+                self.opts = dataclasses.replace(self.opts, sql_filter=expression, sub_expression="*")
         self.scan = scan
         if scan.tags:
             self.opts = dataclasses.replace(self.opts, sub_expression=" || ".join(sorted(scan.tags)))
@@ -210,6 +223,18 @@ class RocketMQPushdownReader(RocketMQBatchReader):
             len(rest),
         )
         return iter(rest)
+
+    def _brokers_accept(self, expression: str) -> bool:
+        """Whether every broker of the topics accepts ``expression`` as a SQL92 subscription."""
+        first: dict[str, tuple[QueueRef, str]] = {}
+        for queue, addr in self.discover(missing_ok=False).items():
+            first.setdefault(queue.broker_name, (queue, addr))
+        try:
+            for queue, addr in first.values():
+                self.access.check_sql92(queue, addr, expression, group=self.opts.group)
+        except OptionError:
+            return False
+        return True
 
     def partitions(self) -> list[RocketMQInputPartition]:
         if self.scan.empty:
