@@ -148,6 +148,10 @@ def test_property_columns_go_to_sql92(spark: Any, cluster: Cluster, middle_ms: i
     )
     want = [i for i in range(N) if i % 10 == 1 and (i // QUEUES) % 4 == 0]
     assert len(rows) == len(want) and pulled == len(rows), f"served {pulled} for {len(rows)}"
+    rows, pulled = compare(spark, cluster, "n >= 8 OR n < 1", propertyColumns="n:int")  # typed: numbers
+    assert len(rows) == 3 * N // 10 and pulled == N, "an OR across conditions is Spark's"
+    rows, pulled = compare(spark, cluster, "n > 7 AND n <> 9", propertyColumns="n:int")
+    assert len(rows) == N // 10 and pulled == len(rows), f"served {pulled} for {len(rows)}"
     df = read(spark, cluster, pushFilters="true", propertyColumns="n").where("n = '7'")
     out = io.StringIO()
     with redirect_stdout(out):

@@ -73,7 +73,16 @@ def test_with_sql_filter_tags_join_the_sql92_expression_and_other_filters_do_not
 
 def props(*filters: Filter, tags: frozenset[str] | None = None) -> tuple[PushedScan, list[Filter]]:
     return translate(
-        list(filters), option_tags=tags, sql_filter=False, property_columns=("region", "Kind", "and")
+        list(filters),
+        option_tags=tags,
+        sql_filter=False,
+        property_columns={
+            "region": "string",
+            "Kind": "string",
+            "and": "string",
+            "amount": "bigint",
+            "price": "double",
+        },
     )
 
 
@@ -88,6 +97,21 @@ def test_property_column_filters_become_sql92() -> None:
         "AND (NOT (region = 'us'))"
     )
     assert "SQL92 (region = 'eu')" in scan.describe()
+
+
+def test_numeric_property_columns_push_comparisons() -> None:
+    scan, rest = props(
+        GreaterThan(("amount",), 100), LessThanOrEqual(("amount",), -5), In(("amount",), (1, 2)),
+        GreaterThanOrEqual(("price",), 2.5), EqualTo(("price",), 1e20), Not(LessThan(("price",), 0.0)),
+    )  # fmt: skip
+    assert rest == []
+    assert scan.sql == (
+        "(amount > 100) AND (amount <= -5) AND (amount = 1 OR amount = 2) AND (price >= 2.5) "
+        "AND (price = 1e+20) AND (NOT (price < 0.0))"
+    )
+    stay = [GreaterThan(("price",), float("nan")), EqualTo(("amount",), True), EqualTo(("amount",), "7")]
+    scan, rest = props(*stay)
+    assert rest == stay and scan.sql is None
 
 
 def test_property_filters_sql92_cannot_say_stay_with_spark() -> None:
@@ -127,6 +151,7 @@ def test_filter_batch_rechecks_property_columns() -> None:
         ("a-b", "not a property name"),
         ("1st", "not a property name"),
         ("a,,b", "not a property name"),
+        ("a:decimal", "the type must be one of string, int, bigint, double"),
     ],
 )
 def test_property_columns_option_errors(text: str, error: str) -> None:
@@ -135,9 +160,34 @@ def test_property_columns_option_errors(text: str, error: str) -> None:
 
 
 def test_property_columns_option() -> None:
-    opts = parse_source_options({"nameServer": "n:1", "topic": "t", "propertyColumns": " region , $x_1 "})
-    assert opts.values.property_columns == ("region", "$x_1")
-    assert opts.values.extra_names() == ("region", "$x_1")
+    options = {"nameServer": "n:1", "topic": "t", "propertyColumns": " region , $x_1: LONG,p:double,q:int"}
+    opts = parse_source_options(options)
+    assert opts.values.property_map() == {"region": "string", "$x_1": "bigint", "p": "double", "q": "int"}
+    assert opts.values.extra_names() == ("region", "$x_1", "p", "q")
+    assert [f.type for f in opts.values.extra_fields()] == [pa.string(), pa.int64(), pa.float64(), pa.int32()]
+
+
+def test_typed_property_columns_follow_java_number_rules() -> None:
+    from rocketq.connector.poison import typed_property
+
+    text = pa.array(["12", "+3", "-0", " 4", "1.5", "0x10", "99999999999999999999", "3000000000", None, ""])
+    assert typed_property(text, "bigint").to_pylist() == [
+        12,
+        3,
+        0,
+        None,
+        None,
+        None,
+        None,
+        3000000000,
+        None,
+        None,
+    ]
+    assert typed_property(text, "int").to_pylist() == [12, 3, 0, None, None, None, None, None, None, None]
+    doubles = pa.array(["1.5", ".5", "5.", "1e3", "-2E-2", "inf", "NaN", "1.5f", " 1", "1e400"])
+    assert typed_property(doubles, "double").to_pylist() == [
+        1.5, 0.5, 5.0, 1000.0, -0.02, None, None, None, None, float("inf")
+    ]  # fmt: skip
 
 
 def test_queue_filters_prune_queues_with_three_valued_logic() -> None:

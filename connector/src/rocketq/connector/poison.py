@@ -95,8 +95,14 @@ class ValueOptions:
     dead_letter_topic: str | None = None
     #: a directory (seen by the driver and the executors) receiving per-task decode counts
     stats_path: str | None = None
-    #: ``propertyColumns``: message properties also given as top-level string columns (pushable)
+    #: ``propertyColumns``: message properties also given as top-level columns (pushable)
     property_columns: tuple[str, ...] = ()
+    #: their types, ``string``, ``int``, ``bigint`` or ``double`` (parallel to property_columns)
+    property_types: tuple[str, ...] = ()
+
+    def property_map(self) -> dict[str, str]:
+        """Property column name -> its type name."""
+        return dict(zip(self.property_columns, self.property_types, strict=True))
 
     @property
     def typed(self) -> bool:
@@ -116,7 +122,10 @@ class ValueOptions:
         out = [] if typ is None else [pa.field("value", typ)]
         if typ is not None and self.on_decode_error is DecodeErrorPolicy.NULL:
             out.append(pa.field("decodeError", pa.string()))
-        return out + [pa.field(name, pa.string()) for name in self.property_columns]
+        return out + [
+            pa.field(name, PROPERTY_TYPES[t])
+            for name, t in zip(self.property_columns, self.property_types, strict=True)
+        ]
 
 
 def _text(options: dict[str, str], key: str) -> str | None:
@@ -183,20 +192,35 @@ def parse_value_options(options: dict[str, str], *, topics: tuple[str, ...] = ()
     if policy is not DecodeErrorPolicy.FAIL and fmt is ValueFormat.BINARY:
         raise OptionError("onDecodeError", "needs a valueFormat other than binary (binary never fails)")
     stats = _text(options, "decodeStatsPath")
-    return ValueOptions(fmt, schema, sample, policy, dead, stats, _property_columns(options))
+    names, types = _property_columns(options)
+    return ValueOptions(fmt, schema, sample, policy, dead, stats, names, types)
 
 
 _PROPERTY_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+PROPERTY_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "double": pa.float64()
+}  # fmt: skip
+_TYPE_ALIASES = {"integer": "int", "long": "bigint"}
 
 
-def _property_columns(options: dict[str, str]) -> tuple[str, ...]:
-    """``propertyColumns``: property names, each becoming a string column of that name."""
+def _property_columns(options: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``propertyColumns``: ``name[:type]`` items, each becoming a column of that name and type."""
     from rocketq.connector.errors import OptionError
 
     text = _text(options, "propertyColumns")
     if text is None:
-        return ()
-    names = tuple(n.strip() for n in text.split(","))
+        return (), ()
+    names: list[str] = []
+    types: list[str] = []
+    for item in text.split(","):
+        name, _, kind = (part.strip() for part in item.partition(":"))
+        kind = _TYPE_ALIASES.get(kind.lower(), kind.lower()) or "string"
+        if kind not in PROPERTY_TYPES:
+            raise OptionError(
+                "propertyColumns", f"{item.strip()!r}: the type must be one of {', '.join(PROPERTY_TYPES)}"
+            )
+        names.append(name)
+        types.append(kind)
     taken = {c.lower(): c for c in (*COLUMN_NAMES, "value", "decodeError")}
     seen: set[str] = set()
     for name in names:
@@ -214,7 +238,36 @@ def _property_columns(options: dict[str, str]) -> tuple[str, ...]:
         if name.lower() in seen:
             raise OptionError("propertyColumns", f"{name!r} is listed twice (column names ignore case)")
         seen.add(name.lower())
-    return names
+    return tuple(names), tuple(types)
+
+
+_NUMBER_TEXT = {
+    "int": "^[+-]?[0-9]+$",  # Java's Long.valueOf, so a broker's SQL92 reads the same numbers
+    "bigint": "^[+-]?[0-9]+$",
+    "double": "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$",  # a subset of Double.valueOf
+}
+
+
+def typed_property(text: pa.Array, kind: str) -> pa.Array:
+    """A property column of ``kind`` from its strings: null where the text is not such a number."""
+    typ = PROPERTY_TYPES[kind]
+    if kind == "string":
+        return text
+    valid = pc.fill_null(pc.match_substring_regex(text, _NUMBER_TEXT[kind]), False)
+    cleaned = pc.if_else(valid, text, pa.scalar(None, pa.string()))
+    try:
+        return pc.cast(cleaned, typ)
+    except pa.ArrowInvalid:  # out of range: those values become null
+        values = []
+        for v in cleaned.to_pylist():
+            number = None if v is None else (int(v) if kind != "double" else float(v))
+            values.append(number if kind == "double" or _fits(number, typ) else None)
+        return pa.array(values, typ)
+
+
+def _fits(number: int | float | None, typ: pa.DataType) -> bool:
+    bits = typ.bit_width
+    return number is not None and -(2 ** (bits - 1)) <= number < 2 ** (bits - 1)
 
 
 def parse_sink_value_format(options: dict[str, str]) -> ValueFormat:
@@ -443,8 +496,9 @@ class ValueStage:
                 columns.append(errors if errors is not None else pa.nulls(len(values), pa.string()))
         if self.values.property_columns:
             properties = batch.column("properties")
-            for name in self.values.property_columns:
-                columns.append(pc.map_lookup(properties, pa.scalar(name, pa.string()), "first"))
+            for name, kind in zip(self.values.property_columns, self.values.property_types, strict=True):
+                text = pc.map_lookup(properties, pa.scalar(name, pa.string()), "first")
+                columns.append(typed_property(text, kind))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _count(self, batch: pa.RecordBatch, decoded: Decoded) -> None:

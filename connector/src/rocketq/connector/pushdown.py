@@ -13,8 +13,9 @@ to Spark:
 * ``storeTimestamp`` ``=`` / ``>`` / ``>=`` / ``<`` / ``<=`` -> offset ranges found by time
   (SEARCH_OFFSET_BY_TIMESTAMP, see :func:`rocketq.connector.positions.narrow_ranges`);
 * ``IS NOT NULL`` of those columns;
-* the ``propertyColumns`` (message properties as string columns) ``=`` / ``<=>`` / ``IN`` /
-  ``IS [NOT] NULL`` / ``NOT`` -> a SQL92 expression for the broker (``region = 'eu'``), when every
+* the ``propertyColumns`` (message properties as columns) ``=`` / ``<=>`` / ``IN`` /
+  ``IS [NOT] NULL`` / ``NOT``, and ``<`` / ``<=`` / ``>`` / ``>=`` on numeric ones -> a SQL92
+  expression for the broker (``region = 'eu' AND amount > 100``), when every
   broker accepts SQL92 (``enablePropertyFilter=true``); the pull then uses SQL92, and tag filters
   join it as ``TAGS IN (...)``.
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 import calendar
 import datetime
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,28 +147,56 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def property_sql(f: Filter, name: str) -> str | None:
+def _sql_number(value: Any, kind: str) -> str | None:
+    """A SQL92 literal of a number for a ``kind`` property column (None: not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if kind == "double":
+        return repr(float(value)) if math.isfinite(value) else None
+    return str(value) if isinstance(value, int) else None
+
+
+def property_sql(f: Filter, name: str, kind: str = "string") -> str | None:
     """The SQL92 condition (RocketMQ's grammar, as 4.x brokers know it) of a filter on the
-    property column ``name``, or None when it has none."""
+    property column ``name`` of type ``kind`` (string, int, bigint, double), or None.
+
+    A broker compares a property with a number after Java's ``Long.valueOf``/``Double.valueOf``
+    of its text; the column holds a number only where the text is one by the same rules (a
+    subset for doubles), so the broker keeps every row the column's filter keeps.
+    """
     if name.upper() in _SQL_KEYWORDS:
         return None
     if isinstance(f, Not):
-        inner = property_sql(f.child, name)
+        inner = property_sql(f.child, name, kind)
         return None if inner is None else f"(NOT {inner})"
     if isinstance(f, IsNull):
         return f"({name} IS NULL)"
     if isinstance(f, IsNotNull):
         return f"({name} IS NOT NULL)"
+    literal: Callable[[Any], str | None]
+    if kind == "string":
+        literal = lambda v: _sql_string(v) if isinstance(v, str) else None  # noqa: E731
+    else:
+        literal = lambda v: _sql_number(v, kind)  # noqa: E731
     if isinstance(f, In):
-        if not f.value or not all(isinstance(v, str) for v in f.value):
+        items = [literal(v) for v in f.value]
+        if not items or any(i is None for i in items):
             return None
-        return f"({name} IN ({', '.join(map(_sql_string, f.value))}))"
+        if kind == "string":
+            return f"({name} IN ({', '.join(i for i in items if i)}))"
+        return "(" + " OR ".join(f"{name} = {i}" for i in items) + ")"  # IN takes strings only
+    value = getattr(f, "value", None)
+    if isinstance(f, EqualNullSafe) and value is None:
+        return f"({name} IS NULL)"
+    text = literal(value)
+    if text is None:
+        return None
     if isinstance(f, (EqualTo, EqualNullSafe)):
-        if f.value is None and isinstance(f, EqualNullSafe):
-            return f"({name} IS NULL)"
-        if isinstance(f.value, str):
-            return f"({name} = {_sql_string(f.value)})"
-    return None
+        return f"({name} = {text})"
+    op = {GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}.get(type(f))
+    if op is None or kind == "string":  # SQL92 orders numbers only
+        return None
+    return f"({name} {op} {text})"
 
 
 def _tags_sql(tags: frozenset[str]) -> str:
@@ -182,19 +211,20 @@ def translate(
     *,
     option_tags: frozenset[str] | None,
     sql_filter: bool,
-    property_columns: Sequence[str] = (),
+    property_columns: Mapping[str, str] | None = None,
 ) -> tuple[PushedScan, list[Filter]]:
     """Split ``filters`` into what is pushed (a :class:`PushedScan`) and what Spark must apply.
 
     ``option_tags`` is the tag set of the ``subExpression`` option (intersected with pushed tag
-    filters).  Filters on ``property_columns`` become SQL92 conditions (:attr:`PushedScan.sql`);
+    filters).  Filters on ``property_columns`` (name -> type) become SQL92 conditions
+    (:attr:`PushedScan.sql`);
     when there are any, or with ``sql_filter`` (the user's SQL92 expression), the pull is a
     SQL92 subscription, which takes no tag filter: tags join the SQL92 conditions instead.
     """
     accepted: list[Filter] = []
     rest: list[Filter] = []
     sql: list[str] = []
-    properties = {p.lower(): p for p in property_columns}
+    properties = {p.lower(): (p, t) for p, t in (property_columns or {}).items()}
     others: list[Filter] = []
     for f in filters:
         name = _attribute(f)
@@ -202,7 +232,7 @@ def translate(
         if prop is None:
             others.append(f)
             continue
-        condition = property_sql(f, prop)
+        condition = property_sql(f, *prop)
         if condition is None:
             rest.append(f)
         else:

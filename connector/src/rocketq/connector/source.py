@@ -198,7 +198,7 @@ class RocketMQPushdownReader(RocketMQBatchReader):
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         user_sql = self.opts.sql_filter
-        props = self.opts.values.property_columns
+        props = self.opts.values.property_map()
         scan, rest = translate(
             filters, option_tags=self.opts.tags, sql_filter=user_sql is not None, property_columns=props
         )
