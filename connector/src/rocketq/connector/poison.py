@@ -110,7 +110,10 @@ class ValueOptions:
 
     def extra_names(self) -> tuple[str, ...]:
         """The names of the columns after the fixed source schema."""
-        return tuple(f.name for f in self.extra_fields())
+        value: tuple[str, ...] = ()
+        if self.typed:
+            value = ("value", "decodeError") if self.on_decode_error is DecodeErrorPolicy.NULL else ("value",)
+        return value + self.property_columns
 
     def value_type(self) -> pa.DataType | None:
         return arrow_value_type(self.value_format, self.value_schema)
