@@ -1,9 +1,10 @@
 """Batch read and write with the rocketmq data source.
 
 Writes a DataFrame to a topic (routing rows by key, with tags and user properties), reads a
-bounded range of the topic back with ``startingOffsets`` / ``endingOffsets``, and copies the
-``TagA`` messages to a second topic.  Starts its own NameServer and broker unless
-``--name-server`` is given.
+bounded range of the topic back with ``startingOffsets`` / ``endingOffsets``, copies the
+``TagA`` messages to a second topic, and reads the hottest readings through a typed property
+column whose filter the broker applies (``propertyColumns`` + ``pushFilters``, SQL92).  Starts its
+own NameServer and broker (with ``enablePropertyFilter=true``) unless ``--name-server`` is given.
 
     python examples/batch_read_write.py [--name-server 127.0.0.1:9876]
 """
@@ -26,17 +27,21 @@ def name_server(addr: str | None) -> Iterator[str]:
         return
     from rocketq.client.launcher import local_cluster
 
-    with local_cluster() as cluster:
+    with local_cluster(broker_conf={"enablePropertyFilter": "true"}) as cluster:
         yield cluster.namesrv_addr
 
 
 def run(spark: Any, ns: str) -> None:
     from pyspark.sql import functions as F
 
-    rows = [(f"reading {i}", f"sensor-{i % 5}", "TagA" if i % 3 == 0 else "TagB") for i in range(300)]
-    df = spark.createDataFrame(rows, "body string, keys string, tags string").withColumn(
-        "properties", F.create_map(F.lit("unit"), F.lit("celsius"))
+    rows = [(f"reading {i}", f"sensor-{i % 5}", "TagA" if i % 3 == 0 else "TagB", i % 40) for i in range(300)]
+    properties = F.create_map(
+        F.lit("unit"), F.lit("celsius"), F.lit("celsius"), F.col("celsius").cast("string")
     )
+    df = (
+        spark.createDataFrame(rows, "body string, keys string, tags string, celsius int")
+        .withColumn("properties", properties).drop("celsius")
+    )  # fmt: skip
     df.write.format("rocketmq").option("nameServer", ns).option("topic", "readings").mode("append").save()
 
     everything = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "readings").load()
@@ -70,6 +75,16 @@ def run(spark: Any, ns: str) -> None:
         .count()
     )
     print("copied TagA messages:", copied)
+
+    # A property as a typed column: `celsius >= 38 AND tags = 'TagA'` becomes the broker's SQL92
+    # filter (with enablePropertyFilter=true; otherwise Spark filters, with the same result).
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    hot = (
+        spark.read.format("rocketmq").option("nameServer", ns).option("topic", "readings")
+        .option("propertyColumns", "celsius:int").option("pushFilters", "true").load()
+        .where("celsius >= 38 AND tags = 'TagA'")
+    )  # fmt: skip
+    print("hot TagA readings:", sorted(r.celsius for r in hot.select("celsius").collect()))
 
 
 def main(argv: list[str] | None = None) -> int:
