@@ -107,7 +107,12 @@ class Outcome:
     def cpu_per_msg_us(self) -> float:
         """CPU time of producer, master and slave per message: the cost, whatever else the
         machine was running (the wall-clock rates of a shared machine vary with that)."""
-        return sum(self.cpu_s) / max(self.rate * self.seconds, 1) * 1e6
+        return sum(self.cpu_per_msg_each_us)
+
+    @property
+    def cpu_per_msg_each_us(self) -> list[float]:
+        """The same per process: producer, master (and slave)."""
+        return [c / max(self.rate * self.seconds, 1) * 1e6 for c in self.cpu_s]
 
 
 def _cpu_s(pids: list[int]) -> list[float]:
@@ -276,7 +281,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def report(runs: list[dict[str, Outcome]]) -> None:
     head = f"{'lag max / p50':>22}  {'lag s max / p50':>16}  catch-up   {'CPU s (producer/master/slave)':30}"
-    print(f"\n{'run':4} {'case':8} {'msg/s':>10} {'vs single':>9}   {head}  CPU/msg")
+    print(f"\n{'run':4} {'case':8} {'msg/s':>10} {'vs single':>9}   {head}  CPU/msg (producer/master/slave)")
     for n, run in enumerate(runs, 1):
         ref = run["single"].rate
         for case, o in run.items():
@@ -287,10 +292,11 @@ def report(runs: list[dict[str, Outcome]]) -> None:
                 lag_s = f"{max(s):5.2f} / {_pct(s, 0.5):.2f} s"
                 catch = f"{o.catch_up_s:.2f} s"
             cpu = "/".join(f"{c:.1f}" for c in o.cpu_s)
+            each = "/".join(f"{c:.1f}" for c in o.cpu_per_msg_each_us)
             ratio = o.rate / ref
             print(
                 f"{n:<4} {case:8} {o.rate:10,.0f} {ratio:9.0%}   {lag_b:>22}  {lag_s:>16}  {catch:>8}   "
-                f"{cpu:<30}  {o.cpu_per_msg_us:.1f} us"
+                f"{cpu:<30}  {o.cpu_per_msg_us:.1f} us ({each})"
             )
     print("\nmedian over runs, against the single broker of the same run:")
     for case, target in (("async", TARGET_ASYNC), ("sync", TARGET_SYNC)):

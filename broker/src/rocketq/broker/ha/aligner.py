@@ -54,11 +54,22 @@ class RecordAligner:
         """Add ``data`` (the bytes at :attr:`received_end`); return the prefix to append now."""
         return self.feed_records(data)[0]
 
-    def feed_records(self, data: bytes | bytearray | memoryview) -> tuple[bytes, list[int]]:
+    def feed_records(
+        self, data: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview
+    ) -> tuple[bytes, list[int]]:
         """:meth:`feed`, plus the positions in the returned bytes where its records start (blank
-        fillers excluded)."""
-        self._pending += data
-        buf = self._pending
+        fillers excluded).  ``more``: further bytes that follow ``data`` (the payloads of several
+        transfers, without joining them first)."""
+        # nothing held back and one part: walk it in place (no copy in, none out if it ends on a
+        # record boundary)
+        buf: bytes | bytearray = self._pending
+        direct = not buf and not more and isinstance(data, bytes)
+        if isinstance(data, bytes) and direct:
+            buf = data
+        else:
+            self._pending += data
+            for part in more:
+                self._pending += part
         starts: list[int] = []
         p = 0
         seg_pos = self.offset % self.segment_size
@@ -95,13 +106,17 @@ class RecordAligner:
             starts.append(p)
             p += total
             seg_pos += total
-        out = bytes(buf[:p])
-        del buf[:p]
+        if direct:
+            out = buf if p == len(buf) else buf[:p]
+            self._pending += memoryview(buf)[p:]
+        else:
+            out = bytes(buf[:p])
+            del self._pending[:p]
         self.offset += p
-        return out, starts
+        return bytes(out), starts
 
 
-def _walk(buf: bytearray, p: int, seg_end: int, starts: list[int]) -> int:
+def _walk(buf: bytes | bytearray, p: int, seg_end: int, starts: list[int]) -> int:
     """The hot loop of :meth:`RecordAligner.feed_records`: from ``p``, append the starts of the
     complete, well-formed records that end before ``seg_end`` (less the room an end-of-file marker
     needs); returns where it stopped, for the caller to look at what is there.
@@ -135,7 +150,7 @@ def _walk(buf: bytearray, p: int, seg_end: int, starts: list[int]) -> int:
 _RUN_MIN = 8
 
 
-def _same_size_run(buf: bytearray, first: int, total: int, k: int) -> int:
+def _same_size_run(buf: bytes | bytearray, first: int, total: int, k: int) -> int:
     """How many of the ``k`` records after the one at ``first`` have its size and magic (their
     8-byte size+magic headers equal to its own), all before the first that differs."""
     rows = np.frombuffer(buf, dtype=np.uint8, count=(k + 1) * total, offset=first).reshape(k + 1, total)

@@ -55,6 +55,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _SlaveSilent(Exception):
+    """Nothing from the slave for ``haHousekeepingInterval``: the connection is closed."""
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 @dataclass(eq=False)
 class SlaveConnection:
     """One slave's replication state, as the master sees it."""
@@ -101,7 +110,8 @@ class HAService:
         self.connections: set[SlaveConnection] = set()
         self.push_to_slave_max_offset = 0
         self._server: asyncio.Server | None = None
-        self._data = asyncio.Event()
+        #: the writers waiting for data (resolved by :meth:`wakeup`, or after their poll interval)
+        self._wakers: list[asyncio.Future[None]] = []
         self._waiters: list[tuple[int, int, Callable[[bool], None]]] = []
         self._seq = itertools.count()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -144,8 +154,10 @@ class HAService:
 
     def wakeup(self) -> None:
         """New data was appended: writers send it now instead of at their next poll."""
-        self._data.set()
-        self._data = asyncio.Event()
+        wakers, self._wakers = self._wakers, []
+        for fut in wakers:
+            if not fut.done():
+                fut.set_result(None)
 
     # -- SYNC_MASTER -------------------------------------------------------------------------------
     def in_sync_slaves(self, offset: int) -> int:
@@ -229,35 +241,52 @@ class HAService:
 
     async def _read(self, conn: SlaveConnection, reader: asyncio.StreamReader) -> None:
         decoder = ReportDecoder()
-        while True:
-            try:
-                data = await asyncio.wait_for(reader.read(_READ_SIZE), self.housekeeping_interval_s)
-            except TimeoutError:
-                log.warning(
-                    "slave %s sent nothing for %.0f s (haHousekeepingInterval): closing",
-                    conn.addr,
-                    self.housekeeping_interval_s,
-                )
-                return
-            except OSError as exc:
-                log.info("HA connection from %s failed: %s", conn.addr, exc)
-                return
-            if not data:
-                if decoder.pending:
-                    log.error(
-                        "HA connection from %s: protocol error, closed in the middle of an offset report "
-                        "(%d of 8 bytes)",
+        loop = asyncio.get_running_loop()
+        last_read = time.monotonic()
+        timer: list[asyncio.TimerHandle] = []
+
+        def check_silence() -> None:  # one timer per interval instead of a wait_for (a task) per read
+            idle = time.monotonic() - last_read
+            if idle >= self.housekeeping_interval_s:
+                reader.set_exception(_SlaveSilent())
+            else:
+                timer[:] = [loop.call_later(self.housekeeping_interval_s - idle, check_silence)]
+
+        check_silence()
+        try:
+            while True:
+                try:
+                    data = await reader.read(_READ_SIZE)
+                except _SlaveSilent:
+                    log.warning(
+                        "slave %s sent nothing for %.0f s (haHousekeepingInterval): closing",
                         conn.addr,
-                        decoder.pending,
+                        self.housekeeping_interval_s,
                     )
-                return
-            try:
-                reports = decoder.feed(data)
-            except HAProtocolError as exc:
-                log.error("HA connection from %s: protocol error, closing: %s", conn.addr, exc)
-                return
-            if reports:
-                self._on_report(conn, reports[-1])
+                    return
+                except OSError as exc:
+                    log.info("HA connection from %s failed: %s", conn.addr, exc)
+                    return
+                last_read = time.monotonic()
+                if not data:
+                    if decoder.pending:
+                        log.error(
+                            "HA connection from %s: protocol error, closed in the middle of an offset "
+                            "report (%d of 8 bytes)",
+                            conn.addr,
+                            decoder.pending,
+                        )
+                    return
+                try:
+                    reports = decoder.feed(data)
+                except HAProtocolError as exc:
+                    log.error("HA connection from %s: protocol error, closing: %s", conn.addr, exc)
+                    return
+                if reports:
+                    self._on_report(conn, reports[-1])
+        finally:
+            for handle in timer:
+                handle.cancel()
 
     def _on_report(self, conn: SlaveConnection, offset: int) -> None:
         now = _now_ms()
@@ -298,10 +327,16 @@ class HAService:
 
     async def _write(self, conn: SlaveConnection, writer: asyncio.StreamWriter) -> None:
         await conn.started.wait()
+        loop = asyncio.get_running_loop()
         last_write = 0.0
+        wake: asyncio.Future[None] | None = None
         try:
             while True:
-                wake = self._data
+                # registered before looking for data: an append meanwhile wakes this writer (a
+                # future and a timer instead of wait_for(event.wait()), which costs a task per wait)
+                if wake is None or wake.done():
+                    wake = loop.create_future()
+                    self._wakers.append(wake)
                 sent = await self._send_some(conn, writer)
                 if sent < 0:
                     return
@@ -313,8 +348,9 @@ class HAService:
                     writer.write(encode_transfer_header(conn.transfer_from, 0))
                     await writer.drain()
                     last_write = now
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), POLL_INTERVAL_S)
+                timer = loop.call_later(POLL_INTERVAL_S, _resolve, wake)
+                await wake
+                timer.cancel()
         except (ConnectionError, OSError) as exc:
             log.info("HA connection to %s lost: %s", conn.addr, exc)
 

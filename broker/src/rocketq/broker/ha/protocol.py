@@ -158,16 +158,25 @@ class TransferDecoder:
         self.next_offset: int = -1  # where the next transfer must start (-1: not known yet)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Transfer]:
-        """Transfers completed by ``data``, in order; raises :class:`HAProtocolError` on garbage."""
-        self._buf += data
+        """Transfers completed by ``data``, in order; raises :class:`HAProtocolError` on garbage.
+
+        With nothing held back from earlier reads (the usual case: the master writes whole
+        transfers) the transfers are cut from ``data`` itself, one copy each; only an incomplete
+        tail is kept for the next read.
+        """
+        buf: bytes | bytearray = self._buf
+        direct = not buf and isinstance(data, bytes)
+        if isinstance(data, bytes) and direct:
+            buf = data
+        else:
+            self._buf += data
         out: list[Transfer] = []
         pos = 0
-        buf = self._buf
         while True:
             if self._header is None:
                 if len(buf) - pos < TRANSFER_HEADER.size:
                     break
-                self._header = self._check_header(pos)
+                self._header = self._check_header(buf, pos)
                 pos += TRANSFER_HEADER.size
             phy_offset, size = self._header
             if len(buf) - pos < size:
@@ -176,14 +185,17 @@ class TransferDecoder:
             pos += size
             self._header = None
             self.next_offset = phy_offset + size
-        del buf[:pos]
+        if direct:
+            self._buf += memoryview(buf)[pos:]
+        else:
+            del self._buf[:pos]
         self._position += pos
         return out
 
-    def _check_header(self, pos: int) -> tuple[int, int]:
-        phy_offset, size = TRANSFER_HEADER.unpack_from(self._buf, pos)
+    def _check_header(self, buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+        phy_offset, size = TRANSFER_HEADER.unpack_from(buf, pos)
         where = self._position + pos
-        raw = bytes(self._buf[pos : pos + TRANSFER_HEADER.size])
+        raw = bytes(buf[pos : pos + TRANSFER_HEADER.size])
         if phy_offset < 0:
             raise HAProtocolError(f"negative transfer offset {phy_offset}", position=where, found=raw)
         if not 0 <= size <= self.max_size:

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from numpy.lib.stride_tricks import as_strided
 
 from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, UNSCANNED_TOPICS, DispatchHint
+from rocketq.broker.store.props_scan import Buffer
 from rocketq.client.remoting.record_layout import (
     HOST_KIND_SHIFT,
     IPV4_HEADER_SIZE,
@@ -51,17 +51,19 @@ _HEADER = np.dtype(header_dtype_spec(0))
 assert _HEADER.itemsize == IPV4_HEADER_SIZE
 
 
-def _rows(u8: npt.NDArray[np.uint8], pos: I64, width: int) -> npt.NDArray[np.uint8]:
-    """The ``width`` bytes at each of ``pos`` (>= 0; clipped to the end of ``u8``: the checks
+def _rows(data: Buffer, pos: I64, width: int) -> npt.NDArray[np.uint8]:
+    """The ``width`` bytes at each of ``pos`` (>= 0; clipped to the end of ``data``: the checks
     below reject what does not fit), gathered through a zero-copy window of every ``width``-byte
-    run of bytes."""
-    n = len(u8) - width + 1
-    window = as_strided(u8, shape=(n, width), strides=(1, 1), writeable=False)
+    run of bytes (built directly: ``as_strided`` costs more than the gather for a few hundred rows)."""
+    n = len(data) - width + 1
+    window = np.ndarray((n, width), dtype=np.uint8, buffer=data, strides=(1, 1))
     out: npt.NDArray[np.uint8] = window[np.minimum(pos, n - 1)]
     return out
 
 
-def _tails(u8: npt.NDArray[np.uint8], s: I64, h: npt.NDArray[np.void]) -> tuple[I64, I64, I64, I64, Bool]:
+def _tails(
+    data: Buffer, u8: npt.NDArray[np.uint8], s: I64, h: npt.NDArray[np.void]
+) -> tuple[I64, I64, I64, I64, Bool]:
     """Where each record's topic and properties are and how long, and whether a hint may describe
     it: not for records that dispatch must decode (not in a ConsumeQueue: prepared or rolled back;
     an IPv6 host, a V2 topic) or that are malformed (their parts do not add up to their size)."""
@@ -69,7 +71,7 @@ def _tails(u8: npt.NDArray[np.uint8], s: I64, h: npt.NDArray[np.void]) -> tuple[
     t_pos = s + IPV4_HEADER_SIZE + np.maximum(body_len, 0)
     t_len = u8[np.minimum(t_pos, len(u8) - 1)].astype(np.int64)  # a V1 (1-byte) topic length
     p_pos = t_pos + 1 + t_len
-    p_len = _rows(u8, p_pos, 2).view(">i2").ravel().astype(np.int64)
+    p_len = _rows(data, p_pos, 2).view(">i2").ravel().astype(np.int64)
     p_start = p_pos + 2
     tran = sys_flag & TRANSACTION_TYPE_MASK
     ok = (tran != TRANSACTION_PREPARED_TYPE) & (tran != TRANSACTION_ROLLBACK_TYPE)
@@ -78,17 +80,16 @@ def _tails(u8: npt.NDArray[np.uint8], s: I64, h: npt.NDArray[np.void]) -> tuple[
     return t_pos + 1, t_len, p_start, p_len, ok
 
 
-def replica_hints(data: bytes, base: int, starts: Sequence[int]) -> list[DispatchHint]:
+def replica_hints(data: Buffer, base: int, starts: Sequence[int]) -> list[DispatchHint]:
     """Hints for the whole records of ``data`` (CommitLog bytes at offset ``base``) that start at
     ``starts``, in CommitLog order; records that need decoding are left out."""
     if not starts or len(data) < IPV4_HEADER_SIZE:
         return []
     u8 = np.frombuffer(data, dtype=np.uint8)
     s = np.asarray(starts, dtype=np.int64)
-    h = _rows(u8, s, IPV4_HEADER_SIZE).view(_HEADER).ravel()
+    h = _rows(data, s, IPV4_HEADER_SIZE).view(_HEADER).ravel()
     size, queue_id, qo, store_ts = h["total_size"], h["queue_id"], h["queue_offset"], h["store_timestamp"]
-    t_start, t_len, p_start, p_len, ok = _tails(u8, s, h)
-    topics = _topic_columns(u8, t_start, np.where(ok, t_len, 0))
+    t_start, t_len, p_start, p_len, ok = _tails(data, u8, s, h)
     cut = np.ones(len(s), dtype=bool)  # a new run starts at each True
     cut[1:] = (
         (queue_id[1:] != queue_id[:-1])
@@ -97,17 +98,18 @@ def replica_hints(data: bytes, base: int, starts: Sequence[int]) -> list[Dispatc
         | (s[1:] != s[:-1] + size[:-1])  # a blank filler in between
         | ~ok[1:]
         | ~ok[:-1]
-        | np.any(topics[1:] != topics[:-1], axis=1)
+        | _topic_changes(data, t_start, np.where(ok, t_len, 0))
     )
     runs = itertools.pairwise([*np.flatnonzero(cut).tolist(), len(s)])
-    view = memoryview(data)
+    p_from, p_to = p_start.tolist(), (p_start + p_len).tolist()
     names: dict[bytes, str | None] = {}
     hints: list[DispatchHint] = []
     for i0, i1 in runs:
-        topic = _topic(names, bytes(view[t_start[i0] : t_start[i0] + t_len[i0]])) if ok[i0] else None
+        topic = _topic(names, bytes(data[t_start[i0] : t_start[i0] + t_len[i0]])) if ok[i0] else None
         if topic is None or topic in _NO_HINT:
             continue
-        props = [view[a : a + b] for a, b in zip(p_start[i0:i1].tolist(), p_len[i0:i1].tolist(), strict=True)]
+        # slices of ``data`` (bytes: small copies, cheaper to make than memoryviews and to join)
+        props = [data[a:b] for a, b in zip(p_from[i0:i1], p_to[i0:i1], strict=True)]
         hints.append(
             DispatchHint(
                 base=base + int(s[i0]),
@@ -140,11 +142,15 @@ def _topic(names: dict[bytes, str | None], raw: bytes) -> str | None:
     return names[raw]
 
 
-def _topic_columns(u8: npt.NDArray[np.uint8], t_start: I64, t_len: I64) -> npt.NDArray[np.uint16]:
-    """Each record's topic as a row of byte values, padded with 256 (no byte): equal rows, equal
-    topics."""
+def _topic_changes(data: Buffer, t_start: I64, t_len: I64) -> Bool:
+    """For each record after the first: its topic differs from the previous record's.  Rows of
+    the longest topic's width are compared as opaque byte strings: where the lengths are equal the
+    rows are exactly the topics; rows of shorter topics carry the bytes after them, which can only
+    split a run that need not be split (a hint per part), never join two topics."""
     width = int(t_len.max())
-    rows = _rows(u8, t_start, width).astype(np.uint16)
-    rows[np.arange(width) >= t_len[:, None]] = 256
-    out: npt.NDArray[np.uint16] = rows
-    return out
+    changed: Bool = t_len[1:] != t_len[:-1]
+    if width == 0:
+        return changed
+    rows = _rows(data, t_start, width).view(f"V{width}").ravel()
+    changed |= rows[1:] != rows[:-1]
+    return changed

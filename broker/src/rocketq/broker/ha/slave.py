@@ -72,6 +72,10 @@ class _Refused(Exception):
     """End the session: this slave cannot follow the master (status and log already set)."""
 
 
+class _MasterSilent(Exception):
+    """End the session: nothing from the master for ``haHousekeepingInterval``."""
+
+
 class HAClient:
     """Replicates the master's CommitLog into ``store``; all methods run on the broker's event loop."""
 
@@ -99,6 +103,7 @@ class HAClient:
         self.connected = False
         self.last_read_ms = 0
         self.last_write_ms = 0
+        self._last_read = self._last_write = 0.0  # time.monotonic() of the session's last read, report
         self._task: asyncio.Task[None] | None = None
         self._address_changed = asyncio.Event()
         #: controller mode: bytes sent before the first report (broker id and expected epoch)
@@ -179,6 +184,7 @@ class HAClient:
 
     def _report(self, writer: asyncio.StreamWriter) -> None:
         writer.write(encode_report(self.store.max_phy_offset))
+        self._last_write = time.monotonic()
         self.last_write_ms = int(time.time() * 1000)
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -187,36 +193,46 @@ class HAClient:
         self._report(writer)
         decoder = TransferDecoder(max_size=max_transfer_size(self.batch_size))
         aligner: RecordAligner | None = None
-        last_read = last_write = time.monotonic()
-        while True:
-            timeout = max(0.01, self.heartbeat_interval_s - (time.monotonic() - last_write))
-            try:
-                data = await asyncio.wait_for(reader.read(_READ_SIZE), timeout)
-            except TimeoutError:
-                data = None
-            now = time.monotonic()
-            if data is not None:
+        self._last_read = time.monotonic()
+        # the timers run beside the reads: a timeout per read (asyncio.wait_for) costs a task each
+        watchdog = asyncio.get_running_loop().create_task(self._watchdog(reader, writer))
+        try:
+            while True:
+                try:
+                    data = await reader.read(_READ_SIZE)
+                except _MasterSilent:
+                    log.warning(
+                        "master sent nothing for %.0f s (haHousekeepingInterval): reconnecting",
+                        self.housekeeping_interval_s,
+                    )
+                    return
                 if not data:
                     log.info("master closed the HA connection")
                     return
-                last_read = now
+                self._last_read = time.monotonic()
                 self.last_read_ms = int(time.time() * 1000)
                 transfers = decoder.feed(data)
                 if transfers and aligner is None:
                     aligner = await self._first_transfer(transfers[0])
                 if aligner is not None and self._append(aligner, transfers):
                     self._report(writer)
-                    last_write = now
-            elif now - last_read > self.housekeeping_interval_s:
-                log.warning(
-                    "master sent nothing for %.0f s (haHousekeepingInterval): reconnecting",
-                    self.housekeeping_interval_s,
-                )
-                return
-            if now - last_write >= self.heartbeat_interval_s:
+                await writer.drain()
+        finally:
+            watchdog.cancel()
+
+    async def _watchdog(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Reports after ``haSendHeartbeatInterval`` without one; ends the session (the pending read
+        raises) after ``haHousekeepingInterval`` without a byte from the master."""
+        while True:
+            now = time.monotonic()
+            if now - self._last_write >= self.heartbeat_interval_s:
                 self._report(writer)
-                last_write = now
-            await writer.drain()
+            silent_until = self._last_read + self.housekeeping_interval_s
+            if now > silent_until:
+                reader.set_exception(_MasterSilent())
+                return
+            due = min(self._last_write + self.heartbeat_interval_s, silent_until)
+            await asyncio.sleep(max(0.01, due - now))
 
     def _append(self, aligner: RecordAligner, transfers: list[Transfer]) -> bool:
         """Append the whole records that ``transfers`` complete; True if there were any.
@@ -225,10 +241,10 @@ class HAClient:
         write into the page cache, cheaper than a hand-off to a worker thread and back, and the
         acknowledgement a SYNC_MASTER send waits for follows right after it.
         """
-        payload = transfers[0].data if len(transfers) == 1 else b"".join(t.data for t in transfers)
-        if not payload:
+        parts = [t.data for t in transfers if t.data]
+        if not parts:
             return False
-        chunk, starts = aligner.feed_records(payload)
+        chunk, starts = aligner.feed_records(*parts)  # no join: the aligner copies them once
         if not chunk:
             return False
         base = aligner.offset - len(chunk)
