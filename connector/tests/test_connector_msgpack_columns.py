@@ -185,7 +185,7 @@ def a_batch(seed: int) -> tuple[list[bytes], random.Random]:
     return [pack(rnd, typed(rnd, TYP, wild)) for _ in range(rnd.randrange(MIN_ROWS, MIN_ROWS + 60))], rnd
 
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
