@@ -23,9 +23,9 @@ from rocketq.broker.ha.protocol import (
 )
 from rocketq.broker.ha.replica_hints import replica_hints
 from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.testing import small_store
 from rocketq.client.remoting.message import encode_blank
 from rocketq.client.remoting.record_layout import (
     BLANK_MAGIC,
@@ -105,19 +105,6 @@ def test_max_transfer_size_is_capped() -> None:
 # ---------------------------------------------------------------------------------------- stores
 
 
-def _store(root: Path) -> MessageStore:
-    return MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=64 * 1024,
-            max_message_size_bytes=8 * 1024,
-            mapped_file_size_consume_queue_units=1000,
-            max_hash_slot_num=100,
-            max_index_num=400,
-        )
-    )
-
-
 def _msg(i: int) -> MessageToStore:
     return MessageToStore(
         topic="T",
@@ -140,8 +127,8 @@ def _segments(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("cut", [1, 7, 1000, 32 * 1024])
-def test_replicated_bytes_make_an_identical_store(tmp_path: Path, cut: int) -> None:
-    with _store(tmp_path / "m") as master, _store(tmp_path / "s") as slave:
+def test_replicated_bytes_make_an_identicalsmall_store(tmp_path: Path, cut: int) -> None:
+    with small_store(tmp_path / "m") as master, small_store(tmp_path / "s") as slave:
         _fill(master, 400)  # about 3 segments: blank fillers are replicated too
         end = master.max_phy_offset
         aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
@@ -165,10 +152,10 @@ def test_replicated_bytes_make_an_identical_store(tmp_path: Path, cut: int) -> N
 
 
 def test_append_replicated_rejects_a_gap(tmp_path: Path) -> None:
-    with _store(tmp_path / "s") as slave:
+    with small_store(tmp_path / "s") as slave:
         with pytest.raises(StoreError, match="segment boundary"):
             slave.append_replicated(10, b"x")
-        with _store(tmp_path / "m") as master:
+        with small_store(tmp_path / "m") as master:
             _fill(master, 3)
             data = bytes(master.commit_log.view(0, master.max_phy_offset) or b"")
         slave.append_replicated(0, data)
@@ -177,7 +164,7 @@ def test_append_replicated_rejects_a_gap(tmp_path: Path) -> None:
 
 
 def test_truncate_commit_log_drops_queue_units_and_index(tmp_path: Path) -> None:
-    with _store(tmp_path / "s") as store:
+    with small_store(tmp_path / "s") as store:
         _fill(store, 300)
         assert store.wait_dispatched()
         cq = store.find_consume_queue("T", 0)
@@ -265,10 +252,10 @@ def _derived_files(root: Path) -> tuple[dict[str, bytes], list[bytes]]:
 
 @pytest.mark.parametrize("cut", [5000, 64 * 1024])
 def test_replica_hints_dispatch_like_record_decoding(tmp_path: Path, cut: int) -> None:
-    with _store(tmp_path / "m") as master:
+    with small_store(tmp_path / "m") as master:
         _mixed_load(master)
         assert master.wait_dispatched()
-        with _store(tmp_path / "h") as hinted, _store(tmp_path / "p") as parsed:
+        with small_store(tmp_path / "h") as hinted, small_store(tmp_path / "p") as parsed:
             _replicate(master, hinted, True, cut)
             _replicate(master, parsed, False, cut)
             chunk = bytes(master.commit_log.view(0, 4096) or b"")
@@ -281,7 +268,7 @@ def test_replica_hints_dispatch_like_record_decoding(tmp_path: Path, cut: int) -
 
 
 def test_replica_hints_leave_malformed_records_to_decoding(tmp_path: Path) -> None:
-    with _store(tmp_path / "m") as master:
+    with small_store(tmp_path / "m") as master:
         _mixed_load(master)
         chunk = bytes(master.commit_log.view(0, 16 * 1024) or b"")
     chunk, starts = RecordAligner(0, 64 * 1024).feed_records(chunk)
@@ -314,7 +301,7 @@ def _record_starts(log: bytes, segment: int) -> list[int]:
 def _runs_log() -> bytes:
     """A CommitLog of runs of equal records (batches) with odd ones between, over 4 segments."""
     with tempfile.TemporaryDirectory() as root:
-        with _store(Path(root)) as master:
+        with small_store(Path(root)) as master:
             for i in range(50):
                 assert master.put_messages([_msg(0) for _ in range(10 + i % 25)]).status.is_ok
                 assert master.put_message(_msg(i + 1)).status.is_ok

@@ -10,22 +10,9 @@ from pathlib import Path
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import TRANSFER_HEADER, encode_report
 from rocketq.broker.ha.slave import HAClient, SlaveStatus
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
 from rocketq.broker.store.status import PutMessageStatus
-
-
-def _store(root: Path) -> MessageStore:
-    return MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=64 * 1024,
-            max_message_size_bytes=8 * 1024,
-            mapped_file_size_consume_queue_units=1000,
-            max_hash_slot_num=100,
-            max_index_num=400,
-        )
-    )
+from rocketq.broker.testing import small_store
 
 
 def _fill(store: MessageStore, n: int, first: int = 0) -> int:
@@ -77,7 +64,7 @@ async def _until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None
 
 def _run(tmp: Path, body: Callable[[MessageStore, MessageStore, HAService], Awaitable[None]]) -> None:
     async def main() -> None:
-        with _store(tmp / "m") as master_store, _store(tmp / "s") as slave_store:
+        with small_store(tmp / "m") as master_store, small_store(tmp / "s") as slave_store:
             service = _master(master_store)
             await service.start()
             try:

@@ -14,24 +14,11 @@ from rocketq.broker.ha import master
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import OFFSET_REPORT, TRANSFER_HEADER, encode_report
 from rocketq.broker.ha.slave import HAClient
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.testing import small_store
 
 HEARTBEAT_S = 0.1
 HOUSEKEEPING_S = 0.5
-
-
-def _store(root: Path) -> MessageStore:
-    return MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=64 * 1024,
-            max_message_size_bytes=8 * 1024,
-            mapped_file_size_consume_queue_units=1000,
-            max_hash_slot_num=100,
-            max_index_num=400,
-        )
-    )
 
 
 def _put(store: MessageStore) -> int:
@@ -64,7 +51,7 @@ def test_slave_reports_while_idle_and_leaves_a_silent_master(tmp_path: Path) -> 
 
         server = await asyncio.start_server(silent_master, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        with _store(tmp_path / "s") as store:
+        with small_store(tmp_path / "s") as store:
             client = HAClient(
                 store,
                 master_address=f"127.0.0.1:{port}",
@@ -102,7 +89,7 @@ def test_master_drops_a_silent_slave_and_wakes_on_append(
     monkeypatch.setattr(master, "POLL_INTERVAL_S", 30.0)
 
     async def main() -> None:
-        with _store(tmp_path / "m") as store:
+        with small_store(tmp_path / "m") as store:
             service = HAService(
                 store,
                 host="127.0.0.1",

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.server import BrokerController
+from rocketq.broker.store.config import StoreConfig
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.client.transport.aio import RemotingClient
 
-__all__ = ["SMALL_STORE_CONF", "Scenario", "run_broker"]
+__all__ = ["SMALL_STORE_CONF", "Scenario", "run_broker", "small_store"]
 
 Scenario = Callable[[BrokerController, RemotingClient, str], Awaitable[None]]
 
@@ -30,6 +32,21 @@ SMALL_STORE_CONF = {
     "maxHashSlotNum": "1000",
     "maxIndexNum": "4000",
 }
+
+
+def small_store(root: Path) -> MessageStore:
+    """A MessageStore under ``root`` with small files: 64 KiB CommitLog files, 1000-unit
+    ConsumeQueue files, 8 KiB messages, a 100-slot/400-entry IndexFile."""
+    return MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=64 * 1024,
+            max_message_size_bytes=8 * 1024,
+            mapped_file_size_consume_queue_units=1000,
+            max_hash_slot_num=100,
+            max_index_num=400,
+        )
+    )
 
 
 def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
