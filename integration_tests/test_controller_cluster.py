@@ -202,10 +202,17 @@ def test_leader_state_quorum_and_catch_up(
     leader = _leader(client, controllers)
     addrs = [p.addr for p in controllers]
     follower = next(p for p in controllers if p is not leader)
-    # a follower refuses and names the leader
-    refused = _apply_new_id(client, follower.addr, 1)
-    assert refused.code == ResponseCode.CONTROLLER_NOT_LEADER
-    assert refused.ext_fields["controllerLeaderAddress"] == leader.addr
+    # a follower refuses and names the leader (once it heard from it: a new leader's first
+    # heartbeat may still be on its way)
+    refusals: list[RemotingCommand] = []
+
+    def names_leader() -> bool:
+        refusals.append(_apply_new_id(client, follower.addr, 1))
+        return "controllerLeaderAddress" in refusals[-1].ext_fields
+
+    _wait("the follower to know the leader", names_leader)
+    assert all(r.code == ResponseCode.CONTROLLER_NOT_LEADER for r in refusals), refusals
+    assert refusals[-1].ext_fields["controllerLeaderAddress"] == leader.addr
     # a registration through the leader is replicated to every controller
     broker = FakeBroker(1, addrs).start()
     try:

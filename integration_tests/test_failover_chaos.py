@@ -104,10 +104,16 @@ FAST = ClientConfig(
 WAIT_S = 90.0
 
 
+#: set when a wait timed out: the fixture then has every live server dump its threads' stacks
+#: into its log (kill -USR1, rocketq.server.diagnostics) before printing the log tails
+STUCK: list[str] = []
+
+
 def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
+            STUCK.append(what)
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (seed {SEED})")
         time.sleep(0.05)
 
@@ -313,12 +319,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             yield c
     finally:
         if c is not None:
+            stuck, lines = bool(STUCK), 80 if STUCK else 15
+            STUCK.clear()
             for proc in c.brokers:
                 if proc is not None:
                     if proc.is_alive():
                         os.killpg(proc.pid, signal.SIGCONT)
+                        if stuck:
+                            os.kill(proc.pid, signal.SIGUSR1)
+                            time.sleep(0.5)
                     proc.kill9()
-                    print(f"--- {proc.name} ({proc.log_path}) ---\n{proc.log_tail(15)}")
+                    print(f"--- {proc.name} ({proc.log_path}) ---\n{proc.log_tail(lines)}")
             c.namesrv.kill9()
             controllers = c.controllers
         for proc in controllers:
@@ -530,40 +541,55 @@ def test_failover_chaos(cluster: Cluster) -> None:
 
 
 def test_unconfirmed_messages_are_not_readable(cluster: Cluster) -> None:
-    """A message the SyncStateSet has not acknowledged is neither pulled nor counted by GET_MAX_OFFSET
-    on the master (readUnCommitted=false); it becomes readable once the members acknowledge it."""
+    """A message the SyncStateSet has not acknowledged is neither pulled nor counted by GET_MAX_OFFSET,
+    on the master (readUnCommitted=false) nor on a slave that holds it (the master's confirm frames);
+    it becomes readable on both once the members acknowledge it."""
     c = cluster
     addr, _ = c.wait_master("a master with its full SyncStateSet", full_set)
     with Admin(c.namesrv.addr) as admin:
         admin.create_topic(TOPIC, broker_addr=addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-    wait_for(lambda: knows_topic(c, addr), "the master to know the topic")
-    slaves = [c.broker(s) for s in range(3) if c.addr(s) != addr]
+    slave_addrs = [c.addr(s) for s in range(3) if c.addr(s) != addr]
+    for a in (addr, *slave_addrs):
+        wait_for(lambda a=a: knows_topic(c, a), f"{a} to know the topic")  # type: ignore[misc]
+    running, stopped = slave_addrs[0], c.broker(c.slot_of(slave_addrs[1]))
     producer = Producer(
         c.namesrv.addr, producer_group="pg-unconfirmed", send_msg_timeout_ms=5000, client=FAST
     )
     producer.start()
     try:
-        for proc in slaves:
-            os.killpg(proc.pid, signal.SIGSTOP)
-        # stored by the master, not acknowledged: the stopped members stay in the set for
-        # haMaxTimeSlaveNotCatchup (15 s), far longer than this send's syncFlushTimeout (1 s)
+        before = producer.send(Message(TOPIC, b"confirmed"))
+        assert before.send_status is SendStatus.SEND_OK, before
+        os.killpg(stopped.pid, signal.SIGSTOP)
+        # stored by the master and the running slave, not acknowledged by the stopped one, which
+        # stays in the set for haMaxTimeSlaveNotCatchup (15 s), far longer than this send's
+        # syncFlushTimeout (1 s)
         result = producer.send(Message(TOPIC, b"unconfirmed"))
         assert result.send_status is not SendStatus.SEND_OK, result
         mq = result.message_queue
         assert mq.broker_name == BROKER
-        pulled = c.api.pull_message(addr, pull_header(mq.queue_id, result.queue_offset), 3000)
-        assert pulled.status is not PullStatus.FOUND, pulled.messages
-        assert c.api.get_max_offset(addr, TOPIC, mq.queue_id) == result.queue_offset
-        for proc in slaves:
-            os.killpg(proc.pid, signal.SIGCONT)
+        master_max = int(c.status(addr).get("masterCommitLogMaxOffset", 0))
+        wait_for(
+            lambda: (
+                int((c.status(running).get("haClientRuntimeInfo") or {}).get("maxOffset", 0)) >= master_max
+            ),
+            "the running slave to hold the unacknowledged message",
+        )
+        for a in (addr, running):
+            pulled = c.api.pull_message(a, pull_header(mq.queue_id, result.queue_offset), 3000)
+            assert pulled.status is not PullStatus.FOUND, (a, pulled.messages)
+            assert c.api.get_max_offset(a, TOPIC, mq.queue_id) == result.queue_offset, a
+        if before.message_queue == mq:  # what was acknowledged stays readable on the slave
+            got = c.api.pull_message(running, pull_header(mq.queue_id, before.queue_offset), 3000)
+            assert got.status is PullStatus.FOUND and got.messages[0].body == b"confirmed", got
+        os.killpg(stopped.pid, signal.SIGCONT)
 
-        def readable() -> bool:
-            got = c.api.pull_message(addr, pull_header(mq.queue_id, result.queue_offset), 3000)
+        def readable(a: str) -> bool:
+            got = c.api.pull_message(a, pull_header(mq.queue_id, result.queue_offset), 3000)
             return got.status is PullStatus.FOUND and got.messages[0].body == b"unconfirmed"
 
-        wait_for(readable, "the message to become readable once acknowledged")
-        assert c.api.get_max_offset(addr, TOPIC, mq.queue_id) == result.queue_offset + 1
+        for a in (addr, running):
+            wait_for(lambda a=a: readable(a), f"the message to become readable on {a} once acknowledged")  # type: ignore[misc]
+            assert c.api.get_max_offset(a, TOPIC, mq.queue_id) == result.queue_offset + 1, a
     finally:
-        for proc in slaves:
-            os.killpg(proc.pid, signal.SIGCONT)
+        os.killpg(stopped.pid, signal.SIGCONT)
         producer.shutdown()

@@ -17,6 +17,7 @@ from rocketq.broker.ha.protocol import (
     HAProtocolError,
     ReportDecoder,
     TransferDecoder,
+    encode_confirm,
     encode_report,
     encode_transfer_header,
     max_transfer_size,
@@ -95,6 +96,50 @@ def test_report_garbage(garbage: bytes) -> None:
 def test_transfer_garbage(garbage: bytes, why: str) -> None:
     with pytest.raises(HAProtocolError, match=why):
         TransferDecoder(max_size=4096).feed(garbage)
+
+
+def test_golden_confirm_frame() -> None:
+    # a transfer header at offset -1 with size 8, then the confirm offset (controller mode only)
+    assert encode_confirm(0x0102030405060708) == bytes.fromhex("ffffffffffffffff000000080102030405060708")
+
+
+@given(st.integers(0, 1 << 40), st.lists(st.binary(max_size=300), max_size=8), st.integers(1, 50), st.data())
+def test_confirm_frames_between_transfers(
+    start: int, bodies: list[bytes], cut: int, data: st.DataObject
+) -> None:
+    """Confirm frames anywhere in the stream leave the transfers and their continuity as they are;
+    the decoder keeps the highest confirm offset it saw."""
+    stream, offset, confirms = bytearray(), start, []
+    for body in bodies:
+        if data.draw(st.booleans()):
+            confirms.append(data.draw(st.integers(0, 1 << 50)))
+            stream += encode_confirm(confirms[-1])
+        stream += encode_transfer_header(offset, len(body)) + body
+        offset += len(body)
+    decoder = TransferDecoder(max_size=1024, confirm_frames=True)
+    got = []
+    for i in range(0, len(stream), cut):
+        got += decoder.feed(bytes(stream[i : i + cut]))
+    assert [t.data for t in got] == bodies
+    assert all(t.phy_offset == start + sum(map(len, bodies[:k])) for k, t in enumerate(got))
+    assert decoder.confirm_offset == max(confirms, default=-1) and decoder.pending == 0
+
+
+@pytest.mark.parametrize(
+    ("garbage", "confirm_frames", "why"),
+    [
+        (encode_confirm(5), False, "negative transfer offset"),  # a 4.x slave never accepts one
+        (
+            bytes.fromhex("ffffffffffffffff") + b"\x00\x00\x00\x04" + b"\x00" * 4,
+            True,
+            "confirm frame of 4 bytes",
+        ),
+        (bytes.fromhex("ffffffffffffffff00000008ffffffffffffff00"), True, "negative confirm offset"),
+    ],
+)
+def test_confirm_frame_garbage(garbage: bytes, confirm_frames: bool, why: str) -> None:
+    with pytest.raises(HAProtocolError, match=why):
+        TransferDecoder(max_size=4096, confirm_frames=confirm_frames).feed(garbage)
 
 
 def test_max_transfer_size_is_capped() -> None:

@@ -15,6 +15,7 @@ from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import StoreConfigError
 from rocketq.broker.store.index_file import IndexFile, bulk_index_key_hash
+from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.client.remoting.javahash import index_key_hash
 
 
@@ -89,3 +90,16 @@ def test_bulk_index_writes_same_bytes_as_single_puts(tmp_path: Path) -> None:
     assert bytes(a.mf.buffer) == bytes(b.mf.buffer)
     a.close()
     b.close()
+
+
+def test_flush_of_a_file_closed_meanwhile_is_a_no_op(tmp_path: Path) -> None:
+    """A flush thread that races with a truncation or expiry deleting the file finds it closed:
+    nothing to flush, no error (it used to report a failed msync, as for a broken disk)."""
+    mf = MappedFile(str(tmp_path / "00000000000000000000"), 8192)
+    mf.append(b"x" * 100)
+    mf.destroy()
+    assert mf.flush() is False
+    live = MappedFile(str(tmp_path / "00000000000000008192"), 8192)
+    live.append(b"y" * 100)
+    assert live.flush() is True and live.flushed_position == 100
+    live.close()

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from rocketq.broker.config import BrokerConfig, load_broker_config
 from rocketq.client.errors import RocketQError
+from rocketq.server.diagnostics import enable_stack_dumps
 
 __all__ = ["main", "run_broker"]
 
@@ -88,6 +89,7 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    enable_stack_dumps()  # kill -USR1 <pid>: every thread's stack into the log
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         stream=sys.stderr,

@@ -21,6 +21,7 @@ from rocketq.controller.config import ControllerConfig, config_from_properties, 
 from rocketq.controller.errors import ControllerConfigError
 from rocketq.controller.server import ControllerServer
 from rocketq.namesrv.config import parse_properties
+from rocketq.server.diagnostics import enable_stack_dumps
 
 log = logging.getLogger("rocketq.controller")
 
@@ -95,6 +96,7 @@ async def serve(config: ControllerConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    enable_stack_dumps()  # kill -USR1 <pid>: every thread's stack into the log
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s - %(message)s",

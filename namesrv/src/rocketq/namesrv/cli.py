@@ -27,6 +27,7 @@ from rocketq.namesrv.config import (
 )
 from rocketq.namesrv.errors import NamesrvConfigError
 from rocketq.namesrv.server import NamesrvServer, boot_line
+from rocketq.server.diagnostics import enable_stack_dumps
 
 log = logging.getLogger("rocketq.namesrv")
 
@@ -103,6 +104,7 @@ async def serve(config: NamesrvConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    enable_stack_dumps()  # kill -USR1 <pid>: every thread's stack into the log
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s - %(message)s",

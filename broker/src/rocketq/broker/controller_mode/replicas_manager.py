@@ -32,7 +32,10 @@ Reads stop at the confirm offset (RocketMQ 5's ``readUnCommitted=false``).  A ma
 only up to the lowest offset every SyncStateSet member holds (``store.read_limit``), so no consumer
 reads a tail that a failover may truncate; the confirm listeners (the pull hold service) wake
 parked pulls when it advances.  At promotion the new master's whole log is the truth: its confirm
-offset starts at its max offset (the new epoch's start).  A slave serves all it replicated.
+offset starts at its max offset (the new epoch's start).  The master sends its confirm offset to
+its slaves in confirm frames (ha/protocol.py) and a slave serves reads only up to the last one
+(at least up to the start of the epoch it follows), so a consumer that reads from a slave while
+the master is down cannot read a tail the election truncates either.
 """
 
 from __future__ import annotations
@@ -124,6 +127,11 @@ class ReplicasManager:
         self._alter_task: asyncio.Task[None] | None = None
         self._confirm_floor = 0  # the max offset at promotion: confirmed by the election
         self._stepdown_limit: int | None = None  # a deposed master's reads, until it has truncated
+        # a slave's reads: up to the last confirm offset its master sent, or at least up to the
+        # start of the epoch it follows (the new master's log up to there is the truth)
+        self._slave_confirm = -1
+        entry = self.epoch_file.last_entry()
+        self._slave_floor = entry.start_offset if entry is not None else 0
         self._last_confirm = -1
         #: called on the loop when the confirm offset advances (wakes parked pulls)
         self.confirm_listeners: list[Callable[[], None]] = []
@@ -297,7 +305,9 @@ class ReplicasManager:
         self.epoch_file.append(info.master_epoch, max_offset)
         self._confirm_floor, self._last_confirm = max_offset, -1
         self.master_epoch = info.master_epoch
-        port = await self.replication.start_master(self._read_handshake, self._on_ack)
+        port = await self.replication.start_master(
+            self._read_handshake, self._on_ack, lambda: self.confirm_offset
+        )
         self.tracker.reset(info.sync_state_set, info.sync_state_set_epoch, _now_ms())
         self.master_broker_id, self.master_addr = self.broker_id, self._broker_addr()
         self.is_master, self.role_known = True, True
@@ -329,8 +339,12 @@ class ReplicasManager:
         ha_addr = await prepare_slave(
             self._client, self.store, self.epoch_file, info.master_address, info.master_epoch
         )
-        await self.replication.start_slave(ha_addr, encode_handshake(self.broker_id, info.master_epoch))
-        self._stepdown_limit = None  # truncated to the new master's log: all of it is readable
+        entry = self.epoch_file.last_entry()  # the new master's epochs, copied by prepare_slave
+        self._slave_floor = entry.start_offset if entry is not None else 0
+        await self.replication.start_slave(
+            ha_addr, encode_handshake(self.broker_id, info.master_epoch), self._on_master_confirm
+        )
+        self._stepdown_limit = None  # truncated to the new master's log: reads up to its confirm offset
         self.master_epoch, self.master_broker_id, self.master_addr = (
             info.master_epoch,
             info.master_broker_id,
@@ -370,11 +384,27 @@ class ReplicasManager:
         return min(master_max, max(self._confirm_floor, self.tracker.confirm_offset(master_max)))
 
     def read_limit(self) -> int | None:
-        """The offset reads stop at; None (read everything) on a slave or when all is confirmed."""
-        if not self.is_master:
+        """The offset reads stop at; None (read everything) when all is confirmed.
+
+        A master: its confirm offset.  A deposed master: its last confirm offset, until it has
+        truncated.  A slave: the last confirm offset its master sent (confirm frames, ha/protocol.py),
+        at least the start of the epoch it follows; everything below is held by every member of
+        the SyncStateSet, so no election truncates what a consumer read from a slave."""
+        if self.is_master:
+            confirm = self.confirm_offset
+            return confirm if confirm < self.store.max_phy_offset else None
+        if self._stepdown_limit is not None:
             return self._stepdown_limit
-        confirm = self.confirm_offset
-        return confirm if confirm < self.store.max_phy_offset else None
+        limit = max(self._slave_confirm, self._slave_floor)
+        return limit if limit < self.store.max_phy_offset else None
+
+    def _on_master_confirm(self, offset: int) -> None:
+        """A slave's HA client got a higher confirm offset: wake the pulls parked below it."""
+        if offset > self._slave_confirm:
+            self._slave_confirm = offset
+            if not self.is_master:
+                for listener in self.confirm_listeners:
+                    listener()
 
     def _notify_confirm(self) -> None:
         confirm = self.confirm_offset if self.is_master else -1

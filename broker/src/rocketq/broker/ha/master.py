@@ -11,7 +11,8 @@ refuses, docs/replication.md) — then pushes CommitLog bytes from zero-copy vie
 in transfers of at most ``haTransferBatchSize``, never across a segment end (as many as there is
 data for, up to :data:`BURST_BYTES`, in one socket write), and a size-0 heartbeat after
 ``haSendHeartbeatInterval`` of silence (and at once after the first report, so a slave learns
-where the master stands without waiting).
+where the master stands without waiting).  In controller mode the writer also sends a confirm frame
+(protocol.py) whenever the master's confirm offset advanced since the last one it sent.
 
 Acknowledgements.  A report counts as an ack only if it does not exceed what this connection has
 sent when it arrives: a divergent slave's claim of a longer log acknowledges nothing.  SYNC_MASTER
@@ -31,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from rocketq.broker.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer_header
+from rocketq.broker.ha.protocol import HAProtocolError, ReportDecoder, encode_confirm, encode_transfer_header
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.remoting.frame import SerializeType
@@ -77,6 +78,7 @@ class SlaveConnection:
     last_caught_up_ms: int = 0
     bytes_sent: int = 0
     broker_id: int = -1  # controller mode: the id the slave's handshake named
+    confirm_sent: int = -1  # controller mode: the last confirm offset sent to this slave
 
 
 class HAService:
@@ -119,6 +121,9 @@ class HAService:
         self.handshake: Callable[[asyncio.StreamReader], Awaitable[int]] | None = None
         #: called after every trusted ack (controller mode: SyncStateSet and quorum acks)
         self.ack_listeners: list[Callable[[SlaveConnection], None]] = []
+        #: controller mode: this master's confirm offset, sent to every slave in confirm frames
+        #: whenever it advanced (the slaves serve reads up to it; protocol.py)
+        self.confirm_offset: Callable[[], int] | None = None
 
     async def start(self) -> int:
         """Listen; returns the bound port."""
@@ -204,6 +209,8 @@ class HAService:
             heapq.heappop(waiters)[2](True)
         for listener in self.ack_listeners:
             listener(conn)
+        if self.confirm_offset is not None:
+            self.wakeup()  # the confirm offset may have advanced: writers tell their slaves
 
     # -- connections -------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -340,6 +347,12 @@ class HAService:
                 sent = await self._send_some(conn, writer)
                 if sent < 0:
                     return
+                if self.confirm_offset is not None:
+                    confirm = self.confirm_offset()
+                    if confirm > conn.confirm_sent:
+                        writer.write(encode_confirm(confirm))
+                        conn.confirm_sent = confirm
+                        await writer.drain()
                 now = time.monotonic()
                 if sent:
                     last_write = now

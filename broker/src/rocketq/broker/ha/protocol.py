@@ -20,6 +20,17 @@ will send)::
     +------------+--------+----------------+
       int64        int32
 
+Controller mode only (after the slave's handshake, :mod:`rocketq.broker.controller_mode.handshake`,
+which no 4.x peer sends or accepts), the master also sends *confirm frames*: a transfer header whose
+``phy_offset`` is -1 and whose size is 8, followed by the master's confirm offset (int64, the
+lowest CommitLog offset every SyncStateSet member holds).  A slave serves reads only up to the last
+confirm offset it was told, so that no consumer reads a tail an election may truncate::
+
+    0            8        12          20
+    +------------+--------+-----------+
+    |     -1     |   8    |  confirm  |
+    +------------+--------+-----------+
+
 Theory of operation.  :class:`ReportDecoder` (master side) and :class:`TransferDecoder` (slave
 side) are fed whatever the socket delivered and return complete messages.  They enforce what a
 well-behaved peer never violates and raise :class:`HAProtocolError` (with the stream position
@@ -39,12 +50,14 @@ from typing import Final
 from rocketq.broker.errors import BrokerError
 
 __all__ = [
+    "CONFIRM_MARK",
     "OFFSET_REPORT",
     "TRANSFER_HEADER",
     "HAProtocolError",
     "ReportDecoder",
     "Transfer",
     "TransferDecoder",
+    "encode_confirm",
     "encode_report",
     "encode_transfer_header",
     "max_transfer_size",
@@ -58,6 +71,9 @@ assert TRANSFER_HEADER.size == 12
 #: A transfer bigger than this is garbage whatever the configured batch size: a 4.x master sends at
 #: most ``haTransferBatchSize`` (32 KiB) per transfer.
 HARD_MAX_TRANSFER_SIZE: Final = 64 * 1024 * 1024
+#: The ``phy_offset`` of a controller-mode confirm frame (no transfer has a negative offset).
+CONFIRM_MARK: Final = -1
+_CONFIRM_VALUE: Final = struct.Struct(">q")
 #: Slack over the configured batch size a peer may use (another implementation's rounding).
 _BATCH_SLACK: Final = 4
 
@@ -89,6 +105,13 @@ def encode_transfer_header(phy_offset: int, size: int) -> bytes:
     if phy_offset < 0 or not 0 <= size <= HARD_MAX_TRANSFER_SIZE:
         raise ValueError(f"bad HA transfer header: offset {phy_offset}, size {size}")
     return TRANSFER_HEADER.pack(phy_offset, size)
+
+
+def encode_confirm(confirm_offset: int) -> bytes:
+    """A controller-mode confirm frame: the master's confirm offset, 20 bytes."""
+    if confirm_offset < 0:
+        raise ValueError(f"a confirm offset must be >= 0, got {confirm_offset}")
+    return TRANSFER_HEADER.pack(CONFIRM_MARK, _CONFIRM_VALUE.size) + _CONFIRM_VALUE.pack(confirm_offset)
 
 
 class ReportDecoder:
@@ -148,10 +171,13 @@ class Transfer:
 class TransferDecoder:
     """Slave side: turns the master's byte stream into transfers, checking their continuity."""
 
-    def __init__(self, *, max_size: int) -> None:
+    def __init__(self, *, max_size: int, confirm_frames: bool = False) -> None:
         if not 0 < max_size <= HARD_MAX_TRANSFER_SIZE:
             raise ValueError(f"max_size must be 1..{HARD_MAX_TRANSFER_SIZE}, got {max_size}")
         self.max_size = max_size
+        self.confirm_frames = confirm_frames  # controller mode: accept confirm frames
+        #: the highest confirm offset the master sent (-1: none yet)
+        self.confirm_offset: int = -1
         self._buf = bytearray()
         self._position = 0
         self._header: tuple[int, int] | None = None
@@ -181,6 +207,18 @@ class TransferDecoder:
             phy_offset, size = self._header
             if len(buf) - pos < size:
                 break
+            if phy_offset == CONFIRM_MARK:
+                (confirm,) = _CONFIRM_VALUE.unpack_from(buf, pos)
+                if confirm < 0:
+                    raise HAProtocolError(
+                        f"negative confirm offset {confirm}",
+                        position=self._position + pos,
+                        found=bytes(buf[pos : pos + size]),
+                    )
+                self.confirm_offset = max(self.confirm_offset, confirm)
+                pos += size
+                self._header = None
+                continue
             out.append(Transfer(phy_offset, bytes(buf[pos : pos + size])))
             pos += size
             self._header = None
@@ -196,6 +234,14 @@ class TransferDecoder:
         phy_offset, size = TRANSFER_HEADER.unpack_from(buf, pos)
         where = self._position + pos
         raw = bytes(buf[pos : pos + TRANSFER_HEADER.size])
+        if phy_offset == CONFIRM_MARK and self.confirm_frames:
+            if size != _CONFIRM_VALUE.size:
+                raise HAProtocolError(
+                    f"confirm frame of {size} bytes (expected {_CONFIRM_VALUE.size})",
+                    position=where,
+                    found=raw,
+                )
+            return phy_offset, size
         if phy_offset < 0:
             raise HAProtocolError(f"negative transfer offset {phy_offset}", position=where, found=raw)
         if not 0 <= size <= self.max_size:

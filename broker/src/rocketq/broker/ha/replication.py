@@ -96,20 +96,27 @@ class Replication:
         self,
         handshake: Callable[[asyncio.StreamReader], Awaitable[int]],
         on_ack: Callable[[SlaveConnection], None],
+        confirm_offset: Callable[[], int],
     ) -> int:
-        """Stop replicating and serve slaves on ``haListenPort``; returns the bound HA port."""
+        """Stop replicating and serve slaves on ``haListenPort``; returns the bound HA port.
+        ``confirm_offset`` is sent to the slaves in confirm frames as it advances."""
         await self.stop()
         master = self.master = self._new_master(self.config.ha_listen_port)
         master.handshake = handshake
         master.ack_listeners.append(on_ack)
+        master.confirm_offset = confirm_offset
         self.ha_port = await master.start()
         return self.ha_port
 
-    async def start_slave(self, ha_master_address: str, handshake: bytes) -> None:
-        """Stop serving slaves and replicate from ``ha_master_address``."""
+    async def start_slave(
+        self, ha_master_address: str, handshake: bytes, on_confirm: Callable[[int], None]
+    ) -> None:
+        """Stop serving slaves and replicate from ``ha_master_address``; ``on_confirm`` gets the
+        master's confirm offset from its confirm frames."""
         await self.stop()
         client = self.client = self._new_client(ha_master_address)
         client.handshake = handshake
+        client.on_confirm = on_confirm
         client.start()
 
     def write_refusal(self) -> str | None:

@@ -20,7 +20,8 @@ bytes up to its max offset, and the store's normal dispatch builds ConsumeQueues
 (from :mod:`.replica_hints`, as cheaply as on the master).
 A lost connection, a master restart or ``haHousekeepingInterval`` of silence from the master ends
 the session; the next one starts again from the slave's (whole-record) max offset, so nothing is
-lost or duplicated.  Reconnects back off from 0.1 s to 5 s.
+lost or duplicated.  Reconnects back off from 0.1 s to 5 s.  In controller mode the master's confirm frames
+(protocol.py) go to :attr:`HAClient.on_confirm`: the slave serves reads only up to them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import enum
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from typing import NoReturn
 
 from rocketq.broker.ha.aligner import RecordAligner
@@ -108,6 +110,9 @@ class HAClient:
         self._address_changed = asyncio.Event()
         #: controller mode: bytes sent before the first report (broker id and expected epoch)
         self.handshake = b""
+        #: controller mode: called with the master's confirm offset whenever a confirm frame raised it
+        self.on_confirm: Callable[[int], None] | None = None
+        self.master_confirm = -1  # the highest confirm offset a master sent (-1: none yet)
 
     @property
     def readable(self) -> bool:
@@ -191,7 +196,9 @@ class HAClient:
         if self.handshake:
             writer.write(self.handshake)
         self._report(writer)
-        decoder = TransferDecoder(max_size=max_transfer_size(self.batch_size))
+        decoder = TransferDecoder(
+            max_size=max_transfer_size(self.batch_size), confirm_frames=bool(self.handshake)
+        )
         aligner: RecordAligner | None = None
         self._last_read = time.monotonic()
         # the timers run beside the reads: a timeout per read (asyncio.wait_for) costs a task each
@@ -212,6 +219,10 @@ class HAClient:
                 self._last_read = time.monotonic()
                 self.last_read_ms = int(time.time() * 1000)
                 transfers = decoder.feed(data)
+                if decoder.confirm_offset > self.master_confirm:
+                    self.master_confirm = decoder.confirm_offset
+                    if self.on_confirm is not None:
+                        self.on_confirm(self.master_confirm)
                 if transfers and aligner is None:
                     aligner = await self._first_transfer(transfers[0])
                 if aligner is not None and self._append(aligner, transfers):

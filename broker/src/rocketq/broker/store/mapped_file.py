@@ -33,6 +33,7 @@ class MappedFile:
     """A segment file and its shared mapping."""
 
     __slots__ = (
+        "_closed",
         "_fd",
         "_mm",
         "_view",
@@ -60,6 +61,7 @@ class MappedFile:
         self.file_from_offset = int(self.file_name) if file_from_offset is None else file_from_offset
         self.wrote_position = 0
         self.flushed_position = 0
+        self._closed = False
         exists = os.path.exists(path)
         try:
             self._fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
@@ -136,14 +138,19 @@ class MappedFile:
         if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
             return False
         start = flushed - flushed % OS_PAGE_SIZE
+        fd = self._fd
         try:
-            if self._fd >= 0:
+            if self._closed:
+                return False
+            if fd >= 0:
                 # fdatasync releases the GIL (mmap.flush's msync does not) and covers pages
                 # dirtied through the mapping and through pwrite alike.
-                os.fdatasync(self._fd)
+                os.fdatasync(fd)
             else:
                 self._mm.flush(start, wrote - start)
         except (OSError, ValueError) as exc:
+            if self._closed:  # closed meanwhile (a truncation or expiry deleted it): nothing to flush
+                return False
             raise StoreIOError(f"msync failed on {self.path}: {exc}") from exc
         self.flushed_position = wrote
         self.last_modified_ms = int(time.time() * 1000)
@@ -182,7 +189,9 @@ class MappedFile:
         self.flushed_position = pos
 
     def close(self) -> None:
-        """Unmap and close; if readers still hold views the map is left to the garbage collector."""
+        """Unmap and close; if readers still hold views the map is left to the garbage collector.
+        A flush racing with it (another thread) returns without flushing instead of failing."""
+        self._closed = True
         try:
             self._view.release()
             self._mm.close()
