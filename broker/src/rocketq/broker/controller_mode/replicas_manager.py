@@ -273,6 +273,13 @@ class ReplicasManager:
                     info.master_epoch,
                     exc,
                 )
+            except Exception:  # a bug must not leave the broker silently without a role for good
+                log.exception(
+                    "unexpected error switching to follow master %s (epoch %d); retrying at the next "
+                    "replica info",
+                    info.master_address,
+                    info.master_epoch,
+                )
 
     def _confirmed(self, info: ReplicaInfo) -> None:
         if self.tracker.approved(info.sync_state_set, info.sync_state_set_epoch):
