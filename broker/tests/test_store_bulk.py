@@ -23,7 +23,13 @@ from rocketq.broker.store import record_batch
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.index_file import IndexFile
 from rocketq.broker.store.message_store import MessageBatchToStore, MessageStore, MessageToStore
-from rocketq.broker.store.props_scan import index_key_hashes, scan_properties, segment_hashes
+from rocketq.broker.store.props_scan import (
+    PropsColumn,
+    index_key_hashes,
+    join_properties,
+    scan_properties,
+    segment_hashes,
+)
 from rocketq.broker.store.record_batch import PreparedBatch, prepare_batch
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.remoting.javahash import index_key_hash, java_string_hash, tags_hash_code
@@ -203,6 +209,30 @@ def test_property_scan_matches_decode_properties(data: st.DataObject, n: int, to
     prefix = np.full(len(key_hashes), java_string_hash(topic + "#") & 0xFFFFFFFF, dtype=np.int64)
     full = index_key_hashes(prefix, key_hashes, key_lens) if len(key_hashes) else key_hashes
     assert list(zip(key_recs.tolist(), full.tolist(), strict=True)) == want_keys
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), n=st.integers(1, 30), uniform=st.booleans(), gap=st.integers(0, 40))
+def test_property_props_column_joins_like_slices(
+    data: st.DataObject, n: int, uniform: bool, gap: int
+) -> None:
+    """A PropsColumn over a buffer (the records' properties between other bytes, as in replicated
+    CommitLog bytes) joins, indexes and scans exactly like the list of its slices: the strided
+    copy of equal-length runs and the per-record slices of the others."""
+    first = raw_properties(data.draw)
+    props = [first if uniform else raw_properties(data.draw) for _ in range(n)]
+    filler = data.draw(st.binary(min_size=gap, max_size=gap))
+    buf, starts = bytearray(filler), []
+    for p in props:
+        starts.append(len(buf))
+        buf += p + filler  # a fixed stride when uniform
+    lens = np.array([len(p) for p in props], dtype=np.int64)
+    column = PropsColumn(bytes(buf), np.array(starts, dtype=np.int64), lens)
+    assert column.joined() == b"\x02".join(props)
+    assert list(column) == props and column[1:3] == props[1:3]
+    assert join_properties([column, props[:2]]) == b"\x02".join([*props, *props[:2]])
+    for got, want in zip(scan_properties(column, lens), scan_properties(props, lens), strict=True):
+        assert got.tolist() == want.tolist()
 
 
 @given(

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, UNSCANNED_TOPICS, DispatchHint
-from rocketq.broker.store.props_scan import Buffer
+from rocketq.broker.store.props_scan import Buffer, PropsColumn
 from rocketq.client.remoting.record_layout import (
     HOST_KIND_SHIFT,
     IPV4_HEADER_SIZE,
@@ -101,15 +101,14 @@ def replica_hints(data: Buffer, base: int, starts: Sequence[int]) -> list[Dispat
         | _topic_changes(data, t_start, np.where(ok, t_len, 0))
     )
     runs = itertools.pairwise([*np.flatnonzero(cut).tolist(), len(s)])
-    p_from, p_to = p_start.tolist(), (p_start + p_len).tolist()
     names: dict[bytes, str | None] = {}
     hints: list[DispatchHint] = []
     for i0, i1 in runs:
         topic = _topic(names, bytes(data[t_start[i0] : t_start[i0] + t_len[i0]])) if ok[i0] else None
         if topic is None or topic in _NO_HINT:
             continue
-        # slices of ``data`` (bytes: small copies, cheaper to make than memoryviews and to join)
-        props = [data[a:b] for a, b in zip(p_from[i0:i1], p_to[i0:i1], strict=True)]
+        # a column over ``data``: dispatch gathers them all with one numpy gather
+        props = PropsColumn(data, p_start[i0:i1], p_len[i0:i1])
         hints.append(
             DispatchHint(
                 base=base + int(s[i0]),

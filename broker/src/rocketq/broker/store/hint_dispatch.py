@@ -6,7 +6,7 @@ per round instead of once per batch.
 
 Theory of operation.  For the records of all hints the group builds per-record columns (physical
 offset, size, store time, topic prefix hash), extracts tags codes and index keys from the raw
-properties of all records with one :func:`.props_scan.scan_properties` call (unless the appender
+properties of all records with one :func:`.props_scan.scan_joined` call (unless the appender
 handed them over), writes one ConsumeQueue run per hint from a single structured array, and hands
 the index one vectorised insert in CommitLog order.  Fewer than ``BULK_MIN_RECORDS`` records take a
 scalar path (``decode_properties`` per record) with the same results: it is cheaper for a lone
@@ -25,7 +25,7 @@ from rocketq.broker.store.commit_log import DispatchHint
 from rocketq.broker.store.config import CQ_UNIT_SIZE
 from rocketq.broker.store.consume_queue import CQ_DTYPE, UNIT, ConsumeQueue
 from rocketq.broker.store.index_file import IndexService, bulk_index_key_hash
-from rocketq.broker.store.props_scan import index_key_hashes, scan_properties
+from rocketq.broker.store.props_scan import index_key_hashes, join_properties, scan_joined
 from rocketq.client.remoting.javahash import index_key_hash, java_string_hash, tags_hash_code
 from rocketq.client.remoting.properties import decode_properties, split_keys
 
@@ -129,16 +129,14 @@ def _dispatch_bulk(
     ]
     key_parts: list[tuple[I64, I64]] = []  # (group record of each key, its index hash)
     if scanned:
-        props: list[bytes | bytearray | memoryview] = []
-        for k in scanned:
-            props.extend(hints[k].properties)
+        body = join_properties([hints[k].properties for k in scanned])
         lens = np.concatenate([np.asarray(hints[k].plen, dtype=np.int64) for k in scanned])
         rec_map = (
             np.concatenate([np.arange(first[k], first[k] + counts[k]) for k in scanned])
             if len(scanned) < len(hints)
             else None
         )
-        s_tags, k_hash, k_len, k_rec = scan_properties(props, lens, index is not None)
+        s_tags, k_hash, k_len, k_rec = scan_joined(body, lens, index is not None)
         tags[rec_map if rec_map is not None else slice(None)] = s_tags
         if len(k_hash):
             rec = rec_map[k_rec] if rec_map is not None else k_rec

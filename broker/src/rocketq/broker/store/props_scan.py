@@ -145,8 +145,56 @@ def _matching(
     return out
 
 
+class PropsColumn(Sequence[bytes]):
+    """The properties of consecutive records of one buffer, as a column: record ``i``'s are
+    ``data[starts[i] : starts[i] + lens[i]]``.  A slave's dispatch hints carry their properties
+    so (ha/replica_hints.py): :meth:`joined` gathers them for :func:`scan_properties` with one
+    numpy gather instead of a bytes slice per record."""
+
+    __slots__ = ("data", "lens", "starts")
+
+    def __init__(self, data: Buffer, starts: I64, lens: I64) -> None:
+        self.data, self.starts, self.lens = data, starts, lens
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        a = int(self.starts[i])
+        return bytes(self.data[a : a + int(self.lens[i])])
+
+    def joined(self) -> bytes:
+        """``PROPERTY_SEPARATOR.join(self)``.
+
+        The usual run (a batch of equal messages) has properties of one length at a fixed
+        stride: they are copied as the rows of a strided view, with the separators as one more
+        column.  Other runs are sliced record by record."""
+        n, starts, lens = len(self.starts), self.starts, self.lens
+        if n == 0:
+            return b""
+        width, stride = int(lens[0]), int(starts[1] - starts[0]) if n > 1 else 0
+        if n > 1 and stride >= width and (lens == width).all() and (np.diff(starts) == stride).all():
+            rows = np.ndarray(
+                (n, width), dtype=np.uint8, buffer=self.data, offset=int(starts[0]), strides=(stride, 1)
+            )
+            out = np.empty((n, width + 1), dtype=np.uint8)
+            out[:, :width] = rows
+            out[:, width] = _PS_CODE
+            return out.tobytes()[:-1]
+        data = self.data
+        ends = (starts + lens).tolist()
+        return _PS.join([data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)])
+
+
+def join_properties(parts: Sequence[Sequence[Buffer]]) -> bytes:
+    """``PROPERTY_SEPARATOR.join`` of the records of all ``parts``, in order."""
+    return _PS.join(p.joined() if isinstance(p, PropsColumn) else _PS.join(p) for p in parts if len(p))
+
+
 def scan_properties(
-    props: Sequence[Buffer], lens: I64, index_enabled: bool = True
+    props: Sequence[Buffer] | PropsColumn, lens: I64, index_enabled: bool = True
 ) -> tuple[I64, I64, I64, I64]:
     """``(tags_codes[n], key_hashes[m], key_lengths[m], key_records[m])`` for the properties of many records.
 
@@ -155,10 +203,14 @@ def scan_properties(
     alone (unsigned 32-bit) and ``key_lengths`` their length in UTF-16 units: combine them with the
     topic prefix with :func:`index_key_hashes`.
     """
-    n = len(props)
-    tags_codes = np.zeros(n, dtype=np.int64)
+    return scan_joined(join_properties([props]) if len(props) else b"", lens, index_enabled)
+
+
+def scan_joined(body: bytes, lens: I64, index_enabled: bool = True) -> tuple[I64, I64, I64, I64]:
+    """:func:`scan_properties` of records whose properties are already joined (:func:`join_properties`);
+    ``lens`` holds the length of each record's properties."""
+    tags_codes = np.zeros(len(lens), dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
-    body = _PS.join(props)
     if _NV not in body:
         return tags_codes, empty, empty, empty
     joined = b"".join((_ZERO_PAD, body, _ZERO_PAD[:8]))  # trailing pad: 8-byte word reads stay in bounds
