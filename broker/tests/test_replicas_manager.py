@@ -115,3 +115,13 @@ def test_an_unexpected_error_in_a_role_switch_is_logged_and_retried(
     assert len(calls) == 2
     assert "unexpected error switching to follow master 127.0.0.1:2 (epoch 3)" in caplog.text
     assert "RuntimeError: a bug" in caplog.text
+
+
+def test_a_deposed_master_sends_no_confirm_offset(store: MessageStore, tmp_path: Path) -> None:
+    ends = _put(store, 3)
+    rm = _manager(store, tmp_path)
+    rm.is_master = True
+    assert rm._ha_confirm() == rm.confirm_offset == ends[-1]  # alone in its SyncStateSet: all of it
+    rm.is_master = False  # stepping down: its writers may still run once
+    assert rm._ha_confirm() == -1
+    assert rm.confirm_offset == ends[-1]  # what the controller heartbeat reports off master

@@ -312,9 +312,7 @@ class ReplicasManager:
         self.epoch_file.append(info.master_epoch, max_offset)
         self._confirm_floor, self._last_confirm = max_offset, -1
         self.master_epoch = info.master_epoch
-        port = await self.replication.start_master(
-            self._read_handshake, self._on_ack, lambda: self.confirm_offset
-        )
+        port = await self.replication.start_master(self._read_handshake, self._on_ack, self._ha_confirm)
         self.tracker.reset(info.sync_state_set, info.sync_state_set_epoch, _now_ms())
         self.master_broker_id, self.master_addr = self.broker_id, self._broker_addr()
         self.is_master, self.role_known = True, True
@@ -404,6 +402,12 @@ class ReplicasManager:
             return self._stepdown_limit
         limit = max(self._slave_confirm, self._slave_floor)
         return limit if limit < self.store.max_phy_offset else None
+
+    def _ha_confirm(self) -> int:
+        """The confirm offset the HA service sends its slaves; -1 (none) once no longer master: a
+        deposed master's writers may run once more before they stop, and its max offset (what
+        :attr:`confirm_offset` answers off master) must never reach a slave as confirmed."""
+        return self.confirm_offset if self.is_master else -1
 
     def _on_master_confirm(self, offset: int) -> None:
         """A slave's HA client got a higher confirm offset: wake the pulls parked below it."""
