@@ -156,6 +156,8 @@ class HAClient:
                     addr,
                     exc,
                 )
+            except Exception:  # a bug must not stop replication for good: log it, reconnect
+                log.exception("replication from master %s failed unexpectedly; reconnecting", addr)
             finally:
                 self.connected = False
             if not restart:
