@@ -152,3 +152,56 @@ def test_an_unexpected_error_ends_the_session_not_replication(
     with caplog.at_level(logging.ERROR):
         asyncio.run(main())
     assert "replication from master" in caplog.text and "a bug in a confirm listener" in caplog.text
+
+
+def test_a_bug_in_a_masters_writer_is_logged_and_the_slave_reconnects(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        with small_store(tmp_path / "m") as m, small_store(tmp_path / "s") as s:
+            first = _put(m)
+            service = HAService(
+                m,
+                host="127.0.0.1",
+                port=0,
+                batch_size=4096,
+                heartbeat_interval_s=0.2,
+                housekeeping_interval_s=5.0,
+                max_gap_not_in_sync=1 << 20,
+            )
+
+            async def handshake(reader: asyncio.StreamReader) -> int:
+                return decode_handshake(await reader.readexactly(HANDSHAKE_SIZE)).broker_id
+
+            calls: list[int] = []
+
+            def confirm() -> int:
+                calls.append(1)
+                if len(calls) == 1:
+                    raise RuntimeError("a bug in the confirm offset")
+                return m.max_phy_offset
+
+            service.handshake = handshake
+            service.confirm_offset = confirm
+            port = await service.start()
+            got: list[int] = []
+            client = HAClient(
+                s,
+                master_address=f"127.0.0.1:{port}",
+                batch_size=4096,
+                heartbeat_interval_s=0.2,
+                housekeeping_interval_s=5.0,
+                truncate_divergent=True,
+            )
+            client.handshake = encode_handshake(2, 1)
+            client.on_confirm = got.append
+            client.start()
+            try:
+                await _until(lambda: s.max_phy_offset == first and got == [first], "the next session")
+            finally:
+                await client.stop()
+                await service.stop()
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(main())
+    assert "failed unexpectedly" in caplog.text and "a bug in the confirm offset" in caplog.text

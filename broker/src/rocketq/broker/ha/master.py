@@ -234,7 +234,10 @@ class HAService:
             asyncio.create_task(self._write(conn, writer)),
         ]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:  # the reader and writer log what they expect; a bug must not pass silently
+                if not t.cancelled() and t.exception() is not None:
+                    log.error("HA connection to %s failed unexpectedly", conn.addr, exc_info=t.exception())
         finally:
             for t in tasks:
                 t.cancel()
