@@ -1,13 +1,14 @@
 """Controller mode's confirm frames over real sockets: the master's HA writers send its confirm
 offset whenever it advanced, the slave's HA client hands each higher one to ``on_confirm`` while
-it replicates as usual."""
+it replicates as usual; a bug on either side ends the session, is logged, and replication goes on."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -15,22 +16,8 @@ import pytest
 from rocketq.broker.controller_mode.handshake import HANDSHAKE_SIZE, decode_handshake, encode_handshake
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.slave import HAClient
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
-from rocketq.broker.testing import small_store
-
-
-def _put(store: MessageStore) -> int:
-    msg = MessageToStore(
-        topic="T",
-        queue_id=0,
-        body=b"x" * 100,
-        properties={},
-        born_timestamp=1,
-        born_host=("127.0.0.1", 1),
-        store_host=("127.0.0.1", 2),
-    )
-    assert store.put_message(msg).status.is_ok
-    return store.max_phy_offset
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.testing import put_test_message, small_store
 
 
 async def _until(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
@@ -41,61 +28,68 @@ async def _until(check: Callable[[], bool], what: str, timeout_s: float = 20.0) 
         await asyncio.sleep(0.02)
 
 
+async def _handshake(reader: asyncio.StreamReader) -> int:
+    return decode_handshake(await reader.readexactly(HANDSHAKE_SIZE)).broker_id
+
+
+@contextlib.asynccontextmanager
+async def _group(
+    m: MessageStore, s: MessageStore, confirm: Callable[[], int], on_confirm: Callable[[int], None]
+) -> AsyncIterator[HAService]:
+    """A controller-mode master HA service on ``m`` and a slave HA client on ``s`` following it."""
+    service = HAService(
+        m,
+        host="127.0.0.1",
+        port=0,
+        batch_size=4096,
+        heartbeat_interval_s=0.2,
+        housekeeping_interval_s=5.0,
+        max_gap_not_in_sync=1 << 20,
+    )
+    service.handshake = _handshake
+    service.confirm_offset = confirm
+    port = await service.start()
+    client = HAClient(
+        s,
+        master_address=f"127.0.0.1:{port}",
+        batch_size=4096,
+        heartbeat_interval_s=0.2,
+        housekeeping_interval_s=5.0,
+        truncate_divergent=True,
+    )
+    client.handshake = encode_handshake(2, 1)
+    client.on_confirm = on_confirm
+    client.start()
+    try:
+        yield service
+    finally:
+        await client.stop()
+        await service.stop()
+
+
 def test_the_slave_learns_each_higher_confirm_offset(tmp_path: Path) -> None:
     async def main() -> None:
         with small_store(tmp_path / "m") as m, small_store(tmp_path / "s") as s:
-            first = _put(m)
-            second = _put(m)
+            first, second = put_test_message(m), put_test_message(m)
             confirm = [first]
-            service = HAService(
-                m,
-                host="127.0.0.1",
-                port=0,
-                batch_size=4096,
-                heartbeat_interval_s=0.2,
-                housekeeping_interval_s=5.0,
-                max_gap_not_in_sync=1 << 20,
-            )
-
-            async def handshake(reader: asyncio.StreamReader) -> int:
-                return decode_handshake(await reader.readexactly(HANDSHAKE_SIZE)).broker_id
-
-            service.handshake = handshake
-            service.confirm_offset = lambda: confirm[0]
-            port = await service.start()
             got: list[int] = []
-            client = HAClient(
-                s,
-                master_address=f"127.0.0.1:{port}",
-                batch_size=4096,
-                heartbeat_interval_s=0.2,
-                housekeeping_interval_s=5.0,
-                truncate_divergent=True,
-            )
-            client.handshake = encode_handshake(2, 1)
-            client.on_confirm = got.append
-            client.start()
-            try:
+            async with _group(m, s, lambda: confirm[0], got.append) as service:
                 await _until(lambda: s.max_phy_offset == second and got == [first], "replication + confirm")
                 confirm[0] = second  # the SyncStateSet acknowledged the rest
                 service.wakeup()
                 await _until(lambda: got == [first, second], "the higher confirm offset")
-                third = _put(m)
+                third = put_test_message(m)
                 service.wakeup()
                 await _until(lambda: s.max_phy_offset == third, "the next append")
                 assert got == [first, second]  # unchanged confirm offsets are not sent again
-                view = m.commit_log.segment_tail(0)
-                assert view is not None
-                tail = s.commit_log.segment_tail(0)
-                assert tail is not None and bytes(tail[2][:third]) == bytes(view[2][:third])
-            finally:
-                await client.stop()
-                await service.stop()
+                mine, theirs = s.commit_log.segment_tail(0), m.commit_log.segment_tail(0)
+                assert mine is not None and theirs is not None
+                assert bytes(mine[2][:third]) == bytes(theirs[2][:third])
 
     asyncio.run(main())
 
 
-def test_an_unexpected_error_ends_the_session_not_replication(
+def test_an_unexpected_error_on_the_slave_ends_the_session_not_replication(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bug in the session (here: the confirm listener raises once) is logged with its traceback;
@@ -103,23 +97,7 @@ def test_an_unexpected_error_ends_the_session_not_replication(
 
     async def main() -> None:
         with small_store(tmp_path / "m") as m, small_store(tmp_path / "s") as s:
-            first = _put(m)
-            service = HAService(
-                m,
-                host="127.0.0.1",
-                port=0,
-                batch_size=4096,
-                heartbeat_interval_s=0.2,
-                housekeeping_interval_s=5.0,
-                max_gap_not_in_sync=1 << 20,
-            )
-
-            async def handshake(reader: asyncio.StreamReader) -> int:
-                return decode_handshake(await reader.readexactly(HANDSHAKE_SIZE)).broker_id
-
-            service.handshake = handshake
-            service.confirm_offset = lambda: m.max_phy_offset
-            port = await service.start()
+            first = put_test_message(m)
             got: list[int] = []
 
             def listener(offset: int) -> None:
@@ -127,27 +105,13 @@ def test_an_unexpected_error_ends_the_session_not_replication(
                 if len(got) == 1:
                     raise RuntimeError("a bug in a confirm listener")
 
-            client = HAClient(
-                s,
-                master_address=f"127.0.0.1:{port}",
-                batch_size=4096,
-                heartbeat_interval_s=0.2,
-                housekeeping_interval_s=5.0,
-                truncate_divergent=True,
-            )
-            client.handshake = encode_handshake(2, 1)
-            client.on_confirm = listener
-            client.start()
-            try:
+            async with _group(m, s, lambda: m.max_phy_offset, listener) as service:
                 await _until(lambda: len(got) == 1, "the failing listener")
-                second = _put(m)
+                second = put_test_message(m)
                 service.wakeup()
                 await _until(
                     lambda: s.max_phy_offset == second and got == [first, second], "replication to go on"
                 )
-            finally:
-                await client.stop()
-                await service.stop()
 
     with caplog.at_level(logging.ERROR):
         asyncio.run(main())
@@ -159,20 +123,7 @@ def test_a_bug_in_a_masters_writer_is_logged_and_the_slave_reconnects(
 ) -> None:
     async def main() -> None:
         with small_store(tmp_path / "m") as m, small_store(tmp_path / "s") as s:
-            first = _put(m)
-            service = HAService(
-                m,
-                host="127.0.0.1",
-                port=0,
-                batch_size=4096,
-                heartbeat_interval_s=0.2,
-                housekeeping_interval_s=5.0,
-                max_gap_not_in_sync=1 << 20,
-            )
-
-            async def handshake(reader: asyncio.StreamReader) -> int:
-                return decode_handshake(await reader.readexactly(HANDSHAKE_SIZE)).broker_id
-
+            first = put_test_message(m)
             calls: list[int] = []
 
             def confirm() -> int:
@@ -181,26 +132,9 @@ def test_a_bug_in_a_masters_writer_is_logged_and_the_slave_reconnects(
                     raise RuntimeError("a bug in the confirm offset")
                 return m.max_phy_offset
 
-            service.handshake = handshake
-            service.confirm_offset = confirm
-            port = await service.start()
             got: list[int] = []
-            client = HAClient(
-                s,
-                master_address=f"127.0.0.1:{port}",
-                batch_size=4096,
-                heartbeat_interval_s=0.2,
-                housekeeping_interval_s=5.0,
-                truncate_divergent=True,
-            )
-            client.handshake = encode_handshake(2, 1)
-            client.on_confirm = got.append
-            client.start()
-            try:
+            async with _group(m, s, confirm, got.append):
                 await _until(lambda: s.max_phy_offset == first and got == [first], "the next session")
-            finally:
-                await client.stop()
-                await service.stop()
 
     with caplog.at_level(logging.ERROR):
         asyncio.run(main())

@@ -14,25 +14,10 @@ from rocketq.broker.ha import master
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import OFFSET_REPORT, TRANSFER_HEADER, encode_report
 from rocketq.broker.ha.slave import HAClient
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
-from rocketq.broker.testing import small_store
+from rocketq.broker.testing import put_test_message, small_store
 
 HEARTBEAT_S = 0.1
 HOUSEKEEPING_S = 0.5
-
-
-def _put(store: MessageStore) -> int:
-    msg = MessageToStore(
-        topic="T",
-        queue_id=0,
-        body=b"x" * 100,
-        properties={},
-        born_timestamp=1,
-        born_host=("127.0.0.1", 1),
-        store_host=("127.0.0.1", 2),
-    )
-    assert store.put_message(msg).status.is_ok
-    return store.max_phy_offset
 
 
 def test_slave_reports_while_idle_and_leaves_a_silent_master(tmp_path: Path) -> None:
@@ -106,7 +91,7 @@ def test_master_drops_a_silent_slave_and_wakes_on_append(
                 # the master answers the first report with a heartbeat (size 0)
                 header = await asyncio.wait_for(reader.readexactly(TRANSFER_HEADER.size), 5)
                 assert TRANSFER_HEADER.unpack(header) == (0, 0)
-                end = _put(store)
+                end = put_test_message(store)
                 service.wakeup()
                 try:
                     header = await asyncio.wait_for(reader.readexactly(TRANSFER_HEADER.size), 5)

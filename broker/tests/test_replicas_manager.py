@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from rocketq.broker.config import load_broker_config
 from rocketq.broker.controller_mode.controller_requests import ReplicaInfo
 from rocketq.broker.controller_mode.replicas_manager import ReplicasManager
 from rocketq.broker.ha.replication import Replication
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
-from rocketq.broker.store.status import PutMessageStatus
-from rocketq.broker.testing import small_store
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.testing import put_test_message, small_store
 from rocketq.client.transport.aio import RemotingClient
 
 
@@ -53,22 +51,8 @@ def _manager(store: MessageStore, tmp_path: Path) -> ReplicasManager:
 
 
 def _put(store: MessageStore, n: int) -> list[int]:
-    ends = []
-    for i in range(n):
-        result = store.put_message(
-            MessageToStore(
-                topic="T",
-                queue_id=0,
-                body=f"m{i}".encode(),
-                properties={},
-                born_timestamp=int(time.time() * 1000),
-                born_host=("10.0.0.2", 5555),
-                store_host=("127.0.0.1", 10911),
-            )
-        )
-        assert result.status is PutMessageStatus.PUT_OK and result.append_result is not None
-        ends.append(result.append_result.wrote_offset + result.append_result.wrote_bytes)
-    return ends
+    """Put ``n`` messages; the CommitLog offset each record ends at."""
+    return [put_test_message(store, body=f"m{i}".encode()) for i in range(n)]
 
 
 def test_a_slave_reads_up_to_the_confirm_offset_its_master_sent(store: MessageStore, tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.message_store import MessageStore, MessageToStore
 from rocketq.client.transport.aio import RemotingClient
 
-__all__ = ["SMALL_STORE_CONF", "Scenario", "run_broker", "small_store"]
+__all__ = ["SMALL_STORE_CONF", "Scenario", "put_test_message", "run_broker", "small_store"]
 
 Scenario = Callable[[BrokerController, RemotingClient, str], Awaitable[None]]
 
@@ -47,6 +47,21 @@ def small_store(root: Path) -> MessageStore:
             max_index_num=400,
         )
     )
+
+
+def put_test_message(store: MessageStore, topic: str = "T", body: bytes = b"x" * 100) -> int:
+    """Put one message on queue 0 of ``topic``; returns the store's new max offset."""
+    msg = MessageToStore(
+        topic=topic,
+        queue_id=0,
+        body=body,
+        properties={},
+        born_timestamp=1,
+        born_host=("127.0.0.1", 1),
+        store_host=("127.0.0.1", 2),
+    )
+    assert store.put_message(msg).status.is_ok
+    return store.max_phy_offset
 
 
 def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
