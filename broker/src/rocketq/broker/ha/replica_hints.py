@@ -107,7 +107,7 @@ def replica_hints(data: Buffer, base: int, starts: Sequence[int]) -> list[Dispat
         topic = _topic(names, bytes(data[t_start[i0] : t_start[i0] + t_len[i0]])) if ok[i0] else None
         if topic is None or topic in _NO_HINT:
             continue
-        # a column over ``data``: dispatch gathers them all with one numpy gather
+        # a column over ``data`` (no slice per record): dispatch joins a run with one strided copy
         props = PropsColumn(data, p_start[i0:i1], p_len[i0:i1])
         hints.append(
             DispatchHint(

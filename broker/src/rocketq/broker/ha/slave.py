@@ -20,8 +20,9 @@ bytes up to its max offset, and the store's normal dispatch builds ConsumeQueues
 (from :mod:`.replica_hints`, as cheaply as on the master).
 A lost connection, a master restart or ``haHousekeepingInterval`` of silence from the master ends
 the session; the next one starts again from the slave's (whole-record) max offset, so nothing is
-lost or duplicated.  Reconnects back off from 0.1 s to 5 s.  In controller mode the master's confirm frames
-(protocol.py) go to :attr:`HAClient.on_confirm`: the slave serves reads only up to them.
+lost or duplicated.  Reconnects back off from 0.1 s to 5 s.  In controller mode the master's
+confirm frames (protocol.py) go to :attr:`HAClient.on_confirm`: the slave serves reads only up
+to them.
 """
 
 from __future__ import annotations
