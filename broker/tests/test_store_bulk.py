@@ -211,7 +211,7 @@ def test_property_scan_matches_decode_properties(data: st.DataObject, n: int, to
     assert list(zip(key_recs.tolist(), full.tolist(), strict=True)) == want_keys
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(data=st.data(), n=st.integers(1, 30), uniform=st.booleans(), gap=st.integers(0, 40))
 def test_property_props_column_joins_like_slices(
     data: st.DataObject, n: int, uniform: bool, gap: int
