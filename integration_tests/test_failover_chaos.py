@@ -567,13 +567,14 @@ def test_unconfirmed_messages_are_not_readable(cluster: Cluster) -> None:
         assert result.send_status is not SendStatus.SEND_OK, result
         mq = result.message_queue
         assert mq.broker_name == BROKER
-        master_max = int(c.status(addr).get("masterCommitLogMaxOffset", 0))
-        wait_for(
-            lambda: (
-                int((c.status(running).get("haClientRuntimeInfo") or {}).get("maxOffset", 0)) >= master_max
-            ),
-            "the running slave to hold the unacknowledged message",
-        )
+        with Admin(c.namesrv.addr) as admin:
+            master_max = admin.ha_status(addr).master_commit_log_max_offset
+
+            def holds_it() -> bool:
+                replica = admin.ha_status(running).client
+                return replica is not None and replica.max_offset >= master_max
+
+            wait_for(holds_it, "the running slave to hold the unacknowledged message")
         for a in (addr, running):
             pulled = c.api.pull_message(a, pull_header(mq.queue_id, result.queue_offset), 3000)
             assert pulled.status is not PullStatus.FOUND, (a, pulled.messages)

@@ -130,8 +130,7 @@ class ReplicasManager:
         # a slave's reads: up to the last confirm offset its master sent, or at least up to the
         # start of the epoch it follows (the new master's log up to there is the truth)
         self._slave_confirm = -1
-        entry = self.epoch_file.last_entry()
-        self._slave_floor = entry.start_offset if entry is not None else 0
+        self._slave_floor = self._epoch_start()
         self._last_confirm = -1
         #: called on the loop when the confirm offset advances (wakes parked pulls)
         self.confirm_listeners: list[Callable[[], None]] = []
@@ -344,8 +343,7 @@ class ReplicasManager:
         ha_addr = await prepare_slave(
             self._client, self.store, self.epoch_file, info.master_address, info.master_epoch
         )
-        entry = self.epoch_file.last_entry()  # the new master's epochs, copied by prepare_slave
-        self._slave_floor = entry.start_offset if entry is not None else 0
+        self._slave_floor = self._epoch_start()  # of the new master's epochs, copied by prepare_slave
         await self.replication.start_slave(
             ha_addr, encode_handshake(self.broker_id, info.master_epoch), self._on_master_confirm
         )
@@ -403,6 +401,11 @@ class ReplicasManager:
         limit = max(self._slave_confirm, self._slave_floor)
         return limit if limit < self.store.max_phy_offset else None
 
+    def _epoch_start(self) -> int:
+        """Where the last epoch of the epoch file starts (0 without one)."""
+        entry = self.epoch_file.last_entry()
+        return entry.start_offset if entry is not None else 0
+
     def _ha_confirm(self) -> int:
         """The confirm offset the HA service sends its slaves; -1 (none) once no longer master: a
         deposed master's writers may run once more before they stop, and its max offset (what
@@ -431,8 +434,7 @@ class ReplicasManager:
     async def _check_sync_state_set(self) -> None:
         if not self.is_master or self._fenced_at is not None:
             return
-        entry = self.epoch_file.last_entry()
-        wanted = self.tracker.wanted(self.store.max_phy_offset, entry.start_offset if entry else 0, _now_ms())
+        wanted = self.tracker.wanted(self.store.max_phy_offset, self._epoch_start(), _now_ms())
         if wanted == self.tracker.members:
             return
         await self._alter(wanted)

@@ -350,12 +350,6 @@ class HAService:
                 sent = await self._send_some(conn, writer)
                 if sent < 0:
                     return
-                if self.confirm_offset is not None:
-                    confirm = self.confirm_offset()
-                    if confirm > conn.confirm_sent:
-                        writer.write(encode_confirm(confirm))
-                        conn.confirm_sent = confirm
-                        await writer.drain()
                 now = time.monotonic()
                 if sent:
                     last_write = now
@@ -371,8 +365,9 @@ class HAService:
             log.info("HA connection to %s lost: %s", conn.addr, exc)
 
     async def _send_some(self, conn: SlaveConnection, writer: asyncio.StreamWriter) -> int:
-        """Send the transfers there is data for, up to :data:`BURST_BYTES`, with one socket write:
-        their total size, 0 if none, -1 if the slave cannot be served."""
+        """Send the transfers there is data for, up to :data:`BURST_BYTES`, and in controller mode a
+        confirm frame if the confirm offset advanced, with one socket write: the transfers' total
+        size, 0 if none, -1 if the slave cannot be served."""
         store = self.store
         start = where = conn.transfer_from
         parts: list[bytes | memoryview] = []
@@ -394,6 +389,11 @@ class HAService:
                 break
             parts += (encode_transfer_header(where, len(view)), view)
             where += len(view)
+        if self.confirm_offset is not None:
+            confirm = self.confirm_offset()
+            if confirm > conn.confirm_sent:
+                parts.append(encode_confirm(confirm))
+                conn.confirm_sent = confirm
         if not parts:
             return 0
         writer.writelines(parts)

@@ -33,7 +33,6 @@ class MappedFile:
     """A segment file and its shared mapping."""
 
     __slots__ = (
-        "_closed",
         "_fd",
         "_mm",
         "_view",
@@ -61,7 +60,6 @@ class MappedFile:
         self.file_from_offset = int(self.file_name) if file_from_offset is None else file_from_offset
         self.wrote_position = 0
         self.flushed_position = 0
-        self._closed = False
         exists = os.path.exists(path)
         try:
             self._fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
@@ -137,19 +135,15 @@ class MappedFile:
             return False
         if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
             return False
-        start = flushed - flushed % OS_PAGE_SIZE
         fd = self._fd
+        if fd < 0:  # closed (a truncation or expiry deleted it): nothing to flush
+            return False
         try:
-            if self._closed:
-                return False
-            if fd >= 0:
-                # fdatasync releases the GIL (mmap.flush's msync does not) and covers pages
-                # dirtied through the mapping and through pwrite alike.
-                os.fdatasync(fd)
-            else:
-                self._mm.flush(start, wrote - start)
-        except (OSError, ValueError) as exc:
-            if self._closed:  # closed meanwhile (a truncation or expiry deleted it): nothing to flush
+            # fdatasync releases the GIL (mmap.flush's msync does not) and covers pages dirtied
+            # through the mapping and through pwrite alike.
+            os.fdatasync(fd)
+        except OSError as exc:
+            if self._fd < 0:  # closed meanwhile by another thread: nothing to flush
                 return False
             raise StoreIOError(f"msync failed on {self.path}: {exc}") from exc
         self.flushed_position = wrote
@@ -191,16 +185,15 @@ class MappedFile:
     def close(self) -> None:
         """Unmap and close; if readers still hold views the map is left to the garbage collector.
         A flush racing with it (another thread) returns without flushing instead of failing."""
-        self._closed = True
+        fd, self._fd = self._fd, -1  # first: a racing flush sees the file closed
         try:
             self._view.release()
             self._mm.close()
         except BufferError:
             log.debug("segment %s still has readers; unmapping deferred", self.path)
-        if self._fd >= 0:
+        if fd >= 0:
             with contextlib.suppress(OSError):
-                os.close(self._fd)
-        self._fd = -1
+                os.close(fd)
 
     def destroy(self) -> None:
         self.close()

@@ -20,7 +20,7 @@ functions, value by value.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -148,8 +148,8 @@ def _matching(
 class PropsColumn(Sequence[bytes]):
     """The properties of consecutive records of one buffer, as a column: record ``i``'s are
     ``data[starts[i] : starts[i] + lens[i]]``.  A slave's dispatch hints carry their properties
-    so (ha/replica_hints.py): :meth:`joined` gathers them for :func:`scan_properties` with one
-    numpy gather instead of a bytes slice per record."""
+    so (ha/replica_hints.py): :meth:`joined` copies a run of equal records for
+    :func:`scan_joined` with one strided copy instead of a bytes slice per record."""
 
     __slots__ = ("data", "lens", "starts")
 
@@ -159,7 +159,13 @@ class PropsColumn(Sequence[bytes]):
     def __len__(self) -> int:
         return len(self.starts)
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         a = int(self.starts[i])
@@ -203,7 +209,7 @@ def scan_properties(
     alone (unsigned 32-bit) and ``key_lengths`` their length in UTF-16 units: combine them with the
     topic prefix with :func:`index_key_hashes`.
     """
-    return scan_joined(join_properties([props]) if len(props) else b"", lens, index_enabled)
+    return scan_joined(join_properties([props]), lens, index_enabled)
 
 
 def scan_joined(body: bytes, lens: I64, index_enabled: bool = True) -> tuple[I64, I64, I64, I64]:
