@@ -315,8 +315,8 @@ def test_replica_hints_dispatch_like_record_decoding(tmp_path: Path, cut: int) -
 def test_replica_hints_leave_malformed_records_to_decoding(tmp_path: Path) -> None:
     with small_store(tmp_path / "m") as master:
         _mixed_load(master)
-        chunk = bytes(master.commit_log.view(0, 16 * 1024) or b"")
-    chunk, starts = RecordAligner(0, 64 * 1024).feed_records(chunk)
+        log = bytes(master.commit_log.view(0, 16 * 1024) or b"")
+    chunk, starts = RecordAligner(0, 64 * 1024).feed_records(log)
     hinted = sum(len(h.sizes) for h in replica_hints(chunk, 0, starts))
     assert hinted > 0
     rng = random.Random(7)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from rocketq.broker.store import commit_log as commit_log_module
@@ -27,7 +27,9 @@ from rocketq.broker.store.props_scan import (
     PropsColumn,
     index_key_hashes,
     join_properties,
+    scan_joined,
     scan_properties,
+    scan_uniform,
     segment_hashes,
 )
 from rocketq.broker.store.record_batch import PreparedBatch, prepare_batch
@@ -233,6 +235,78 @@ def test_property_props_column_joins_like_slices(
     assert join_properties([column, props[:2]]) == b"\x02".join([*props, *props[:2]])
     for got, want in zip(scan_properties(column, lens), scan_properties(props, lens), strict=True):
         assert got.tolist() == want.tolist()
+
+
+def _column(rows: list[bytes], gap: int) -> PropsColumn:
+    """A column over ``rows`` laid out at a fixed stride, ``gap`` filler bytes between them."""
+    buf, starts = bytearray(b"\xff" * gap), []
+    for r in rows:
+        starts.append(len(buf))
+        buf += r + b"\xfe" * gap
+    return PropsColumn(bytes(buf), np.array(starts, dtype=np.int64), np.array([len(r) for r in rows]))
+
+
+#: bytes a row may differ by: separators, a space, ASCII, non-ASCII (UTF-8 lead and follow bytes)
+_MUTATIONS = st.sampled_from([0x01, 0x02, 0x20, 0xC3, 0xA9, 0x00, *b"aZ7" * 4])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(1, 25),
+    gap=st.integers(0, 9),
+    index_enabled=st.booleans(),
+)
+def test_property_uniform_scan_matches_joined_scan(
+    data: st.DataObject, n: int, gap: int, index_enabled: bool
+) -> None:
+    """Rows of one layout that differ in a few bytes anywhere (inside values, keys or separators,
+    by separators, spaces or non-ASCII bytes): the uniform scan either declines or gives exactly
+    what the general scan gives."""
+    template = raw_properties(data.draw)
+    # mostly inside values (where the uniform scan applies), sometimes anywhere
+    inside = [p for p in range(len(template)) if b"\x01" in template[:p].rsplit(b"\x02", 1)[-1]]
+    anywhere = st.integers(0, len(template) - 1) if template else st.nothing()
+    where = st.one_of(st.sampled_from(inside), st.sampled_from(inside), anywhere) if inside else anywhere
+    rows = []
+    for _ in range(n):
+        row = bytearray(template)
+        if row:
+            for _ in range(data.draw(st.integers(0, 2))):
+                row[data.draw(where)] = data.draw(_MUTATIONS)
+        rows.append(bytes(row))
+    lens = np.array([len(r) for r in rows], dtype=np.int64)
+    got = scan_uniform(_column(rows, gap), index_enabled)
+    want = scan_joined(b"\x02".join(rows), lens, index_enabled)
+    event("uniform scan: " + ("declined" if got is None else "taken"))
+    if got is not None:
+        for g, w in zip(got, want, strict=True):
+            assert g.tolist() == w.tolist()
+
+
+def test_uniform_scan_takes_a_producers_batch() -> None:
+    """The batch of one producer (a TAGS, per-message KEYS of one length, a UNIQ_KEY counting up,
+    other properties) is scanned by the uniform path, with the results of decoding each record."""
+    rows = [
+        encode_properties(
+            {"TAGS": "TagA", "KEYS": f"order-{i:04d} shared", "WAIT": "true", "UNIQ_KEY": f"C0A8{i:028X}"}
+        ).encode()
+        for i in range(300)
+    ]
+    lens = np.array([len(r) for r in rows], dtype=np.int64)
+    got = scan_uniform(_column(rows, 17))
+    assert got is not None
+    tags, key_hashes, key_lens, key_recs = got
+    want_tags, want_keys = reference_dispatch_data(rows, "TopicA")
+    assert tags.tolist() == want_tags
+    prefix = np.full(len(key_hashes), java_string_hash("TopicA#") & 0xFFFFFFFF, dtype=np.int64)
+    full = index_key_hashes(prefix, key_hashes, key_lens)
+    assert list(zip(key_recs.tolist(), full.tolist(), strict=True)) == want_keys
+    for g, w in zip(got, scan_joined(b"\x02".join(rows), lens), strict=True):
+        assert g.tolist() == w.tolist()
+    # rows that are not one layout, or differ in a key, are left to the general scan
+    assert scan_uniform(_column([rows[0], rows[1] + b"x"], 3)) is None
+    assert scan_uniform(_column([rows[0], rows[1].replace(b"TAGS", b"TAGX")], 3)) is None
 
 
 @given(

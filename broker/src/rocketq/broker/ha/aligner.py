@@ -52,20 +52,22 @@ class RecordAligner:
 
     def feed(self, data: bytes | bytearray | memoryview) -> bytes:
         """Add ``data`` (the bytes at :attr:`received_end`); return the prefix to append now."""
-        return self.feed_records(data)[0]
+        chunk = self.feed_records(data)[0]
+        return chunk if isinstance(chunk, bytes) else bytes(chunk)
 
     def feed_records(
         self, data: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview
-    ) -> tuple[bytes, list[int]]:
+    ) -> tuple[bytes | memoryview, list[int]]:
         """:meth:`feed`, plus the positions in the returned bytes where its records start (blank
         fillers excluded).  ``more``: further bytes that follow ``data`` (the payloads of several
         transfers, without joining them first)."""
-        # nothing held back and one part: walk it in place (no copy in, none out if it ends on a
-        # record boundary)
+        # nothing held back: walk the parts in place, joined with one copy if there are several
+        # (none for one ``bytes``); the records are handed out as a view of them, only an
+        # incomplete tail is copied to be held back
         buf: bytes | bytearray = self._pending
-        direct = not buf and not more and isinstance(data, bytes)
-        if isinstance(data, bytes) and direct:
-            buf = data
+        direct = not buf
+        if direct:
+            buf = data if not more and isinstance(data, bytes) else b"".join((data, *more))
         else:
             self._pending += data
             for part in more:
@@ -106,14 +108,15 @@ class RecordAligner:
             starts.append(p)
             p += total
             seg_pos += total
+        out: bytes | memoryview
         if direct:
-            out = buf if p == len(buf) else buf[:p]
+            out = buf if isinstance(buf, bytes) and p == len(buf) else memoryview(buf)[:p]
             self._pending += memoryview(buf)[p:]
         else:
             out = bytes(buf[:p])
             del self._pending[:p]
         self.offset += p
-        return bytes(out), starts
+        return out, starts
 
 
 def _walk(buf: bytes | bytearray, p: int, seg_end: int, starts: list[int]) -> int:

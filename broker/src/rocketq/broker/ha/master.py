@@ -44,7 +44,8 @@ __all__ = ["HAService", "SlaveConnection"]
 
 log = logging.getLogger(__name__)
 
-#: How often an idle writer looks for data appended by threads that do not call :meth:`wakeup`.
+#: How often an idle writer looks for new data: an ASYNC_MASTER's puts and other appends do not call
+#: :meth:`wakeup` (only SYNC_MASTER puts, which wait for a slave, do; Java's writers wait 100 ms).
 POLL_INTERVAL_S = 0.02
 #: Transfers written per round with one socket write.  Every write releases the GIL, and getting it
 #: back while the dispatch thread runs costs more than the write itself: fewer, larger writes.

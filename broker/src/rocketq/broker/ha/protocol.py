@@ -157,7 +157,7 @@ class Transfer:
     """One master -> slave message: ``data`` belongs at CommitLog offset ``phy_offset``."""
 
     phy_offset: int
-    data: bytes
+    data: bytes | memoryview  # a view of the read it came in, when nothing was held back
 
     @property
     def is_heartbeat(self) -> bool:
@@ -187,13 +187,14 @@ class TransferDecoder:
         """Transfers completed by ``data``, in order; raises :class:`HAProtocolError` on garbage.
 
         With nothing held back from earlier reads (the usual case: the master writes whole
-        transfers) the transfers are cut from ``data`` itself, one copy each; only an incomplete
-        tail is kept for the next read.
+        transfers) the transfers are zero-copy views of ``data``; only an incomplete tail is
+        kept (copied) for the next read.
         """
         buf: bytes | bytearray = self._buf
         direct = not buf and isinstance(data, bytes)
+        view: memoryview | None = None
         if isinstance(data, bytes) and direct:
-            buf = data
+            buf, view = data, memoryview(data)
         else:
             self._buf += data
         out: list[Transfer] = []
@@ -219,7 +220,8 @@ class TransferDecoder:
                 pos += size
                 self._header = None
                 continue
-            out.append(Transfer(phy_offset, bytes(buf[pos : pos + size])))
+            part = view[pos : pos + size] if view is not None else bytes(buf[pos : pos + size])
+            out.append(Transfer(phy_offset, part))
             pos += size
             self._header = None
             self.next_offset = phy_offset + size

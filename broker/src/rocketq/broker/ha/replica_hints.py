@@ -103,12 +103,13 @@ def replica_hints(data: Buffer, base: int, starts: Sequence[int]) -> list[Dispat
     runs = itertools.pairwise([*np.flatnonzero(cut).tolist(), len(s)])
     names: dict[bytes, str | None] = {}
     hints: list[DispatchHint] = []
+    column = PropsColumn(data, p_start, p_len)  # the runs' columns are parts: scanned once
     for i0, i1 in runs:
         topic = _topic(names, bytes(data[t_start[i0] : t_start[i0] + t_len[i0]])) if ok[i0] else None
         if topic is None or topic in _NO_HINT:
             continue
         # a column over ``data`` (no slice per record): dispatch joins a run with one strided copy
-        props = PropsColumn(data, p_start[i0:i1], p_len[i0:i1])
+        props = column.part(i0, i1)
         hints.append(
             DispatchHint(
                 base=base + int(s[i0]),

@@ -25,7 +25,12 @@ from rocketq.broker.store.commit_log import DispatchHint
 from rocketq.broker.store.config import CQ_UNIT_SIZE
 from rocketq.broker.store.consume_queue import CQ_DTYPE, UNIT, ConsumeQueue
 from rocketq.broker.store.index_file import IndexService, bulk_index_key_hash
-from rocketq.broker.store.props_scan import index_key_hashes, join_properties, scan_joined
+from rocketq.broker.store.props_scan import (
+    PropsColumn,
+    index_key_hashes,
+    join_properties,
+    scan_joined,
+)
 from rocketq.client.remoting.javahash import index_key_hash, java_string_hash, tags_hash_code
 from rocketq.client.remoting.properties import decode_properties, split_keys
 
@@ -128,6 +133,7 @@ def _dispatch_bulk(
         k for k, h in enumerate(hints) if h.tags_codes is None or (index is not None and h.keys is None)
     ]
     key_parts: list[tuple[I64, I64]] = []  # (group record of each key, its index hash)
+    scanned = _scan_uniform_runs(hints, scanned, first, tags, index is not None, key_parts)
     if scanned:
         body = join_properties([hints[k].properties for k in scanned])
         lens = np.concatenate([np.asarray(hints[k].plen, dtype=np.int64) for k in scanned])
@@ -169,6 +175,33 @@ def _dispatch_bulk(
         )
     if index is not None and key_parts:
         _index(hints, counts, phys, key_parts, index)
+
+
+def _scan_uniform_runs(
+    hints: Sequence[DispatchHint],
+    scanned: list[int],
+    first: I64,
+    tags: I64,
+    index_enabled: bool,
+    key_parts: list[tuple[I64, I64]],
+) -> list[int]:
+    """Tags codes and index keys of the scanned hints whose properties are a column of one layout
+    (a replicated batch, :func:`.props_scan.scan_uniform`), written into ``tags`` and
+    ``key_parts``; returns the other scanned hints, for :func:`.props_scan.scan_joined`."""
+    rest = []
+    for k in scanned:
+        h = hints[k]
+        got = h.properties.uniform_scan(index_enabled) if isinstance(h.properties, PropsColumn) else None
+        if got is None:
+            rest.append(k)
+            continue
+        s_tags, k_hash, k_len, k_rec = got
+        r0 = int(first[k])
+        tags[r0 : r0 + len(s_tags)] = s_tags
+        if len(k_hash):
+            prefix = np.full(len(k_hash), java_string_hash(h.topic + "#") & 0xFFFFFFFF, dtype=np.int64)
+            key_parts.append((r0 + k_rec, index_key_hashes(prefix, k_hash, k_len)))
+    return rest
 
 
 def _given_keys(h: DispatchHint, first: int) -> tuple[I64, I64]:

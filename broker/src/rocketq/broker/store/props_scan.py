@@ -19,6 +19,7 @@ functions, value by value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -31,6 +32,8 @@ from rocketq.client.remoting.record_layout import NAME_VALUE_SEPARATOR, PROPERTY
 
 Buffer = bytes | bytearray | memoryview
 I64 = npt.NDArray[np.int64]
+#: what a scan finds: (tags codes per record, key hashes, key lengths, key records)
+Scan = tuple[I64, I64, I64, I64]
 
 _NV, _PS = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
 _NV_CODE, _PS_CODE = ord(NAME_VALUE_SEPARATOR), ord(PROPERTY_SEPARATOR)
@@ -151,10 +154,30 @@ class PropsColumn(Sequence[bytes]):
     so (ha/replica_hints.py): :meth:`joined` copies a run of equal records for
     :func:`scan_joined` with one strided copy instead of a bytes slice per record."""
 
-    __slots__ = ("data", "lens", "starts")
+    __slots__ = ("_at", "_parent", "_scans", "data", "lens", "starts")
 
     def __init__(self, data: Buffer, starts: I64, lens: I64) -> None:
         self.data, self.starts, self.lens = data, starts, lens
+        self._parent: PropsColumn | None = None
+        self._at = 0
+        self._scans: dict[bool, Scan | None] = {}
+
+    def part(self, i0: int, i1: int) -> PropsColumn:
+        """Records ``i0:i1`` of this column; their :func:`scan_uniform` is a slice of this
+        column's, when this column has one layout (a replicated chunk of one producer's batches,
+        cut into runs by queue: the chunk is scanned once)."""
+        out = PropsColumn(self.data, self.starts[i0:i1], self.lens[i0:i1])
+        out._parent, out._at = self, i0
+        return out
+
+    def uniform_scan(self, index_enabled: bool) -> Scan | None:
+        """:func:`scan_uniform` of this column (computed once)."""
+        if index_enabled not in self._scans:
+            if self._parent is not None and (whole := self._parent.uniform_scan(index_enabled)) is not None:
+                self._scans[index_enabled] = _slice_scan(whole, self._at, len(self))
+            else:
+                self._scans[index_enabled] = scan_uniform(self, index_enabled)
+        return self._scans[index_enabled]
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -171,23 +194,34 @@ class PropsColumn(Sequence[bytes]):
         a = int(self.starts[i])
         return bytes(self.data[a : a + int(self.lens[i])])
 
+    def rows(self) -> npt.NDArray[np.uint8] | None:
+        """The records' properties as the rows of one zero-copy strided view, when they have one
+        length at a fixed stride (the usual run: a batch of equal messages); else None."""
+        n, starts, lens = len(self.starts), self.starts, self.lens
+        if n == 0:
+            return None
+        width, stride = int(lens[0]), int(starts[1] - starts[0]) if n > 1 else 0
+        if width < 0 or int(starts[0]) < 0 or int(starts[0]) + stride * (n - 1) + width > len(self.data):
+            return None  # (the spans of records that are no records: not a view of this buffer)
+        if n > 1 and not (stride >= width and (lens == width).all() and (np.diff(starts) == stride).all()):
+            return None
+        return np.ndarray(
+            (n, width), dtype=np.uint8, buffer=self.data, offset=int(starts[0]), strides=(stride, 1)
+        )
+
     def joined(self) -> bytes:
         """``PROPERTY_SEPARATOR.join(self)``.
 
-        The usual run (a batch of equal messages) has properties of one length at a fixed
-        stride: they are copied as the rows of a strided view, with the separators as one more
-        column.  Other runs are sliced record by record."""
+        A run of equal-length properties at a fixed stride (:meth:`rows`) is copied with the
+        separators as one more column; other runs are sliced record by record."""
         n, starts, lens = len(self.starts), self.starts, self.lens
         if n == 0:
             return b""
-        width, stride = int(lens[0]), int(starts[1] - starts[0]) if n > 1 else 0
-        if n > 1 and stride >= width and (lens == width).all() and (np.diff(starts) == stride).all():
-            rows = np.ndarray(
-                (n, width), dtype=np.uint8, buffer=self.data, offset=int(starts[0]), strides=(stride, 1)
-            )
-            out = np.empty((n, width + 1), dtype=np.uint8)
-            out[:, :width] = rows
-            out[:, width] = _PS_CODE
+        rows = self.rows() if n > 1 else None
+        if rows is not None:
+            out = np.empty((n, rows.shape[1] + 1), dtype=np.uint8)
+            out[:, :-1] = rows
+            out[:, -1] = _PS_CODE
             return out.tobytes()[:-1]
         data = self.data
         ends = (starts + lens).tolist()
@@ -209,7 +243,168 @@ def scan_properties(
     alone (unsigned 32-bit) and ``key_lengths`` their length in UTF-16 units: combine them with the
     topic prefix with :func:`index_key_hashes`.
     """
+    if isinstance(props, PropsColumn):
+        uniform = props.uniform_scan(index_enabled)
+        if uniform is not None:
+            return uniform
     return scan_joined(join_properties([props]), lens, index_enabled)
+
+
+def _slice_scan(scan: Scan, at: int, n: int) -> Scan:
+    """The part of a uniform scan (the same number of keys per record) for records ``at:at+n``."""
+    tags, hashes, lens, recs = scan
+    per = len(hashes) // len(tags) if len(tags) else 0
+    k0, k1 = at * per, (at + n) * per
+    return tags[at : at + n], hashes[k0:k1], lens[k0:k1], recs[k0:k1] - at
+
+
+def scan_uniform(column: PropsColumn, index_enabled: bool = True) -> Scan | None:
+    """:func:`scan_properties` of a column whose records share one properties layout, or None.
+
+    A producer's batch repeats one set of properties with a per-message ``UNIQ_KEY`` of fixed
+    length: the records' properties are the rows of one strided view (:meth:`PropsColumn.rows`)
+    that differ only in a few columns inside some values.  Then every row has the first row's
+    segments, so the first row is parsed once (with :func:`scan_joined`'s rules) and a value's
+    hash is a constant, or the constant hash of its unchanging head combined with one small
+    matrix product over the columns from the first that differs.  None (use
+    :func:`scan_joined`) when the rows are not one view, differ outside the values of counting
+    segments or by a separator, have a ``KEYS`` value whose spaces move, or non-ASCII bytes in a
+    value that dispatch hashes.
+    """
+    rows = column.rows()
+    if rows is None:
+        return None
+    n, width = rows.shape
+    first = rows[0].tobytes()
+    names, values = _counting_values(first)
+    differs = _differing_columns(rows) if n > 1 and width else []
+    # per value span: the first and last column where rows differ (none: the value is constant)
+    moved: dict[tuple[int, int], tuple[int, int]] = {}
+    for col in differs:
+        span = _span_of(values, col)
+        if span is None:
+            return None  # a key, a separator or a non-counting segment differs
+        m0, _ = moved.get(span, (col, col))
+        moved[span] = (m0, col)
+    hashed = {names[k] for k in names}
+    for span, (m0, m1) in moved.items():
+        cols = rows[:, m0 : m1 + 1]
+        if bool((cols == _PS_CODE).any()):
+            return None  # a row splits the segment
+        if span in hashed and bool((cols >= 0x80).any()):
+            return None  # UTF-16 lengths and hashes need the scalar path
+        if span == names.get(b"KEYS") and bool((cols == _SPACE).any()):
+            return None  # a row's keys may split differently
+    tags = np.zeros(n, dtype=np.int64)
+    if b"TAGS" in names:
+        tag_hash = _column_hashes(rows, first, names[b"TAGS"], moved.get(names[b"TAGS"]))
+        if tag_hash is None:
+            return None
+        tags[:] = (
+            tag_hash.astype(np.uint32).view(np.int32)
+            if isinstance(tag_hash, np.ndarray)
+            else _to_int32(tag_hash)
+        )
+    empty = np.zeros(0, dtype=np.int64)
+    if not index_enabled:
+        return tags, empty, empty, empty
+    key_spans: list[tuple[int, int]] = []
+    if b"KEYS" in names:
+        v0, v1 = names[b"KEYS"]
+        key_spans += [(v0 + m.start(), v0 + m.end()) for m in _TOKEN.finditer(first[v0:v1])]
+    if b"UNIQ_KEY" in names:
+        key_spans.append(names[b"UNIQ_KEY"])
+    if not key_spans:
+        return tags, empty, empty, empty
+    columns: list[I64 | int] = []
+    for k0, k1 in key_spans:
+        owner = names[b"UNIQ_KEY"] if (k0, k1) == names.get(b"UNIQ_KEY") else names[b"KEYS"]
+        h = _column_hashes(rows, first, (k0, k1), moved.get(owner))
+        if h is None:
+            return None
+        columns.append(h)
+    if len(columns) == 1:
+        c = columns[0]
+        hashes = c if isinstance(c, np.ndarray) else np.full(n, c, dtype=np.int64)
+        return tags, hashes, np.full(n, key_spans[0][1] - key_spans[0][0], dtype=np.int64), np.arange(n)
+    matrix = np.empty((n, len(columns)), dtype=np.int64)
+    for j, c in enumerate(columns):
+        matrix[:, j] = c
+    lengths = np.tile(np.array([k1 - k0 for k0, k1 in key_spans], dtype=np.int64), n)
+    return tags, matrix.ravel(), lengths, np.repeat(np.arange(n, dtype=np.int64), len(columns))
+
+
+_SPACE = 0x20
+_TOKEN = re.compile(rb"[^ ]+")
+_NAMES = (b"TAGS", b"KEYS", b"UNIQ_KEY")
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def _to_int32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _counting_values(props: bytes) -> tuple[dict[bytes, tuple[int, int]], list[tuple[int, int]]]:
+    """The value spans of one record's counting segments (a key before the first ``\\x01``, a
+    value after it, both non-empty): those of TAGS, KEYS and UNIQ_KEY (the last segment of a key
+    wins) by name, and all of them in order."""
+    names: dict[bytes, tuple[int, int]] = {}
+    values: list[tuple[int, int]] = []
+    pos = 0
+    for seg in props.split(_PS):
+        i = seg.find(_NV)
+        if i > 0 and len(seg) - i > 1:
+            span = (pos + i + 1, pos + len(seg))
+            values.append(span)
+            if seg[:i] in _NAMES:
+                names[seg[:i]] = span
+        pos += len(seg) + 1
+    return names, values
+
+
+def _differing_columns(rows: npt.NDArray[np.uint8]) -> list[int]:
+    """The columns where some row differs from the first: the rows are copied into 8-byte words
+    (zero padded), so the comparison and the reduction over the rows handle 8 columns at once."""
+    n, width = rows.shape
+    words = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
+    words[:, :width] = rows
+    w64 = words.view(np.uint64)
+    acc = np.bitwise_or.reduce(w64[1:] ^ w64[0], axis=0)
+    out: list[int] = np.flatnonzero(acc.view(np.uint8)[:width]).tolist()
+    return out
+
+
+def _span_of(values: list[tuple[int, int]], col: int) -> tuple[int, int] | None:
+    for v0, v1 in values:
+        if v0 <= col < v1:
+            return v0, v1
+    return None
+
+
+def _column_hashes(
+    rows: npt.NDArray[np.uint8],
+    first: bytes,
+    span: tuple[int, int],
+    moved: tuple[int, int] | None,
+) -> I64 | int | None:
+    """Java hash (uint32 value) of the bytes ``span`` of every row: one int when they are the
+    same in all rows, else an array; None if they are not ASCII.  ``moved``: the first and last
+    column where rows differ in the value holding ``span`` (None: nowhere)."""
+    v0, v1 = span
+    if not first[v0:v1].isascii():
+        return None
+    m0, m1 = moved if moved is not None else (v1, v0)
+    if m0 >= v1 or m1 < v0:
+        return java_string_hash(first[v0:v1].decode()) & 0xFFFFFFFF
+    m0 = max(m0, v0)
+    tail = v1 - m0
+    if tail > _MAX_HORNER:
+        return None  # a long changing value: scan_joined hashes it cheaper
+    head = java_string_hash(first[v0:m0].decode()) & 0xFFFFFFFF
+    powers = _pow31_u64(tail + 1)
+    varying = rows[:, m0:v1].astype(np.uint64) @ powers[tail - 1 :: -1]
+    out: I64 = ((varying + np.uint64(head) * powers[tail]) & _MASK32).astype(np.int64)
+    return out
 
 
 def scan_joined(body: bytes, lens: I64, index_enabled: bool = True) -> tuple[I64, I64, I64, I64]:
