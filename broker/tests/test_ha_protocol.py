@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import random
 import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,10 @@ from rocketq.broker.ha.protocol import (
     max_transfer_size,
 )
 from rocketq.broker.ha.replica_hints import replica_hints
-from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, DispatchHint
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.props_scan import I64, Buffer
 from rocketq.broker.testing import small_store
 from rocketq.client.remoting.message import encode_blank
 from rocketq.client.remoting.record_layout import (
@@ -239,23 +242,22 @@ def test_aligner_rejects_bytes_that_are_no_records() -> None:
 # ------------------------------------------------------------------------------ replica hints
 
 
+def msg(topic: str, qid: int, i: int, sys_flag: int = 0, **props: str) -> MessageToStore:
+    properties = {"UNIQ_KEY": f"u{topic[:3]}{i}", "TAGS": f"tag{i % 3}", **props}
+    return MessageToStore(
+        topic=topic,
+        queue_id=qid,
+        body=b"b" * (20 + i % 50),
+        properties=properties,
+        sys_flag=sys_flag,
+        born_timestamp=1,
+        born_host=("127.0.0.1", 1),
+        store_host=("127.0.0.1", 2),
+    )
+
+
 def _mixed_load(store: MessageStore) -> None:
     """Batches, single sends, tags and keys, a long topic, transaction and schedule records."""
-    host = ("127.0.0.1", 1), ("127.0.0.1", 2)
-
-    def msg(topic: str, qid: int, i: int, sys_flag: int = 0, **props: str) -> MessageToStore:
-        properties = {"UNIQ_KEY": f"u{topic[:3]}{i}", "TAGS": f"tag{i % 3}", **props}
-        return MessageToStore(
-            topic=topic,
-            queue_id=qid,
-            body=b"b" * (20 + i % 50),
-            properties=properties,
-            sys_flag=sys_flag,
-            born_timestamp=1,
-            born_host=host[0],
-            store_host=host[1],
-        )
-
     long_topic = "L" * 120
     for i in range(60):
         assert store.put_messages(
@@ -270,7 +272,10 @@ def _mixed_load(store: MessageStore) -> None:
             assert store.put_message(delayed).status.is_ok
 
 
-def _replicate(master: MessageStore, slave: MessageStore, hints: bool, cut: int) -> None:
+def _replicate(master: MessageStore, slave: MessageStore, hints: str, cut: int) -> None:
+    """Copy the master's log into the slave in reads of ``cut`` bytes, as the HA client does; hints:
+    "none" (dispatch decodes records), "given" (made per read) or "deferred" (the reput thread makes
+    them for all reads since its last round)."""
     aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
     offset, end = 0, master.max_phy_offset
     while offset < end:
@@ -280,7 +285,12 @@ def _replicate(master: MessageStore, slave: MessageStore, hints: bool, cut: int)
         chunk, starts = aligner.feed_records(piece)
         if chunk:
             base = aligner.offset - len(chunk)
-            slave.append_replicated(base, chunk, replica_hints(chunk, base, starts) if hints else ())
+            if hints == "deferred":
+                slave.append_replicated(base, chunk, starts=starts, hinter=replica_hints)
+            else:
+                slave.append_replicated(
+                    base, chunk, replica_hints(chunk, base, starts) if hints == "given" else ()
+                )
         offset += len(piece)
     assert slave.wait_dispatched()
 
@@ -300,16 +310,69 @@ def test_replica_hints_dispatch_like_record_decoding(tmp_path: Path, cut: int) -
     with small_store(tmp_path / "m") as master:
         _mixed_load(master)
         assert master.wait_dispatched()
-        with small_store(tmp_path / "h") as hinted, small_store(tmp_path / "p") as parsed:
-            _replicate(master, hinted, True, cut)
-            _replicate(master, parsed, False, cut)
+        with (
+            small_store(tmp_path / "h") as hinted,
+            small_store(tmp_path / "d") as deferred,
+            small_store(tmp_path / "p") as parsed,
+        ):
+            _replicate(master, hinted, "given", cut)
+            _replicate(master, deferred, "deferred", cut)
+            _replicate(master, parsed, "none", cut)
             chunk = bytes(master.commit_log.view(0, 4096) or b"")
             starts = RecordAligner(0, 64 * 1024).feed_records(chunk)[1]
             assert replica_hints(chunk, 0, starts)  # the hint path is taken
     cq, index = _derived_files(tmp_path / "p")
     assert len(cq) == 5 and index  # T-0..2, the long topic, the schedule queue
     assert _derived_files(tmp_path / "h") == (cq, index)
+    assert _derived_files(tmp_path / "d") == (cq, index)
     assert _derived_files(tmp_path / "m")[0] == cq
+
+
+def test_deferred_hints_hold_dispatch_until_made(tmp_path: Path) -> None:
+    """Chunks appended while the reput thread runs: it never dispatches a chunk's bytes before it
+    made the chunk's hints (no record is decoded), and a chunk that does not continue the log
+    leaves no hold behind."""
+    with small_store(tmp_path / "m") as master:
+        for i in range(400):
+            assert master.put_messages(
+                [msg("T", i % 3, i * 10 + j, KEYS=f"k{i}") for j in range(8)]
+            ).status.is_ok
+        assert master.wait_dispatched()
+        with small_store(tmp_path / "s") as slave:
+            decoded = 0
+            real = slave.dispatcher._dispatch_parsed
+
+            def counting(offset: int, stop_at: int | None, touched: dict[tuple[str, int], int]) -> int:
+                nonlocal decoded
+                n = real(offset, stop_at, touched)
+                decoded += n
+                return n
+
+            slave.dispatcher._dispatch_parsed = counting  # type: ignore[method-assign]
+            made: list[int] = []
+
+            def hinter(data: Buffer, base: int, starts: Sequence[int] | I64) -> list[DispatchHint]:
+                made.append(len(starts))
+                time.sleep(0.001)  # the appender runs on meanwhile
+                return replica_hints(data, base, starts)
+
+            with pytest.raises(StoreError):
+                slave.append_replicated(4096, b"x", starts=[0], hinter=hinter)
+            assert not slave.commit_log.replica_pending
+            aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
+            offset, end = 0, master.max_phy_offset
+            while offset < end:
+                tail = master.commit_log.segment_tail(offset)
+                assert tail is not None
+                piece = bytes(tail[2][:3000])
+                chunk, starts = aligner.feed_records(piece)
+                if chunk:
+                    slave.append_replicated(aligner.offset - len(chunk), chunk, starts=starts, hinter=hinter)
+                    slave.dispatcher.try_dispatch(1 << 30)  # a round here too, racing the reput thread
+                offset += len(piece)
+            assert slave.wait_dispatched()
+            assert sum(made) == 3200 and decoded == 0
+            assert slave.get_max_offset_in_queue("T", 0) == master.get_max_offset_in_queue("T", 0)
 
 
 def test_replica_hints_leave_malformed_records_to_decoding(tmp_path: Path) -> None:

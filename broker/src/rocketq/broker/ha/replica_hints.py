@@ -80,10 +80,10 @@ def _tails(
     return t_pos + 1, t_len, p_start, p_len, ok
 
 
-def replica_hints(data: Buffer, base: int, starts: Sequence[int]) -> list[DispatchHint]:
+def replica_hints(data: Buffer, base: int, starts: Sequence[int] | I64) -> list[DispatchHint]:
     """Hints for the whole records of ``data`` (CommitLog bytes at offset ``base``) that start at
     ``starts``, in CommitLog order; records that need decoding are left out."""
-    if not starts or len(data) < IPV4_HEADER_SIZE:
+    if len(starts) == 0 or len(data) < IPV4_HEADER_SIZE:
         return []
     u8 = np.frombuffer(data, dtype=np.uint8)
     s = np.asarray(starts, dtype=np.int64)

@@ -17,7 +17,7 @@ decides whether the master continues this slave's log:
 Received bytes go through :class:`~.aligner.RecordAligner` and are appended whole records at a
 time with :meth:`MessageStore.append_replicated`, so the slave's CommitLog files are the master's
 bytes up to its max offset, and the store's normal dispatch builds ConsumeQueues and the index
-(from :mod:`.replica_hints`, as cheaply as on the master).
+(from the hints :mod:`.replica_hints` makes, as cheaply as on the master).
 A lost connection, a master restart or ``haHousekeepingInterval`` of silence from the master ends
 the session; the next one starts again from the slave's (whole-record) max offset, so nothing is
 lost or duplicated.  Reconnects back off from 0.1 s to 5 s.  In controller mode the master's
@@ -253,21 +253,17 @@ class HAClient:
 
         The append runs on the event loop, as Java's HAClient appends in its own thread: it is a
         write into the page cache, cheaper than a hand-off to a worker thread and back, and the
-        acknowledgement a SYNC_MASTER send waits for follows right after it.
+        acknowledgement a SYNC_MASTER send waits for follows right after it.  The dispatch hints
+        of the records (ha/replica_hints.py) are made by the reput thread, for all the reads since
+        its last round at once.
         """
         parts = [t.data for t in transfers if t.data]
         if not parts:
             return False
-        chunk, starts = aligner.feed_records(*parts)  # no join: the aligner copies them once
+        chunk, starts = aligner.feed_records(*parts)  # no join: the aligner copies them once (at most)
         if not chunk:
             return False
-        base = aligner.offset - len(chunk)
-        try:
-            hints = replica_hints(chunk, base, starts)
-        except Exception:  # hints only save work: a bug in them must not stop replication
-            log.exception("no dispatch hints for replicated bytes at %d: dispatch decodes them", base)
-            hints = []
-        self.store.append_replicated(base, chunk, hints)
+        self.store.append_replicated(aligner.offset - len(chunk), chunk, starts=starts, hinter=replica_hints)
         return True
 
     async def _first_transfer(self, t: Transfer) -> RecordAligner:

@@ -129,6 +129,19 @@ class DispatchHint:
 
 MAX_HINTS = 65536
 
+#: makes the dispatch hints of replicated CommitLog bytes (``ha.replica_hints.replica_hints``)
+Hinter = Callable[[Buffer, int, npt.NDArray[np.int64]], list[DispatchHint]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaChunk:
+    """Bytes a slave appended whose dispatch hints the reput thread makes (many chunks at once)."""
+
+    base: int
+    end: int
+    starts: Sequence[int]  # where its records start, relative to ``base``
+    hinter: Hinter
+
 
 class CommitLog:
     """Appends records under one lock and serves zero-copy views of them."""
@@ -148,6 +161,9 @@ class CommitLog:
         self._valid_topics: set[str] = set()
         self.hints: deque[DispatchHint] = deque()
         self.hints_enabled = True
+        #: a slave's appended chunks still without hints: dispatch holds back from the first one's
+        #: base until the reput thread has made them (dispatch.py, ``Dispatcher._replica_hints``)
+        self.replica_pending: deque[ReplicaChunk] = deque()
         #: called with the seconds each flush that wrote data took (the broker's metrics)
         self.flush_observer: Callable[[float], None] | None = None
 

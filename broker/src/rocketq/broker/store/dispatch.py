@@ -21,11 +21,14 @@ import re
 import threading
 from collections.abc import Callable
 
+import numpy as np
+
 from rocketq.broker.store.commit_log import (
     SCHEDULE_TOPIC,
     UNSCANNED_TOPICS,
     CommitLog,
     DispatchHint,
+    ReplicaChunk,
     enters_consume_queue,
 )
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
@@ -76,6 +79,8 @@ class Dispatcher:
         self.last_dispatched_timestamp = 0
         self.error: str | None = None
         self.lock = threading.Lock()  # one round at a time, whichever thread runs it
+        #: the last round dispatched nothing because a chunk's hints were not made yet
+        self.held = False
         #: failing rounds (full disk...) are logged once per state change, not per round
         self.failures = FailureLog("dispatching the CommitLog into ConsumeQueues (reput)", log)
 
@@ -118,15 +123,17 @@ class Dispatcher:
             self.reput_from_offset = self.commit_log.min_offset
         touched: dict[tuple[str, int], int] = {}
         n = 0
+        limit = self._replica_hints()  # this round dispatches nothing at or beyond
         hints = self.commit_log.hints
         group: list[DispatchHint] = []
         offset = self.reput_from_offset
+        self.held = False
         while n < _UNITS_PER_ROUND:
             while hints and hints[0].base < offset:
                 hints.popleft()  # dispatched by the parsing path already
             if hints and hints[0].base == offset:
                 hint = hints[0]
-                if hint.end > self.commit_log.max_offset:
+                if hint.end > limit:
                     break
                 hints.popleft()
                 group.append(hint)
@@ -138,7 +145,10 @@ class Dispatcher:
             # only moves once they are written.
             self._dispatch_group(group, touched, offset)
             group = []
-            stop_at = hints[0].base if hints else None
+            if offset >= limit:
+                self.held = n == 0 and limit < self.commit_log.max_offset
+                break
+            stop_at = min(hints[0].base, limit) if hints else limit
             n += self._dispatch_parsed(offset, stop_at, touched)
             if self.reput_from_offset == offset:
                 break
@@ -147,6 +157,43 @@ class Dispatcher:
         if touched and self.listeners:
             self._notify(touched)
         return n
+
+    def _replica_hints(self) -> int:
+        """Make the hints of the chunks a slave appended since the last round (a few reads, one
+        ``hinter`` call per contiguous run in one segment); returns where this round must stop:
+        the CommitLog's end when the round began, or the base of a chunk being appended, whose
+        hints the next round makes (its bytes are not dispatched without them)."""
+        cl = self.commit_log
+        written = cl.max_offset  # first: a chunk appended after this is not looked at
+        pending = cl.replica_pending
+        chunks: list[ReplicaChunk] = []
+        while pending and pending[0].end <= written:
+            chunks.append(pending.popleft())
+        hold = pending[0].base if pending else written
+        i = 0
+        while i < len(chunks):
+            j = i + 1
+            while (
+                j < len(chunks)
+                and chunks[j].base == chunks[j - 1].end
+                and chunks[j].hinter is chunks[i].hinter
+            ):
+                j += 1
+            run = chunks[i:j]
+            view = cl.view(run[0].base, run[-1].end - run[0].base)
+            if view is None and len(run) > 1:  # across a segment end: chunk by chunk
+                j = i + 1
+                run = chunks[i:j]
+                view = cl.view(run[0].base, run[0].end - run[0].base)
+            if view is not None:  # (None: a chunk across a segment end is decoded record by record)
+                base = run[0].base
+                starts = np.concatenate([np.asarray(c.starts, dtype=np.int64) + (c.base - base) for c in run])
+                try:
+                    cl.hints.extend(run[0].hinter(view, base, starts))
+                except Exception:  # hints only save work: a bug in them must not stop dispatch
+                    log.exception("no dispatch hints for replicated bytes at %d: decoding them", base)
+            i = j
+        return min(written, hold)
 
     def _dispatch_group(
         self, group: list[DispatchHint], touched: dict[tuple[str, int], int], offset: int
@@ -228,6 +275,7 @@ class Dispatcher:
     def dispatch_all(self) -> int:
         """Dispatch until caught up with the CommitLog (used by recovery, never with hints)."""
         self.commit_log.hints.clear()
+        self.commit_log.replica_pending.clear()
         total = 0
         while True:
             before = self.reput_from_offset
@@ -259,7 +307,7 @@ class ReputService:
             try:
                 with d.lock:
                     n = d.do_reput()
-                if n == 0 and d.reput_from_offset >= d.commit_log.max_offset:
+                if n == 0 and (d.reput_from_offset >= d.commit_log.max_offset or d.held):
                     self._wake.wait(self.idle_wait_s)
                     self._wake.clear()
                 elif d.error is not None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from rocketq.broker.store import reader, rebuild
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.clean import CleanService, DiskUsageProbe
-from rocketq.broker.store.commit_log import CommitLog, DispatchHint, MessageToStore
+from rocketq.broker.store.commit_log import CommitLog, DispatchHint, Hinter, MessageToStore, ReplicaChunk
 from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, FlushDiskType, StoreConfig
 from rocketq.broker.store.consume_queue import UNIT as CQ_UNIT
 from rocketq.broker.store.consume_queue import ConsumeQueue
@@ -400,17 +400,35 @@ class MessageStore:
 
     # -- replication (a slave's CommitLog, docs/replication.md) ------------------------------------
     def append_replicated(
-        self, phy_offset: int, data: bytes | bytearray | memoryview, hints: Sequence[DispatchHint] = ()
+        self,
+        phy_offset: int,
+        data: bytes | bytearray | memoryview,
+        hints: Sequence[DispatchHint] = (),
+        *,
+        starts: Sequence[int] | None = None,
+        hinter: Hinter | None = None,
     ) -> int:
         """Append bytes copied from the master at ``phy_offset`` (the end of this CommitLog, or a
         segment start when it is empty); dispatch builds the ConsumeQueues and index, from
-        ``hints`` where given (ha/replica_hints.py).  Returns the new max offset; raises
-        :class:`StoreError` if the bytes do not continue the log."""
+        ``hints`` where given, or from the hints ``hinter`` makes of the bytes and their record
+        ``starts``: the reput thread makes them for all the chunks appended since its last round
+        at once (ha/replica_hints.py).  Returns the new max offset; raises :class:`StoreError` if
+        the bytes do not continue the log."""
         if not self._running:
             raise StoreError("the message store is not running")
-        end = self.commit_log.append_raw(phy_offset, data)
-        if hints and self.commit_log.hints_enabled:  # after the write: a hint names written bytes
-            self.commit_log.hints.extend(hints)
+        cl = self.commit_log
+        deferred = starts is not None and hinter is not None and cl.hints_enabled
+        if deferred:  # before the write: dispatch never sees these bytes without their hints
+            assert starts is not None and hinter is not None
+            cl.replica_pending.append(ReplicaChunk(phy_offset, phy_offset + len(data), starts, hinter))
+        try:
+            end = cl.append_raw(phy_offset, data)
+        except BaseException:
+            if deferred:
+                cl.replica_pending.pop()  # never written whole: no hold on it
+            raise
+        if hints and cl.hints_enabled:  # after the write: a hint names written bytes
+            cl.hints.extend(hints)
         # no wakeup: the reput thread finds the bytes at its next look (reput_idle_wait_ms, 10 ms),
         # so a round dispatches several reads at once; waking it per read costs the slave more
         # CPU per message (its fixed costs per round, and a thread switch each time)

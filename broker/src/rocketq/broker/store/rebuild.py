@@ -106,6 +106,7 @@ def truncate_commit_log(
             log.warning("truncating the commit log from %d to %d", cl.max_offset, offset)
             cl.mfq.set_max_offset(offset)
             cl.hints.clear()
+            cl.replica_pending.clear()
         queues.truncate_dirty(offset)
         lowest = index_service.remove_from(offset) if index_service is not None else offset
         d.reput_from_offset = max(min(d.reput_from_offset, offset, lowest), cl.min_offset)
