@@ -128,6 +128,8 @@ class DispatchHint:
 
 
 MAX_HINTS = 65536
+#: a slave's chunks waiting for their hints (about 10 s of reads); beyond, chunks are decoded
+MAX_REPLICA_PENDING = 1024
 
 #: makes the dispatch hints of replicated CommitLog bytes (``ha.replica_hints.replica_hints``)
 Hinter = Callable[[Buffer, int, npt.NDArray[np.int64]], list[DispatchHint]]

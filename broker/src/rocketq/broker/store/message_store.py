@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterable, Sequence
 from rocketq.broker.store import reader, rebuild
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.clean import CleanService, DiskUsageProbe
-from rocketq.broker.store.commit_log import CommitLog, DispatchHint, Hinter, MessageToStore, ReplicaChunk
+from rocketq.broker.store.commit_log import (
+    MAX_REPLICA_PENDING,
+    CommitLog,
+    DispatchHint,
+    Hinter,
+    MessageToStore,
+    ReplicaChunk,
+)
 from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, FlushDiskType, StoreConfig
 from rocketq.broker.store.consume_queue import UNIT as CQ_UNIT
 from rocketq.broker.store.consume_queue import ConsumeQueue
@@ -417,7 +424,12 @@ class MessageStore:
         if not self._running:
             raise StoreError("the message store is not running")
         cl = self.commit_log
-        deferred = starts is not None and hinter is not None and cl.hints_enabled
+        deferred = (
+            starts is not None
+            and hinter is not None
+            and cl.hints_enabled
+            and len(cl.replica_pending) < MAX_REPLICA_PENDING  # (dispatch stopped: decode them later)
+        )
         if deferred:  # before the write: dispatch never sees these bytes without their hints
             assert starts is not None and hinter is not None
             cl.replica_pending.append(ReplicaChunk(phy_offset, phy_offset + len(data), starts, hinter))
