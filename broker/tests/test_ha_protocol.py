@@ -329,9 +329,9 @@ def test_replica_hints_dispatch_like_record_decoding(tmp_path: Path, cut: int) -
 
 
 def test_deferred_hints_hold_dispatch_until_made(tmp_path: Path) -> None:
-    """Chunks appended while the reput thread runs: it never dispatches a chunk's bytes before it
-    made the chunk's hints (no record is decoded), and a chunk that does not continue the log
-    leaves no hold behind."""
+    """Chunks appended while the reput thread runs, some across segment ends: it never dispatches a
+    chunk's bytes before it made the chunk's hints (no record is decoded), and a chunk that does
+    not continue the log leaves no hold behind."""
     with small_store(tmp_path / "m") as master:
         for i in range(400):
             assert master.put_messages(
@@ -359,17 +359,21 @@ def test_deferred_hints_hold_dispatch_until_made(tmp_path: Path) -> None:
             with pytest.raises(StoreError):
                 slave.append_replicated(4096, b"x", starts=[0], hinter=hinter)
             assert not slave.commit_log.replica_pending
-            aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
-            offset, end = 0, master.max_phy_offset
-            while offset < end:
+            # the master's log as one stream, read in pieces that run across segment ends (the
+            # blank filler of one segment and the first records of the next in one chunk)
+            stream, offset = bytearray(), 0
+            while offset < master.max_phy_offset:
                 tail = master.commit_log.segment_tail(offset)
                 assert tail is not None
-                piece = bytes(tail[2][:3000])
-                chunk, starts = aligner.feed_records(piece)
+                stream += tail[2]
+                offset += len(tail[2])
+            assert master.commit_log.mfq.mapped_file_size * 4 < len(stream)
+            aligner = RecordAligner(0, master.commit_log.mfq.mapped_file_size)
+            for p in range(0, len(stream), 9000):
+                chunk, starts = aligner.feed_records(bytes(stream[p : p + 9000]))
                 if chunk:
                     slave.append_replicated(aligner.offset - len(chunk), chunk, starts=starts, hinter=hinter)
                     slave.dispatcher.try_dispatch(1 << 30)  # a round here too, racing the reput thread
-                offset += len(piece)
             assert slave.wait_dispatched()
             assert sum(made) == 3200 and decoded == 0
             assert slave.get_max_offset_in_queue("T", 0) == master.get_max_offset_in_queue("T", 0)

@@ -22,12 +22,14 @@ import threading
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketq.broker.store.commit_log import (
     SCHEDULE_TOPIC,
     UNSCANNED_TOPICS,
     CommitLog,
     DispatchHint,
+    Hinter,
     ReplicaChunk,
     enters_consume_queue,
 )
@@ -58,6 +60,21 @@ def parse_delay_levels(text: str) -> list[int]:
             raise ValueError(f"bad delay level {item!r}")
         out.append(int(m.group(1)) * _UNIT_MS[m.group(2)])
     return out
+
+
+def _segment_pieces(chunk: ReplicaChunk, segment: int) -> list[tuple[int, int, npt.NDArray[np.int64]]]:
+    """``chunk`` cut at segment ends (a read may end one segment with its blank filler and go on
+    in the next): ``(base, end, record starts from base)`` per segment."""
+    starts = np.asarray(chunk.starts, dtype=np.int64)
+    pieces = []
+    base = chunk.base
+    while base < chunk.end:
+        end = min(chunk.end, (base // segment + 1) * segment)
+        k = int(np.searchsorted(starts, end - chunk.base))
+        pieces.append((base, end, starts[:k] - (base - chunk.base)))
+        starts = starts[k:]
+        base = end
+    return pieces
 
 
 class Dispatcher:
@@ -159,7 +176,7 @@ class Dispatcher:
         return n
 
     def _replica_hints(self) -> int:
-        """Make the hints of the chunks a slave appended since the last round (a few reads, one
+        """Make the hints of the chunks a slave appended since the last round (a few reads: one
         ``hinter`` call per contiguous run in one segment); returns where this round must stop:
         the CommitLog's end when the round began, or the base of a chunk being appended, whose
         hints the next round makes (its bytes are not dispatched without them)."""
@@ -170,30 +187,34 @@ class Dispatcher:
         while pending and pending[0].end <= written:
             chunks.append(pending.popleft())
         hold = pending[0].base if pending else written
-        i = 0
-        while i < len(chunks):
-            j = i + 1
-            while (
-                j < len(chunks)
-                and chunks[j].base == chunks[j - 1].end
-                and chunks[j].hinter is chunks[i].hinter
-            ):
-                j += 1
-            run = chunks[i:j]
-            view = cl.view(run[0].base, run[-1].end - run[0].base)
-            if view is None and len(run) > 1:  # across a segment end: chunk by chunk
-                j = i + 1
-                run = chunks[i:j]
-                view = cl.view(run[0].base, run[0].end - run[0].base)
-            if view is not None:  # (None: a chunk across a segment end is decoded record by record)
-                base = run[0].base
-                starts = np.concatenate([np.asarray(c.starts, dtype=np.int64) + (c.base - base) for c in run])
-                try:
-                    cl.hints.extend(run[0].hinter(view, base, starts))
-                except Exception:  # hints only save work: a bug in them must not stop dispatch
-                    log.exception("no dispatch hints for replicated bytes at %d: decoding them", base)
-            i = j
+        run: list[tuple[int, int, npt.NDArray[np.int64]]] = []  # (base, end, starts from base)
+        hinter: Hinter | None = None
+        for chunk in chunks:
+            for piece in _segment_pieces(chunk, cl.mfq.mapped_file_size):
+                if run and (
+                    piece[0] != run[-1][1]
+                    or piece[0] % cl.mfq.mapped_file_size == 0
+                    or chunk.hinter is not hinter
+                ):
+                    self._hint_run(run, hinter)
+                    run = []
+                run.append(piece)
+                hinter = chunk.hinter
+        if run:
+            self._hint_run(run, hinter)
         return min(written, hold)
+
+    def _hint_run(self, run: list[tuple[int, int, npt.NDArray[np.int64]]], hinter: Hinter | None) -> None:
+        """Hints for contiguous pieces of one segment, with one ``hinter`` call."""
+        base, end = run[0][0], run[-1][1]
+        view = self.commit_log.view(base, end - base)
+        if view is None or hinter is None:
+            return  # (gone: truncated meanwhile) dispatch decodes whatever is there
+        starts = np.concatenate([st + (b - base) for b, _, st in run])
+        try:
+            self.commit_log.hints.extend(hinter(view, base, starts))
+        except Exception:  # hints only save work: a bug in them must not stop dispatch
+            log.exception("no dispatch hints for replicated bytes at %d: decoding them", base)
 
     def _dispatch_group(
         self, group: list[DispatchHint], touched: dict[tuple[str, int], int], offset: int
