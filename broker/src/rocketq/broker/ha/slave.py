@@ -53,7 +53,13 @@ __all__ = ["HAClient", "SlaveStatus"]
 
 log = logging.getLogger(__name__)
 
-_READ_SIZE = 256 * 1024
+#: reading from the master pauses while this much is received and not yet taken
+_MAX_BUFFERED = 4 * 1024 * 1024
+#: a take of at least this much means the master is streaming: the loop first receives what is
+#: already readable (up to _GATHER_ROUNDS more socket reads), so one append and one dispatch-hint
+#: run cover several reads
+_GATHER_FROM = 128 * 1024
+_GATHER_ROUNDS = 4
 _BACKOFF_MIN_S = 0.1
 _BACKOFF_MAX_S = 5.0
 _CONNECT_TIMEOUT_S = 3.0
@@ -77,6 +83,85 @@ class _Refused(Exception):
 
 class _MasterSilent(Exception):
     """End the session: nothing from the master for ``haHousekeepingInterval``."""
+
+
+class _MasterStream(asyncio.Protocol):
+    """The slave's end of the HA connection: what the master sends queues up until :meth:`take`.
+
+    Instead of a StreamReader (which copies every read into its buffer and out again), the reads
+    are kept as they come and joined once per take; while the master streams, a take first lets
+    the loop receive what is already readable, so the slave handles a few large chunks instead of
+    many socket-sized ones."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._eof = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self.closed: asyncio.Future[None] = self._loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._parts.append(data)
+        self._size += len(data)
+        if self._size >= _MAX_BUFFERED and not self._paused and self.transport is not None:
+            self.transport.pause_reading()
+            self._paused = True
+        self._wake()
+
+    def eof_received(self) -> None:
+        self._eof = True
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        if exc is not None and self._error is None:
+            self._error = exc
+        self._wake()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        """End the stream: the pending (or next) :meth:`take` raises ``exc``."""
+        self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def take(self) -> bytes:
+        """Everything received since the last take (b"" once the master closed the connection);
+        raises what ended the stream otherwise."""
+        while not self._parts:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return b""
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        for _ in range(_GATHER_ROUNDS):
+            if self._size < _GATHER_FROM or self._size >= _MAX_BUFFERED or self._eof:
+                break
+            before = self._size
+            await asyncio.sleep(0)  # the loop reads the socket again if it is readable
+            if self._size == before:
+                break
+        parts, self._parts, self._size = self._parts, [], 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class HAClient:
@@ -170,12 +255,13 @@ class HAClient:
         host, _, port = addr.rpartition(":")
         if self.status is not SlaveStatus.DIVERGENT_REFUSED:
             self.status = SlaveStatus.CONNECTING
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port), ssl=self._ssl), _CONNECT_TIMEOUT_S
+        transport, stream = await asyncio.wait_for(
+            asyncio.get_running_loop().create_connection(_MasterStream, host, int(port), ssl=self._ssl),
+            _CONNECT_TIMEOUT_S,
         )
         self.connected = True
         try:
-            await self._session(reader, writer)
+            await self._session(stream, transport)
         except _Restart:
             return True
         except _Refused:
@@ -185,31 +271,32 @@ class HAClient:
         except StoreError as exc:
             log.error("cannot append replicated data from %s: %s", addr, exc)
         finally:
-            writer.close()
+            transport.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
+                await asyncio.wait_for(asyncio.shield(stream.closed), 1.0)
         return False
 
-    def _report(self, writer: asyncio.StreamWriter) -> None:
-        writer.write(encode_report(self.store.max_phy_offset))
+    def _report(self, transport: asyncio.Transport) -> None:
+        # (8 bytes a read: never worth flow control; a master that stops reading is found silent)
+        transport.write(encode_report(self.store.max_phy_offset))
         self._last_write = time.monotonic()
         self.last_write_ms = int(time.time() * 1000)
 
-    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _session(self, stream: _MasterStream, transport: asyncio.Transport) -> None:
         if self.handshake:
-            writer.write(self.handshake)
-        self._report(writer)
+            transport.write(self.handshake)
+        self._report(transport)
         decoder = TransferDecoder(
             max_size=max_transfer_size(self.batch_size), confirm_frames=bool(self.handshake)
         )
         aligner: RecordAligner | None = None
         self._last_read = time.monotonic()
         # the timers run beside the reads: a timeout per read (asyncio.wait_for) costs a task each
-        watchdog = asyncio.get_running_loop().create_task(self._watchdog(reader, writer))
+        watchdog = asyncio.get_running_loop().create_task(self._watchdog(stream, transport))
         try:
             while True:
                 try:
-                    data = await reader.read(_READ_SIZE)
+                    data = await stream.take()
                 except _MasterSilent:
                     log.warning(
                         "master sent nothing for %.0f s (haHousekeepingInterval): reconnecting",
@@ -229,21 +316,20 @@ class HAClient:
                 if transfers and aligner is None:
                     aligner = await self._first_transfer(transfers[0])
                 if aligner is not None and self._append(aligner, transfers):
-                    self._report(writer)
-                await writer.drain()
+                    self._report(transport)
         finally:
             watchdog.cancel()
 
-    async def _watchdog(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Reports after ``haSendHeartbeatInterval`` without one; ends the session (the pending read
+    async def _watchdog(self, stream: _MasterStream, transport: asyncio.Transport) -> None:
+        """Reports after ``haSendHeartbeatInterval`` without one; ends the session (the pending take
         raises) after ``haHousekeepingInterval`` without a byte from the master."""
         while True:
             now = time.monotonic()
             if now - self._last_write >= self.heartbeat_interval_s:
-                self._report(writer)
+                self._report(transport)
             silent_until = self._last_read + self.housekeeping_interval_s
             if now > silent_until:
-                reader.set_exception(_MasterSilent())
+                stream.fail(_MasterSilent())
                 return
             due = min(self._last_write + self.heartbeat_interval_s, silent_until)
             await asyncio.sleep(max(0.01, due - now))
