@@ -4,8 +4,11 @@ catch-up to identical segments, SYNC_MASTER waits, the divergent-report rule and
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import pytest
 
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import TRANSFER_HEADER, encode_report
@@ -164,3 +167,25 @@ def test_divergent_slave_truncates_or_refuses(tmp_path: Path) -> None:
                 await client.stop()
 
         _run(root, body)
+
+
+def test_stopping_a_master_with_a_connected_slave_logs_no_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """stop() ends the slaves' connections by cancelling their handlers; that is no error (Python
+    3.11's start_server logs a handler that ends cancelled as "Exception in callback")."""
+
+    async def body(master: MessageStore, slave: MessageStore, service: HAService) -> None:
+        end = _fill(master, 5)
+        client = _client(slave, service.port)
+        client.start()
+        try:
+            await _until(lambda: slave.max_phy_offset == end and bool(service.connections))
+            await service.stop()  # with the slave still connected
+            await asyncio.sleep(0.1)  # the handler's done callback runs
+        finally:
+            await client.stop()
+
+    with caplog.at_level(logging.ERROR):
+        _run(tmp_path, body)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

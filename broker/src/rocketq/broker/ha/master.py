@@ -215,6 +215,12 @@ class HAService:
 
     # -- connections -------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # stop() ends connections by cancelling their handlers: the handler then returns normally,
+        # since Python 3.11's start_server logs a handler that ends cancelled as an ERROR
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve_connection(reader, writer)
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
