@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from rocketq.broker.config import BrokerConfig, load_broker_config
 from rocketq.client.errors import RocketQError
 from rocketq.server.diagnostics import enable_stack_dumps
-from rocketq.server.memory import tune_malloc
 
 __all__ = ["main", "run_broker"]
 
@@ -96,7 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    log.info("%s", tune_malloc())  # large buffers reuse heap memory (docs/broker.md, "Memory")
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else {}
     try:
         config = load_broker_config(args.config_file, overrides=overrides)
