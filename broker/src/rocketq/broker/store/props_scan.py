@@ -28,6 +28,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from rocketq.client.remoting.javahash import java_string_hash
+from rocketq.client.remoting.properties import KEY_SEPARATOR, MessageConst
 from rocketq.client.remoting.record_layout import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 Buffer = bytes | bytearray | memoryview
@@ -286,18 +287,18 @@ def scan_uniform(column: PropsColumn, index_enabled: bool = True) -> Scan | None
             return None  # a key, a separator or a non-counting segment differs
         m0, _ = moved.get(span, (col, col))
         moved[span] = (m0, col)
-    hashed = {names[k] for k in names}
+    hashed = set(names.values())
     for span, (m0, m1) in moved.items():
         cols = rows[:, m0 : m1 + 1]
         if bool((cols == _PS_CODE).any()):
             return None  # a row splits the segment
         if span in hashed and bool((cols >= 0x80).any()):
             return None  # UTF-16 lengths and hashes need the scalar path
-        if span == names.get(b"KEYS") and bool((cols == _SPACE).any()):
+        if span == names.get(_KEYS) and bool((cols == _SPACE).any()):
             return None  # a row's keys may split differently
     tags = np.zeros(n, dtype=np.int64)
-    if b"TAGS" in names:
-        tag_hash = _column_hashes(rows, first, names[b"TAGS"], moved.get(names[b"TAGS"]))
+    if _TAGS in names:
+        tag_hash = _column_hashes(rows, first, names[_TAGS], moved.get(names[_TAGS]))
         if tag_hash is None:
             return None
         tags[:] = (
@@ -309,24 +310,20 @@ def scan_uniform(column: PropsColumn, index_enabled: bool = True) -> Scan | None
     if not index_enabled:
         return tags, empty, empty, empty
     key_spans: list[tuple[int, int]] = []
-    if b"KEYS" in names:
-        v0, v1 = names[b"KEYS"]
+    if _KEYS in names:
+        v0, v1 = names[_KEYS]
         key_spans += [(v0 + m.start(), v0 + m.end()) for m in _TOKEN.finditer(first[v0:v1])]
-    if b"UNIQ_KEY" in names:
-        key_spans.append(names[b"UNIQ_KEY"])
+    if _UNIQ in names:
+        key_spans.append(names[_UNIQ])
     if not key_spans:
         return tags, empty, empty, empty
     columns: list[I64 | int] = []
     for k0, k1 in key_spans:
-        owner = names[b"UNIQ_KEY"] if (k0, k1) == names.get(b"UNIQ_KEY") else names[b"KEYS"]
+        owner = names[_UNIQ] if (k0, k1) == names.get(_UNIQ) else names[_KEYS]
         h = _column_hashes(rows, first, (k0, k1), moved.get(owner))
         if h is None:
             return None
         columns.append(h)
-    if len(columns) == 1:
-        c = columns[0]
-        hashes = c if isinstance(c, np.ndarray) else np.full(n, c, dtype=np.int64)
-        return tags, hashes, np.full(n, key_spans[0][1] - key_spans[0][0], dtype=np.int64), np.arange(n)
     matrix = np.empty((n, len(columns)), dtype=np.int64)
     for j, c in enumerate(columns):
         matrix[:, j] = c
@@ -334,9 +331,12 @@ def scan_uniform(column: PropsColumn, index_enabled: bool = True) -> Scan | None
     return tags, matrix.ravel(), lengths, np.repeat(np.arange(n, dtype=np.int64), len(columns))
 
 
-_SPACE = 0x20
-_TOKEN = re.compile(rb"[^ ]+")
-_NAMES = (b"TAGS", b"KEYS", b"UNIQ_KEY")
+_TAGS, _KEYS, _UNIQ = (
+    name.encode() for name in (MessageConst.TAGS, MessageConst.KEYS, MessageConst.UNIQ_KEY)
+)
+_NAMES = (_TAGS, _KEYS, _UNIQ)
+_SPACE = ord(KEY_SEPARATOR)
+_TOKEN = re.compile(b"[^" + re.escape(KEY_SEPARATOR.encode()) + b"]+")
 _MASK32 = np.uint64(0xFFFFFFFF)
 
 
