@@ -430,7 +430,7 @@ def scan_joined(body: bytes, lens: I64, index_enabled: bool = True) -> tuple[I64
     ascii_ok = joined.isascii()
 
     w4 = _words(joined, ">u4")
-    tag_segs = _matching(w4, seg_start, key_len, valid, b"TAGS")
+    tag_segs = _matching(w4, seg_start, key_len, valid, _TAGS)
     if len(tag_segs):
         t_msg = np.searchsorted(msg_start, seg_start[tag_segs], side="right") - 1
         keep = _last_per_message(t_msg)
@@ -492,7 +492,7 @@ def _index_keys(
     lens_l: list[I64] = []
     msgs_l: list[I64] = []
     kinds_l: list[I64] = []
-    key_segs = _matching(_words(joined, ">u4"), seg_start, key_len, valid, b"KEYS")
+    key_segs = _matching(_words(joined, ">u4"), seg_start, key_len, valid, _KEYS)
     if len(key_segs):
         k_msg = np.searchsorted(msg_start, seg_start[key_segs], side="right") - 1
         keep = _last_per_message(k_msg)
@@ -504,7 +504,7 @@ def _index_keys(
             lens_l.append(t_len)
             msgs_l.append(t_msg)
             kinds_l.append(np.zeros(len(t_start), dtype=np.int64))
-    uniq_segs = _matching(_words(joined, ">u8"), seg_start, key_len, valid, b"UNIQ_KEY")
+    uniq_segs = _matching(_words(joined, ">u8"), seg_start, key_len, valid, _UNIQ)
     if len(uniq_segs):
         u_msg = np.searchsorted(msg_start, seg_start[uniq_segs], side="right") - 1
         keep = _last_per_message(u_msg)
