@@ -189,3 +189,38 @@ def test_stopping_a_master_with_a_connected_slave_logs_no_error(
     with caplog.at_level(logging.ERROR):
         _run(tmp_path, body)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_sync_master_times_out_sends_a_stalled_slave_does_not_acknowledge(tmp_path: Path) -> None:
+    """A slave in sync that stops reporting: each waiting send answers FLUSH_SLAVE_TIMEOUT after
+    its own timeout (one timer serves them all), a send the slave acknowledges meanwhile PUT_OK."""
+
+    async def body(master: MessageStore, slave: MessageStore, service: HAService) -> None:
+        end = _fill(master, 20)
+        _reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+        writer.write(encode_report(end))  # in sync at ``end``, then silent
+        await _until(lambda: service.push_to_slave_max_offset == end)
+        later = _fill(master, 5, 20)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        async def timed(timeout_s: float) -> tuple[PutMessageStatus, float]:
+            status = await service.wait_replicated(later, timeout_s)
+            return status, loop.time() - t0
+
+        waits = [asyncio.create_task(timed(t)) for t in (0.2, 0.4, 0.6)]
+        acked = asyncio.create_task(service.wait_replicated(end, 0.2))  # already acknowledged
+        (s1, t1), (s2, t2), (s3, t3) = await asyncio.gather(*waits)
+        assert await acked is PutMessageStatus.PUT_OK
+        assert s1 is s2 is s3 is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        assert 0.2 <= t1 < t2 < t3 and t3 >= 0.6  # each after its own timeout, never before
+        # the slave reports again: a new send is acknowledged, nothing is left waiting
+        waiting = asyncio.create_task(service.wait_replicated(later, 1.0))
+        await asyncio.sleep(0.05)
+        writer.write(encode_report(later))
+        assert await waiting is PutMessageStatus.PUT_OK
+        assert not service._waiters
+        await _until(lambda: not service._deadlines, 5.0)  # (the last deadline passed)
+        writer.close()
+
+    _run(tmp_path, body)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import platform
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -18,6 +19,7 @@ from rocketq.client.remoting.frame import FrameDecoder
 from rocketq.client.transport.aio import Channel, RemotingClient
 from rocketq.client.transport.channel import ConnectionLimits, RemotingProtocol
 from rocketq.server import RemotingServer
+from rocketq.server.memory import MemoryTrimmer, malloc_trim
 
 BIG = 1000
 ECHO = 1001
@@ -217,3 +219,49 @@ def test_malformed_headers_are_answered_or_closed() -> None:
             await server.stop()
 
     run(main)
+
+
+def test_closing_a_backpressured_connection_gives_memory_back() -> None:
+    """A connection that left responses unread over the high-water mark makes the server trim the
+    C heap (malloc_trim, once for a burst of closes, in a worker thread) after it closes; a
+    well-behaved connection's close does not."""
+    limits = ConnectionLimits(write_buffer_high_water_mark=64 * 1024, write_buffer_low_water_mark=16 * 1024)
+    calls: list[int] = []
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        return 1
+
+    async def main() -> None:
+        server = RemotingServer(limits=limits, max_inflight_per_connection=8)
+        server.register(BIG, big)
+        server.register(ECHO, echo)
+        server.trimmer = MemoryTrimmer(delay_s=0.05, trim=trim)
+        host, port = await server.start()
+        client = RemotingClient()
+        try:
+            resp = await client.invoke(f"{host}:{port}", RemotingCommand.request(ECHO, body=b"hi"), T)
+            assert resp.code == ResponseCode.SUCCESS
+            await client.close()
+            assert await until(lambda: not protocols(server))
+            await asyncio.sleep(0.2)
+            assert calls == []  # a client that read its answers: nothing to give back
+            hostile = [await asyncio.open_connection(host, port) for _ in range(3)]
+            for _, writer in hostile:
+                writer.write(encode_command(RemotingCommand(code=BIG, opaque=1)) * 2000)
+            assert await until(lambda: sum(p.backpressured for p in protocols(server)) == 3)
+            for _, writer in hostile:
+                writer.close()
+            assert await until(lambda: server.trimmer.trims >= 1)
+            await asyncio.sleep(0.2)
+            assert calls == [0]  # three closes, one trim
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main)
+
+
+def test_malloc_trim_is_found_on_glibc() -> None:
+    if platform.libc_ver()[0] == "glibc":
+        assert malloc_trim is not None and malloc_trim(0) in (0, 1)

@@ -33,6 +33,7 @@ from rocketq.client.transport.channel import (
 )
 from rocketq.client.transport.common import format_addr
 from rocketq.client.transport.tls import TlsMode
+from rocketq.server.memory import MemoryTrimmer
 from rocketq.server.tls import TlsAcceptor
 
 __all__ = ["RemotingServer", "RequestCheck"]
@@ -76,6 +77,7 @@ class RemotingServer:
         self._request_check = request_check  # runs before every processor (ACL: rocketq.server.acl)
         self._server: asyncio.Server | None = None
         self._protocols: set[RemotingProtocol] = set()
+        self.trimmer = MemoryTrimmer()  # (rocketq.server.memory)
         # TLS (rocketq.server.tls): permissive/enforcing modes run their own accept loop
         self._tls: TlsAcceptor | None = None
         if tls_mode is not TlsMode.DISABLED:
@@ -126,6 +128,8 @@ class RemotingServer:
     def _closed(self, protocol: RemotingProtocol) -> None:
         self._protocols.discard(protocol)
         log.debug("connection from %s closed", protocol.peer)
+        if protocol.backpressured:  # it made us buffer its unread responses: give the memory back
+            self.trimmer.request()
         if self._on_channel_close is not None:
             try:
                 self._on_channel_close(protocol.channel)
@@ -183,6 +187,7 @@ class RemotingServer:
                 waiter.cancel()
         for p in list(self._protocols):  # accepted while we were stopping
             p.abort()
+        self.trimmer.cancel()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None

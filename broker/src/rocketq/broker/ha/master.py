@@ -23,7 +23,9 @@ sends wait with :meth:`HAService.when_replicated`; :meth:`HAService.is_slave_ok`
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import heapq
 import itertools
 import logging
@@ -61,9 +63,9 @@ class _SlaveSilent(Exception):
     """Nothing from the slave for ``haHousekeepingInterval``: the connection is closed."""
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
+def _settle(fut: asyncio.Future[bool | None], ok: bool | None) -> None:
     if not fut.done():
-        fut.set_result(None)
+        fut.set_result(ok)
 
 
 @dataclass(eq=False)
@@ -113,9 +115,15 @@ class HAService:
         self.connections: set[SlaveConnection] = set()
         self.push_to_slave_max_offset = 0
         self._server: asyncio.Server | None = None
-        #: the writers waiting for data (resolved by :meth:`wakeup`, or after their poll interval)
+        #: the writers waiting for data (resolved by :meth:`wakeup`: a SYNC_MASTER put, or the
+        #: service's tick every POLL_INTERVAL_S while slaves are connected)
         self._wakers: list[asyncio.Future[None]] = []
+        self._tick_handle: asyncio.TimerHandle | None = None
         self._waiters: list[tuple[int, int, Callable[[bool], None]]] = []
+        #: SYNC_MASTER sends' deadlines in the order they were set (one timer for the earliest,
+        #: instead of a timer and a wait_for per send)
+        self._deadlines: collections.deque[tuple[float, asyncio.Future[bool | None]]] = collections.deque()
+        self._expiry: asyncio.TimerHandle | None = None
         self._seq = itertools.count()
         self._handlers: set[asyncio.Task[None]] = set()
         #: controller mode: reads the slave's handshake, returns its broker id (raises to refuse it)
@@ -151,6 +159,10 @@ class HAService:
         for task in list(self._handlers):
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
+        for handle in (self._tick_handle, self._expiry):
+            if handle is not None:
+                handle.cancel()
+        self._tick_handle = self._expiry = None
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
@@ -164,6 +176,13 @@ class HAService:
         for fut in wakers:
             if not fut.done():
                 fut.set_result(None)
+
+    def _tick(self) -> None:
+        """Every POLL_INTERVAL_S while slaves are connected: writers look for data and heartbeats."""
+        self.wakeup()
+        self._tick_handle = (
+            asyncio.get_running_loop().call_later(POLL_INTERVAL_S, self._tick) if self.connections else None
+        )
 
     # -- SYNC_MASTER -------------------------------------------------------------------------------
     def in_sync_slaves(self, offset: int) -> int:
@@ -186,20 +205,28 @@ class HAService:
         """PUT_OK once a slave has ``offset``; SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT otherwise."""
         if not self.is_slave_ok(offset):
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-        def resolve(ok: bool) -> None:
-            if not future.done():
-                future.set_result(ok)
-
-        self.when_replicated(offset, resolve)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool | None] = loop.create_future()  # None: timed out
+        self.when_replicated(offset, functools.partial(_settle, future))
+        self._deadlines.append((loop.time() + timeout_s, future))
+        if self._expiry is None:
+            self._expiry = loop.call_at(self._deadlines[0][0], self._expire)
         self.wakeup()
-        try:
-            ok = await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
+        ok = await future
+        if ok is None:
             log.warning("SYNC_MASTER: no slave acknowledged offset %d within %.1f s", offset, timeout_s)
-            return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+
+    def _expire(self) -> None:
+        """Time out the sends whose deadline passed; re-arm for the earliest left.  (Deadlines are
+        set in order: syncFlushTimeout is the same for all, unless changed at runtime, when a send
+        may time out up to the old timeout late.)"""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadlines = self._deadlines
+        while deadlines and (deadlines[0][1].done() or deadlines[0][0] <= now):
+            _settle(deadlines.popleft()[1], None)
+        self._expiry = loop.call_at(deadlines[0][0], self._expire) if deadlines else None
 
     def _acked(self, conn: SlaveConnection, offset: int) -> None:
         conn.acked = offset
@@ -235,6 +262,8 @@ class HAService:
                 writer.close()
                 return
         self.connections.add(conn)
+        if self._tick_handle is None:
+            self._tick_handle = asyncio.get_running_loop().call_later(POLL_INTERVAL_S, self._tick)
         log.info("slave %s connected to the HA service", conn.addr)
         tasks = [
             asyncio.create_task(self._read(conn, reader)),
@@ -350,7 +379,7 @@ class HAService:
         try:
             while True:
                 # registered before looking for data: an append meanwhile wakes this writer (a
-                # future and a timer instead of wait_for(event.wait()), which costs a task per wait)
+                # future, resolved by a put or the service's tick: no task or timer per wait)
                 if wake is None or wake.done():
                     wake = loop.create_future()
                     self._wakers.append(wake)
@@ -365,9 +394,7 @@ class HAService:
                     writer.write(encode_transfer_header(conn.transfer_from, 0))
                     await writer.drain()
                     last_write = now
-                timer = loop.call_later(POLL_INTERVAL_S, _resolve, wake)
                 await wake
-                timer.cancel()
         except (ConnectionError, OSError) as exc:
             log.info("HA connection to %s lost: %s", conn.addr, exc)
 

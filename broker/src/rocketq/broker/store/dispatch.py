@@ -98,6 +98,8 @@ class Dispatcher:
         self.lock = threading.Lock()  # one round at a time, whichever thread runs it
         #: the last round dispatched nothing because a chunk's hints were not made yet
         self.held = False
+        #: where the last round was to stop: the CommitLog's end when it began (or a held chunk)
+        self.round_end = 0
         #: failing rounds (full disk...) are logged once per state change, not per round
         self.failures = FailureLog("dispatching the CommitLog into ConsumeQueues (reput)", log)
 
@@ -140,7 +142,7 @@ class Dispatcher:
             self.reput_from_offset = self.commit_log.min_offset
         touched: dict[tuple[str, int], int] = {}
         n = 0
-        limit = self._replica_hints()  # this round dispatches nothing at or beyond
+        limit = self.round_end = self._replica_hints()  # this round dispatches nothing at or beyond
         hints = self.commit_log.hints
         group: list[DispatchHint] = []
         offset = self.reput_from_offset
@@ -328,7 +330,12 @@ class ReputService:
             try:
                 with d.lock:
                     n = d.do_reput()
-                if n == 0 and (d.reput_from_offset >= d.commit_log.max_offset or d.held):
+                # Caught up with what the round saw: wait for a wakeup (a put) or idle_wait_s.  Not
+                # straight into another round for what arrived meanwhile: a slave's appends do not
+                # wake this thread, and a round of the few records one round's time brings costs
+                # its fixed part for little (rounds of ~1 000 records cost a slave ~30 % less
+                # CPU per record than alternating full and near-empty ones).
+                if d.reput_from_offset >= d.round_end:
                     self._wake.wait(self.idle_wait_s)
                     self._wake.clear()
                 elif d.error is not None:

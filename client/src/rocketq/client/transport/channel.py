@@ -218,6 +218,8 @@ class RemotingProtocol(asyncio.Protocol):
         self._malformed_logged = False
         self._reading_paused = False
         self._draining = False
+        #: the peer once left unsent responses over the write-buffer high-water mark
+        self.backpressured = False
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._on_open = on_open
@@ -253,6 +255,7 @@ class RemotingProtocol(asyncio.Protocol):
             self._on_close(self)
 
     def pause_writing(self) -> None:
+        self.backpressured = True
         self._can_write.clear()
         if self.dispatcher.limits is not None:
             self._update_reading()
