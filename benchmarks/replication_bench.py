@@ -18,7 +18,7 @@ broker next to the targets (SYNC_MASTER >= 60 %, ASYNC_MASTER >= 80 %), the max 
 (target < 1 s under sustained ASYNC_MASTER load) and how long the slave took to catch up after
 the load stopped.  Producer, master and slave share this machine's CPUs.
 
-    .venv/bin/python benchmarks/replication_bench.py [--seconds 10] [--repeat 2] [--profile DIR]
+    .venv/bin/python benchmarks/replication_bench.py [--seconds 4] [--repeat 5] [--profile DIR]
 
 ``--profile DIR`` runs the brokers of the sync case under cProfile (``master.prof``,
 ``slave.prof``; their event-loop threads) and prints their top entries.
@@ -331,10 +331,10 @@ def _print_profile(path: Path, title: str, limit: int = 20) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=5.0, help="duration of each measurement")
+    ap.add_argument("--seconds", type=float, default=4.0, help="duration of each measurement")
     ap.add_argument("--batch", type=int, default=500, help="messages per send_batch")
     ap.add_argument("--concurrency", type=int, default=4, help="batches in flight")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of the three cases, interleaved")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds of the three cases, interleaved")
     ap.add_argument("--sample-ms", type=float, default=50.0, help="HA status sampling period")
     ap.add_argument("--cases", default=",".join(CASES), help="subset of single,async,sync (needs single)")
     ap.add_argument("--profile", type=Path, default=None, help="profile the sync case's brokers into DIR")
