@@ -96,8 +96,6 @@ class Dispatcher:
         self.last_dispatched_timestamp = 0
         self.error: str | None = None
         self.lock = threading.Lock()  # one round at a time, whichever thread runs it
-        #: the last round dispatched nothing because a chunk's hints were not made yet
-        self.held = False
         #: where the last round was to stop: the CommitLog's end when it began (or a held chunk)
         self.round_end = 0
         #: failing rounds (full disk...) are logged once per state change, not per round
@@ -146,7 +144,6 @@ class Dispatcher:
         hints = self.commit_log.hints
         group: list[DispatchHint] = []
         offset = self.reput_from_offset
-        self.held = False
         while n < _UNITS_PER_ROUND:
             while hints and hints[0].base < offset:
                 hints.popleft()  # dispatched by the parsing path already
@@ -165,7 +162,6 @@ class Dispatcher:
             self._dispatch_group(group, touched, offset)
             group = []
             if offset >= limit:
-                self.held = n == 0 and limit < self.commit_log.max_offset
                 break
             stop_at = min(hints[0].base, limit) if hints else limit
             n += self._dispatch_parsed(offset, stop_at, touched)
