@@ -85,6 +85,7 @@ def test_unknown_keys_warned_not_fatal() -> None:
         ("brokerRole", "LEADER"),
         ("namesrvAddr", "nohost"),
         ("deleteWhen", "25"),
+        ("replicaDispatchIntervalMs", "0"),
         ("mappedFileSizeCommitLog", "big"),
         ("defaultTopicQueueNums", "0"),
     ],

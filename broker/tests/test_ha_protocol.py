@@ -26,7 +26,8 @@ from rocketq.broker.ha.protocol import (
 )
 from rocketq.broker.ha.replica_hints import replica_hints
 from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, DispatchHint
-from rocketq.broker.store.errors import StoreError
+from rocketq.broker.store.config import StoreConfig
+from rocketq.broker.store.errors import StoreConfigError, StoreError
 from rocketq.broker.store.message_store import MessageStore, MessageToStore
 from rocketq.broker.store.props_scan import I64, Buffer
 from rocketq.broker.testing import small_store
@@ -377,6 +378,53 @@ def test_deferred_hints_hold_dispatch_until_made(tmp_path: Path) -> None:
             assert slave.wait_dispatched()
             assert sum(made) == 3200 and decoded == 0
             assert slave.get_max_offset_in_queue("T", 0) == master.get_max_offset_in_queue("T", 0)
+
+
+def test_a_slave_dispatches_replicated_bytes_every_replica_dispatch_interval(tmp_path: Path) -> None:
+    """After a round of replicated bytes the reput thread waits ``replicaDispatchIntervalMs`` (a
+    slave's appends do not wake it) before the next; a wakeup or shutdown still dispatches at once."""
+    with small_store(tmp_path / "m") as master:
+        assert master.put_messages([msg("T", 0, j, KEYS=f"k{j}") for j in range(40)]).status.is_ok
+        assert master.wait_dispatched()
+        tail = master.commit_log.segment_tail(0)
+        assert tail is not None and len(tail[2]) == master.max_phy_offset  # one segment
+        stream = bytes(tail[2])
+    conf = StoreConfig.from_broker_conf(
+        {"replicaDispatchIntervalMs": "10000"},
+        store_path_root_dir=str(tmp_path / "s"),
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        max_message_size_bytes=8 * 1024,
+    )
+    slave = MessageStore(conf)
+    slave.start()
+    try:
+        aligner = RecordAligner(0, conf.mapped_file_size_commit_log_bytes)
+        halves = []
+        for piece in (stream[: len(stream) // 2], stream[len(stream) // 2 :]):
+            chunk, starts = aligner.feed_records(piece)
+            halves.append((aligner.offset - len(chunk), chunk, starts))
+        slave.append_replicated(halves[0][0], halves[0][1], starts=halves[0][2], hinter=replica_hints)
+        assert slave.wait_dispatched()  # the first round after an idle wait (reput_idle_wait_ms)
+        first = slave.get_max_offset_in_queue("T", 0)
+        assert 0 < first < 40
+        slave.append_replicated(halves[1][0], halves[1][1], starts=halves[1][2], hinter=replica_hints)
+        assert not slave.wait_dispatched(timeout_s=0.3)  # the thread waits out the interval
+        assert slave.get_max_offset_in_queue("T", 0) == first
+        assert slave._reput is not None
+        slave._reput.wakeup()
+        assert slave.wait_dispatched()
+        assert slave.get_max_offset_in_queue("T", 0) == 40
+        assert slave.query_message("T", "k39", 10, 0, 1 << 62).phy_offsets
+    finally:
+        slave.shutdown()
+
+
+def test_replica_dispatch_interval_is_checked() -> None:
+    conf = StoreConfig.from_broker_conf({"replicaDispatchIntervalMs": "250"})
+    assert conf.replica_dispatch_interval_ms == 250
+    assert StoreConfig().replica_dispatch_interval_ms == 50
+    with pytest.raises(StoreConfigError, match="replicaDispatchIntervalMs"):
+        StoreConfig.from_broker_conf({"replicaDispatchIntervalMs": "0"})
 
 
 def test_replica_hints_leave_malformed_records_to_decoding(tmp_path: Path) -> None:

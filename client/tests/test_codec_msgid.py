@@ -90,3 +90,13 @@ def test_bulk_uniq_keys_equal_one_by_one() -> None:
             one.next_id(now)
         bulk.next_ids(65_530, now)
         assert [one.next_id(now) for _ in range(12)] == bulk.next_ids(12, now)
+
+
+def test_an_id_block_is_the_ids_next_ids_would_give() -> None:
+    now = _month_start_ms(1700000000000) + 0x0A0B0C
+    block, bulk = UniqKeyGenerator("10.0.0.5", pid=7, seed=3), UniqKeyGenerator("10.0.0.5", pid=7, seed=3)
+    block.next_ids(65_530, now)  # the counter wraps inside the block
+    bulk.next_ids(65_530, now)
+    head, counters = block.next_id_block(12, now)
+    assert [f"{head}{c:04X}" for c in counters.tolist()] == bulk.next_ids(12, now)
+    assert block.next_id(now) == bulk.next_id(now)  # the block took exactly 12 counter values

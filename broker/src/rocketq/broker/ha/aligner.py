@@ -151,12 +151,14 @@ def _walk(buf: bytes | bytearray, p: int, seg_end: int, starts: list[int]) -> in
 
 #: below this many records a run check costs more than stepping through them
 _RUN_MIN = 8
+assert SIZE_MAGIC.size == 8  # _same_size_run reads the size+magic header as one 8-byte word
 
 
 def _same_size_run(buf: bytes | bytearray, first: int, total: int, k: int) -> int:
     """How many of the ``k`` records after the one at ``first`` have its size and magic (their
-    8-byte size+magic headers equal to its own), all before the first that differs."""
-    rows = np.frombuffer(buf, dtype=np.uint8, count=(k + 1) * total, offset=first).reshape(k + 1, total)
-    heads = rows[:, : SIZE_MAGIC.size]
-    differs = np.flatnonzero(np.any(heads[1:] != heads[0], axis=1))
+    8-byte size+magic headers equal to its own), all before the first that differs: the headers
+    are read as one strided column of 8-byte words (no copy of the rows), compared with one
+    comparison."""
+    heads = np.ndarray((k + 1,), dtype=np.uint64, buffer=buf, offset=first, strides=(total,))
+    differs = np.flatnonzero(heads[1:] != heads[0])
     return int(differs[0]) if len(differs) else k

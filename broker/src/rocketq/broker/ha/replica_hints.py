@@ -51,13 +51,14 @@ _HEADER = np.dtype(header_dtype_spec(0))
 assert _HEADER.itemsize == IPV4_HEADER_SIZE
 
 
-def _rows(data: Buffer, pos: I64, width: int) -> npt.NDArray[np.uint8]:
+def _rows(data: Buffer, pos: I64, width: int) -> npt.NDArray[np.void]:
     """The ``width`` bytes at each of ``pos`` (>= 0; clipped to the end of ``data``: the checks
-    below reject what does not fit), gathered through a zero-copy window of every ``width``-byte
-    run of bytes (built directly: ``as_strided`` costs more than the gather for a few hundred rows)."""
+    below reject what does not fit), as opaque ``V<width>`` items, gathered through a zero-copy
+    window of every ``width``-byte run of bytes (built directly: ``as_strided`` costs more than the
+    gather for a few hundred rows; whole items copy at about twice the speed of rows of bytes)."""
     n = len(data) - width + 1
-    window = np.ndarray((n, width), dtype=np.uint8, buffer=data, strides=(1, 1))
-    out: npt.NDArray[np.uint8] = window[np.minimum(pos, n - 1)]
+    window = np.ndarray((n,), dtype=f"V{width}", buffer=data, strides=(1,))
+    out: npt.NDArray[np.void] = window[np.minimum(pos, n - 1)]
     return out
 
 
@@ -71,7 +72,7 @@ def _tails(
     t_pos = s + IPV4_HEADER_SIZE + np.maximum(body_len, 0)
     t_len = u8[np.minimum(t_pos, len(u8) - 1)].astype(np.int64)  # a V1 (1-byte) topic length
     p_pos = t_pos + 1 + t_len
-    p_len = _rows(data, p_pos, 2).view(">i2").ravel().astype(np.int64)
+    p_len = _rows(data, p_pos, 2).view(">i2").astype(np.int64)
     p_start = p_pos + 2
     tran = sys_flag & TRANSACTION_TYPE_MASK
     ok = (tran != TRANSACTION_PREPARED_TYPE) & (tran != TRANSACTION_ROLLBACK_TYPE)
@@ -87,7 +88,7 @@ def replica_hints(data: Buffer, base: int, starts: Sequence[int] | I64) -> list[
         return []
     u8 = np.frombuffer(data, dtype=np.uint8)
     s = np.asarray(starts, dtype=np.int64)
-    h = _rows(data, s, IPV4_HEADER_SIZE).view(_HEADER).ravel()
+    h = _rows(data, s, IPV4_HEADER_SIZE).view(_HEADER)
     size, queue_id, qo, store_ts = h["total_size"], h["queue_id"], h["queue_offset"], h["store_timestamp"]
     t_start, t_len, p_start, p_len, ok = _tails(data, u8, s, h)
     cut = np.ones(len(s), dtype=bool)  # a new run starts at each True
@@ -151,6 +152,6 @@ def _topic_changes(data: Buffer, t_start: I64, t_len: I64) -> Bool:
     changed: Bool = t_len[1:] != t_len[:-1]
     if width == 0:
         return changed
-    rows = _rows(data, t_start, width).view(f"V{width}").ravel()
+    rows = _rows(data, t_start, width)
     changed |= rows[1:] != rows[:-1]
     return changed

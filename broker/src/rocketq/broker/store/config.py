@@ -57,6 +57,9 @@ class StoreConfig:
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
     check_crc_on_recover: bool = True
     reput_idle_wait_ms: int = 10
+    #: after a dispatch round of replicated bytes (a slave), wait this long before the next: a
+    #: slave's appends do not wake dispatch, and fuller rounds cost less CPU per record
+    replica_dispatch_interval_ms: int = 50
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     preallocate_files: bool = True
 
@@ -84,6 +87,10 @@ class StoreConfig:
         )
         if not all(0 < r <= 100 for r in ratios):
             raise StoreConfigError("disk ratios must be percentages within 1..100")
+        if not 1 <= self.replica_dispatch_interval_ms <= 10_000:
+            raise StoreConfigError(
+                "replica_dispatch_interval_ms (replicaDispatchIntervalMs) must be within 1..10000 ms"
+            )
         self.delete_hours()  # validates the format
 
     # -- derived values --------------------------------------------------------------------
@@ -176,4 +183,5 @@ _JAVA_KEYS: dict[str, tuple[str, Any]] = {
     "destroyMapedFileIntervalForcibly": ("destroy_mapped_file_interval_forcibly_ms", int),
     "checkCRCOnRecover": ("check_crc_on_recover", _bool),
     "messageDelayLevel": ("message_delay_level", str),
+    "replicaDispatchIntervalMs": ("replica_dispatch_interval_ms", int),  # rocketq's own
 }

