@@ -173,7 +173,8 @@ def _uniform_batches(
     if entry > max_size:
         return None  # split_batches reports it
     n = len(msgs)
-    id_head, counters = uniq.next_id_block(n)
+    id_head, taken = uniq.next_id_block(n)
+    counters = np.array(taken, dtype=np.int64) & 0xFFFF
     rows = np.empty((n, entry), dtype=np.uint8)
     rows[:, : ENTRY_HEAD.size] = np.frombuffer(fixed_head, dtype=np.uint8)
     p = ENTRY_HEAD.size

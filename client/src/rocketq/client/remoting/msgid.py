@@ -31,9 +31,6 @@ import time
 from functools import lru_cache
 from typing import Final
 
-import numpy as np
-import numpy.typing as npt
-
 from rocketq.client.errors import MessageFormatError
 
 _PORT_OFFSET: Final = struct.Struct(">iq")
@@ -123,14 +120,13 @@ class UniqKeyGenerator:
         count = next(self._counter) & 0xFFFF
         return self._prefix + _TIME_COUNTER.pack(diff, count).hex().upper()
 
-    def next_id_block(self, n: int, now_ms: int | None = None) -> tuple[str, npt.NDArray[np.int64]]:
+    def next_id_block(self, n: int, now_ms: int | None = None) -> tuple[str, list[int]]:
         """``n`` new UNIQ_KEYs as a head and counters: id ``i`` is ``head`` followed by
-        ``counters[i]`` as 4 upper-case hex digits, the ids that :meth:`next_ids` would return.
-        The counters are taken from the shared counter in one C-level call (no bytecode runs
-        between them, so they are consecutive even when threads share the generator)."""
+        ``counters[i] & 0xFFFF`` as 4 upper-case hex digits, the ids that :meth:`next_ids` would
+        return.  The counters are taken from the shared counter in one C-level call, for a caller
+        that formats them in bulk (the producer's fixed-size batches)."""
         head = f"{self._prefix}{self._diff(now_ms):08X}"
-        counters = np.fromiter(itertools.islice(self._counter, n), dtype=np.int64, count=n) & 0xFFFF
-        return head, counters
+        return head, list(itertools.islice(self._counter, n))
 
     def next_ids(self, n: int, now_ms: int | None = None) -> list[str]:
         """``n`` new UNIQ_KEYs at once: the same ids as ``n`` calls of :meth:`next_id` in the same
