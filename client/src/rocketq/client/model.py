@@ -79,12 +79,14 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.body, (bytes, bytearray, memoryview)):
-            raise ClientError(f"Message.body must be bytes, got {type(self.body).__name__}")
-        self.body = bytes(self.body)
+        # (the usual message, bytes and no delay, takes two comparisons: bulk sends build many)
+        if type(self.body) is not bytes:
+            if not isinstance(self.body, (bytes, bytearray, memoryview)):
+                raise ClientError(f"Message.body must be bytes, got {type(self.body).__name__}")
+            self.body = bytes(self.body)
         if not self.topic:
             raise ClientError("Message.topic must not be empty")
-        if not 0 <= self.delay_time_level <= 255:
+        if self.delay_time_level and not 0 <= self.delay_time_level <= 255:
             raise ClientError(f"delay_time_level must be 0..255, got {self.delay_time_level}")
 
     @property
