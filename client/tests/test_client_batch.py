@@ -10,7 +10,7 @@ from rocketq.client.errors import MQClientError
 from rocketq.client.model import Message
 from rocketq.client.producer.batch import _encode_items, _uniform_batches, prepare_batches
 from rocketq.client.remoting import msgid
-from rocketq.client.remoting.batch import decode_batch, encode_batch, split_batches
+from rocketq.client.remoting.batch import ENTRY_OVERHEAD, decode_batch, encode_batch, split_batches
 from rocketq.client.remoting.msgid import UniqKeyGenerator
 
 
@@ -107,7 +107,7 @@ def test_fixed_size_bulk_sends_encode_as_message_by_message(
     for g in (fast, slow):
         g.next_ids(counter_start)
     wait_s = "true" if wait else "false"
-    entry = 22 + size + len(f"WAIT\x01{wait_s}\x02UNIQ_KEY\x01\x02") + len(fast.prefix) + 8 + 4
+    entry = ENTRY_OVERHEAD + size + len(f"WAIT\x01{wait_s}\x02UNIQ_KEY\x01\x02") + len(fast.prefix) + 8 + 4
     max_size = entry * per_request + per_request % 7  # not a multiple of the entry size
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(msgid, "time", _FrozenClock(1_700_000_000.5))

@@ -310,7 +310,7 @@ class Dispatcher:
 class ReputService:
     """The background thread running :meth:`Dispatcher.do_reput`."""
 
-    def __init__(self, dispatcher: Dispatcher, idle_wait_ms: int, replica_interval_ms: int = 50) -> None:
+    def __init__(self, dispatcher: Dispatcher, idle_wait_ms: int, replica_interval_ms: int) -> None:
         self.dispatcher = dispatcher
         self.idle_wait_s = idle_wait_ms / 1000
         self.replica_interval_s = replica_interval_ms / 1000

@@ -34,7 +34,12 @@ from rocketq.client.remoting.batch import (
     split_batches,
 )
 from rocketq.client.remoting.msgid import UniqKeyGenerator
-from rocketq.client.remoting.properties import MessageConst, encode_properties_bytes
+from rocketq.client.remoting.properties import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    encode_properties_bytes,
+)
 from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, ResponseCode
 
 __all__ = ["EncodedBatch", "prepare_batches"]
@@ -92,12 +97,26 @@ def prepare_batches(
     batches = []
     start = 0
     for chunk in chunks:
-        carrier = Message(first.topic, b"\0", wait_store_msg_ok=first.wait_store_msg_ok)
-        carrier.properties[MessageConst.WAIT_STORE_MSG_OK] = wait
         end = start + len(chunk)
-        batches.append(EncodedBatch(carrier, encode_batch(chunk), ",".join(ids[start:end]), len(chunk)))
+        batches.append(
+            EncodedBatch(_carrier(first, wait), encode_batch(chunk), ",".join(ids[start:end]), len(chunk))
+        )
         start = end
     return batches
+
+
+def _carrier(first: Message, wait: str) -> Message:
+    """The message a SEND_BATCH_MESSAGE request's header is built from (its properties: ``WAIT``)."""
+    carrier = Message(first.topic, b"\0", wait_store_msg_ok=first.wait_store_msg_ok)
+    carrier.properties[MessageConst.WAIT_STORE_MSG_OK] = wait
+    return carrier
+
+
+def _plain_head(wait: str) -> str:
+    """The properties of a plain message (no tags, keys, sharding key or user property) up to its
+    UNIQ_KEY's value, which the message's properties end with, then :data:`PROPERTY_SEPARATOR`."""
+    nv, ps = NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+    return f"{MessageConst.WAIT_STORE_MSG_OK}{nv}{wait}{ps}{MessageConst.UNIQ_KEY}{nv}"
 
 
 def _encode_items(
@@ -108,11 +127,12 @@ def _encode_items(
     A message with no user property and none of tags, keys, sharding key (the common case of a
     bulk send) skips the property map: its properties are ``WAIT`` and ``UNIQ_KEY`` only.
     """
-    plain_head = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{wait}\x02{MessageConst.UNIQ_KEY}\x01"
+    plain_head = _plain_head(wait)
     if not any(m.properties or m.tags or m.keys is not None or m.sharding_key for m in msgs):
         ids = uniq.next_ids(len(msgs))  # all plain: ids in bulk, properties by one format each
         return [
-            (m.flag, m.body, f"{plain_head}{uid}\x02".encode()) for m, uid in zip(msgs, ids, strict=True)
+            (m.flag, m.body, f"{plain_head}{uid}{PROPERTY_SEPARATOR}".encode())
+            for m, uid in zip(msgs, ids, strict=True)
         ], ids
     items: list[BatchItem] = []
     ids = []
@@ -120,7 +140,7 @@ def _encode_items(
     for m in msgs:
         if not m.properties and not m.tags and m.keys is None and not m.sharding_key:
             uid = next_id()
-            data = (plain_head + uid + "\x02").encode()
+            data = (plain_head + uid + PROPERTY_SEPARATOR).encode()
         else:
             props = m.wire_properties()
             uid = props.get(MessageConst.UNIQ_KEY) or next_id()
@@ -162,9 +182,10 @@ def _uniform_batches(
     ]
     if len(bodies) != len(msgs) or set(map(len, bodies)) != {size}:
         return None
-    head_len = len(uniq.prefix) + 8  # the prefix and the time part (see next_id_block)
-    props_head = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{wait}\x02{MessageConst.UNIQ_KEY}\x01".encode()
-    plen = len(props_head) + head_len + 4 + 1
+    n = len(msgs)
+    id_head, taken = uniq.next_id_block(n)  # (ids of a batch that fails below are only skipped)
+    fixed_props = f"{_plain_head(wait)}{id_head}".encode()  # then 4 hex digits and a separator
+    plen = len(fixed_props) + 4 + 1
     entry = ENTRY_OVERHEAD + size + plen
     try:
         fixed_head = ENTRY_HEAD.pack(entry, 0, 0, flag, size)
@@ -172,8 +193,6 @@ def _uniform_batches(
         return None  # a flag out of range: encode_batch reports it
     if entry > max_size:
         return None  # split_batches reports it
-    n = len(msgs)
-    id_head, taken = uniq.next_id_block(n)
     counters = np.array(taken, dtype=np.int64) & 0xFFFF
     rows = np.empty((n, entry), dtype=np.uint8)
     rows[:, : ENTRY_HEAD.size] = np.frombuffer(fixed_head, dtype=np.uint8)
@@ -181,19 +200,18 @@ def _uniform_batches(
     if size:
         rows[:, p : p + size] = np.frombuffer(b"".join(bodies), dtype=np.uint8).reshape(n, size)
     p += size
-    fixed_props = PROPLEN.pack(plen) + props_head + id_head.encode()
+    rows[:, p : p + PROPLEN.size] = np.frombuffer(PROPLEN.pack(plen), dtype=np.uint8)
+    p += PROPLEN.size
     rows[:, p : p + len(fixed_props)] = np.frombuffer(fixed_props, dtype=np.uint8)
     p += len(fixed_props)
     rows[:, p : p + 4] = _HEX[(counters[:, None] >> _NIBBLES) & 15]
-    rows[:, p + 4] = 2  # the properties' last separator
-    ids = rows[:, p - head_len : p + 5].copy()  # each UNIQ_KEY and a separator ...
+    rows[:, p + 4] = ord(PROPERTY_SEPARATOR)  # the properties' last
+    ids = rows[:, p - len(id_head) : p + 5].copy()  # each UNIQ_KEY and a separator ...
     ids[:, -1] = ord(",")  # ... that joins them
     per = max_size // entry
     batches = []
     for a in range(0, n, per):
         b = min(n, a + per)
-        carrier = Message(first.topic, b"\0", wait_store_msg_ok=first.wait_store_msg_ok)
-        carrier.properties[MessageConst.WAIT_STORE_MSG_OK] = wait
         msg_id = ids[a:b].tobytes()[:-1].decode("ascii")
-        batches.append(EncodedBatch(carrier, rows[a:b].tobytes(), msg_id, b - a))
+        batches.append(EncodedBatch(_carrier(first, wait), rows[a:b].tobytes(), msg_id, b - a))
     return batches
