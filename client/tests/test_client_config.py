@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
+import gc
+import pickle
 
 import pytest
 
@@ -97,6 +101,39 @@ def test_message_wire_properties() -> None:
         msg.put_user_property("TAGS", "B")
     with pytest.raises(ClientError):
         Message("T", "not bytes")  # type: ignore[arg-type]
+
+
+def test_a_message_makes_its_properties_dict_on_first_access() -> None:
+    msg = Message("T", b"x")
+    assert not any(isinstance(o, dict) for o in gc.get_referents(msg))  # none allocated
+    assert not msg.has_user_properties and msg.wire_properties() == {"WAIT": "true"}
+    assert not any(isinstance(o, dict) for o in gc.get_referents(msg))  # reading the wire map made none
+    assert msg.properties == {} and msg.properties is msg.properties  # made once, then kept
+    msg.properties["color"] = "red"  # the dict is the message's own: writes stay
+    assert msg.has_user_properties and msg.wire_properties()["color"] == "red"
+    given = {"a": "b"}
+    other = Message("T", b"x", properties=given)
+    assert other.properties is given and other.has_user_properties
+
+
+def test_a_message_is_still_a_dataclass_with_its_properties() -> None:
+    msg = Message("T", b"x", tags="A", properties={"color": "red"})
+    assert [f.name for f in dataclasses.fields(Message)][-1] == "properties"
+    moved = dataclasses.replace(msg, topic="U")
+    assert moved.topic == "U" and moved.properties == {"color": "red"} and moved.tags == "A"
+    assert dataclasses.asdict(msg)["properties"] == {"color": "red"}
+    assert msg == Message("T", b"x", tags="A", properties={"color": "red"}) != Message("T", b"x", tags="A")
+    assert Message("T", b"x") == Message("T", b"x")  # an unread and an empty map are equal
+    assert "properties={'color': 'red'}" in repr(msg)
+    for copied in (pickle.loads(pickle.dumps(msg)), copy.deepcopy(msg)):
+        assert copied == msg and copied.properties is not msg.properties
+    with pytest.raises(AttributeError):
+        msg.colour = "red"  # type: ignore[attr-defined]  # slots: a typo fails loudly
+    with pytest.raises(ClientError, match="topic"):
+        Message("", b"x")
+    with pytest.raises(ClientError, match="delay_time_level"):
+        Message("T", b"x", delay_time_level=300)
+    assert Message("T", bytearray(b"y")).body == b"y" and type(Message("T", memoryview(b"z")).body) is bytes
 
 
 def test_pull_result_decodes_lazily_once() -> None:

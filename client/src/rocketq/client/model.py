@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from rocketq.client.errors import ClientError
@@ -59,35 +59,75 @@ _RESERVED = frozenset(
 )
 
 
-@dataclass(slots=True)
+@dataclass(init=False)
 class Message:
     """A message to send.
 
     ``keys`` are business keys (indexed by the broker for ``queryMsgByKey``); ``tags`` is the one
     tag consumers filter on; ``delay_time_level`` 1..18 delays delivery (1s ... 2h);
     ``sharding_key`` is the default argument of the hash selector for ordered sends.
+    ``properties`` (user properties) is a dict made on first access: a message without any
+    allocates none.  An application sending in bulk builds many messages, and a dict each made
+    CPython's collector run over the whole heap every few thousand of them.
     """
+
+    __slots__ = (
+        "_properties",
+        "body",
+        "delay_time_level",
+        "flag",
+        "keys",
+        "sharding_key",
+        "tags",
+        "topic",
+        "wait_store_msg_ok",
+    )
 
     topic: str
     body: bytes
-    tags: str | None = None
-    keys: str | Sequence[str] | None = None
-    flag: int = 0
-    delay_time_level: int = 0
-    wait_store_msg_ok: bool = True
-    sharding_key: str | None = None
-    properties: dict[str, str] = field(default_factory=dict)
+    tags: str | None
+    keys: str | Sequence[str] | None
+    flag: int
+    delay_time_level: int
+    wait_store_msg_ok: bool
+    sharding_key: str | None
+    properties: dict[str, str]  # a property over the ``_properties`` slot (set below the class)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        flag: int = 0,
+        delay_time_level: int = 0,
+        wait_store_msg_ok: bool = True,
+        sharding_key: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> None:
         # (the usual message, bytes and no delay, takes two comparisons: bulk sends build many)
-        if type(self.body) is not bytes:
-            if not isinstance(self.body, (bytes, bytearray, memoryview)):
-                raise ClientError(f"Message.body must be bytes, got {type(self.body).__name__}")
-            self.body = bytes(self.body)
-        if not self.topic:
+        if type(body) is not bytes:
+            if not isinstance(body, (bytes, bytearray, memoryview)):
+                raise ClientError(f"Message.body must be bytes, got {type(body).__name__}")
+            body = bytes(body)
+        if not topic:
             raise ClientError("Message.topic must not be empty")
-        if self.delay_time_level and not 0 <= self.delay_time_level <= 255:
-            raise ClientError(f"delay_time_level must be 0..255, got {self.delay_time_level}")
+        if delay_time_level and not 0 <= delay_time_level <= 255:
+            raise ClientError(f"delay_time_level must be 0..255, got {delay_time_level}")
+        self.topic = topic
+        self.body = body
+        self.tags = tags
+        self.keys = keys
+        self.flag = flag
+        self.delay_time_level = delay_time_level
+        self.wait_store_msg_ok = wait_store_msg_ok
+        self.sharding_key = sharding_key
+        self._properties = properties
+
+    @property
+    def has_user_properties(self) -> bool:
+        """Whether ``properties`` holds anything (without making the dict)."""
+        return bool(self._properties)
 
     @property
     def keys_str(self) -> str | None:
@@ -106,7 +146,7 @@ class Message:
 
     def wire_properties(self) -> dict[str, str]:
         """The property map sent to the broker (user properties plus the fields above)."""
-        props = dict(self.properties)
+        props = dict(self._properties) if self._properties else {}
         if self.tags:
             props[MessageConst.TAGS] = self.tags
         keys = self.keys_str
@@ -118,6 +158,22 @@ class Message:
             props[MessageConst.SHARDING_KEY] = self.sharding_key
         props[MessageConst.WAIT_STORE_MSG_OK] = "true" if self.wait_store_msg_ok else "false"
         return props
+
+
+def _get_properties(msg: Message) -> dict[str, str]:
+    props = msg._properties
+    if props is None:
+        props = msg._properties = {}
+    return props
+
+
+def _set_properties(msg: Message, value: dict[str, str]) -> None:
+    msg._properties = value
+
+
+# ``properties`` is a dataclass field (repr, ==, dataclasses.replace see it) read and written
+# through this property; assigned here because a class body cannot hold both under one name
+setattr(Message, "properties", property(_get_properties, _set_properties, doc="The user properties."))  # noqa: B010
 
 
 class SendStatus(enum.Enum):

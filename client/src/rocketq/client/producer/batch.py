@@ -128,7 +128,7 @@ def _encode_items(
     bulk send) skips the property map: its properties are ``WAIT`` and ``UNIQ_KEY`` only.
     """
     plain_head = _plain_head(wait)
-    if not any(m.properties or m.tags or m.keys is not None or m.sharding_key for m in msgs):
+    if not any(m.has_user_properties or m.tags or m.keys is not None or m.sharding_key for m in msgs):
         ids = uniq.next_ids(len(msgs))  # all plain: ids in bulk, properties by one format each
         return [
             (m.flag, m.body, f"{plain_head}{uid}{PROPERTY_SEPARATOR}".encode())
@@ -138,7 +138,7 @@ def _encode_items(
     ids = []
     next_id = uniq.next_id
     for m in msgs:
-        if not m.properties and not m.tags and m.keys is None and not m.sharding_key:
+        if not m.has_user_properties and not m.tags and m.keys is None and not m.sharding_key:
             uid = next_id()
             data = (plain_head + uid + PROPERTY_SEPARATOR).encode()
         else:
@@ -178,7 +178,7 @@ def _uniform_batches(
         if m.topic == topic
         and m.wait_store_msg_ok == wait_ok
         and m.flag == flag
-        and not (m.delay_time_level or m.properties or m.tags or m.keys or m.sharding_key)
+        and not (m.delay_time_level or m.has_user_properties or m.tags or m.keys or m.sharding_key)
     ]
     if len(bodies) != len(msgs) or set(map(len, bodies)) != {size}:
         return None
