@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from rocketq.broker.config import BrokerConfig, load_broker_config
 from rocketq.client.errors import RocketQError
 from rocketq.server.diagnostics import enable_stack_dumps
+from rocketq.server.memory import keep_freed_memory
 
 __all__ = ["main", "run_broker"]
 
@@ -90,6 +91,7 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) ->
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     enable_stack_dumps()  # kill -USR1 <pid>: every thread's stack into the log
+    keep_freed_memory()  # the dispatch's per-round arrays reuse heap pages (rocketq.server.memory)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         stream=sys.stderr,
