@@ -5,13 +5,11 @@ dispatch builds its ConsumeQueue units and index entries in numpy arrays of a fe
 a few MiB per round, dozens of rounds a second, and frees them again.  With glibc's defaults those
 blocks are either mapped afresh for each round (above the dynamic mmap threshold) or returned to
 the kernel when the top of a heap is free (the trim threshold, twice the mmap threshold): either
-way every round touches fresh pages, and each first touch is a page fault that zeroes a page. A
-single broker under a batch load took 20 000–33 000 such faults a second, most of them in its
-dispatch thread.  Serving allocations below 32 MiB from the heaps and keeping up to 128 MiB free at
-the top of each heap (``mallopt``: ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``) takes that to
-about 1 000; the process keeps what its busiest rounds needed.  An operator's own
-``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` or ``GLIBC_TUNABLES`` wins: then nothing is
-changed.
+way every round touches fresh pages, and each first touch is a page fault that zeroes a page
+(docs/broker.md, Performance, has the counts).  Allocations below :data:`MMAP_THRESHOLD` are
+served from the heaps and up to :data:`TRIM_THRESHOLD` is kept free at the top of each heap
+(``mallopt``: ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``); the process keeps what its busiest
+rounds needed.  An operator's own :data:`OPERATOR_SETTINGS` win: then nothing is changed.
 
 **Given back after a burst** (glibc's ``malloc_trim``).
 
@@ -36,27 +34,29 @@ import ctypes.util
 import logging
 import os
 from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["MemoryTrimmer", "keep_freed_memory", "malloc_trim"]
+__all__ = ["OPERATOR_SETTINGS", "MemoryTrimmer", "keep_freed_memory", "malloc_trim"]
 
 log = logging.getLogger(__name__)
 
 
-def _load_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
+def _libc(name: str, *argtypes: type[ctypes._SimpleCData[Any]]) -> Callable[..., int] | None:
+    """The C library's function ``name`` returning an int (None where there is none)."""
+    lib = ctypes.util.find_library("c")
+    if lib is None:
         return None
     try:
-        fn = ctypes.CDLL(name).malloc_trim
+        fn: Callable[..., int] = getattr(ctypes.CDLL(lib), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_size_t]
-    fn.restype = ctypes.c_int
+    fn.argtypes = list(argtypes)  # type: ignore[attr-defined]
+    fn.restype = ctypes.c_int  # type: ignore[attr-defined]
     return fn
 
 
 #: glibc's ``malloc_trim`` (None where the C library has none)
-malloc_trim: Callable[[int], int] | None = _load_trim()
+malloc_trim: Callable[[int], int] | None = _libc("malloc_trim", ctypes.c_size_t)
 
 #: ``mallopt`` parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
@@ -65,20 +65,9 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20
 #: free memory at the top of a heap up to this is kept for the next allocations
 TRIM_THRESHOLD = 128 << 20
-_OPERATOR_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
-
-
-def _load_mallopt() -> Callable[[int, int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        fn = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
+#: environment variables through which an operator sets glibc's malloc: any of them, and
+#: :func:`keep_freed_memory` leaves malloc alone
+OPERATOR_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
 
 def keep_freed_memory(
@@ -87,9 +76,9 @@ def keep_freed_memory(
     """Keep freed heap memory for reuse instead of faulting in fresh pages (module docstring);
     True if the settings were applied, False where the operator set glibc's malloc tunables or
     the C library has no ``mallopt`` (musl, macOS)."""
-    if any(name in environ for name in _OPERATOR_SETTINGS):
+    if any(name in environ for name in OPERATOR_SETTINGS):
         return False
-    fn = mallopt if mallopt is not None else _load_mallopt()
+    fn = mallopt or _libc("mallopt", ctypes.c_int, ctypes.c_int)
     if fn is None:
         return False
     # the mmap threshold first: setting it also stops glibc from moving both thresholds itself
