@@ -61,10 +61,11 @@ malloc_trim: Callable[[int], int] | None = _libc("malloc_trim", ctypes.c_size_t)
 #: ``mallopt`` parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-#: allocations below this come from the heaps (glibc's largest mmap threshold on 64-bit)
-MMAP_THRESHOLD = 32 << 20
+#: allocations below this come from the heaps (a dispatch round's arrays); larger ones, such as
+#: the frame buffers of stalled connections, are mapped and go back to the kernel when freed
+MMAP_THRESHOLD = 4 << 20
 #: free memory at the top of a heap up to this is kept for the next allocations
-TRIM_THRESHOLD = 128 << 20
+TRIM_THRESHOLD = 64 << 20
 #: environment variables through which an operator sets glibc's malloc: any of them, and
 #: :func:`keep_freed_memory` leaves malloc alone
 OPERATOR_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
