@@ -56,8 +56,8 @@ POLL_INTERVAL_S = 0.02
 #: back while the dispatch thread runs costs more than the write itself: fewer, larger writes.
 BURST_BYTES = 256 * 1024
 _READ_SIZE = 64 * 1024
-#: The most buffers one ``sendmsg`` takes (POSIX IOV_MAX; 1024 on Linux)
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+#: The most buffers one ``sendmsg`` takes (IOV_MAX on Linux and the BSDs; a burst has a few dozen)
+_IOV_MAX = 1024
 
 
 class _FrameWriter:
