@@ -262,6 +262,50 @@ def test_closing_a_backpressured_connection_gives_memory_back() -> None:
     run(main)
 
 
+def test_closing_a_connection_with_a_large_incomplete_frame_gives_memory_back() -> None:
+    """A peer that stopped halfway through a large frame made the server hold the frame's first
+    part; when it closes (or is aborted for the cap) the server trims the C heap once for the
+    burst.  A peer whose incomplete frame was small does not make it trim."""
+    calls: list[int] = []
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        return 1
+
+    half = struct.pack(">ii", 16 * 1024 * 1024 - 8, 2) + b"{}"
+
+    async def main() -> None:
+        server = RemotingServer(limits=ConnectionLimits())
+        server.trimmer = MemoryTrimmer(delay_s=0.05, trim=trim)
+        host, port = await server.start()
+        try:
+            _, small = await asyncio.open_connection(host, port)
+            small.write(half + b"s" * 1000)
+            await small.drain()
+            assert await until(lambda: any(p._pending_frame_bytes > 0 for p in protocols(server)))
+            small.close()
+            assert await until(lambda: not protocols(server))
+            await asyncio.sleep(0.2)
+            assert calls == []  # 1 KB held: nothing worth giving back
+            stalled = [await asyncio.open_connection(host, port) for _ in range(3)]
+            for _, writer in stalled:
+                writer.write(half + b"z" * (2 * 1024 * 1024))
+                await writer.drain()
+            assert await until(
+                lambda: sum(p._pending_frame_bytes >= 2 * 1024 * 1024 for p in protocols(server)) == 3
+            )
+            assert not any(p.backpressured for p in protocols(server))
+            for _, writer in stalled:
+                writer.close()
+            assert await until(lambda: server.trimmer.trims >= 1)
+            await asyncio.sleep(0.2)
+            assert calls == [0]  # three closes, one trim
+        finally:
+            await server.stop()
+
+    run(main)
+
+
 def test_malloc_trim_is_found_on_glibc() -> None:
     if platform.libc_ver()[0] == "glibc":
         assert malloc_trim is not None and malloc_trim(0) in (0, 1)

@@ -15,12 +15,14 @@ rounds needed.  An operator's own :data:`OPERATOR_SETTINGS` win: then nothing is
 
 A connection whose peer stops reading makes the server hold its unsent responses, up to the
 write-buffer high-water mark (rocketq.client.transport.channel, ``ConnectionLimits``), and whole
-requests' worth of buffers besides.  When such a connection closes, Python frees those buffers,
+requests' worth of buffers besides.  A peer that stops writing halfway through a large frame
+makes the server hold the frame's first part, up to the pending-frame caps (a frame part of
+``HELD_FRAME_BYTES``, 1 MiB, or more counts here).  When such a connection closes, Python frees those buffers,
 but glibc keeps most of the freed memory in its heaps (several arenas, one per thread that
 allocated; chunks of a few hundred KiB below the dynamic mmap threshold), so the process's RSS
 stays where the burst left it.  ``malloc_trim(0)`` releases the free pages of every arena.
 
-:class:`MemoryTrimmer` runs it once, shortly after a backpressured connection closed (a burst of
+:class:`MemoryTrimmer` runs it once, shortly after such a connection closed (a burst of
 closes is one trim), in a worker thread: it takes the arenas' locks and walks them, a few
 milliseconds for a heap of hundreds of MiB, which must not stall the event loop.  On a C library
 without ``malloc_trim`` (musl, macOS) it does nothing.

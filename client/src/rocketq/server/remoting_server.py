@@ -128,7 +128,7 @@ class RemotingServer:
     def _closed(self, protocol: RemotingProtocol) -> None:
         self._protocols.discard(protocol)
         log.debug("connection from %s closed", protocol.peer)
-        if protocol.backpressured:  # it made us buffer its unread responses: give the memory back
+        if protocol.held_memory:  # unread responses or a large incomplete frame: give the memory back
             self.trimmer.request()
         if self._on_channel_close is not None:
             try:

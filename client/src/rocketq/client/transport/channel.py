@@ -94,6 +94,9 @@ DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK = 4 * 1024 * 1024
 DEFAULT_WRITE_BUFFER_LOW_WATER_MARK = 1024 * 1024
 DEFAULT_MAX_PENDING_FRAME_BYTES = MAX_FRAME_LENGTH + 4
 DEFAULT_MAX_PENDING_FRAME_BYTES_TOTAL = 256 * 1024 * 1024
+#: an incomplete frame at least this large, dropped when its connection closes, leaves freed
+#: memory in the C heap worth giving back (RemotingProtocol.held_memory, rocketq.server.memory)
+HELD_FRAME_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +223,9 @@ class RemotingProtocol(asyncio.Protocol):
         self._draining = False
         #: the peer once left unsent responses over the write-buffer high-water mark
         self.backpressured = False
+        #: the peer made us hold memory that its close frees: unsent responses over the high-water
+        #: mark, or an incomplete frame of at least HELD_FRAME_BYTES (rocketq.server.memory)
+        self.held_memory = False
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._on_open = on_open
@@ -255,7 +261,7 @@ class RemotingProtocol(asyncio.Protocol):
             self._on_close(self)
 
     def pause_writing(self) -> None:
-        self.backpressured = True
+        self.backpressured = self.held_memory = True
         self._can_write.clear()
         if self.dispatcher.limits is not None:
             self._update_reading()
@@ -317,6 +323,8 @@ class RemotingProtocol(asyncio.Protocol):
         return False
 
     def _release_frame_bytes(self) -> None:
+        if self._pending_frame_bytes >= HELD_FRAME_BYTES:
+            self.held_memory = True
         self.dispatcher.pending_frame_bytes -= self._pending_frame_bytes
         self._pending_frame_bytes = 0
         self.connection.release()
