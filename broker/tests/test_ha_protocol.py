@@ -25,6 +25,7 @@ from rocketq.broker.ha.protocol import (
     max_transfer_size,
 )
 from rocketq.broker.ha.replica_hints import replica_hints
+from rocketq.broker.store import dispatch as dispatch_module
 from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, DispatchHint
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.errors import StoreConfigError, StoreError
@@ -415,6 +416,49 @@ def test_a_slave_dispatches_replicated_bytes_every_replica_dispatch_interval(tmp
         assert slave.wait_dispatched()
         assert slave.get_max_offset_in_queue("T", 0) == 40
         assert slave.query_message("T", "k39", 10, 0, 1 << 62).phy_offsets
+    finally:
+        slave.shutdown()
+
+
+def test_a_slave_round_takes_what_the_interval_brought(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slave's round dispatches up to _REPLICA_UNITS_PER_ROUND records, not the master's
+    _UNITS_PER_ROUND, and the rounds that continue a replicated range keep that cap (they make
+    no hints of their own).  The caps are shrunk here: records 40, master cap 4, slave cap 16."""
+    with small_store(tmp_path / "m") as master:
+        for j in range(40):  # queues in turn: a hint each
+            assert master.put_messages([msg("T", j % 4, j)]).status.is_ok
+        assert master.wait_dispatched()
+        tail = master.commit_log.segment_tail(0)
+        assert tail is not None
+        stream = bytes(tail[2])
+    monkeypatch.setattr(dispatch_module, "_UNITS_PER_ROUND", 4)
+    monkeypatch.setattr(dispatch_module, "_REPLICA_UNITS_PER_ROUND", 16)
+    rounds: list[int] = []
+    do_reput = dispatch_module.Dispatcher.do_reput
+
+    def counted(self: dispatch_module.Dispatcher) -> int:
+        n = do_reput(self)
+        if n:
+            rounds.append(n)
+        return n
+
+    monkeypatch.setattr(dispatch_module.Dispatcher, "do_reput", counted)
+    conf = StoreConfig.from_broker_conf(
+        {"replicaDispatchIntervalMs": "10000"},
+        store_path_root_dir=str(tmp_path / "s"),
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        max_message_size_bytes=8 * 1024,
+    )
+    slave = MessageStore(conf)
+    slave.start()
+    try:
+        chunk, starts = RecordAligner(0, conf.mapped_file_size_commit_log_bytes).feed_records(stream)
+        slave.append_replicated(0, chunk, starts=starts, hinter=replica_hints)
+        assert slave.wait_dispatched()
+        assert rounds == [16, 16, 8]
+        assert [slave.get_max_offset_in_queue("T", q) for q in range(4)] == [10] * 4
     finally:
         slave.shutdown()
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import StoreConfigError
-from rocketq.broker.store.index_file import IndexFile, bulk_index_key_hash
+from rocketq.broker.store.index_file import IndexFile, bulk_index_key_hash, slot_order
 from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.client.remoting.javahash import index_key_hash
 
@@ -76,6 +76,20 @@ def test_index_file_golden_layout(tmp_path: Path) -> None:
 @given(st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=50))
 def test_bulk_index_key_hash_matches_reference(keys: list[str]) -> None:
     assert bulk_index_key_hash(keys).tolist() == [index_key_hash(k) for k in keys]
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=200),
+    st.sampled_from([7, 5_000_000, 1 << 31, 1 << 61]),
+)
+def test_slot_order_is_a_stable_argsort(small: list[int], slot_count: int) -> None:
+    """Few distinct slots (many ties: the order within a slot is what chains the entries), at
+    slot counts where slot and position fit in one key and where they do not (the merge sort)."""
+    slots = np.array(small, dtype=np.int64) * (slot_count // 7)
+    order, ordered = slot_order(slots, slot_count)
+    expected = np.argsort(slots, kind="stable")
+    assert order.tolist() == expected.tolist()
+    assert ordered.tolist() == slots[expected].tolist()
 
 
 def test_bulk_index_writes_same_bytes_as_single_puts(tmp_path: Path) -> None:

@@ -93,6 +93,22 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
+def slot_order(
+    slots: npt.NDArray[np.int64], slot_count: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(order, slots[order])`` with ``order`` a stable argsort of ``slots`` (each in
+    ``[0, slot_count)``).  Where slot and position fit in one int64 the keys ``slot << bits | i``
+    are unique, so any sort keeps the arrival order within a slot: numpy sorts them three to four
+    times faster than its stable argsort (a merge sort) sorts the slots."""
+    k = len(slots)
+    bits = max(1, (k - 1).bit_length())
+    if max(1, (slot_count - 1).bit_length()) + bits > 62:
+        order = np.argsort(slots, kind="stable")
+        return order, slots[order]
+    keyed = np.sort((slots << bits) | np.arange(k, dtype=np.int64))
+    return keyed & ((1 << bits) - 1), keyed >> bits
+
+
 class IndexFile:
     """One index file: header, hash slots and linked entries."""
 
@@ -196,9 +212,9 @@ class IndexFile:
     ) -> int:
         """Add many entries; return how many fit.  Same bytes as ``put_key`` called for each in turn.
 
-        Slots are chained with a stable argsort: in each slot's group, the first new entry links to
-        the slot's old head, each later one to the previous entry of the group, and the slot ends
-        up pointing at the group's last entry.
+        Slots are chained in a stable order by slot (:func:`slot_order`): in each slot's group,
+        the first new entry links to the slot's old head, each later one to the previous entry of
+        the group, and the slot ends up pointing at the group's last entry.
         """
         k = min(self.max_index - self.index_count, len(hashes))
         if k <= 0:
@@ -216,8 +232,7 @@ class IndexFile:
         glob = count + np.arange(k, dtype=np.int64)  # the entry number each key gets
         cur = slot_arr[slots].astype(np.int64)
         cur[(cur <= 0) | (cur >= glob)] = 0  # put_key's check against the index count at its turn
-        order = np.argsort(slots, kind="stable")
-        ss = slots[order]
+        order, ss = slot_order(slots, self.slots)
         same = np.zeros(k, dtype=bool)
         same[1:] = ss[1:] == ss[:-1]
         prev = np.empty(k, dtype=np.int64)
