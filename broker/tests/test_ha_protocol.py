@@ -381,6 +381,21 @@ def test_deferred_hints_hold_dispatch_until_made(tmp_path: Path) -> None:
             assert slave.get_max_offset_in_queue("T", 0) == master.get_max_offset_in_queue("T", 0)
 
 
+def _started_slave_store(root: Path) -> MessageStore:
+    """A started store that waits 10 s (``replicaDispatchIntervalMs``) after a round of replicated
+    bytes, with 64 KiB CommitLog segments."""
+    store = MessageStore(
+        StoreConfig.from_broker_conf(
+            {"replicaDispatchIntervalMs": "10000"},
+            store_path_root_dir=str(root),
+            mapped_file_size_commit_log_bytes=64 * 1024,
+            max_message_size_bytes=8 * 1024,
+        )
+    )
+    store.start()
+    return store
+
+
 def test_a_slave_dispatches_replicated_bytes_every_replica_dispatch_interval(tmp_path: Path) -> None:
     """After a round of replicated bytes the reput thread waits ``replicaDispatchIntervalMs`` (a
     slave's appends do not wake it) before the next; a wakeup or shutdown still dispatches at once."""
@@ -390,16 +405,9 @@ def test_a_slave_dispatches_replicated_bytes_every_replica_dispatch_interval(tmp
         tail = master.commit_log.segment_tail(0)
         assert tail is not None and len(tail[2]) == master.max_phy_offset  # one segment
         stream = bytes(tail[2])
-    conf = StoreConfig.from_broker_conf(
-        {"replicaDispatchIntervalMs": "10000"},
-        store_path_root_dir=str(tmp_path / "s"),
-        mapped_file_size_commit_log_bytes=64 * 1024,
-        max_message_size_bytes=8 * 1024,
-    )
-    slave = MessageStore(conf)
-    slave.start()
+    slave = _started_slave_store(tmp_path / "s")
     try:
-        aligner = RecordAligner(0, conf.mapped_file_size_commit_log_bytes)
+        aligner = RecordAligner(0, slave.config.mapped_file_size_commit_log_bytes)
         halves = []
         for piece in (stream[: len(stream) // 2], stream[len(stream) // 2 :]):
             chunk, starts = aligner.feed_records(piece)
@@ -445,16 +453,9 @@ def test_a_slave_round_takes_what_the_interval_brought(
         return n
 
     monkeypatch.setattr(dispatch_module.Dispatcher, "do_reput", counted)
-    conf = StoreConfig.from_broker_conf(
-        {"replicaDispatchIntervalMs": "10000"},
-        store_path_root_dir=str(tmp_path / "s"),
-        mapped_file_size_commit_log_bytes=64 * 1024,
-        max_message_size_bytes=8 * 1024,
-    )
-    slave = MessageStore(conf)
-    slave.start()
+    slave = _started_slave_store(tmp_path / "s")
     try:
-        chunk, starts = RecordAligner(0, conf.mapped_file_size_commit_log_bytes).feed_records(stream)
+        chunk, starts = RecordAligner(0, slave.config.mapped_file_size_commit_log_bytes).feed_records(stream)
         slave.append_replicated(0, chunk, starts=starts, hinter=replica_hints)
         assert slave.wait_dispatched()
         assert rounds == [16, 16, 8]

@@ -221,22 +221,29 @@ def test_malformed_headers_are_answered_or_closed() -> None:
     run(main)
 
 
-def test_closing_a_backpressured_connection_gives_memory_back() -> None:
-    """A connection that left responses unread over the high-water mark makes the server trim the
-    C heap (malloc_trim, once for a burst of closes, in a worker thread) after it closes; a
-    well-behaved connection's close does not."""
-    limits = ConnectionLimits(write_buffer_high_water_mark=64 * 1024, write_buffer_low_water_mark=16 * 1024)
+def recording_trimmer() -> tuple[list[int], MemoryTrimmer]:
+    """A trimmer due 50 ms after a request, whose ``malloc_trim`` only records its argument."""
     calls: list[int] = []
 
     def trim(pad: int) -> int:
         calls.append(pad)
         return 1
 
+    return calls, MemoryTrimmer(delay_s=0.05, trim=trim)
+
+
+def test_closing_a_backpressured_connection_gives_memory_back() -> None:
+    """A connection that left responses unread over the high-water mark makes the server trim the
+    C heap (malloc_trim, once for a burst of closes, in a worker thread) after it closes; a
+    well-behaved connection's close does not."""
+    limits = ConnectionLimits(write_buffer_high_water_mark=64 * 1024, write_buffer_low_water_mark=16 * 1024)
+    calls, trimmer = recording_trimmer()
+
     async def main() -> None:
         server = RemotingServer(limits=limits, max_inflight_per_connection=8)
         server.register(BIG, big)
         server.register(ECHO, echo)
-        server.trimmer = MemoryTrimmer(delay_s=0.05, trim=trim)
+        server.trimmer = trimmer
         host, port = await server.start()
         client = RemotingClient()
         try:
@@ -266,17 +273,12 @@ def test_closing_a_connection_with_a_large_incomplete_frame_gives_memory_back() 
     """A peer that stopped halfway through a large frame made the server hold the frame's first
     part; when it closes (or is aborted for the cap) the server trims the C heap once for the
     burst.  A peer whose incomplete frame was small does not make it trim."""
-    calls: list[int] = []
-
-    def trim(pad: int) -> int:
-        calls.append(pad)
-        return 1
-
+    calls, trimmer = recording_trimmer()
     half = struct.pack(">ii", 16 * 1024 * 1024 - 8, 2) + b"{}"
 
     async def main() -> None:
         server = RemotingServer(limits=ConnectionLimits())
-        server.trimmer = MemoryTrimmer(delay_s=0.05, trim=trim)
+        server.trimmer = trimmer
         host, port = await server.start()
         try:
             _, small = await asyncio.open_connection(host, port)

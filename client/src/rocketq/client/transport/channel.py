@@ -223,13 +223,18 @@ class RemotingProtocol(asyncio.Protocol):
         self._draining = False
         #: the peer once left unsent responses over the write-buffer high-water mark
         self.backpressured = False
-        #: the peer made us hold memory that its close frees: unsent responses over the high-water
-        #: mark, or an incomplete frame of at least HELD_FRAME_BYTES (rocketq.server.memory)
-        self.held_memory = False
+        #: the peer left an incomplete frame of at least HELD_FRAME_BYTES (dropped on close)
+        self._held_large_frame = False
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._on_open = on_open
         self._on_close = on_close
+
+    @property
+    def held_memory(self) -> bool:
+        """The peer made us hold memory that its close frees (rocketq.server.memory): unsent
+        responses over the high-water mark, or an incomplete frame of HELD_FRAME_BYTES or more."""
+        return self.backpressured or self._held_large_frame
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -261,7 +266,7 @@ class RemotingProtocol(asyncio.Protocol):
             self._on_close(self)
 
     def pause_writing(self) -> None:
-        self.backpressured = self.held_memory = True
+        self.backpressured = True
         self._can_write.clear()
         if self.dispatcher.limits is not None:
             self._update_reading()
@@ -324,7 +329,7 @@ class RemotingProtocol(asyncio.Protocol):
 
     def _release_frame_bytes(self) -> None:
         if self._pending_frame_bytes >= HELD_FRAME_BYTES:
-            self.held_memory = True
+            self._held_large_frame = True
         self.dispatcher.pending_frame_bytes -= self._pending_frame_bytes
         self._pending_frame_bytes = 0
         self.connection.release()
