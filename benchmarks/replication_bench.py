@@ -29,7 +29,18 @@ and the producer's work competes with the master's event loop, and every wakeup 
 GIL passing between a broker's threads, a reply waking the producer) waits for a halted virtual
 CPU.
 
-    .venv/bin/python benchmarks/replication_bench.py [--seconds 4] [--repeat 5] [--no-pin] [--profile DIR]
+    .venv/bin/python benchmarks/replication_bench.py [--seconds 4] [--repeat 5] [--no-pin]
+        [--page-cache-window MB] [--profile DIR]
+
+Page cache (``--page-cache-window MB``, default 256): every broker of every case runs with
+``commitLogPageCacheWindow`` set to that (docs/storage.md), so it drops the CommitLog pages more
+than that far behind its flushed end and writes into pages the kernel hands back warm.  Without it
+(``--page-cache-window 0``) the brokers' page cache grows by every byte written (GBs over a run),
+and on a virtual machine whose host backs guest memory lazily (such as the one the figures in
+docs/replication.md come from) the first write to a page costs ~10 us against ~0.6 us for one
+the guest touched before: once the machine's recently used memory is used up, every case slows
+down, and the cases with a slave pay it twice (the slave writes the same bytes), so the ratios
+depend on what ran on the machine before.  The window is the same for all cases.
 
 ``--profile DIR`` runs the brokers of the sync case under cProfile (``master.prof``,
 ``slave.prof``; their event-loop threads) and prints their top entries.
@@ -183,8 +194,18 @@ def pin(pid: int, cpus: frozenset[int] | None) -> None:
             os.sched_setaffinity(int(tid), cpus)
 
 
+#: ``commitLogPageCacheWindow`` of every broker (``--page-cache-window``; 0: none)
+PAGE_CACHE_WINDOW_MB = 256
+
+
 def _broker(
-    work: Path, ns: ServerProcess, case: str, broker_id: int, profile: Path | None, **extra: Any
+    work: Path,
+    ns: ServerProcess,
+    case: str,
+    broker_id: int,
+    profile: Path | None,
+    window_mb: int,
+    **extra: Any,
 ) -> ServerProcess:
     role = "SLAVE" if broker_id else ROLES[case]
     args: tuple[str, ...] = ("-m", "cProfile", "-o", str(profile)) if profile is not None else ()
@@ -195,6 +216,7 @@ def _broker(
         python_args=args,
         brokerRole=role,
         brokerId=broker_id,
+        commitLogPageCacheWindow=window_mb << 20,
         **BROKER_CONF,
         **extra,
     )
@@ -281,20 +303,24 @@ class Stack:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def start_stack(case: str, profile_dir: Path | None, layout: CpuLayout) -> Stack:
-    """``case``'s processes, placed by ``layout``."""
+def start_stack(
+    case: str, profile_dir: Path | None, layout: CpuLayout, window_mb: int = PAGE_CACHE_WINDOW_MB
+) -> Stack:
+    """``case``'s processes, placed by ``layout``, with ``commitLogPageCacheWindow`` ``window_mb``."""
     work = Path(tempfile.mkdtemp(prefix=f"rocketq-repl-bench-{case}-"))
     ns = spawn_namesrv(work / "ns")
     stack = Stack(case, work, ns, [], Admin(ns.addr))
     try:
         prof = profile_dir / "master.prof" if profile_dir is not None else None
-        stack.brokers.append(_broker(work, ns, case, 0, prof))
+        stack.brokers.append(_broker(work, ns, case, 0, prof, window_mb))
         if layout.master_loop is not None:  # the main thread: threads it starts later inherit it
             os.sched_setaffinity(stack.master.pid, layout.master_loop)
         if case not in SLAVELESS:
             ha_port = stack.admin.ha_status(stack.master.addr).ha_listen_port
             prof = profile_dir / "slave.prof" if profile_dir is not None else None
-            stack.brokers.append(_broker(work, ns, case, 1, prof, haMasterAddress=f"127.0.0.1:{ha_port}"))
+            stack.brokers.append(
+                _broker(work, ns, case, 1, prof, window_mb, haMasterAddress=f"127.0.0.1:{ha_port}")
+            )
             pin(stack.brokers[1].pid, layout.slave)
             _wait(
                 lambda: stack.admin.ha_status(stack.master.addr).in_sync_slave_nums >= 1, "the slave in sync"
@@ -410,7 +436,16 @@ def main() -> int:
         default=True,
         help="a CPU for the master, one for the slave, the rest for the producer (--no-pin: all shared)",
     )
+    ap.add_argument(
+        "--page-cache-window",
+        type=int,
+        default=PAGE_CACHE_WINDOW_MB,
+        metavar="MB",
+        help="every broker's commitLogPageCacheWindow (0: the page cache keeps everything written)",
+    )
     args = ap.parse_args()
+    if args.page_cache_window < 0:
+        raise SystemExit("--page-cache-window must be >= 0 MB")
     every_cpu = frozenset(os.sched_getaffinity(0))
     layout = CpuLayout.choose(every_cpu, args.pin)
     cases = [c for c in CASES if c in args.cases.split(",")]
@@ -423,11 +458,18 @@ def main() -> int:
         profile_dir.mkdir(parents=True, exist_ok=True)
     print(
         f"batch produce of {SIZE} B, batches of {args.batch} x {args.concurrency} in flight, "
-        f"{args.seconds:.0f} s per case; {len(every_cpu)} CPUs: {layout.describe()}"
+        f"{args.seconds:.0f} s per case; {len(every_cpu)} CPUs: {layout.describe()}; "
+        + (
+            f"every broker keeps {args.page_cache_window} MB of its CommitLog in the page cache"
+            if args.page_cache_window
+            else "the page cache keeps every byte written"
+        )
     )
     layouts = {case: CpuLayout() if case == SHARED else layout for case in cases}  # shared: not placed
     profiled = {case: profile_dir if case == "sync" else None for case in cases}
-    stacks = {case: start_stack(case, profiled[case], layouts[case]) for case in cases}
+    stacks = {
+        case: start_stack(case, profiled[case], layouts[case], args.page_cache_window) for case in cases
+    }
     runs: list[dict[str, Outcome]] = []
     try:
         for n in range(args.repeat):

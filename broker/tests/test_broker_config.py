@@ -86,6 +86,7 @@ def test_unknown_keys_warned_not_fatal() -> None:
         ("namesrvAddr", "nohost"),
         ("deleteWhen", "25"),
         ("replicaDispatchIntervalMs", "0"),
+        ("commitLogPageCacheWindow", "-1"),
         ("mappedFileSizeCommitLog", "big"),
         ("defaultTopicQueueNums", "0"),
     ],
@@ -106,9 +107,11 @@ def test_store_keys_reach_store_config(tmp_path: Path) -> None:
             "mappedFileSizeCommitLog": str(8 << 20),
             "maxMessageSize": str(1 << 20),
             "syncFlushTimeout": "1234",
+            "commitLogPageCacheWindow": str(64 << 20),
         },
     )
     store = build_store_config(cfg)
+    assert store.commit_log_page_cache_window_bytes == 64 << 20
     assert store.flush_disk_type.name == "SYNC_FLUSH"
     assert store.mapped_file_size_commit_log_bytes == 8 << 20
     assert store.max_message_size_bytes == 1 << 20

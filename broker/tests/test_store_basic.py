@@ -431,3 +431,72 @@ def test_half_topic_records_are_dispatched_without_tags_or_index(tmp_path: Path)
     shutil.rmtree(tmp_path / "index")
     with MessageStore(small_config(tmp_path)) as s:  # rebuilt by parsing the records
         check(s)
+
+
+def test_a_batch_of_equal_records_reaches_dispatch_as_one_column(tmp_path: Path) -> None:
+    """A bulk batch whose records have one size hands dispatch its properties as one compact
+    column (scanned as one layout, as a slave's replicated batches); dispatch writes the same
+    ConsumeQueue units and index entries as the record-parsing path, for equal batches and for
+    batches whose records differ."""
+    import numpy as np
+
+    from rocketq.broker.store.index_file import ENTRY_DTYPE, HEADER_SIZE
+    from rocketq.broker.store.message_store import batch_from_messages
+    from rocketq.broker.store.props_scan import PropsColumn
+
+    def batches() -> Iterator[list[MessageToStore]]:
+        for i in range(12):
+            n = 6 + i % 5
+            if i % 3 == 2:  # records of different sizes: a list of properties, as before
+                yield [
+                    msg(queue_id=i % 2, body=b"b" * (k + 1), TAGS=f"t{k}", KEYS=f"k{i}-{k}") for k in range(n)
+                ]
+            else:  # one size: a column (a key that differs in place, a tag, a UNIQ_KEY-like value)
+                yield [
+                    msg(
+                        queue_id=i % 2,
+                        body=b"%03d" % k,
+                        TAGS="tag",
+                        KEYS=f"a{i:02d}{k:03d} b",
+                        UNIQ_KEY=f"U{i:02d}{k:04d}",
+                    )
+                    for k in range(n)
+                ]
+
+    for hints in (True, False):
+        conf = small_config(
+            tmp_path / str(hints),
+            max_index_num=5000,
+            max_hash_slot_num=512,
+            mapped_file_size_commit_log_bytes=1 << 20,
+            reput_idle_wait_ms=60_000,
+        )
+        s = MessageStore(conf)
+        s.commit_log.hints_enabled = hints
+        with s:
+            assert s.put_message(msg(KEYS="first")).is_ok and s.wait_dispatched()  # the first segment
+            for batch in batches():  # appended, not dispatched: nothing wakes the dispatch thread
+                prepared = batch_from_messages(batch)
+                assert prepared is not None
+                outcome = s.put_batch_nowait(prepared, wake=False)
+                assert not callable(outcome) and outcome[0].status is PutMessageStatus.PUT_OK
+            kinds = [type(h.properties) for h in s.commit_log.hints]
+            s.dispatch_appended()
+            assert s.wait_dispatched()
+            assert kinds == ([PropsColumn, PropsColumn, list] * 4 if hints else [])
+            assert len(s.query_message("TopicA", "a07003", 32, 0, 1 << 62).buffers) == 1
+            assert len(s.query_message("TopicA", "U070003", 32, 0, 1 << 62).buffers) == 1
+            assert len(s.query_message("TopicA", "k5-4", 32, 0, 1 << 62).buffers) == 1
+    cqs, indexes = [], []
+    for hints in (True, False):
+        root = tmp_path / str(hints)
+        cqs.append(
+            {p.relative_to(root): p.read_bytes() for p in (root / "consumequeue").rglob("0*") if p.is_file()}
+        )
+        (index,) = (root / "index").iterdir()  # (named by its creation time)
+        slots = 512 * 4
+        entries = np.frombuffer(index.read_bytes(), dtype=ENTRY_DTYPE, offset=HEADER_SIZE + slots).copy()
+        entries["time_diff"] = 0  # seconds since each store's own first entry
+        indexes.append((index.read_bytes()[HEADER_SIZE : HEADER_SIZE + slots], entries.tobytes()))
+    assert cqs[0] == cqs[1] and len(cqs[0]) == 2
+    assert indexes[0] == indexes[1]

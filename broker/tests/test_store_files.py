@@ -117,3 +117,106 @@ def test_flush_of_a_file_closed_meanwhile_is_a_no_op(tmp_path: Path) -> None:
     live.append(b"y" * 100)
     assert live.flush() is True and live.flushed_position == 100
     live.close()
+
+
+# -- the CommitLog's page-cache window (commitLogPageCacheWindow) -----------------------------------
+
+
+def _resident_pages(path: Path, size: int) -> list[bool]:
+    """Which pages of the file's first ``size`` bytes are in the page cache (``mincore`` on a
+    mapping of our own: it reports the page cache without faulting anything in)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    pages = -(-size // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * pages)()
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), size) as mm:
+        anchor = ctypes.c_char.from_buffer(mm)
+        try:
+            assert libc.mincore(ctypes.addressof(anchor), size, vec) == 0, os.strerror(ctypes.get_errno())
+        finally:
+            del anchor
+    return [bool(v & 1) for v in vec]
+
+
+def _page_cache_can_drop(root: Path) -> bool:
+    """Whether this filesystem drops clean pages on ``POSIX_FADV_DONTNEED`` (tmpfs cannot)."""
+    probe = root / "probe"
+    probe.write_bytes(os.urandom(1 << 16))
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 1 << 16, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    dropped = not any(_resident_pages(probe, 1 << 16))
+    probe.unlink()
+    return dropped
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise and mincore (Linux)")
+def test_page_cache_window_drops_flushed_pages_behind_it(tmp_path: Path) -> None:
+    from rocketq.broker.store.mapped_file_queue import MappedFileQueue
+
+    if not _page_cache_can_drop(tmp_path):
+        pytest.skip("this filesystem keeps clean pages (tmpfs?): nothing to observe")
+    seg, mib = 2 << 20, 1 << 20
+    q = MappedFileQueue(str(tmp_path / "log"), seg)
+    q.page_cache_window = mib
+    data = os.urandom(7 * mib)
+    for at in range(0, len(data), 256 << 10):  # 7 MiB over segments of 2 MiB
+        mf = q.get_last_mapped_file()
+        mf.append(data[at : at + (256 << 10)])
+        if at == 3 * mib:  # a flush on the way (at 3.25 MiB) drops what is a window behind
+            assert q.flush()
+            first, second = (_resident_pages(Path(mf.path), seg) for mf in q.files)
+            assert not any(first) and not any(second[:64]) and all(second[64:320])
+    assert q.flush()
+    resident = [p for mf in q.files for p in _resident_pages(Path(mf.path), seg)]
+    assert len(resident) == 8 * mib // 4096
+    assert not any(resident[: 6 * mib // 4096])  # more than the window behind the flushed end: gone
+    assert all(resident[6 * mib // 4096 : 7 * mib // 4096])  # the window: kept
+    # what was dropped reads back from the disk, through the segments' own mappings too
+    assert b"".join(bytes(mf.view(0, min(seg, len(data) - mf.file_from_offset))) for mf in q.files) == data
+
+    q.set_max_offset(5 * mib)  # a truncation (a slave's) moves the mark back with the end
+    for part in (data[:mib], data[mib : 2 * mib]):
+        q.get_last_mapped_file().append(part)
+    assert q.flush()
+    resident = [p for mf in q.files for p in _resident_pages(Path(mf.path), seg)]
+    # (the read-back above brought the older pages back: only what the window passed since is gone)
+    assert not any(resident[5 * mib // 4096 : 6 * mib // 4096])
+    assert all(resident[6 * mib // 4096 : 7 * mib // 4096])
+    assert bytes(q.files[2].view(mib, mib)) + bytes(q.files[3].view(0, mib)) == data[: 2 * mib]
+    q.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise and mincore (Linux)")
+def test_without_a_page_cache_window_flushed_pages_stay(tmp_path: Path) -> None:
+    from rocketq.broker.store.mapped_file_queue import MappedFileQueue
+
+    q = MappedFileQueue(str(tmp_path / "log"), 2 << 20)
+    q.get_last_mapped_file().append(os.urandom(1 << 20))
+    assert q.flush()
+    assert all(_resident_pages(Path(q.files[0].path), 1 << 20))
+    q.close()
+
+
+def test_page_cache_window_config() -> None:
+    assert StoreConfig().commit_log_page_cache_window_bytes == 0
+    conf = StoreConfig.from_broker_conf({"commitLogPageCacheWindow": str(256 << 20)})
+    assert conf.commit_log_page_cache_window_bytes == 256 << 20
+    with pytest.raises(StoreConfigError, match="commitLogPageCacheWindow"):
+        StoreConfig.from_broker_conf({"commitLogPageCacheWindow": "-1"})
+
+
+def test_the_commit_log_and_only_it_gets_the_window(tmp_path: Path) -> None:
+    from rocketq.broker.store.message_store import MessageStore
+
+    conf = StoreConfig(store_path_root_dir=str(tmp_path), commit_log_page_cache_window_bytes=8 << 20)
+    with MessageStore(conf) as store:
+        assert store.commit_log.mfq.page_cache_window == 8 << 20
+        cq = store.find_or_create_consume_queue("TopicA", 0)
+        assert cq.mfq.page_cache_window == 0

@@ -155,6 +155,7 @@ class CommitLog:
             config.mapped_file_size_commit_log_bytes,
             preallocate=config.preallocate_files,
         )
+        self.mfq.page_cache_window = config.commit_log_page_cache_window_bytes
         self.put_lock = threading.Lock()
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock_ms = 0
@@ -203,7 +204,8 @@ class CommitLog:
                 queue_offsets, next_qo = _queue_offsets(prep, first_qo)
                 chunks = self._place(prep, mf)
                 phys = _physical_offsets(prep, chunks)
-                self._write(chunks, prep, prep.render(queue_offsets, phys, now))
+                rendered = prep.render(queue_offsets, phys, now)
+                self._write(chunks, prep, rendered)
                 if next_qo != first_qo:
                     self.topic_queue_table[key] = next_qo
                 self.last_store_timestamp = now
@@ -221,7 +223,7 @@ class CommitLog:
                             sizes=prep.sizes,
                             in_cq=prep.in_cq,
                             all_in_cq=prep.all_in_cq,
-                            properties=prep.properties,
+                            properties=prep.dispatch_properties(rendered),
                             plen=prep.plen,
                             unindexed=prep.unindexed,
                             tags_codes=tags_codes,

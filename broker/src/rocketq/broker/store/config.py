@@ -60,6 +60,9 @@ class StoreConfig:
     #: after a dispatch round of replicated bytes (a slave), wait this long before the next: a
     #: slave's appends do not wake dispatch, and fuller rounds cost less CPU per record
     replica_dispatch_interval_ms: int = 50
+    #: CommitLog bytes behind the flushed position kept in the page cache; older pages are dropped
+    #: from it after each flush (0: never, the kernel decides, as RocketMQ; docs/storage.md)
+    commit_log_page_cache_window_bytes: int = 0
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     preallocate_files: bool = True
 
@@ -90,6 +93,11 @@ class StoreConfig:
         if not 1 <= self.replica_dispatch_interval_ms <= 10_000:
             raise StoreConfigError(
                 "replica_dispatch_interval_ms (replicaDispatchIntervalMs) must be within 1..10000 ms"
+            )
+        if self.commit_log_page_cache_window_bytes < 0:
+            raise StoreConfigError(
+                "commit_log_page_cache_window_bytes (commitLogPageCacheWindow) must be >= 0 bytes "
+                f"(0: keep everything), not {self.commit_log_page_cache_window_bytes}"
             )
         self.delete_hours()  # validates the format
 
@@ -184,4 +192,5 @@ _JAVA_KEYS: dict[str, tuple[str, Any]] = {
     "checkCRCOnRecover": ("check_crc_on_recover", _bool),
     "messageDelayLevel": ("message_delay_level", str),
     "replicaDispatchIntervalMs": ("replica_dispatch_interval_ms", int),  # rocketq's own
+    "commitLogPageCacheWindow": ("commit_log_page_cache_window_bytes", int),  # rocketq's own
 }

@@ -150,6 +150,23 @@ class MappedFile:
         self.last_modified_ms = int(time.time() * 1000)
         return True
 
+    def release_page_cache(self, start: int, end: int) -> None:
+        """Drop the pages of ``[start, end)`` (flushed bytes) from this process's mapping and the
+        page cache; reads there fault them back in from disk.  Whole pages only (``start`` rounded
+        up, ``end`` down).  Dirty pages would stay (the kernel drops only clean ones), hence the
+        flushed bytes only.  Does nothing where the platform cannot (no ``posix_fadvise``) or the
+        segment is already closed."""
+        start = -(-start // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        end = min(end, self.flushed_position) // OS_PAGE_SIZE * OS_PAGE_SIZE
+        if end <= start or self._fd < 0 or not hasattr(os, "posix_fadvise"):
+            return
+        try:
+            # the mapping's page-table entries first: the kernel keeps a page that a process maps
+            self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            os.posix_fadvise(self._fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        except (OSError, ValueError) as exc:  # (closed meanwhile by a deletion: nothing to drop)
+            log.debug("cannot drop the page cache of %s [%d, %d): %s", self.path, start, end, exc)
+
     # -- reading ---------------------------------------------------------------------------
     def view(self, pos: int, size: int) -> memoryview:
         """A zero-copy view of ``size`` bytes at ``pos`` (the caller checks the bounds)."""

@@ -30,6 +30,10 @@ class MappedFileQueue:
         self.preallocate = preallocate
         self.files: tuple[MappedFile, ...] = ()
         self.flushed_where = 0
+        #: bytes behind ``flushed_where`` left in the page cache after a flush; older pages are
+        #: dropped from it (0: none are, the kernel decides; ``commitLogPageCacheWindow``)
+        self.page_cache_window = 0
+        self._released_where = 0  # where the pages before have been dropped
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -145,7 +149,28 @@ class MappedFileQueue:
 
     # -- flushing --------------------------------------------------------------------------
     def flush(self, least_pages: int = 0) -> bool:
-        """Flush the segment holding ``flushed_where`` (and any full ones before the tail)."""
+        """Flush the segment holding ``flushed_where`` (and any full ones before the tail); then,
+        with a ``page_cache_window``, drop the pages more than that far behind it from the page cache."""
+        flushed = self._flush_segments(least_pages)
+        if self.page_cache_window > 0:
+            self._release_page_cache(self.flushed_where - self.page_cache_window)
+        return flushed
+
+    def _release_page_cache(self, limit: int) -> None:
+        files = self.files
+        if not files:
+            return
+        where = max(self._released_where, files[0].file_from_offset)
+        while where < limit:
+            mf = self.find_mapped_file_by_offset(where)
+            if mf is None:
+                break
+            end = min(limit, mf.file_from_offset + self.mapped_file_size)
+            mf.release_page_cache(where - mf.file_from_offset, end - mf.file_from_offset)
+            where = end
+        self._released_where = where
+
+    def _flush_segments(self, least_pages: int) -> bool:
         flushed = False
         while True:
             mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
@@ -182,6 +207,7 @@ class MappedFileQueue:
         ):
             keep[-1].wrote_position = keep[-1].flushed_position = self.mapped_file_size
         self.flushed_where = min(self.flushed_where, offset) if keep else offset
+        self._released_where = min(self._released_where, offset)
 
     def delete_files_if(
         self,

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.props_scan import Buffer
+from rocketq.broker.store.props_scan import Buffer, PropsColumn
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.errors import MessageFormatError, RocketQError
 from rocketq.client.remoting.message import encode_stored_message
@@ -158,6 +158,26 @@ class PreparedBatch:
             pack_qp(buf, start + QUEUEOFFSET_POS, qo, phy)
             pack_ts(buf, start + ts_pos, store_timestamp)
         return buf
+
+    def dispatch_properties(self, rendered: Buffer) -> Sequence[Buffer]:
+        """The records' properties for their dispatch hint, given ``rendered`` (:meth:`render`'s
+        result).  Records of one size with properties of one length (a producer's batch of equal
+        messages) are copied out of ``rendered`` as the rows of one compact
+        :class:`~.props_scan.PropsColumn` with one strided copy: dispatch then scans them as one
+        layout (:func:`~.props_scan.scan_uniform`, as a slave's replicated batches) instead of
+        parsing every record's bytes.  Other batches keep their list of properties."""
+        sizes, plen, n = self.sizes, self.plen, self.n
+        if (
+            n < 2
+            or not isinstance(sizes, np.ndarray)
+            or not isinstance(plen, np.ndarray)
+            or int(sizes.min()) != int(sizes.max())
+            or int(plen.min()) != int(plen.max())
+        ):
+            return self.properties
+        size, width = int(sizes[0]), int(plen[0])
+        rows = np.ndarray((n, width), dtype=np.uint8, buffer=rendered, offset=size - width, strides=(size, 1))
+        return PropsColumn(rows.tobytes(), np.arange(0, n * width, width, dtype=np.int64), plen)
 
 
 def enters_consume_queue(sys_flag: int) -> bool:
