@@ -500,3 +500,12 @@ def test_a_batch_of_equal_records_reaches_dispatch_as_one_column(tmp_path: Path)
         indexes.append((index.read_bytes()[HEADER_SIZE : HEADER_SIZE + slots], entries.tobytes()))
     assert cqs[0] == cqs[1] and len(cqs[0]) == 2
     assert indexes[0] == indexes[1]
+
+
+def test_a_batch_of_records_without_properties_is_dispatched(tmp_path: Path) -> None:
+    """Equal records with no properties at all (a raw client's batch): nothing to scan, units written."""
+    with MessageStore(small_config(tmp_path)) as s:
+        assert s.put_messages([msg(body=b"abc") for _ in range(10)]).is_ok
+        assert s.wait_dispatched() and s.get_max_offset_in_queue("TopicA", 0) == 10
+        cq = s.find_consume_queue("TopicA", 0)
+        assert cq is not None and [u[2] for u in cq.units_from(0, 10)] == [0] * 10

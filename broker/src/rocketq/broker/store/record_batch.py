@@ -165,7 +165,8 @@ class PreparedBatch:
         messages) are copied out of ``rendered`` as the rows of one compact
         :class:`~.props_scan.PropsColumn` with one strided copy: dispatch then scans them as one
         layout (:func:`~.props_scan.scan_uniform`, as a slave's replicated batches) instead of
-        parsing every record's bytes.  Other batches keep their list of properties."""
+        parsing every record's bytes.  Other batches (and records without properties) keep their
+        list of properties."""
         sizes, plen, n = self.sizes, self.plen, self.n
         if (
             n < 2
@@ -173,11 +174,12 @@ class PreparedBatch:
             or not isinstance(plen, np.ndarray)
             or int(sizes.min()) != int(sizes.max())
             or int(plen.min()) != int(plen.max())
+            or int(plen[0]) == 0
         ):
             return self.properties
         size, width = int(sizes[0]), int(plen[0])
         rows = np.ndarray((n, width), dtype=np.uint8, buffer=rendered, offset=size - width, strides=(size, 1))
-        return PropsColumn(rows.tobytes(), np.arange(0, n * width, width, dtype=np.int64), plen)
+        return PropsColumn(rows.tobytes(), np.arange(n, dtype=np.int64) * width, plen)
 
 
 def enters_consume_queue(sys_flag: int) -> bool:
