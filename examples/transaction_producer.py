@@ -102,13 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     with Admin(args.namesrv) as admin:
         admin.create_topic(TOPIC, cluster="DefaultCluster", read_queue_nums=4, write_queue_nums=4)
     time.sleep(1)  # the broker registers the new topic with the NameServer
-    service = OrderService(Path(tempfile.mkdtemp(prefix="rocketq-tx-")) / "orders.db")
+    with tempfile.TemporaryDirectory(prefix="rocketq-tx-") as work:  # the example's database
+        return run(args.namesrv, OrderService(Path(work) / "orders.db"), args.check_back)
+
+
+def run(namesrv: str, service: OrderService, check_back: bool) -> int:
+    """Place the orders through ``service`` in transactions; 0 if exactly the committed ones arrive."""
     orders = [("order-1", "ok"), ("order-2", "fail"), ("order-3", "ok")]
-    if args.check_back:
+    if check_back:
         orders.append(("order-4", "crash"))
     expected: set[bytes] = set()
     with TransactionProducer(
-        args.namesrv, producer_group="example-tx-producer", transaction_listener=service
+        namesrv, producer_group="example-tx-producer", transaction_listener=service
     ) as p:
         for order_id, how in orders:
             body = f"{order_id} placed {time.time():.0f}".encode()
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             if result.local_transaction_state is not LocalTransactionState.ROLLBACK_MESSAGE:
                 expected.add(body)
         # the producer must stay up until the broker's check-back has its answer
-        got = consume(args.namesrv, expected, 150 if args.check_back else 30)
+        got = consume(namesrv, expected, 150 if check_back else 30)
     print(
         f"consumed {len(got & expected)} of {len(expected)} committed orders, "
         f"{len(got - expected)} unexpected"
