@@ -163,8 +163,7 @@ def test_page_cache_window_drops_flushed_pages_behind_it(tmp_path: Path) -> None
     if not _page_cache_can_drop(tmp_path):
         pytest.skip("this filesystem keeps clean pages (tmpfs?): nothing to observe")
     seg, mib = 2 << 20, 1 << 20
-    q = MappedFileQueue(str(tmp_path / "log"), seg)
-    q.page_cache_window = mib
+    q = MappedFileQueue(str(tmp_path / "log"), seg, page_cache_window=mib)
     data = os.urandom(7 * mib)
     for at in range(0, len(data), 256 << 10):  # 7 MiB over segments of 2 MiB
         mf = q.get_last_mapped_file()

@@ -232,6 +232,17 @@ def recording_trimmer() -> tuple[list[int], MemoryTrimmer]:
     return calls, MemoryTrimmer(delay_s=0.05, trim=trim)
 
 
+async def close_and_expect_one_trim(
+    writers: list[asyncio.StreamWriter], server: RemotingServer, calls: list[int]
+) -> None:
+    """Close ``writers`` together: the server's (recording) trimmer runs once for the burst."""
+    for writer in writers:
+        writer.close()
+    assert await until(lambda: server.trimmer.trims >= 1)
+    await asyncio.sleep(0.2)
+    assert calls == [0]  # several closes, one trim
+
+
 def test_closing_a_backpressured_connection_gives_memory_back() -> None:
     """A connection that left responses unread over the high-water mark makes the server trim the
     C heap (malloc_trim, once for a burst of closes, in a worker thread) after it closes; a
@@ -257,11 +268,7 @@ def test_closing_a_backpressured_connection_gives_memory_back() -> None:
             for _, writer in hostile:
                 writer.write(encode_command(RemotingCommand(code=BIG, opaque=1)) * 2000)
             assert await until(lambda: sum(p.backpressured for p in protocols(server)) == 3)
-            for _, writer in hostile:
-                writer.close()
-            assert await until(lambda: server.trimmer.trims >= 1)
-            await asyncio.sleep(0.2)
-            assert calls == [0]  # three closes, one trim
+            await close_and_expect_one_trim([writer for _, writer in hostile], server, calls)
         finally:
             await client.close()
             await server.stop()
@@ -297,11 +304,7 @@ def test_closing_a_connection_with_a_large_incomplete_frame_gives_memory_back() 
                 lambda: sum(p._pending_frame_bytes >= 2 * 1024 * 1024 for p in protocols(server)) == 3
             )
             assert not any(p.backpressured for p in protocols(server))
-            for _, writer in stalled:
-                writer.close()
-            assert await until(lambda: server.trimmer.trims >= 1)
-            await asyncio.sleep(0.2)
-            assert calls == [0]  # three closes, one trim
+            await close_and_expect_one_trim([writer for _, writer in stalled], server, calls)
         finally:
             await server.stop()
 

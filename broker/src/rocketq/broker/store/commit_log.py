@@ -154,8 +154,8 @@ class CommitLog:
             config.commit_log_dir,
             config.mapped_file_size_commit_log_bytes,
             preallocate=config.preallocate_files,
+            page_cache_window=config.commit_log_page_cache_window_bytes,
         )
-        self.mfq.page_cache_window = config.commit_log_page_cache_window_bytes
         self.put_lock = threading.Lock()
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock_ms = 0

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 class MappedFileQueue:
     """Segments of one logical file, oldest first."""
 
-    def __init__(self, store_path: str, mapped_file_size: int, *, preallocate: bool = True) -> None:
+    def __init__(
+        self, store_path: str, mapped_file_size: int, *, preallocate: bool = True, page_cache_window: int = 0
+    ) -> None:
         self.store_path = store_path
         self.mapped_file_size = mapped_file_size
         self.preallocate = preallocate
@@ -32,7 +34,7 @@ class MappedFileQueue:
         self.flushed_where = 0
         #: bytes behind ``flushed_where`` left in the page cache after a flush; older pages are
         #: dropped from it (0: none are, the kernel decides; ``commitLogPageCacheWindow``)
-        self.page_cache_window = 0
+        self.page_cache_window = page_cache_window
         self._released_where = 0  # where the pages before have been dropped
 
     # -- loading ---------------------------------------------------------------------------

@@ -167,19 +167,14 @@ class PreparedBatch:
         layout (:func:`~.props_scan.scan_uniform`, as a slave's replicated batches) instead of
         parsing every record's bytes.  Other batches (and records without properties) keep their
         list of properties."""
-        sizes, plen, n = self.sizes, self.plen, self.n
-        if (
-            n < 2
-            or not isinstance(sizes, np.ndarray)
-            or not isinstance(plen, np.ndarray)
-            or int(sizes.min()) != int(sizes.max())
-            or int(plen.min()) != int(plen.max())
-            or int(plen[0]) == 0
-        ):
+        starts, sizes, plen = self.starts, self.sizes, self.plen
+        if not (isinstance(starts, np.ndarray) and isinstance(plen, np.ndarray)) or self.n < 2 or not plen[0]:
+            return self.properties  # (a small batch: lists)
+        # (the properties end each record; rows() is None unless they have one length and stride)
+        rows = PropsColumn(rendered, starts + sizes - plen, plen).rows()
+        if rows is None:
             return self.properties
-        size, width = int(sizes[0]), int(plen[0])
-        rows = np.ndarray((n, width), dtype=np.uint8, buffer=rendered, offset=size - width, strides=(size, 1))
-        return PropsColumn(rows.tobytes(), np.arange(n, dtype=np.int64) * width, plen)
+        return PropsColumn(rows.tobytes(), np.arange(self.n, dtype=np.int64) * rows.shape[1], plen)
 
 
 def enters_consume_queue(sys_flag: int) -> bool:
