@@ -14,9 +14,9 @@ from rocketq.broker.config import (
     build_store_config,
     camel_to_snake,
     load_broker_config,
-    parse_properties,
 )
 from rocketq.broker.errors import BrokerConfigError
+from rocketq.server.properties import parse_properties
 
 SEED_CONF = """\
 # NameServer addresses

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rocketq.broker.config import BrokerConfig, config_from_properties
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.collector import BrokerCollector, BrokerSnapshot, ReplicaLag
-from rocketq.broker.metrics.config import MetricsConfig, MetricsExporterType
+from rocketq.broker.metrics.config import MetricsConfig
 from rocketq.broker.metrics.lag import GroupTopic, calculate_lag
 from rocketq.broker.metrics.recorder import BrokerMetricsRecorder, Buckets, MessageType
 from rocketq.broker.server import BrokerController
@@ -23,6 +23,7 @@ from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rocketq.client.transport.aio import RemotingClient
+from rocketq.server.metrics import MetricsExporterType
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

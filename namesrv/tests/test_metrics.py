@@ -10,9 +10,10 @@ from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.namesrv.config import NamesrvConfig, config_from_properties, config_to_properties
 from rocketq.namesrv.errors import NamesrvConfigError
-from rocketq.namesrv.metrics import MetricsExporterType, NamesrvCollector, NamesrvMetrics
+from rocketq.namesrv.metrics import NamesrvCollector, NamesrvMetrics
 from rocketq.namesrv.routeinfo import RouteInfoManager
 from rocketq.server import Channel
+from rocketq.server.metrics import MetricsExporterType
 
 
 def test_metrics_keys_parse_and_print() -> None:

@@ -38,6 +38,7 @@ from rocketq.client.remoting.vocabulary import PERM_RW, TRACE_TOPIC, validate_to
 from rocketq.client.transport import channel as limits_defaults
 from rocketq.client.transport.channel import ConnectionLimits
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
+from rocketq.server.properties import PropertiesSyntaxError, parse_properties
 
 __all__ = [
     "BrokerConfig",
@@ -46,7 +47,6 @@ __all__ = [
     "build_store_config",
     "camel_to_snake",
     "load_broker_config",
-    "parse_properties",
 ]
 
 log = logging.getLogger(__name__)
@@ -524,30 +524,6 @@ def _guess_key(message: str, conf: Mapping[str, str]) -> str:
 # ----------------------------------------------------------------------------- loader
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value`` / ``key: value`` / ``key value`` lines,
-    ``#``/``!`` comments, backslash line continuations.  Later keys win."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    pending = ""
-    for raw_line in text.splitlines():
-        line = raw_line.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    for line in logical:
-        match = re.match(r"([^=:\s]+)\s*(?:[=:]\s*|\s+|$)(.*)$", line)
-        if match:
-            out[match.group(1)] = match.group(2).rstrip()
-    return out
-
-
 def load_broker_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -565,7 +541,10 @@ def load_broker_config(
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise BrokerConfigError("-c", f"cannot read {path}: {exc.strerror or exc}") from exc
-        props.update(parse_properties(text))
+        try:
+            props.update(parse_properties(text))
+        except PropertiesSyntaxError as exc:
+            raise BrokerConfigError("-c", f"{path}: {exc}") from None
     props.update(overrides or {})
     return config_from_properties(props, warn=warn)
 

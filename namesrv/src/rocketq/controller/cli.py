@@ -20,8 +20,8 @@ from pathlib import Path
 from rocketq.controller.config import ControllerConfig, config_from_properties, config_to_properties
 from rocketq.controller.errors import ControllerConfigError
 from rocketq.controller.server import ControllerServer
-from rocketq.namesrv.config import parse_properties
 from rocketq.server.diagnostics import enable_stack_dumps
+from rocketq.server.properties import PropertiesSyntaxError, parse_properties
 
 log = logging.getLogger("rocketq.controller")
 
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("pysyncobj").setLevel(logging.WARNING)
     try:
         config = resolve_config(args)
-    except ControllerConfigError as exc:
+    except (ControllerConfigError, PropertiesSyntaxError) as exc:
         print(f"mqcontroller: {exc}", file=sys.stderr)
         return 2
     if args.print_config_item:

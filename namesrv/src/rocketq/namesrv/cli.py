@@ -23,11 +23,11 @@ from rocketq.namesrv.config import (
     config_from_properties,
     config_to_properties,
     load_config_file,
-    parse_properties,
 )
 from rocketq.namesrv.errors import NamesrvConfigError
 from rocketq.namesrv.server import NamesrvServer, boot_line
 from rocketq.server.diagnostics import enable_stack_dumps
+from rocketq.server.properties import PropertiesSyntaxError, parse_properties
 
 log = logging.getLogger("rocketq.namesrv")
 
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config = resolve_config(args)
-    except NamesrvConfigError as exc:
+    except (NamesrvConfigError, PropertiesSyntaxError) as exc:
         print(f"mqnamesrv: {exc}", file=sys.stderr)
         return 2
     if args.print_config_item:

@@ -24,7 +24,8 @@ from rocketq.client.transport.channel import ConnectionLimits
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
 from rocketq.controller.config import CONTROLLER_KEYS
 from rocketq.namesrv.errors import NamesrvConfigError
-from rocketq.namesrv.metrics import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType, parse_exporter_type
+from rocketq.server.metrics import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType, parse_exporter_type
+from rocketq.server.properties import PropertiesSyntaxError, parse_properties
 
 DEFAULT_LISTEN_PORT = 9876
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
@@ -110,6 +111,13 @@ def _parse_opt_str(text: str) -> str | None:
     return text.strip() or None
 
 
+def _parse_exporter_type(text: str) -> MetricsExporterType:
+    try:
+        return parse_exporter_type(text)
+    except ValueError as exc:  # the message carries the remedy; keep it
+        raise NamesrvConfigError(str(exc)) from None
+
+
 def _parse_serialize_type(text: str) -> SerializeType:
     try:
         return SerializeType[text.strip().upper()]
@@ -134,7 +142,7 @@ _KEYS = {
     "enableControllerInNamesrv": ("enable_controller_in_namesrv", _parse_bool),
     "aclEnable": ("acl_enable", _parse_bool),
     "aclFilePath": ("acl_file_path", _parse_str),
-    "metricsExporterType": ("metrics_exporter_type", parse_exporter_type),
+    "metricsExporterType": ("metrics_exporter_type", _parse_exporter_type),
     "metricsPromExporterHost": ("metrics_prom_exporter_host", _parse_str),
     "metricsPromExporterPort": ("metrics_prom_exporter_port", _parse_int),
 }
@@ -151,22 +159,6 @@ IGNORED_KEYS = frozenset(
         "enableTopicList", "enableAllTopicList", "notifyMinBrokerIdChanged", "waitSecondsForService",
     }
 )  # fmt: skip
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
-    result: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        positions = [p for p in (line.find("="), line.find(":")) if p >= 0]
-        if not positions:
-            result[line] = ""
-            continue
-        sep = min(positions)
-        result[line[:sep].strip()] = line[sep + 1 :].strip()
-    return result
 
 
 def config_from_properties(
@@ -204,7 +196,11 @@ def load_config_file(path: str | Path, base: NamesrvConfig | None = None) -> tup
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise NamesrvConfigError(f"cannot read config file {path}: {exc}") from exc
-    return config_from_properties(parse_properties(text), base)
+    try:
+        props = parse_properties(text)
+    except PropertiesSyntaxError as exc:
+        raise NamesrvConfigError(f"{path}: {exc}") from None
+    return config_from_properties(props, base)
 
 
 def config_to_properties(config: NamesrvConfig) -> str:

@@ -1,7 +1,7 @@
 """Prometheus metrics of the NameServer (``metricsExporterType=PROM``; docs/observability.md).
 
-The same keys as the broker's (RocketMQ 5 names): ``metricsExporterType`` DISABLE (default) or
-PROM (OTLP_GRPC and LOG are refused with a clear message), ``metricsPromExporterHost`` ("" = the
+The same keys as the broker's (RocketMQ 5 names, parsed by :mod:`rocketq.server.metrics`):
+``metricsExporterType`` DISABLE (default) or PROM, ``metricsPromExporterHost`` ("" = the
 NameServer's bind address) and ``metricsPromExporterPort`` (5557; 0 = a free port).
 
 :class:`NamesrvMetrics` counts requests by code in the remoting server's ``request_check`` hook
@@ -15,56 +15,26 @@ only changes those numbers; the exporter keeps answering.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.namesrv.config import NamesrvConfig
 from rocketq.namesrv.errors import NamesrvConfigError
+from rocketq.namesrv.routeinfo import RouteInfoManager
 from rocketq.server import Channel
+from rocketq.server.remoting_server import RequestCheck
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from prometheus_client.core import Metric
 
-    from rocketq.namesrv.config import NamesrvConfig
-    from rocketq.namesrv.routeinfo import RouteInfoManager
-    from rocketq.server.remoting_server import RequestCheck
-
-__all__ = [
-    "DEFAULT_PROM_EXPORTER_PORT",
-    "MetricsExporterType",
-    "NamesrvCollector",
-    "NamesrvMetrics",
-    "parse_exporter_type",
-]
+__all__ = ["NamesrvCollector", "NamesrvMetrics"]
 
 log = logging.getLogger("rocketq.namesrv")
-
-DEFAULT_PROM_EXPORTER_PORT = 5557
-_UNSUPPORTED = ("OTLP_GRPC", "LOG")
-
-
-class MetricsExporterType(enum.StrEnum):
-    DISABLE = "DISABLE"
-    PROM = "PROM"
-
-
-def parse_exporter_type(text: str) -> MetricsExporterType:
-    """``metricsExporterType``: DISABLE or PROM; :class:`NamesrvConfigError` with the remedy otherwise."""
-    name = text.strip().upper()
-    if name in _UNSUPPORTED:
-        raise NamesrvConfigError(
-            f"metricsExporterType={name} is not supported by rocketq; use PROM (Prometheus, scraped over "
-            "HTTP on metricsPromExporterPort) or DISABLE"
-        )
-    try:
-        return MetricsExporterType[name]
-    except KeyError:
-        raise NamesrvConfigError(f"metricsExporterType must be DISABLE or PROM, got {text!r}") from None
 
 
 class NamesrvCollector:

@@ -19,11 +19,12 @@ from rocketq.controller.server import ControllerServer
 from rocketq.namesrv.config import NamesrvConfig
 from rocketq.namesrv.errors import NamesrvError
 from rocketq.namesrv.kvconfig import KvConfigManager
-from rocketq.namesrv.metrics import MetricsExporterType, NamesrvMetrics
+from rocketq.namesrv.metrics import NamesrvMetrics
 from rocketq.namesrv.processor import NamesrvProcessor
 from rocketq.namesrv.routeinfo import RemovedBroker, RouteInfoManager
 from rocketq.server import Channel, RemotingServer
 from rocketq.server.acl import acl_request_check
+from rocketq.server.metrics import MetricsExporterType
 
 log = logging.getLogger("rocketq.namesrv")
 

@@ -8,43 +8,13 @@ and 0 (rocketq) picks a free port, logged at start.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rocketq.broker.errors import BrokerConfigError
+from rocketq.server.metrics import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType, parse_exporter_type
 
-__all__ = [
-    "DEFAULT_PROM_EXPORTER_PORT",
-    "METRICS_KEYS",
-    "MetricsConfig",
-    "MetricsExporterType",
-    "parse_exporter_type",
-]
-
-DEFAULT_PROM_EXPORTER_PORT = 5557
-
-
-class MetricsExporterType(enum.StrEnum):
-    DISABLE = "DISABLE"
-    PROM = "PROM"
-
-
-_UNSUPPORTED = ("OTLP_GRPC", "LOG")
-
-
-def parse_exporter_type(raw: str) -> MetricsExporterType:
-    """``metricsExporterType``: DISABLE or PROM; ValueError with the remedy for anything else."""
-    name = raw.strip().upper()
-    if name in _UNSUPPORTED:
-        raise ValueError(
-            f"metricsExporterType={name} is not supported by rocketq; use PROM (Prometheus, scraped over "
-            "HTTP on metricsPromExporterPort) or DISABLE"
-        )
-    try:
-        return MetricsExporterType[name]
-    except KeyError:
-        raise ValueError(f"metricsExporterType must be DISABLE or PROM, got {raw!r}") from None
+__all__ = ["METRICS_KEYS", "MetricsConfig"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
