@@ -37,7 +37,7 @@ from rocketq.client.errors import RocketQError
 from rocketq.client.launcher import ServerProcess, spawn_broker, spawn_namesrv
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
-from rocketq.dashboard.launch import dashboard_url, spawn_dashboard
+from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import WebDriverException  # noqa: E402
@@ -92,7 +92,7 @@ def _wait(what: str, probe: Callable[[], _T | None], timeout_s: float = WAIT_S) 
 def _hash_with_cli(password: str) -> str:
     """The users file's hash, made by the documented helper."""
     out = subprocess.run(
-        [sys.executable, "-m", "rocketq.dashboard", "hash-password", "--password-stdin"],
+        [sys.executable, "-m", "rocketq.tools.dashboard", "hash-password", "--password-stdin"],
         input=password + "\n", capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     return out.stdout.strip()

@@ -41,7 +41,7 @@ def _wait_for_values(lines: queue.Queue[str], keys: set[str], seen: list[str]) -
 
 def test_rocketq_dev_prints_addresses_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.broker.dev_cli", "dev"],
+        [sys.executable, "-m", "rocketq.tools.dev", "dev"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path),
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
     )  # fmt: skip

@@ -36,7 +36,7 @@ def _read_until_master(proc: subprocess.Popen[str], deadline: float) -> list[str
 def test_dev_controller_prints_the_group_and_a_send_works(tmp_path: Path) -> None:
     env = dict(os.environ)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.broker.dev_cli", "dev", "--controller", "--store-dir", str(tmp_path)],
+        [sys.executable, "-m", "rocketq.tools.dev", "dev", "--controller", "--store-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -218,7 +218,7 @@ def test_a_killed_broker_does_not_break_the_namesrv_exporter(cluster: LocalClust
 
 def test_rocketq_dev_serves_and_prints_metrics(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.broker.dev_cli", "dev", "--no-dashboard"],
+        [sys.executable, "-m", "rocketq.tools.dev", "dev", "--no-dashboard"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -354,7 +354,7 @@ def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "rocketq.broker.dev_cli",
+            "rocketq.tools.dev",
             "dev",
             "--slaves",
             "1",

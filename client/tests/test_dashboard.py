@@ -19,10 +19,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.launcher import free_port
-from rocketq.dashboard.app import DashboardSettings, make_app
-from rocketq.dashboard.auth import UsersFileError, UserStore, hash_password, verify_password
-from rocketq.dashboard.cli import main as dashboard_main
-from rocketq.dashboard.sampler import Sample, Sampler
+from rocketq.tools.dashboard.app import DashboardSettings, make_app
+from rocketq.tools.dashboard.auth import UsersFileError, UserStore, hash_password, verify_password
+from rocketq.tools.dashboard.cli import main as dashboard_main
+from rocketq.tools.dashboard.sampler import Sample, Sampler
 
 DEAD_NAMESRV = f"127.0.0.1:{free_port()}"
 HASH = hash_password("pw-1")

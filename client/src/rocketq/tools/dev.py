@@ -1,17 +1,16 @@
 """``rocketq dev``: a NameServer and a broker in one command, for development.
 
 Starts ``python -m rocketq.namesrv`` and ``python -m rocketq.broker`` as *processes* with the
-supported launcher (:mod:`rocketq.client.launcher`; the broker package never imports the
-NameServer), with a temporary store unless ``--store-dir`` is given, prints both addresses (for
-people, then as ``NAMESRV_ADDR=host:port`` and ``BROKER_ADDR=host:port`` lines for scripts) and
-waits; Ctrl-C (or SIGTERM) stops the broker cleanly, then the NameServer, and removes the
+supported launcher (:mod:`rocketq.client.launcher`; this tool imports no server code), with a
+temporary store unless ``--store-dir`` is given, prints both addresses (for people, then as
+``NAMESRV_ADDR=host:port`` and ``BROKER_ADDR=host:port`` lines for scripts) and waits; Ctrl-C (or SIGTERM) stops the broker cleanly, then the NameServer, and removes the
 temporary directory.  ``--slaves N`` adds N slave brokers to the broker's group (``brokerId``
 1..N, ``brokerRole=SLAVE``, each with its own store in the same directory; they are stopped
 first), printed as ``Slave:`` lines and ``SLAVE_ADDRS=a,b``; ``--broker-role SYNC_MASTER`` makes
 the master synchronous (docs/replication.md); ``--enable-property-filter`` turns SQL92 selectors
 on for every broker.  The web dashboard (docs/observability.md) is started too, on a free port
 (``--dashboard-port``, ``--dashboard-users``, ``--no-dashboard``), printed as ``Dashboard:`` and
-``DASHBOARD_URL=``; ``rocketq dashboard`` runs it alone (:mod:`rocketq.dashboard.cli`).  The
+``DASHBOARD_URL=``; ``rocketq dashboard`` runs it alone (:mod:`rocketq.tools.dashboard.cli`).  The
 NameServer and the brokers serve Prometheus metrics (``metricsExporterType=PROM`` on free ports),
 printed as ``Metrics:`` and ``NAMESRV_METRICS_URL=`` / ``BROKER_METRICS_URL=``.
 
@@ -70,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--dashboard-port", type=int, default=0, help="web dashboard port (default: free port)")
     dev.add_argument("--dashboard-users", help="users file of the dashboard (rocketq dashboard --users)")
     dev.add_argument("--no-dashboard", action="store_true", help="do not start the web dashboard")
-    from rocketq.dashboard.cli import add_arguments as add_dashboard_arguments
+    from rocketq.tools.dashboard.cli import add_arguments as add_dashboard_arguments
 
     add_dashboard_arguments(sub.add_parser("dashboard", help="the web dashboard (docs/observability.md)"))
     return p
@@ -233,7 +232,7 @@ def _wait_for_master(namesrv_addr: str, broker_name: str, stop: threading.Event)
 
 def _spawn_dashboard(work: Path, namesrv_addr: str, args: argparse.Namespace) -> ServerProcess:
     """``rocketq dashboard`` as a child process; prints ``Dashboard:`` and ``DASHBOARD_URL=``."""
-    from rocketq.dashboard.launch import dashboard_url, spawn_dashboard
+    from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
     users = ("--users", str(Path(args.dashboard_users).resolve())) if args.dashboard_users else ()
     proc = spawn_dashboard(work, namesrv_addr, *users, port=args.dashboard_port)
@@ -267,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dev":
         return _run_dev(args)
     if args.command == "dashboard":
-        from rocketq.dashboard.cli import run as run_dashboard
+        from rocketq.tools.dashboard.cli import run as run_dashboard
 
         return run_dashboard(args)
     return 2

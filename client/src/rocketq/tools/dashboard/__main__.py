@@ -1,7 +1,7 @@
-"""``python -m rocketq.dashboard``: the same as ``rocketq dashboard``."""
+"""``python -m rocketq.tools.dashboard``: the same as ``rocketq dashboard``."""
 
 import sys
 
-from rocketq.dashboard.cli import main
+from rocketq.tools.dashboard.cli import main
 
 sys.exit(main())

@@ -41,8 +41,8 @@ from typing import Any
 from aiohttp import web
 
 from rocketq.client.errors import MQClientError, NoRouteError, RocketQError
-from rocketq.dashboard.auth import UserStore
-from rocketq.dashboard.service import DashboardService, Json
+from rocketq.tools.dashboard.auth import UserStore
+from rocketq.tools.dashboard.service import DashboardService, Json
 
 __all__ = ["DashboardSettings", "make_app"]
 

@@ -1,7 +1,7 @@
 """``rocketq dashboard``: serve the web console, or ``rocketq dashboard hash-password``.
 
 ``rocketq dashboard -n NAMESRV [--host 127.0.0.1] [--port 8080] [--read-only] [--users users.yml]``
-runs the aiohttp application of :mod:`rocketq.dashboard.app` until SIGINT/SIGTERM and prints
+runs the aiohttp application of :mod:`rocketq.tools.dashboard.app` until SIGINT/SIGTERM and prints
 ``rocketq dashboard listening on http://host:port/`` once it accepts connections (port 0 picks a
 free port; the printed line has the real one, which is what ``rocketq dev`` and the tests read).
 ``rocketq dashboard hash-password`` asks for a password (or reads one line of stdin with
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _hash_password(args: argparse.Namespace) -> int:
-    from rocketq.dashboard.auth import hash_password
+    from rocketq.tools.dashboard.auth import hash_password
 
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
@@ -63,8 +63,8 @@ def _hash_password(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from rocketq.dashboard.app import DashboardSettings, make_app
-    from rocketq.dashboard.auth import UserStore
+    from rocketq.tools.dashboard.app import DashboardSettings, make_app
+    from rocketq.tools.dashboard.auth import UserStore
 
     users = UserStore.load(args.users) if args.users else None
     settings = DashboardSettings(
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.namesrv:
         print("rocketq dashboard: give the NameServer address with -n host:port", file=sys.stderr)
         return 2
-    from rocketq.dashboard.auth import UsersFileError
+    from rocketq.tools.dashboard.auth import UsersFileError
 
     try:
         return asyncio.run(_serve(args))

@@ -1,4 +1,4 @@
-"""Start ``python -m rocketq.dashboard`` as a child process (``rocketq dev``, tests, examples).
+"""Start ``python -m rocketq.tools.dashboard`` as a child process (``rocketq dev``, tests, examples).
 
 Like the launcher's servers (:mod:`rocketq.client.launcher`), the dashboard runs in its own
 process group with its output in a log file of its working directory; :func:`spawn_dashboard`
@@ -37,7 +37,7 @@ def spawn_dashboard(
     env: Mapping[str, str] | None = None,
     timeout_s: float = DEFAULT_START_TIMEOUT_S,
 ) -> ServerProcess:
-    """``python -m rocketq.dashboard -n namesrv_addr --port port *extra_args`` on 127.0.0.1."""
+    """``python -m rocketq.tools.dashboard -n namesrv_addr --port port *extra_args`` on 127.0.0.1."""
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     log_path = work / "dashboard.log"
@@ -45,7 +45,7 @@ def spawn_dashboard(
     while log_path.exists():
         n += 1
         log_path = work / f"dashboard-{n}.log"
-    args = ["-m", "rocketq.dashboard", "-n", namesrv_addr, "--host", "127.0.0.1", "--port", str(port)]
+    args = ["-m", "rocketq.tools.dashboard", "-n", namesrv_addr, "--host", "127.0.0.1", "--port", str(port)]
     log_file = open(log_path, "wb")  # closed by ServerProcess
     popen = subprocess.Popen(
         [sys.executable, *args, *extra_args],

@@ -2,7 +2,7 @@
 
 :class:`DashboardService` holds one :class:`~rocketq.client.admin.AsyncAdmin` (and, once a test
 message is sent, one producer) and is the only part of the dashboard that talks to the cluster;
-the web layer (:mod:`rocketq.dashboard.app`) maps URLs to its methods.  Everything goes through
+the web layer (:mod:`rocketq.tools.dashboard.app`) maps URLs to its methods.  Everything goes through
 the client library's admin API, never through a broker's files.  Message traces come from
 :mod:`rocketq.client.trace.lookup` when that module is installed; otherwise a message's trace
 is reported as unavailable with the reason.
@@ -31,7 +31,7 @@ from rocketq.client.remoting.vocabulary import (
     Perm,
     is_internal_topic,
 )
-from rocketq.dashboard.sampler import Sampler
+from rocketq.tools.dashboard.sampler import Sampler
 
 __all__ = ["DashboardService", "Json"]
 
