@@ -3,16 +3,17 @@
 Starts ``python -m rocketq.namesrv`` and ``python -m rocketq.broker`` as *processes* with the
 supported launcher (:mod:`rocketq.client.launcher`; this tool imports no server code), with a
 temporary store unless ``--store-dir`` is given, prints both addresses (for people, then as
-``NAMESRV_ADDR=host:port`` and ``BROKER_ADDR=host:port`` lines for scripts) and waits; Ctrl-C (or SIGTERM) stops the broker cleanly, then the NameServer, and removes the
-temporary directory.  ``--slaves N`` adds N slave brokers to the broker's group (``brokerId``
-1..N, ``brokerRole=SLAVE``, each with its own store in the same directory; they are stopped
-first), printed as ``Slave:`` lines and ``SLAVE_ADDRS=a,b``; ``--broker-role SYNC_MASTER`` makes
-the master synchronous (docs/replication.md); ``--enable-property-filter`` turns SQL92 selectors
-on for every broker.  The web dashboard (docs/observability.md) is started too, on a free port
-(``--dashboard-port``, ``--dashboard-users``, ``--no-dashboard``), printed as ``Dashboard:`` and
-``DASHBOARD_URL=``; ``rocketq dashboard`` runs it alone (:mod:`rocketq.tools.dashboard.cli`).  The
-NameServer and the brokers serve Prometheus metrics (``metricsExporterType=PROM`` on free ports),
-printed as ``Metrics:`` and ``NAMESRV_METRICS_URL=`` / ``BROKER_METRICS_URL=``.
+``NAMESRV_ADDR=host:port`` and ``BROKER_ADDR=host:port`` lines for scripts) and waits; Ctrl-C (or
+SIGTERM) stops the broker cleanly, then the NameServer, and removes the temporary directory.
+``--slaves N`` adds N slave brokers to the broker's group (``brokerId`` 1..N, ``brokerRole=SLAVE``,
+each with its own store in the same directory; they are stopped first), printed as ``Slave:`` lines
+and ``SLAVE_ADDRS=a,b``; ``--broker-role SYNC_MASTER`` makes the master synchronous
+(docs/replication.md); ``--enable-property-filter`` turns SQL92 selectors on for every broker. The
+web dashboard (docs/observability.md) is started too, on a free port (``--dashboard-port``,
+``--dashboard-users``, ``--no-dashboard``), printed as ``Dashboard:`` and ``DASHBOARD_URL=``;
+``rocketq dashboard`` runs it alone (:mod:`rocketq.tools.dashboard.cli`). The NameServer and the
+brokers serve Prometheus metrics (``metricsExporterType=PROM`` on free ports), printed as
+``Metrics:`` and ``NAMESRV_METRICS_URL=`` / ``BROKER_METRICS_URL=``.
 
 ``--controller`` starts a controller-mode group instead (RocketMQ 5, docs/failover.md): three
 controllers (``mqcontroller`` processes, a Raft group), a NameServer and three brokers of one
