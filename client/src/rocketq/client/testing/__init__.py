@@ -1,9 +1,12 @@
-"""Test helpers: the process launcher under the name the tests import it by.
+"""Test helpers shared by the tests of every component: real servers, bounded waits, topics,
+produce/consume and pull helpers.
 
-Integration tests of every component start real ``mqnamesrv`` and ``mqbroker`` processes on port
-0 with :mod:`rocketq.client.launcher` (the supported launcher, also used by ``rocketq dev`` and
-the examples); this module re-exports it so tests keep one import path, and is the place for
-helpers that only tests need.  It does not import pytest: tests wrap it in their own fixtures.
+Integration tests start real ``mqnamesrv`` and ``mqbroker`` processes on port 0 with
+:mod:`rocketq.client.launcher` (the supported launcher, also used by ``rocketq dev`` and the
+examples), re-exported here so tests keep one import path; :mod:`.wait` holds the bounded waits,
+:mod:`.messaging` the topic, produce/consume and pull helpers over the public client API, and
+:mod:`.chaos` the chaos tests' ledger and load.  Nothing here imports pytest: tests wrap these
+helpers in their own fixtures.
 """
 
 from __future__ import annotations
@@ -22,6 +25,15 @@ from rocketq.client.launcher import (
     spawn_namesrv,
     wait_until_answers,
 )
+from rocketq.client.testing.messaging import (
+    create_topic,
+    drain,
+    has_route,
+    produce_and_consume,
+    pull_header,
+    wait_route,
+)
+from rocketq.client.testing.wait import WaitTimeout, wait_for, wait_value
 
 __all__ = [
     "BROKER_BOOT_RE",
@@ -30,10 +42,19 @@ __all__ = [
     "LocalCluster",
     "ServerProcess",
     "ServerStartError",
+    "WaitTimeout",
     "broker_conf_text",
+    "create_topic",
+    "drain",
     "free_port",
+    "has_route",
     "local_cluster",
+    "produce_and_consume",
+    "pull_header",
     "spawn_broker",
     "spawn_namesrv",
+    "wait_for",
+    "wait_route",
     "wait_until_answers",
+    "wait_value",
 ]

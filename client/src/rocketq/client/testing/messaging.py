@@ -1,0 +1,128 @@
+"""Topic, produce, consume and pull helpers for tests, over the public client API.
+
+What many integration tests do before they check anything: create a topic and wait until the
+NameServer answers its route (the broker registers a new topic asynchronously), send a few
+messages and read them back with a lite pull consumer, drain a consumer up to a count within a
+bound, and build the PULL_MESSAGE header of a direct pull.  Each helper is bounded in time; the
+waits fail naming what they waited for (:mod:`rocketq.client.testing.wait`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rocketq.client.admin import Admin
+from rocketq.client.config import ClientConfig, ConsumeFromWhere
+from rocketq.client.consumer import LitePullConsumer
+from rocketq.client.errors import NoRouteError
+from rocketq.client.model import Message, MessageExt, SendStatus
+from rocketq.client.producer import Producer
+from rocketq.client.remoting.headers import PullMessageRequestHeader
+from rocketq.client.remoting.vocabulary import SUB_ALL, ExpressionType, PullSysFlag
+from rocketq.client.testing.wait import DEFAULT_WAIT_S, wait_for
+
+__all__ = [
+    "create_topic",
+    "drain",
+    "has_route",
+    "produce_and_consume",
+    "pull_header",
+    "wait_route",
+]
+
+#: the cluster name a broker registers under when its config names none
+DEFAULT_CLUSTER = "DefaultCluster"
+
+
+def has_route(admin: Admin, topic: str) -> bool:
+    """Whether the NameServer answers a route with queues for ``topic``."""
+    try:
+        return bool(admin.topic_route(topic).queue_datas)
+    except NoRouteError:  # the NameServer has not heard of it yet
+        return False
+
+
+def wait_route(admin: Admin, topic: str, timeout_s: float = DEFAULT_WAIT_S) -> None:
+    """Wait until the NameServer answers a route with queues for ``topic``."""
+    wait_for(lambda: has_route(admin, topic), f"the route of {topic}", timeout_s)
+
+
+def create_topic(
+    ns_addr: str,
+    topic: str,
+    queues: int = 4,
+    *,
+    broker_addr: str | None = None,
+    config: ClientConfig | None = None,
+    timeout_s: float = DEFAULT_WAIT_S,
+) -> None:
+    """Create ``topic`` with ``queues`` read and write queues on ``broker_addr`` (default: every
+    master of ``DefaultCluster``) and wait until the NameServer answers its route."""
+    with Admin(ns_addr, config=config) as admin:
+        where = {"broker_addr": broker_addr} if broker_addr else {"cluster": DEFAULT_CLUSTER}
+        admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **where)
+        wait_route(admin, topic, timeout_s)
+
+
+def drain(
+    consumer: LitePullConsumer, n: int, timeout_s: float = DEFAULT_WAIT_S, poll_ms: int = 500
+) -> list[MessageExt]:
+    """Poll ``consumer`` until it returned ``n`` messages or ``timeout_s`` passed; everything it
+    returned (the caller asserts on what it expected)."""
+    got: list[MessageExt] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < n and time.monotonic() < deadline:
+        got.extend(consumer.poll(poll_ms))
+    return got
+
+
+def produce_and_consume(
+    ns_addr: str, topic: str, *, group: str, client: ClientConfig | None = None, n: int = 20
+) -> None:
+    """Send ``n`` messages ``m0``, ``m1`` ... to ``topic`` (all must be SEND_OK) and read exactly
+    them back from the first offset with a lite pull consumer of ``group``."""
+    with Producer(ns_addr, producer_group=f"pg-{topic}", client=client) as producer:
+        results = [producer.send(Message(topic, f"m{i}".encode())) for i in range(n)]
+    assert {r.send_status for r in results} == {SendStatus.SEND_OK}
+    consumer = LitePullConsumer(
+        ns_addr,
+        consumer_group=group,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        client=client,
+    )
+    consumer.assign(sorted(consumer.fetch_message_queues(topic)))
+    consumer.start()
+    try:
+        got = drain(consumer, n)
+    finally:
+        consumer.shutdown()
+    assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(n))
+
+
+def pull_header(
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    group: str,
+    max_msg_nums: int,
+    sys_flag: int = int(PullSysFlag.SUBSCRIPTION),
+    suspend_ms: int = 0,
+    subscription: str = SUB_ALL,
+    expression_type: ExpressionType | None = ExpressionType.TAG,
+) -> PullMessageRequestHeader:
+    """The header of a direct PULL_MESSAGE of ``topic``'s queue ``queue_id`` from ``offset``
+    (no commit; ``suspend_ms`` > 0 adds the SUSPEND flag of a long poll)."""
+    return PullMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_msg_nums,
+        sys_flag=sys_flag | (int(PullSysFlag.SUSPEND) if suspend_ms else 0),
+        commit_offset=0,
+        suspend_timeout_millis=suspend_ms,
+        subscription=subscription,
+        sub_version=0,
+        expression_type=expression_type,
+    )
