@@ -6,7 +6,7 @@ a few MiB per round, dozens of rounds a second, and frees them again.  With glib
 blocks are either mapped afresh for each round (above the dynamic mmap threshold) or returned to
 the kernel when the top of a heap is free (the trim threshold, twice the mmap threshold): either
 way every round touches fresh pages, and each first touch is a page fault that zeroes a page
-(docs/broker.md, Performance, has the counts).  Allocations below :data:`MMAP_THRESHOLD` are
+(docs/broker.md, Heap memory, has the counts).  Allocations below :data:`MMAP_THRESHOLD` are
 served from the heaps and up to :data:`TRIM_THRESHOLD` is kept free at the top of each heap
 (``mallopt``: ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``); the process keeps what its busiest
 rounds needed.  An operator's own :data:`OPERATOR_SETTINGS` win: then nothing is changed.

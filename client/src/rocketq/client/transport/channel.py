@@ -499,7 +499,7 @@ class TlsRemotingProtocol(RemotingProtocol, asyncio.BufferedProtocol):
     in a fresh 256 KiB ``bytes`` object (shrunk afterwards), then joins them into one more copy;
     a buffered protocol has it decrypt record after record straight into one reusable buffer,
     handed on as one ``bytes`` per read (the frame decoder slices frames out of it without
-    copying again); docs/security.md "Cost of ACL and TLS" has the figures.  Plaintext
+    copying again); docs/performance.md "ACL and TLS" has the figures.  Plaintext
     connections keep the plain ``Protocol``:
     there ``recv`` into a new object is cheaper than ``recv_into`` plus the copy.
     """
