@@ -37,7 +37,7 @@ Page cache (``--page-cache-window MB``, default 256): every broker of every case
 than that far behind its flushed end and writes into pages the kernel hands back warm.  Without it
 (``--page-cache-window 0``) the brokers' page cache grows by every byte written (GBs over a run),
 and on a virtual machine whose host backs guest memory lazily (such as the one the figures in
-docs/replication.md come from) the first write to a page costs ~10 us against ~0.6 us for one
+docs/performance.md come from) the first write to a page costs ~10 us against ~0.6 us for one
 the guest touched before: once the machine's recently used memory is used up, every case slows
 down, and the cases with a slave pay it twice (the slave writes the same bytes), so the ratios
 depend on what ran on the machine before.  The window is the same for all cases.
