@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,14 @@ from rocketq.client.consumer import ConsumeConcurrentlyStatus, LitePullConsumer,
 from rocketq.client.errors import NoRouteError
 from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    free_port,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 OFFSET_FLUSH_MS = 1000
@@ -50,27 +57,6 @@ def _broker_conf(port: int, **extra: Any) -> dict[str, Any]:
         "channelExpiredTimeout": 10_000,
         **extra,
     }
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
-
-
-def _create_topic(ns_addr: str, topic: str) -> None:
-    with Admin(ns_addr) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-
-        def routed() -> bool:
-            try:
-                return bool(admin.topic_route(topic).queue_datas)
-            except NoRouteError:
-                return False
-
-        _wait(routed, what="topic route")
 
 
 def _lag(ns_addr: str, group: str, topic: str) -> int:
@@ -138,20 +124,20 @@ def test_clean_sigterm_restart_consumers_continue(tmp_path: Path, namesrv: Serve
     broker = spawn_broker(tmp_path, namesrv.addr, **conf)
     recorder: _Recorder | None = None
     try:
-        _create_topic(namesrv.addr, topic)
+        create_topic(namesrv.addr, topic, 2)
         first = [b"before-%03d" % i for i in range(100)]
         second = [b"after-%03d" % i for i in range(100)]
         with Producer(namesrv.addr, producer_group="pg-i4-restart") as producer:
             _send_all(producer, topic, first)
             recorder = _Recorder(namesrv.addr, group, topic, "survivor")
-            _wait(lambda: recorder is not None and recorder.has(first), what="first half consumed")
-            _wait(lambda: _lag(namesrv.addr, group, topic) == 0, what="offsets committed")
+            wait_for(lambda: recorder is not None and recorder.has(first), "first half consumed")
+            wait_for(lambda: _lag(namesrv.addr, group, topic) == 0, "offsets committed")
             assert broker.terminate() == 0, "clean shutdown"
             broker = spawn_broker(tmp_path, namesrv.addr, **conf)
             _send_with_retry(producer, topic, second[0])
             _send_all(producer, topic, second[1:])
-        _wait(lambda: recorder is not None and recorder.has(second), what="second half consumed")
-        _wait(lambda: _lag(namesrv.addr, group, topic) == 0, what="offsets committed after restart")
+        wait_for(lambda: recorder is not None and recorder.has(second), "second half consumed")
+        wait_for(lambda: _lag(namesrv.addr, group, topic) == 0, "offsets committed after restart")
         assert set(recorder.seen) == set(first + second)
         assert max(recorder.seen.values()) == 1, "nothing consumed twice across a clean restart"
         recorder.consumer.shutdown()
@@ -175,17 +161,17 @@ def test_sigkill_with_sync_flush_keeps_acked_and_committed(tmp_path: Path, names
     broker = spawn_broker(tmp_path, namesrv.addr, **conf)
     recorder: _Recorder | None = None
     try:
-        _create_topic(namesrv.addr, topic)
+        create_topic(namesrv.addr, topic, 2)
         old = [b"old-%03d" % i for i in range(150)]
         recent = [b"recent-%03d" % i for i in range(50)]
         with Producer(namesrv.addr, producer_group="pg-i4-crash") as producer:
             _send_all(producer, topic, old)
             recorder = _Recorder(namesrv.addr, group, topic, "victim")
-            _wait(lambda: recorder is not None and recorder.has(old), what="old messages consumed")
-            _wait(lambda: _lag(namesrv.addr, group, topic) == 0, what="old offsets committed")
+            wait_for(lambda: recorder is not None and recorder.has(old), "old messages consumed")
+            wait_for(lambda: _lag(namesrv.addr, group, topic) == 0, "old offsets committed")
             time.sleep(2 * OFFSET_FLUSH_MS / 1000 + 0.5)  # the broker has written consumerOffset.json
             _send_all(producer, topic, recent)  # every one acknowledged after an fsync
-            _wait(lambda: recorder is not None and recorder.has(recent), what="recent messages consumed")
+            wait_for(lambda: recorder is not None and recorder.has(recent), "recent messages consumed")
             broker.kill9()
             recorder.consumer.shutdown()  # its last offset commit cannot reach the broker
             recorder = None
@@ -208,7 +194,7 @@ def test_sigkill_with_sync_flush_keeps_acked_and_committed(tmp_path: Path, names
         # the group resumes from the offsets the broker had flushed: nothing older is reprocessed
         again = _Recorder(namesrv.addr, group, topic, "successor")
         try:
-            _wait(lambda: again.has([b"post-crash"]), what="the successor consumes new messages")
+            wait_for(lambda: again.has([b"post-crash"]), "the successor consumes new messages")
             time.sleep(0.5)
             replayed = sorted(b for b in again.seen if b != b"post-crash")
             print(

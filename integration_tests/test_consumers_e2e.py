@@ -12,13 +12,12 @@ import asyncio
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketq.client.admin import Admin
 from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere, MessageModel
 from rocketq.client.consumer import (
@@ -26,11 +25,10 @@ from rocketq.client.consumer import (
     ConsumeOrderlyStatus,
     PushConsumer,
 )
-from rocketq.client.errors import NoRouteError
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer, SelectMessageQueueByHash
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, create_topic, spawn_broker, spawn_namesrv, wait_for
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 FAST = ClientConfig(
@@ -62,27 +60,6 @@ def ns_addr(cluster: tuple[ServerProcess, ServerProcess]) -> str:
     return cluster[0].addr
 
 
-def _create_topic(ns_addr: str, topic: str, queues: int) -> None:
-    with Admin(ns_addr) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=queues, write_queue_nums=queues)
-        _wait(lambda: _has_route(admin, topic), what=f"route of {topic}")
-
-
-def _has_route(admin: Admin, topic: str) -> bool:
-    try:
-        return bool(admin.topic_route(topic).queue_datas)
-    except NoRouteError:
-        return False
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
-
-
 def _owned(consumer: PushConsumer, topic: str) -> set[MessageQueue]:
     return {mq for mq in consumer.async_consumer.assigned_queues() if mq.topic == topic}
 
@@ -92,7 +69,7 @@ def _owned(consumer: PushConsumer, topic: str) -> set[MessageQueue]:
 
 def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> None:
     topic, group, total, queues = "I4Rebalance", "cg-i4-rebalance", 600, 8
-    _create_topic(ns_addr, topic, queues)
+    create_topic(ns_addr, topic, queues)
     seen: Counter[bytes] = Counter()
     by_consumer: dict[str, int] = defaultdict(int)
     lock = threading.Lock()
@@ -149,7 +126,7 @@ def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> Non
         members.pop("c3").shutdown()
         producer_thread.join(60)
         assert stop_producing.is_set()
-        _wait(lambda: set(produced) <= set(seen), 30, "every produced message consumed")
+        wait_for(lambda: set(produced) <= set(seen), "every produced message consumed", 30)
         # the group settles: every queue owned by exactly one of the remaining members
         remaining = list(members.values())
 
@@ -158,7 +135,7 @@ def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> Non
             union = set().union(*owned)
             return len(union) == queues and sum(len(o) for o in owned) == queues
 
-        _wait(settled, 20, "each queue owned by exactly one consumer")
+        wait_for(settled, "each queue owned by exactly one consumer", 20)
         time.sleep(1.5)  # and it stays so across later rebalance rounds
         assert settled()
         shares = sorted(len(_owned(c, topic)) for c in remaining)
@@ -182,7 +159,7 @@ def test_clustering_rebalance_when_consumers_join_and_leave(ns_addr: str) -> Non
 
 def test_broadcasting_every_consumer_gets_every_message(ns_addr: str, tmp_path: Path) -> None:
     topic, total = "I4Broadcast", 40
-    _create_topic(ns_addr, topic, 4)
+    create_topic(ns_addr, topic, 4)
     got: dict[str, list[bytes]] = defaultdict(list)
     lock = threading.Lock()
     consumers = []
@@ -214,7 +191,7 @@ def test_broadcasting_every_consumer_gets_every_message(ns_addr: str, tmp_path: 
         with Producer(ns_addr, producer_group="pg-i4-broadcast") as producer:
             producer.send_batch([Message(topic, b"bc-%02d" % i) for i in range(total)])
         expected = sorted(b"bc-%02d" % i for i in range(total))
-        _wait(lambda: all(len(got[f"b{n}"]) >= total for n in range(3)), 30, "every consumer got all")
+        wait_for(lambda: all(len(got[f"b{n}"]) >= total for n in range(3)), "every consumer got all", 30)
         time.sleep(0.3)
         for n in range(3):
             assert sorted(got[f"b{n}"]) == expected
@@ -248,7 +225,7 @@ def test_orderly_one_thread_per_queue_in_order_with_broker_locks(
     ns_addr: str, cluster: tuple[ServerProcess, ServerProcess]
 ) -> None:
     topic, group, queues, keys, per_key = "I4Orderly", "cg-i4-orderly", 4, 12, 20
-    _create_topic(ns_addr, topic, queues)
+    create_topic(ns_addr, topic, queues)
     with Producer(ns_addr, producer_group="pg-i4-orderly") as producer:
         sel = SelectMessageQueueByHash()
         for seq in range(per_key):
@@ -297,7 +274,7 @@ def test_orderly_one_thread_per_queue_in_order_with_broker_locks(
     members = [make("o1"), make("o2")]
     try:
         total = keys * per_key
-        _wait(lambda: sum(len(v) for v in offsets.values()) >= total, 40, "all messages consumed orderly")
+        wait_for(lambda: sum(len(v) for v in offsets.values()) >= total, "all messages consumed orderly", 40)
         # the broker holds the locks: another client of the group cannot take any held queue
         broker_addr = cluster[1].addr
         held = set().union(*(_owned(c, topic) for c in members))

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketq.client.admin import Admin
 from rocketq.client.config import ConsumeFromWhere
 from rocketq.client.consumer import (
     ConsumeConcurrentlyStatus,
@@ -28,10 +27,10 @@ from rocketq.client.consumer import (
     PushConsumer,
     SubscriptionRefusedError,
 )
-from rocketq.client.errors import MQClientError, NoRouteError
+from rocketq.client.errors import MQClientError
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
-from rocketq.client.testing import spawn_broker, spawn_namesrv
+from rocketq.client.testing import create_topic, spawn_broker, spawn_namesrv, wait_for
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 SQL = "a > 5 AND b = 'x'"
@@ -49,16 +48,10 @@ EXPECTED = sorted(f"m{i}".encode() for i in range(TOTAL) if _matches(i))
 def ns_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("sql92")
     with spawn_namesrv(tmp) as ns, spawn_broker(tmp, ns.addr, enablePropertyFilter="true") as broker:
-        _create_topic(ns.addr, "Sql92Orders")
+        create_topic(ns.addr, "Sql92Orders")
         _produce(ns.addr, "Sql92Orders")
         yield ns.addr
         print(f"--- broker log tail ---\n{broker.log_tail()}")
-
-
-def _create_topic(ns_addr: str, topic: str) -> None:
-    with Admin(ns_addr) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=4, write_queue_nums=4)
-        _wait(lambda: _has_route(admin, topic), what=f"route of {topic}")
 
 
 def _produce(ns_addr: str, topic: str) -> None:
@@ -70,23 +63,8 @@ def _produce(ns_addr: str, topic: str) -> None:
             producer.send(msg)
 
 
-def _has_route(admin: Admin, topic: str) -> bool:
-    try:
-        return bool(admin.topic_route(topic).queue_datas)
-    except NoRouteError:
-        return False
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
-
-
 def _received_exactly(got: list[bytes], lock: threading.Lock) -> None:
-    _wait(lambda: len(got) >= len(EXPECTED), what=f"{len(EXPECTED)} matching messages")
+    wait_for(lambda: len(got) >= len(EXPECTED), f"{len(EXPECTED)} matching messages")
     time.sleep(1.0)  # anything that does not match would arrive with (or right after) the rest
     with lock:
         assert sorted(got) == EXPECTED
@@ -153,7 +131,7 @@ def test_sql_text_as_a_tag_expression_is_refused(ns_addr: str) -> None:
 
 def test_broker_without_property_filter_makes_sql92_consumers_fail(tmp_path: Path) -> None:
     with spawn_namesrv(tmp_path) as ns, spawn_broker(tmp_path, ns.addr) as broker:
-        _create_topic(ns.addr, "Sql92Off")
+        create_topic(ns.addr, "Sql92Off")
         _produce(ns.addr, "Sql92Off")
         lite = LitePullConsumer(ns.addr, consumer_group="cg-sql92-off", pull_time_delay_when_exception_ms=100)
         lite.subscribe("Sql92Off", MessageSelector.by_sql(SQL))

@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketq.client.admin import Admin
-from rocketq.client.api import BlockingMQClientAPI, PullSysFlag
+from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import NoRouteError, RocketQError
+from rocketq.client.errors import RocketQError
 from rocketq.client.model import LocalTransactionState, Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import AsyncTransactionProducer, TransactionProducer
-from rocketq.client.remoting.headers import PullMessageRequestHeader
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    free_port,
+    pull_header,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -44,6 +50,7 @@ TX_CONF: dict[str, Any] = {
     "maxIndexNum": 4000,
 }
 FAST_CLIENT = ClientConfig(heartbeat_broker_interval_ms=1000)
+WAIT_S = 60.0  # check passes run every second; a loaded machine runs them late
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,45 +63,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
         print(f"--- broker log tail ---\n{broker.log_tail(80)}")
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def create_topic(ns_addr: str, topic: str, queues: int = 2) -> None:
-    with Admin(ns_addr) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=queues, write_queue_nums=queues)
-
-        def has_route() -> bool:
-            try:
-                return bool(admin.topic_route(topic).queue_datas)
-            except NoRouteError:
-                return False
-
-        wait_for(has_route, f"the route of {topic}", 20)
-
-
 def pull_queue(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -> list[MessageExt]:
     """Every message of one queue, as a consumer pulling from offset 0 gets them."""
     out: list[MessageExt] = []
     offset = 0
     while True:
-        header = PullMessageRequestHeader(
-            consumer_group="cg-tx-probe",
-            topic=topic,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=int(PullSysFlag.SUBSCRIPTION),
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription="*",
-            sub_version=0,
-            expression_type="TAG",
-        )
+        header = pull_header(topic, queue_id, offset, group="cg-tx-probe", max_msg_nums=32)
         try:
             result = api.pull_message(addr, header, timeout_ms=5000)
         except RocketQError:
@@ -130,7 +104,7 @@ class Checker:
 
 def test_commit_is_visible_and_rollback_never_is(cluster: tuple[ServerProcess, ServerProcess]) -> None:
     ns, broker = cluster
-    create_topic(ns.addr, "TxCommit")
+    create_topic(ns.addr, "TxCommit", 2)
     checker = Checker()
     with TransactionProducer(ns.addr, producer_group="pg-commit", check_listener=checker) as producer:
         ok = producer.send_message_in_transaction(
@@ -139,7 +113,9 @@ def test_commit_is_visible_and_rollback_never_is(cluster: tuple[ServerProcess, S
         no = producer.send_message_in_transaction(Message("TxCommit", b"cancelled"), lambda m, a: ROLLBACK)
         assert ok.send_status is SendStatus.SEND_OK and ok.local_transaction_state is COMMIT
         assert no.local_transaction_state is ROLLBACK and ok.transaction_id != no.transaction_id
-        wait_for(lambda: b"paid" in visible(ns.addr, broker.addr, "TxCommit"), "the committed message")
+        wait_for(
+            lambda: b"paid" in visible(ns.addr, broker.addr, "TxCommit"), "the committed message", WAIT_S
+        )
         time.sleep(3)  # three check passes: neither transaction is asked about or delivered
         seen = visible(ns.addr, broker.addr, "TxCommit")
     assert set(seen) == {b"paid"}
@@ -151,7 +127,7 @@ def test_commit_is_visible_and_rollback_never_is(cluster: tuple[ServerProcess, S
 
 def test_unknow_then_check_back_commits_and_rolls_back(cluster: tuple[ServerProcess, ServerProcess]) -> None:
     ns, broker = cluster
-    create_topic(ns.addr, "TxCheck")
+    create_topic(ns.addr, "TxCheck", 2)
     checker = Checker()
     with TransactionProducer(
         ns.addr, producer_group="pg-check", check_listener=checker, client=FAST_CLIENT
@@ -161,8 +137,10 @@ def test_unknow_then_check_back_commits_and_rolls_back(cluster: tuple[ServerProc
         assert a.local_transaction_state is UNKNOW and b.local_transaction_state is UNKNOW
         assert a.transaction_id and b.transaction_id
         checker.answers = {a.transaction_id: COMMIT, b.transaction_id: ROLLBACK}
-        wait_for(lambda: b"decide-commit" in visible(ns.addr, broker.addr, "TxCheck"), "the checked commit")
-        wait_for(lambda: bool(checker.checked(b.transaction_id)), "the check of the rollback")
+        wait_for(
+            lambda: b"decide-commit" in visible(ns.addr, broker.addr, "TxCheck"), "the checked commit", WAIT_S
+        )
+        wait_for(lambda: bool(checker.checked(b.transaction_id)), "the check of the rollback", WAIT_S)
         time.sleep(3)
         seen = visible(ns.addr, broker.addr, "TxCheck")
     assert set(seen) == {b"decide-commit"}
@@ -177,7 +155,7 @@ def test_asyncio_producer_with_coroutine_callbacks(cluster: tuple[ServerProcess,
     import asyncio
 
     ns, broker = cluster
-    create_topic(ns.addr, "TxAsync")
+    create_topic(ns.addr, "TxAsync", 2)
 
     async def check(msg: MessageExt) -> LocalTransactionState:
         return COMMIT
@@ -209,7 +187,7 @@ def test_asyncio_producer_with_coroutine_callbacks(cluster: tuple[ServerProcess,
 
 def test_producer_gone_is_parked_after_max_checks(cluster: tuple[ServerProcess, ServerProcess]) -> None:
     ns, broker = cluster
-    create_topic(ns.addr, "TxGone")
+    create_topic(ns.addr, "TxGone", 2)
     producer = TransactionProducer(ns.addr, producer_group="pg-gone", check_listener=lambda m: COMMIT)
     producer.start()
     try:
@@ -239,7 +217,7 @@ def test_broker_restart_with_pending_half_messages(tmp_path: Path, how: str) -> 
     with spawn_namesrv(tmp_path) as ns:
         broker = spawn_broker(tmp_path, ns.addr, **conf)
         try:
-            create_topic(ns.addr, "TxRestart")
+            create_topic(ns.addr, "TxRestart", 2)
             with TransactionProducer(
                 ns.addr, producer_group="pg-restart", check_listener=checker, client=FAST_CLIENT
             ) as producer:
@@ -259,8 +237,13 @@ def test_broker_restart_with_pending_half_messages(tmp_path: Path, how: str) -> 
                 wait_for(
                     lambda: b"survivor" in visible(ns.addr, broker.addr, "TxRestart"),
                     "the commit after restart",
+                    WAIT_S,
                 )
-                wait_for(lambda: bool(checker.checked(b.transaction_id)), "the check of the rolled back one")
+                wait_for(
+                    lambda: bool(checker.checked(b.transaction_id)),
+                    "the check of the rolled back one",
+                    WAIT_S,
+                )
                 time.sleep(3)
                 seen = visible(ns.addr, broker.addr, "TxRestart")
             assert set(seen) == {b"survivor"}

@@ -9,9 +9,8 @@ through the other.
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from rocketq.client.consumer import ConsumeConcurrentlyStatus, LitePullConsumer,
 from rocketq.client.errors import NoRouteError
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, drain, spawn_broker, spawn_namesrv, wait_for
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 SMALL: dict[str, Any] = {
@@ -44,14 +43,6 @@ def two_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server
             spawn_broker(tmp / "b", both, brokerName="broker-b", **SMALL) as b,
         ):
             yield [ns1, ns2, a, b]
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
 
 
 def _route_brokers(ns_addr: str, topic: str) -> set[str]:
@@ -81,7 +72,7 @@ def test_topic_spread_over_two_groups_and_two_namesrvs(two_groups: list[ServerPr
         def spread(addr: str = ns_addr) -> bool:
             return _route_brokers(addr, TOPIC) == {"broker-a", "broker-b"}
 
-        _wait(spread, what=f"route on {ns_addr}")
+        wait_for(spread, f"route on {ns_addr}")
 
     total = 200
     sent_to: Counter[str] = Counter()
@@ -111,7 +102,7 @@ def test_topic_spread_over_two_groups_and_two_namesrvs(two_groups: list[ServerPr
     push.register_message_listener(listener)
     push.start()
     try:
-        _wait(lambda: len(seen) >= total, what="every message consumed")
+        wait_for(lambda: len(seen) >= total, "every message consumed")
         assert {mq.broker_name for mq in push.async_consumer.assigned_queues() if mq.topic == TOPIC} == {
             "broker-a",
             "broker-b",
@@ -130,7 +121,7 @@ def test_one_namesrv_down_clients_use_the_other(
     topic = "I4Failover"
     with Admin(both) as admin:
         admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-    _wait(lambda: _route_brokers(ns2.addr, topic) == {"broker-a", "broker-b"}, what="route on ns2")
+    wait_for(lambda: _route_brokers(ns2.addr, topic) == {"broker-a", "broker-b"}, "route on ns2")
     ns1.terminate()
     with Producer(both, producer_group="pg-i4-failover") as producer:
         names = {producer.send(Message(topic, b"f-%d" % i)).message_queue.broker_name for i in range(20)}
@@ -138,11 +129,8 @@ def test_one_namesrv_down_clients_use_the_other(
     consumer = LitePullConsumer(both, consumer_group="cg-i4-failover", consume_from_where=FIRST)
     consumer.subscribe(topic, "*")
     consumer.start()
-    got: list[bytes] = []
     try:
-        deadline = time.monotonic() + 30
-        while len(got) < 20 and time.monotonic() < deadline:
-            got.extend(m.body for m in consumer.poll(300))
+        got = [m.body for m in drain(consumer, 20, 30, poll_ms=300)]
     finally:
         consumer.shutdown()
     assert sorted(got) == sorted(b"f-%d" % i for i in range(20))

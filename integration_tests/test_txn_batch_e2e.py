@@ -15,21 +15,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketq.client.admin import Admin
-from rocketq.client.api import BlockingMQClientAPI, PullSysFlag
-from rocketq.client.errors import NoRouteError, RocketQError
+from rocketq.client.api import BlockingMQClientAPI
+from rocketq.client.errors import RocketQError
 from rocketq.client.model import LocalTransactionState, Message, MessageExt, PullStatus
 from rocketq.client.producer import TransactionProducer
 from rocketq.client.producer.transaction_batch import HalfBatchResult, end_transaction_batch_blocking
-from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    pull_header,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -64,44 +69,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
         print(f"--- broker log tail ---\n{broker.log_tail(80)}")
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def create_topic(ns_addr: str, topic: str) -> None:
-    with Admin(ns_addr) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-
-        def has_route() -> bool:
-            try:
-                return bool(admin.topic_route(topic).queue_datas)
-            except NoRouteError:
-                return False
-
-        wait_for(has_route, f"the route of {topic}")
-
-
 def pull_queue(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -> list[MessageExt]:
     out: list[MessageExt] = []
     offset = 0
     while True:
-        header = PullMessageRequestHeader(
-            consumer_group="cg-txb-probe",
-            topic=topic,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=int(PullSysFlag.SUBSCRIPTION),
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription="*",
-            sub_version=0,
-            expression_type="TAG",
-        )
+        header = pull_header(topic, queue_id, offset, group="cg-txb-probe", max_msg_nums=32)
         try:
             result = api.pull_message(addr, header, timeout_ms=5000)
         except RocketQError:
@@ -137,7 +109,7 @@ def test_commit_from_another_process_is_atomic_and_idempotent(
 ) -> None:
     ns, broker = cluster
     topic = "TxBatchCommit"
-    create_topic(ns.addr, topic)
+    create_topic(ns.addr, topic, 2)
     assert broker.broker_name is not None
     handles = send_halves(ns.addr, broker.broker_name, topic, "pg-txb")
     assert all(h.ranged for h in handles) and [h.count for h in handles] == [3, 5, 4]
@@ -188,7 +160,7 @@ def test_commit_from_another_process_is_atomic_and_idempotent(
 def test_rollback_is_never_visible(cluster: tuple[ServerProcess, ServerProcess]) -> None:
     ns, broker = cluster
     topic = "TxBatchRollback"
-    create_topic(ns.addr, topic)
+    create_topic(ns.addr, topic, 2)
     assert broker.broker_name is not None
     handles = send_halves(ns.addr, broker.broker_name, topic, "pg-txb-rb")
     with BlockingMQClientAPI(ns.addr) as api:
