@@ -123,7 +123,8 @@ def single_sync_rate(ns_addr: str, size: int, seconds: float) -> float:
 def store_only_rate(size: int, count: int, batch: int = 100) -> float:
     """Messages/s that the store appends (and dispatches) in this process: batches of 100."""
     from rocketq.broker.store.config import FlushDiskType, StoreConfig
-    from rocketq.broker.store.message_store import MessageStore, MessageToStore
+    from rocketq.broker.store.message_store import MessageStore
+    from rocketq.broker.store.record_batch import MessageToStore
 
     host = ("127.0.0.1", 10911)
     body = os.urandom(size)

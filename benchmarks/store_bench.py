@@ -34,7 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
-from rocketq.broker.store.message_store import MessageBatchToStore, MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageBatchToStore, MessageToStore
 from rocketq.broker.store.status import GetMessageStatus, PutMessageResult
 from rocketq.client.remoting.batch import decode_batch_columns, encode_batch
 

@@ -17,7 +17,8 @@ import pytest
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.processor.pull import readable_max_offset
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus, PutMessageStatus
 from rocketq.client.remoting.message import decode_stored_message
 

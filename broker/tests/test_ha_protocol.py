@@ -26,11 +26,12 @@ from rocketq.broker.ha.protocol import (
 )
 from rocketq.broker.ha.replica_hints import replica_hints
 from rocketq.broker.store import dispatch as dispatch_module
-from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, DispatchHint
+from rocketq.broker.store.commit_log import DispatchHint
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.errors import StoreConfigError, StoreError
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.props_scan import I64, Buffer
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.testing import small_store
 from rocketq.client.remoting.message import encode_blank
 from rocketq.client.remoting.record_layout import (
@@ -38,6 +39,7 @@ from rocketq.client.remoting.record_layout import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
 )
+from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
 
 def test_golden_report() -> None:

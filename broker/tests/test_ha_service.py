@@ -13,7 +13,8 @@ import pytest
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import TRANSFER_HEADER, encode_report
 from rocketq.broker.ha.slave import HAClient, SlaveStatus
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.broker.testing import small_store
 

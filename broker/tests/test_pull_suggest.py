@@ -26,7 +26,8 @@ from rocketq.broker.processor.pull import (
     total_physical_memory_bytes,
 )
 from rocketq.broker.server import build_context
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.testing import SMALL_STORE_CONF
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand

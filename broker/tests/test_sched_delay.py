@@ -20,7 +20,8 @@ from rocketq.broker.schedule.delay import (
 )
 from rocketq.broker.schedule.service import ScheduleMessageService
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.client.remoting.message import decode_stored_message
 from rocketq.client.remoting.properties import decode_properties, encode_properties
 

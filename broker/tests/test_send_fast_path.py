@@ -15,7 +15,8 @@ import pytest
 from rocketq.broker.processor import send as send_module
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
-from rocketq.broker.store.message_store import MessageBatchToStore, MessageStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageBatchToStore
 from rocketq.broker.testing import Scenario
 from rocketq.broker.testing import run_broker as _run_broker
 from rocketq.client.remoting.batch import encode_batch

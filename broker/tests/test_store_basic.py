@@ -13,7 +13,8 @@ import pytest
 
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import StoreLockedError
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus, PutMessageStatus
 from rocketq.client.remoting.javahash import java_string_hash
 from rocketq.client.remoting.message import BLANK_MAGIC, SysFlag, decode_stored_message
@@ -369,7 +370,8 @@ def test_dispatch_appended_runs_here_unless_busy_or_behind(tmp_path: Path) -> No
     """After ``put_batch_nowait(wake=False)`` the caller dispatches itself (the broker's event loop
     after a small send), unless another thread is in a round or too much waits: then the dispatch
     thread is woken and does it."""
-    from rocketq.broker.store.message_store import INLINE_DISPATCH_MAX_BYTES, batch_from_messages
+    from rocketq.broker.store.message_store import INLINE_DISPATCH_MAX_BYTES
+    from rocketq.broker.store.record_batch import batch_from_messages
 
     with MessageStore(
         small_config(tmp_path, reput_idle_wait_ms=60_000, mapped_file_size_commit_log_bytes=1 << 20)
@@ -441,8 +443,8 @@ def test_a_batch_of_equal_records_reaches_dispatch_as_one_column(tmp_path: Path)
     import numpy as np
 
     from rocketq.broker.store.index_file import ENTRY_DTYPE, HEADER_SIZE
-    from rocketq.broker.store.message_store import batch_from_messages
     from rocketq.broker.store.props_scan import PropsColumn
+    from rocketq.broker.store.record_batch import batch_from_messages
 
     def batches() -> Iterator[list[MessageToStore]]:
         for i in range(12):

@@ -22,7 +22,7 @@ from rocketq.broker.store import commit_log as commit_log_module
 from rocketq.broker.store import record_batch
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.index_file import IndexFile
-from rocketq.broker.store.message_store import MessageBatchToStore, MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.props_scan import (
     PropsColumn,
     index_key_hashes,
@@ -32,7 +32,12 @@ from rocketq.broker.store.props_scan import (
     scan_uniform,
     segment_hashes,
 )
-from rocketq.broker.store.record_batch import PreparedBatch, prepare_batch
+from rocketq.broker.store.record_batch import (
+    MessageBatchToStore,
+    MessageToStore,
+    PreparedBatch,
+    prepare_batch,
+)
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.remoting.javahash import index_key_hash, java_string_hash, tags_hash_code
 from rocketq.client.remoting.message import decode_stored_message, encode_stored_message

@@ -29,7 +29,8 @@ ROUNDS = 20
 CHILD = r"""
 import sys, time
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 root, rnd = sys.argv[1], int(sys.argv[2])
 cfg = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log_bytes=128 * 1024,
                   mapped_file_size_consume_queue_units=200, max_hash_slot_num=256, max_index_num=4000,

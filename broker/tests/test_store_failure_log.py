@@ -13,7 +13,8 @@ from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.consume_queue import ConsumeQueue
 from rocketq.broker.store.errors import StoreIOError
 from rocketq.broker.store.flush import FailureLog
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import PutMessageStatus
 
 HOST = ("127.0.0.1", 10911)

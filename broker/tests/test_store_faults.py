@@ -15,7 +15,8 @@ import pytest
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.errors import StoreCorruptError
 from rocketq.broker.store.index_file import HEADER_SIZE, IndexService, bulk_index_key_hash
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus, PutMessageStatus
 from rocketq.client.remoting.message import decode_stored_message
 

@@ -20,7 +20,8 @@ from rocketq.broker.config import load_broker_config
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, GetMessageStatus
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService, TransactionConfig
 from rocketq.broker.transaction.op_log import parse_op_body

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.transaction.half_message import to_half_message
 from rocketq.broker.transaction.half_read import HalfColumns, _read_bulk, read_half, read_halves
 from rocketq.broker.transaction.ranged import check_half_batch, half_properties

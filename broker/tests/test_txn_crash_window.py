@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService
 from rocketq.broker.transaction import service as service_mod

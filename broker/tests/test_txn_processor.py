@@ -11,7 +11,8 @@ import pytest
 
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, GetMessageStatus
 from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.client.remoting.codes import RequestCode, ResponseCode

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus
 from rocketq.broker.transaction import OP_TOPIC, TransactionalMessageService
 from rocketq.client.remoting.codes import ResponseCode
@@ -34,7 +35,7 @@ CONFIG = dict(
 SCENARIO = r"""
 def run_scenario(store):
     import time
-    from rocketq.broker.store.message_store import MessageToStore
+    from rocketq.broker.store.record_batch import MessageToStore
     from rocketq.broker.transaction import TransactionalMessageService
     from rocketq.client.remoting.headers import EndTransactionRequestHeader
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.transaction import TransactionConfig, TransactionConfigError, is_transaction_prepared
 from rocketq.broker.transaction.half_message import (
     HALF_TOPIC,

@@ -39,6 +39,7 @@ from rocketq.client.transport import channel as limits_defaults
 from rocketq.client.transport.channel import ConnectionLimits
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
 from rocketq.server.properties import PropertiesSyntaxError, parse_properties
+from rocketq.server.tls_config import tls_config_from_properties
 
 __all__ = [
     "BrokerConfig",
@@ -586,7 +587,7 @@ def config_from_properties(
         _check_delay_levels(store_options["messageDelayLevel"])
     kwargs["store_options"] = tuple(sorted(store_options.items()))
     try:
-        kwargs["tls"] = TlsConfig.from_properties(tls_options)
+        kwargs["tls"] = tls_config_from_properties(tls_options)
     except TlsConfigError as exc:
         raise BrokerConfigError("tls.server.mode", str(exc)) from None
     kwargs["metrics"] = MetricsConfig.from_properties(metrics_options)

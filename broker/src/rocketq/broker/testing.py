@@ -15,7 +15,8 @@ from pathlib import Path
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import StoreConfig
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.client.transport.aio import RemotingClient
 
 __all__ = ["SMALL_STORE_CONF", "Scenario", "put_test_message", "run_broker", "small_store"]

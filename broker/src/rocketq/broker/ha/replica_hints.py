@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from rocketq.broker.store.commit_log import SCHEDULE_TOPIC, UNSCANNED_TOPICS, DispatchHint
+from rocketq.broker.store.commit_log import UNSCANNED_TOPICS, DispatchHint
 from rocketq.broker.store.props_scan import Buffer, PropsColumn
 from rocketq.client.remoting.record_layout import (
     HOST_KIND_SHIFT,
@@ -39,6 +39,7 @@ from rocketq.client.remoting.record_layout import (
     TRANSACTION_TYPE_MASK,
     header_dtype_spec,
 )
+from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC
 
 __all__ = ["replica_hints"]
 

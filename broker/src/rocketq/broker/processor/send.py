@@ -53,7 +53,8 @@ from rocketq.broker.processor.context import BrokerContext, peer_host
 from rocketq.broker.processor.send_back import DLQ_QUEUE_NUMS, dlq_topic, max_reconsume_times
 from rocketq.broker.processor.status_codes import put_response_code, put_status_remark
 from rocketq.broker.schedule.delay import apply_delay_level
-from rocketq.broker.store.message_store import MessageBatchToStore, MessageToStore, PutOutcome
+from rocketq.broker.store.message_store import PutOutcome
+from rocketq.broker.store.record_batch import MessageBatchToStore, MessageToStore
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.broker.topic_manager import (
     DLQ_GROUP_TOPIC_PREFIX,

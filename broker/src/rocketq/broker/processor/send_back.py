@@ -25,7 +25,7 @@ import random
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.schedule.delay import apply_delay_level
-from rocketq.broker.store.message_store import MessageToStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig
 from rocketq.broker.topic_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicConfig
 from rocketq.client.errors import MessageFormatError

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping
 
 from rocketq.broker.metadata import DelayOffsetTable, MetadataFiles
 from rocketq.broker.schedule.delay import SCHEDULE_TOPIC, restore_real_topic
-from rocketq.broker.store.message_store import MessageStore, MessageToStore
+from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import decode_stored_message

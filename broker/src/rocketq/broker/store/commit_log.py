@@ -31,11 +31,10 @@ from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.broker.store.mapped_file_queue import MappedFileQueue
 from rocketq.broker.store.props_scan import Buffer
-from rocketq.broker.store.record_batch import SMALL_BATCH, PreparedBatch, enters_consume_queue
+from rocketq.broker.store.record_batch import SMALL_BATCH, PreparedBatch
 from rocketq.broker.store.status import AppendMessageResult, AppendMessageStatus
 from rocketq.client.remoting.message import encode_blank
 from rocketq.client.remoting.msgid import ip_to_bytes
-from rocketq.client.remoting.properties import encode_properties
 from rocketq.client.remoting.record_layout import (
     BLANK_MAGIC,
     END_FILE_MIN_BLANK_LENGTH,
@@ -64,27 +63,6 @@ _STORE_TIMESTAMP_MIN_END = STORETIMESTAMP_POS + _INT64.size
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
 I64 = npt.NDArray[np.int64]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MessageToStore:
-    """A message as the broker hands it to the store (before offsets and store time exist)."""
-
-    topic: str
-    queue_id: int
-    flag: int = 0
-    body: bytes
-    properties: Mapping[str, str] | str
-    sys_flag: int = 0
-    born_timestamp: int
-    born_host: tuple[str, int]
-    store_host: tuple[str, int]
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-
-    def properties_text(self) -> str:
-        props = self.properties
-        return props if isinstance(props, str) else encode_properties(props)
 
 
 def _handed_over(prep: PreparedBatch) -> tuple[I64 | list[int] | None, list[list[str]] | None]:
@@ -400,12 +378,6 @@ class CommitLog:
         with self.put_lock:
             for key in [k for k in self.topic_queue_table if k[0] == topic]:
                 del self.topic_queue_table[key]
-
-
-__all__ = [
-    "SCHEDULE_TOPIC", "TRANS_HALF_TOPIC", "UNSCANNED_TOPICS", "CommitLog", "DispatchHint", "MessageToStore",
-    "StoreError", "check_topic", "enters_consume_queue",
-]  # fmt: skip
 
 
 def _queue_offsets(prep: PreparedBatch, first: int) -> tuple[I64 | list[int], int]:

@@ -24,23 +24,17 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from rocketq.broker.store.commit_log import (
-    SCHEDULE_TOPIC,
-    UNSCANNED_TOPICS,
-    CommitLog,
-    DispatchHint,
-    Hinter,
-    ReplicaChunk,
-    enters_consume_queue,
-)
+from rocketq.broker.store.commit_log import UNSCANNED_TOPICS, CommitLog, DispatchHint, Hinter, ReplicaChunk
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
 from rocketq.broker.store.flush import FailureLog
 from rocketq.broker.store.hint_dispatch import dispatch_hints
 from rocketq.broker.store.index_file import IndexService
+from rocketq.broker.store.record_batch import enters_consume_queue
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.javahash import tags_hash_code
 from rocketq.client.remoting.message import BLANK_MAGIC, TRANSACTION_TYPE_MASK, SysFlag, record_header_fields
 from rocketq.client.remoting.properties import split_keys
+from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ from rocketq.broker.store.commit_log import (
     CommitLog,
     DispatchHint,
     Hinter,
-    MessageToStore,
     ReplicaChunk,
 )
 from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, FlushDiskType, StoreConfig
@@ -42,6 +41,7 @@ from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeSe
 from rocketq.broker.store.index_file import IndexService
 from rocketq.broker.store.record_batch import (
     MessageBatchToStore,
+    MessageToStore,
     PreparedBatch,
     batch_from_messages,
     prepare_batch,
@@ -56,7 +56,7 @@ from rocketq.broker.store.status import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MessageBatchToStore", "MessageStore", "MessageToStore", "PutOutcome", "batch_from_messages"]
+__all__ = ["MessageStore", "PutOutcome"]
 
 #: :meth:`MessageStore.dispatch_appended` runs a dispatch round on the caller's thread up to this backlog.
 INLINE_DISPATCH_MAX_BYTES = 64 * 1024

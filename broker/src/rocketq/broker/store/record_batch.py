@@ -2,8 +2,9 @@
 
 A :class:`MessageBatchToStore` holds the messages of one topic/queue as columns: a list of bodies,
 a list of encoded properties and integer columns (or one int for the whole batch).  It is what the
-broker's SEND_BATCH_MESSAGE path decodes a wire batch into; ``MessageStore.put_message(s)`` turn
-:class:`MessageToStore` objects into one.
+broker's SEND_BATCH_MESSAGE path decodes a wire batch into.  A :class:`MessageToStore` is one
+message in the same terms (before offsets and store time exist); ``MessageStore.put_message(s)``
+turn a sequence of them into a batch with :func:`batch_from_messages`.
 
 Theory of operation.  :func:`prepare_batch` runs outside the append lock.  It validates the batch
 with array reductions, then builds every record field that does not depend on the log position:
@@ -28,9 +29,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -62,9 +62,6 @@ from rocketq.client.remoting.record_layout import (
     store_timestamp_pos,
 )
 
-if TYPE_CHECKING:
-    from rocketq.broker.store.commit_log import MessageToStore
-
 I64 = npt.NDArray[np.int64]
 IntColumn = int | Sequence[int] | I64
 
@@ -84,6 +81,27 @@ _PORT = struct.Struct(">i")
 HEADER_DTYPES: tuple[np.dtype[np.void], ...] = tuple(np.dtype(header_dtype_spec(k)) for k in range(4))
 assert HEADER_DTYPES[0].fields is not None and HEADER_DTYPES[0].fields["queue_offset"][1] == QUEUEOFFSET_POS
 assert HEADER_DTYPES[0].fields["physical_offset"][1] == PHYSICALOFFSET_POS
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageToStore:
+    """A message as the broker hands it to the store (before offsets and store time exist)."""
+
+    topic: str
+    queue_id: int
+    flag: int = 0
+    body: bytes
+    properties: Mapping[str, str] | str
+    sys_flag: int = 0
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_host: tuple[str, int]
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    def properties_text(self) -> str:
+        props = self.properties
+        return props if isinstance(props, str) else encode_properties(props)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)

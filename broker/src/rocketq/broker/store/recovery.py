@@ -18,10 +18,11 @@ import logging
 from collections.abc import Iterable
 
 from rocketq.broker.store.checkpoint import StoreCheckpoint
-from rocketq.broker.store.commit_log import CommitLog, enters_consume_queue
+from rocketq.broker.store.commit_log import CommitLog
 from rocketq.broker.store.consume_queue import ConsumeQueue
 from rocketq.broker.store.errors import StoreCorruptError
 from rocketq.broker.store.mapped_file import MappedFile
+from rocketq.broker.store.record_batch import enters_consume_queue
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, record_header_fields
 

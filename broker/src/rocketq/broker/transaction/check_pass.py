@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, PutMessageResult
 from rocketq.broker.transaction.config import TransactionConfig
 from rocketq.broker.transaction.half_message import (

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from rocketq.broker.store.commit_log import MessageToStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult
 from rocketq.client.remoting.message import StoredMessage, encode_stored_message
 from rocketq.client.remoting.properties import MessageConst, decode_properties

@@ -23,8 +23,8 @@ from typing import Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus
 from rocketq.broker.transaction.half_message import OP_TOPIC, SYS_TRANS_GROUP
 from rocketq.client.errors import MessageFormatError

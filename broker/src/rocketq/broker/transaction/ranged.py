@@ -33,9 +33,8 @@ from itertools import repeat
 from typing import TypeVar
 
 from rocketq.broker.schedule.delay import apply_delay_level
-from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.message_store import MessageStore
-from rocketq.broker.store.record_batch import MessageBatchToStore
+from rocketq.broker.store.record_batch import MessageBatchToStore, MessageToStore
 from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.transaction.half_message import (
     HALF_QUEUE_ID,

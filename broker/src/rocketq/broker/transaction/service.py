@@ -48,8 +48,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rocketq.broker.schedule.delay import parse_delay_levels
-from rocketq.broker.store.commit_log import MessageToStore
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.broker.transaction.bulk_commit import BulkHalves, committed_batches, load_bulk
 from rocketq.broker.transaction.check_pass import CheckPass, CheckStats, SendCheck
