@@ -52,6 +52,7 @@ from rocketq.client.instance import pick_replica
 from rocketq.client.loop import acquire_loop, release_loop
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.admin_bodies import parse_offset_table
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.ha_status import HAClientInfo, HAConnectionInfo, HAStatus, slave_lag
@@ -393,21 +394,6 @@ def _read_addr(route: TopicRouteData, broker_name: str) -> str | None:
             found = pick_replica(bd.broker_addrs)
             return found.broker_addr if found is not None else None
     return None
-
-
-def parse_offset_table(body: bytes) -> dict[MessageQueue, int]:
-    """ResetOffsetBody ``{"offsetTable":{<MessageQueue object>: offset}}`` (fastjson object keys)."""
-    if not body:
-        return {}
-    from rocketq.client.remoting.lenient_json import loads, thaw
-
-    data = loads(body)
-    table: dict[MessageQueue, int] = {}
-    for key, value in (data.get("offsetTable") or {}).items():
-        obj = thaw(key) if isinstance(key, tuple) else key
-        if isinstance(obj, dict):
-            table[MessageQueue.from_obj(obj)] = int(value)
-    return table
 
 
 class Admin:

@@ -54,6 +54,7 @@ from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig
 from rocketq.client.errors import NoRouteError, RemotingError, RocketQError
 from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.admin_bodies import parse_offset_table
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import iter_stored_messages
@@ -502,8 +503,6 @@ class ClientInstance:
         member = self.members.get(header.group)
         reset = getattr(member, "reset_offset", None)
         if reset is not None:
-            from rocketq.client.admin import parse_offset_table
-
             await reset(header.topic, parse_offset_table(cmd.body))
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
 
