@@ -1,0 +1,155 @@
+"""The deployment files of ``examples/conf`` start working clusters on one machine.
+
+The 2m-2s-sync files (two SYNC_MASTER groups with a slave each) and the controller-mode quick
+start (a NameServer with an embedded controller, two replicas of one group) are started as real
+``mqnamesrv`` / ``mqbroker`` processes, in the order docs/cluster-deployment.md gives.  The files
+carry fixed ports and store paths as RocketMQ's do; the test starts copies in which only those are
+rewritten (every fixed port to one free port, ``/tmp/rocketq/...`` to the test's temp dir), so it
+does not collide with other servers on the machine and checks the shipped files otherwise.  The
+cluster is checked as a user would: ``mqadmin clusterList`` shows the expected brokers and roles,
+and a message sent is consumed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from rocketq.client.launcher import CONTROLLER_BOOT_RE
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    free_port,
+    produce_and_consume,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
+from rocketq.server.properties import parse_properties
+
+CONF = Path(__file__).resolve().parents[1] / "examples" / "conf"
+#: keys whose values hold the fixed ports of the shipped files
+PORT_KEYS = frozenset(
+    {"listenPort", "haListenPort", "namesrvAddr", "controllerAddr", "controllerDLegerPeers"}
+)
+#: keys whose values are paths under STORE_ROOT
+PATH_KEYS = frozenset({"storePathRootDir", "controllerStorePath"})
+STORE_ROOT = "/tmp/rocketq/"
+NAMESRV_PORT = 9876
+MQADMIN = Path(sys.executable).with_name("mqadmin")
+
+
+class Localizer:
+    """Rewrites the fixed ports and store paths of example files; one free port per fixed port."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.ports: dict[int, int] = {}
+
+    def port(self, fixed: int) -> int:
+        if fixed not in self.ports:
+            self.ports[fixed] = free_port()
+        return self.ports[fixed]
+
+    def props(self, path: Path) -> dict[str, str]:
+        props = parse_properties(path.read_text(encoding="utf-8"))
+        for key, value in props.items():
+            if key in PORT_KEYS:
+                props[key] = re.sub(r"(?<=:)\d+|^\d+$", lambda m: str(self.port(int(m[0]))), value)
+            elif key in PATH_KEYS:
+                assert value.startswith(STORE_ROOT), f"{path}: {key}={value} is not under {STORE_ROOT}"
+                props[key] = str(self.tmp / value.removeprefix(STORE_ROOT))
+        return props
+
+    def copy(self, path: Path) -> Path:
+        target = self.tmp / "conf" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(f"{k}={v}\n" for k, v in self.props(path).items()), encoding="utf-8")
+        return target
+
+
+def start_namesrv(stack: ExitStack, local: Localizer, conf: Path | None = None) -> ServerProcess:
+    """``mqnamesrv [-c conf]`` on the free port that stands for 9876."""
+    args = ["-c", str(local.copy(conf))] if conf is not None else []
+    port = str(local.port(NAMESRV_PORT))
+    return stack.enter_context(spawn_namesrv(local.tmp, *args, "--listen-port", port))
+
+
+def start_broker(stack: ExitStack, local: Localizer, conf: Path, namesrv: ServerProcess) -> ServerProcess:
+    """``mqbroker -c`` with the copy's keys (the launcher adds its own only for keys it lacks)."""
+    return stack.enter_context(spawn_broker(local.tmp, namesrv.addr, **local.props(conf)))
+
+
+def cluster_list(namesrv_addr: str) -> list[tuple[str, int, str]]:
+    """``mqadmin clusterList``'s rows as (broker name, BID, role) of brokers that answered."""
+    out = subprocess.run(
+        [str(MQADMIN), "clusterList", "-n", namesrv_addr],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    rows = []
+    for line in out.splitlines()[1:]:
+        cols = re.split(r"\s{2,}", line.strip())  # columns are aligned with two blanks or more
+        if len(cols) == 10 and cols[5] != "unreachable":
+            rows.append((cols[1], int(cols[2]), cols[3], cols[8]))
+    return [(name, bid, role) for name, bid, role, lag in rows if bid == 0 or lag not in ("?", "-")]
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as s:
+        yield s
+
+
+def test_2m_2s_sync_files_start_a_replicated_cluster(tmp_path: Path, stack: ExitStack) -> None:
+    local = Localizer(tmp_path)
+    namesrv = start_namesrv(stack, local)
+    folder = CONF / "2m-2s-sync"
+    for name in ("broker-a", "broker-a-s", "broker-b", "broker-b-s"):
+        start_broker(stack, local, folder / f"{name}.properties", namesrv)
+    expected = [
+        ("broker-a", 0, "SYNC_MASTER"),
+        ("broker-a", 1, "SLAVE"),
+        ("broker-b", 0, "SYNC_MASTER"),
+        ("broker-b", 1, "SLAVE"),
+    ]
+    # a slave counts once clusterList shows its replication lag: it is connected to its master
+    wait_for(
+        lambda: sorted(cluster_list(namesrv.addr)) == expected,
+        "clusterList to show both groups with their connected slaves",
+        timeout_s=90,
+        interval_s=0.5,
+    )
+    create_topic(namesrv.addr, "ExampleConfSync", queues=4)
+    produce_and_consume(namesrv.addr, "ExampleConfSync", group="example-conf-sync")
+
+
+def test_controller_quick_start_files_elect_a_master(tmp_path: Path, stack: ExitStack) -> None:
+    local = Localizer(tmp_path)
+    folder = CONF / "controller" / "quick-start"
+    namesrv = start_namesrv(stack, local, folder / "namesrv.conf")
+    wait_for(lambda: CONTROLLER_BOOT_RE.search(namesrv.log_text()) is not None, "the embedded controller")
+    for name in ("broker-n0", "broker-n1"):
+        start_broker(stack, local, folder / f"{name}.conf", namesrv)
+    expected = [("broker-a", 0, "SYNC_MASTER"), ("broker-a", 1, "SLAVE")]
+
+    def replicas() -> list[tuple[str, int, str]]:
+        # the controller hands out ids 1, 2...; the master registers as BID 0, a slave with its own id
+        return sorted((name, min(bid, 1), role) for name, bid, role in cluster_list(namesrv.addr))
+
+    wait_for(
+        lambda: replicas() == expected,
+        "the controller to elect a master of broker-a and the other replica to follow it",
+        timeout_s=90,
+        interval_s=0.5,
+    )
+    create_topic(namesrv.addr, "ExampleConfController", queues=4)
+    produce_and_consume(namesrv.addr, "ExampleConfController", group="example-conf-controller")
