@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,9 @@ def start_namesrv(stack: ExitStack, local: Localizer, conf: Path | None = None) 
 
 def start_broker(stack: ExitStack, local: Localizer, conf: Path, namesrv: ServerProcess) -> ServerProcess:
     """``mqbroker -c`` with the copy's keys (the launcher adds its own only for keys it lacks)."""
-    return stack.enter_context(spawn_broker(local.tmp, namesrv.addr, **local.props(conf)))
+    # Any: spawn_broker takes the broker.conf keys as keyword arguments beside its own typed ones
+    keys: dict[str, Any] = dict(local.props(conf))
+    return stack.enter_context(spawn_broker(local.tmp, namesrv.addr, **keys))
 
 
 def cluster_list(namesrv_addr: str) -> list[tuple[str, int, str]]:
