@@ -22,6 +22,7 @@ from rocketq.client.transport.blocking import BlockingRemotingClient
 from rocketq.client.transport.channel import Channel
 from rocketq.client.transport.tls import ClientAuth, TlsConfig, TlsConfigError, TlsMode, client_ssl_context
 from rocketq.server import RemotingServer
+from rocketq.server.tls_config import tls_config_from_properties
 
 CODE = 4242
 TIMEOUT_MS = 5_000  # generous: only there so that a regression fails instead of hanging
@@ -173,7 +174,7 @@ def test_tls_config_keys_and_config_file(certs: dict[str, str], tmp_path: Path) 
         f"tls.server.need.client.auth=optional\ntls.server.trustCertPath={certs['ca']}\n",
         encoding="utf-8",
     )
-    cfg = TlsConfig.from_properties(
+    cfg = tls_config_from_properties(
         {"tls.config.file": str(conf), "tlsMode": "permissive", "tls.enable": "true"}
     )
     assert cfg.mode is TlsMode.PERMISSIVE  # given directly: overrides the file

@@ -1,56 +1,28 @@
-"""Broker configuration: the frozen ``BrokerConfig`` and the ``broker.conf`` loader.
+"""Broker configuration: the frozen ``BrokerConfig`` with its validation, and ``BrokerRole``.
 
-A RocketMQ user's ``broker.conf`` must work unchanged, so the loader accepts RocketMQ's camelCase
-property names (``brokerName``, ``listenPort``, ``namesrvAddr``, ``flushDiskType`` …) in Java
-``.properties`` syntax.  Each key is routed to one of two places:
-
-* broker keys (``_BROKER_KEYS``) become typed fields of :class:`BrokerConfig`;
-* store keys are those the store's ``StoreConfig.from_broker_conf`` understands
-  (``fileReservedTime``, ``deleteWhen``, ``mappedFileSizeCommitLog`` …).  They are kept as raw
-  strings in ``BrokerConfig.store_options`` and converted by :func:`build_store_config`, which the
-  loader calls once so that a bad store value is rejected at load time too.
-
-Unknown keys produce a warning (RocketMQ has hundreds of knobs; an unimplemented one must not stop
-a broker from starting); values that cannot be parsed raise :class:`BrokerConfigError` naming the
-key.  Some keys are both (``maxMessageSize``: the send processor checks it to give a precise remark,
-the store enforces it too).
+Every field has RocketMQ's default and carries its unit in the name; ``__post_init__`` rejects a
+value out of range with :class:`BrokerConfigError` naming the camelCase ``broker.conf`` key, so a
+bad file fails at load time.  Which ``broker.conf`` key sets which field, and how the file is read,
+live beside this module: :mod:`.config_keys` (the key table) and :mod:`.config_loader`.
 """
 
 from __future__ import annotations
 
 import enum
-import logging
-import os
-import re
 import socket
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rocketq.broker.errors import BrokerConfigError
-from rocketq.broker.metrics.config import METRICS_KEYS, MetricsConfig
-from rocketq.broker.store import config as store_config
-from rocketq.broker.store.config import FlushDiskType, StoreConfig  # one FlushDiskType for both
-from rocketq.broker.store.errors import StoreError
+from rocketq.broker.metrics.config import MetricsConfig
+from rocketq.broker.store.config import FlushDiskType  # one FlushDiskType for broker and store
 from rocketq.client.errors import ClientError
 from rocketq.client.remoting.vocabulary import PERM_RW, TRACE_TOPIC, validate_topic
 from rocketq.client.transport import channel as limits_defaults
 from rocketq.client.transport.channel import ConnectionLimits
-from rocketq.client.transport.tls import TLS_KEYS, TlsConfig, TlsConfigError
-from rocketq.server.properties import PropertiesSyntaxError, parse_properties
-from rocketq.server.tls_config import tls_config_from_properties
+from rocketq.client.transport.tls import TlsConfig
 
-__all__ = [
-    "BrokerConfig",
-    "BrokerRole",
-    "FlushDiskType",
-    "build_store_config",
-    "camel_to_snake",
-    "load_broker_config",
-]
-
-log = logging.getLogger(__name__)
+__all__ = ["BrokerConfig", "BrokerRole", "is_host_port"]
 
 
 class BrokerRole(enum.Enum):
@@ -169,7 +141,7 @@ class BrokerConfig:
     acl_file_path: str = ""
     access_key: str = ""
     secret_key: str = field(default="", repr=False)
-    # raw camelCase store keys, converted by build_store_config()
+    # raw camelCase store keys, converted by config_loader.build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -213,7 +185,7 @@ class BrokerConfig:
             f"must be 0..100, got {self.access_message_in_memory_max_ratio_percent}",
         )
         for addr in self.namesrv_addr:
-            _check(_is_host_port(addr), "namesrvAddr", f"{addr!r} is not host:port")
+            _check(is_host_port(addr), "namesrvAddr", f"{addr!r} is not host:port")
 
     def _check_controller_mode(self) -> None:
         if not self.enable_controller_mode:
@@ -241,7 +213,7 @@ class BrokerConfig:
             f"must not exceed inSyncReplicas ({self.in_sync_replicas})",
         )
         for addr in self.controller_addr:
-            _check(_is_host_port(addr), "controllerAddr", f"{addr!r} is not host:port")
+            _check(is_host_port(addr), "controllerAddr", f"{addr!r} is not host:port")
 
     def _check_replication(self) -> None:
         if self.ha_listen_port < 0:
@@ -268,7 +240,7 @@ class BrokerConfig:
                 f"brokerRole={self.broker_role.value} is a master and needs brokerId=0, got {self.broker_id}",
             )
         _check(
-            not self.ha_master_address or _is_host_port(self.ha_master_address),
+            not self.ha_master_address or is_host_port(self.ha_master_address),
             "haMasterAddress",
             f"{self.ha_master_address!r} is not host:port",
         )
@@ -311,298 +283,13 @@ class BrokerConfig:
         """``registerNameServerPeriod`` clamped to RocketMQ's 10–60 s window."""
         return min(max(self.register_name_server_period_ms, 10_000), 60_000) / 1000.0
 
-    def to_properties(self) -> dict[str, str]:
-        """The configuration as camelCase ``broker.conf`` properties (for ``mqbroker -p``)."""
-        out: dict[str, str] = {}
-        for key, (attr, _) in _BROKER_KEYS.items():
-            out[key] = _format_value(getattr(self, attr))
-        if self.secret_key:
-            out["secretKey"] = "***"  # never shown (mqbroker -p, GET_BROKER_CONFIG)
-        out.update(dict(self.store_options))
-        out.update(self.tls.to_properties())
-        out.update(self.metrics.to_properties())
-        return dict(sorted(out.items()))
-
 
 def _check(ok: bool, key: str, message: str) -> None:
     if not ok:
         raise BrokerConfigError(key, message)
 
 
-def _is_host_port(addr: str) -> bool:
+def is_host_port(addr: str) -> bool:
+    """True for ``host:port`` with a port in 1..65535."""
     host, sep, port = addr.rpartition(":")
     return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
-
-
-def _format_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.Enum):
-        return str(value.value)
-    if isinstance(value, tuple):
-        return ";".join(str(v) for v in value)
-    return str(value)
-
-
-# ----------------------------------------------------------------------------- value parsers
-
-
-def _parse_int(key: str, raw: str) -> int:
-    text = raw.strip()
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise BrokerConfigError(key, f"expected an integer, got {raw!r}")
-    return int(text)
-
-
-def _parse_bool(key: str, raw: str) -> bool:
-    text = raw.strip().lower()
-    if text not in ("true", "false"):
-        raise BrokerConfigError(key, f"expected true or false, got {raw!r}")
-    return text == "true"
-
-
-def _parse_str(key: str, raw: str) -> str:
-    return raw.strip()
-
-
-def _parse_addr_list(key: str, raw: str) -> tuple[str, ...]:
-    # RocketMQ separates NameServer addresses with ';'; a ',' is a common mistake, accept it too.
-    parts = tuple(p.strip() for p in re.split(r"[;,]", raw) if p.strip())
-    for part in parts:
-        if not _is_host_port(part):
-            raise BrokerConfigError(key, f"{part!r} is not host:port")
-    return parts
-
-
-def _enum_parser(enum_type: type[enum.Enum]) -> Callable[[str, str], Any]:
-    def parse(key: str, raw: str) -> Any:
-        name = raw.strip().upper()
-        try:
-            return enum_type[name]
-        except KeyError:
-            choices = ", ".join(m.name for m in enum_type)
-            raise BrokerConfigError(key, f"expected one of {choices}, got {raw!r}") from None
-
-    return parse
-
-
-# camelCase key -> (BrokerConfig attribute, parser)
-_BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    "brokerClusterName": ("broker_cluster_name", _parse_str),
-    "brokerName": ("broker_name", _parse_str),
-    "brokerId": ("broker_id", _parse_int),
-    "brokerIP1": ("broker_ip1", _parse_str),
-    "brokerIP2": ("broker_ip2", _parse_str),
-    "bindAddress": ("bind_address", _parse_str),
-    "listenPort": ("listen_port", _parse_int),
-    "writeBufferHighWaterMark": ("write_buffer_high_water_mark", _parse_int),
-    "writeBufferLowWaterMark": ("write_buffer_low_water_mark", _parse_int),
-    "serverMaxInflightRequestsPerConnection": ("server_max_inflight_requests_per_connection", _parse_int),
-    "serverMaxPendingFrameBytes": ("server_max_pending_frame_bytes", _parse_int),
-    "serverMaxPendingFrameBytesTotal": ("server_max_pending_frame_bytes_total", _parse_int),
-    "haListenPort": ("ha_listen_port", _parse_int),
-    "namesrvAddr": ("namesrv_addr", _parse_addr_list),
-    "brokerRole": ("broker_role", _enum_parser(BrokerRole)),
-    "brokerPermission": ("broker_permission", _parse_int),
-    "haMasterAddress": ("ha_master_address", _parse_str),
-    "haSendHeartbeatInterval": ("ha_send_heartbeat_interval_ms", _parse_int),
-    "haHousekeepingInterval": ("ha_housekeeping_interval_ms", _parse_int),
-    "haTransferBatchSize": ("ha_transfer_batch_size", _parse_int),
-    "haMaxGapNotInSync": ("ha_max_gap_not_in_sync", _parse_int),
-    "haSlaveFallbehindMax": ("ha_max_gap_not_in_sync", _parse_int),
-    "haSlaveTruncateDivergent": ("ha_slave_truncate_divergent", _parse_bool),
-    "slaveReadEnable": ("slave_read_enable", _parse_bool),
-    "storePathRootDir": ("store_path_root_dir", _parse_str),
-    "flushDiskType": ("flush_disk_type", _enum_parser(FlushDiskType)),
-    "maxMessageSize": ("max_message_size", _parse_int),
-    "autoCreateTopicEnable": ("auto_create_topic_enable", _parse_bool),
-    "traceTopicEnable": ("trace_topic_enable", _parse_bool),
-    "msgTraceTopicName": ("msg_trace_topic_name", _parse_str),
-    "autoCreateSubscriptionGroup": ("auto_create_subscription_group", _parse_bool),
-    "defaultTopicQueueNums": ("default_topic_queue_nums", _parse_int),
-    "registerNameServerPeriod": ("register_name_server_period_ms", _parse_int),
-    "registerBrokerTimeoutMills": ("register_broker_timeout_ms", _parse_int),
-    "longPollingEnable": ("long_polling_enable", _parse_bool),
-    "shortPollingTimeMills": ("short_polling_time_ms", _parse_int),
-    "maxSuspendedPulls": ("max_suspended_pulls", _parse_int),
-    "maxTransferCountOnMessageInMemory": ("max_transfer_count_on_message_in_memory", _parse_int),
-    "maxTransferBytesOnMessageInMemory": ("max_transfer_bytes_on_message_in_memory", _parse_int),
-    "sendMessageThreadPoolNums": ("send_message_thread_pool_nums", _parse_int),
-    "pullMessageThreadPoolNums": ("pull_message_thread_pool_nums", _parse_int),
-    "sendThreadPoolQueueCapacity": ("send_thread_pool_queue_capacity", _parse_int),
-    "pullThreadPoolQueueCapacity": ("pull_thread_pool_queue_capacity", _parse_int),
-    "queryThreadPoolQueueCapacity": ("query_thread_pool_queue_capacity", _parse_int),
-    "waitTimeMillsInSendQueue": ("wait_time_ms_in_send_queue", _parse_int),
-    "waitTimeMillsInPullQueue": ("wait_time_ms_in_pull_queue", _parse_int),
-    "channelExpiredTimeout": ("channel_expired_timeout_ms", _parse_int),
-    "rebalanceLockMaxLiveTime": ("rebalance_lock_max_live_time_ms", _parse_int),
-    "flushConsumerOffsetInterval": ("flush_consumer_offset_interval_ms", _parse_int),
-    "flushDelayOffsetInterval": ("flush_delay_offset_interval_ms", _parse_int),
-    "enablePropertyFilter": ("enable_property_filter", _parse_bool),
-    "transactionTimeOut": ("transaction_timeout_ms", _parse_int),
-    "transactionCheckMax": ("transaction_check_max", _parse_int),
-    "transactionCheckInterval": ("transaction_check_interval_ms", _parse_int),
-    "rejectTransactionMessage": ("reject_transaction_message", _parse_bool),
-    "transactionBatchMaxMessages": ("transaction_batch_max_messages", _parse_int),
-    "transactionBatchMaxBytes": ("transaction_batch_max_bytes", _parse_int),
-    "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio_percent", _parse_int),
-    "offsetCheckInSlave": ("offset_check_in_slave", _parse_bool),
-    "slaveSyncInterval": ("slave_sync_interval_ms", _parse_int),
-    "enableControllerMode": ("enable_controller_mode", _parse_bool),
-    "controllerAddr": ("controller_addr", _parse_addr_list),
-    "brokerHeartbeatInterval": ("broker_heartbeat_interval_ms", _parse_int),
-    "controllerHeartBeatTimeoutMills": ("controller_heart_beat_timeout_ms", _parse_int),
-    "sendHeartbeatTimeoutMillis": ("send_heartbeat_timeout_ms", _parse_int),
-    "syncBrokerMetadataPeriod": ("sync_broker_metadata_period_ms", _parse_int),
-    "checkSyncStateSetPeriod": ("check_sync_state_set_period_ms", _parse_int),
-    "brokerElectionPriority": ("broker_election_priority", _parse_int),
-    "allAckInSyncStateSet": ("all_ack_in_sync_state_set", _parse_bool),
-    "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", _parse_int),
-    "inSyncReplicas": ("in_sync_replicas", _parse_int),
-    "minInSyncReplicas": ("min_in_sync_replicas", _parse_int),
-    "aclEnable": ("acl_enable", _parse_bool),
-    "aclFilePath": ("acl_file_path", _parse_str),
-    "accessKey": ("access_key", _parse_str),
-    "secretKey": ("secret_key", _parse_str),
-}
-
-# Keys RocketMQ users commonly have in broker.conf that rocketq accepts but does not act on.
-_ACCEPTED_NOOP_KEYS = frozenset(
-    {
-        "filterSupportRetry",
-        "enableCalcFilterBitMap",
-        "clusterTopicEnable",
-        "brokerTopicEnable",
-        "transientStorePoolEnable",
-        "vipChannelEnabled",
-        "compressedRegister",
-        "forceRegister",
-        "serverWorkerThreads",
-        "serverSelectorThreads",
-        "waitTimeMillsInHeartbeatQueue",
-        "isEnableBatchPush",
-        "enableDLegerCommitLog",
-    }
-)
-
-
-def camel_to_snake(name: str) -> str:
-    """``mappedFileSizeCommitLog`` -> ``mapped_file_size_commit_log``; ``brokerIP1`` -> ``broker_ip1``."""
-    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
-    return s.lower()
-
-
-# ----------------------------------------------------------------------------- store config mapping
-
-
-def _store_keys() -> frozenset[str]:
-    """The camelCase keys the store's ``StoreConfig.from_broker_conf`` understands."""
-    return frozenset(store_config._JAVA_KEYS)
-
-
-def build_store_config(config: BrokerConfig, **overrides: Any) -> StoreConfig:
-    """The store's ``StoreConfig`` for this broker: its store keys plus snake_case ``overrides``."""
-    conf: dict[str, str] = {
-        "storePathRootDir": config.store_path_root_dir,
-        "flushDiskType": config.flush_disk_type.value,
-        "maxMessageSize": str(config.max_message_size),
-        **dict(config.store_options),
-    }
-    try:
-        return StoreConfig.from_broker_conf(conf, **overrides)
-    except (StoreError, ValueError, TypeError) as exc:
-        raise BrokerConfigError(_guess_key(str(exc), conf), str(exc)) from exc
-
-
-def _guess_key(message: str, conf: Mapping[str, str]) -> str:
-    for key in conf:
-        if key in message or camel_to_snake(key) in message:
-            return key
-    return "store"
-
-
-# ----------------------------------------------------------------------------- loader
-
-
-def load_broker_config(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    overrides: Mapping[str, str] | None = None,
-    warn: Callable[[str], None] | None = None,
-) -> BrokerConfig:
-    """Load ``broker.conf`` (if given) plus camelCase ``overrides`` (e.g. ``-n`` on the command line).
-
-    Unknown keys are reported through ``warn`` (default: a logging warning); bad values raise
-    :class:`BrokerConfigError` naming the key.
-    """
-    props: dict[str, str] = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BrokerConfigError("-c", f"cannot read {path}: {exc.strerror or exc}") from exc
-        try:
-            props.update(parse_properties(text))
-        except PropertiesSyntaxError as exc:
-            raise BrokerConfigError("-c", f"{path}: {exc}") from None
-    props.update(overrides or {})
-    return config_from_properties(props, warn=warn)
-
-
-def config_from_properties(
-    props: Mapping[str, str], *, warn: Callable[[str], None] | None = None
-) -> BrokerConfig:
-    """Build a validated :class:`BrokerConfig` from camelCase properties."""
-    warn_fn = warn or log.warning
-    store_keys = _store_keys()
-    kwargs: dict[str, Any] = {}
-    store_options: dict[str, str] = {}
-    tls_options: dict[str, str] = {}
-    metrics_options: dict[str, str] = {}
-    for key, raw in props.items():
-        known = False
-        if key in METRICS_KEYS:
-            metrics_options[key] = raw
-            known = True
-        if key in TLS_KEYS:
-            tls_options[key] = raw
-            known = True
-        if key in _BROKER_KEYS:
-            attr, parser = _BROKER_KEYS[key]
-            kwargs[attr] = parser(key, raw)
-            known = True
-        if key in store_keys and key not in _STORE_BASE_KEYS:
-            store_options[key] = raw.strip()
-            known = True
-        if not known and key not in _ACCEPTED_NOOP_KEYS:
-            warn_fn(f"broker.conf: unknown key {key!r} ignored")
-    if (
-        kwargs.get("broker_ip1", "127.0.0.1") not in ("127.0.0.1", "localhost")
-        and "bind_address" not in kwargs
-    ):
-        # Advertising a routable address but listening on loopback would make the broker unreachable.
-        kwargs["bind_address"] = "0.0.0.0"
-    if "messageDelayLevel" in store_options:
-        _check_delay_levels(store_options["messageDelayLevel"])
-    kwargs["store_options"] = tuple(sorted(store_options.items()))
-    try:
-        kwargs["tls"] = tls_config_from_properties(tls_options)
-    except TlsConfigError as exc:
-        raise BrokerConfigError("tls.server.mode", str(exc)) from None
-    kwargs["metrics"] = MetricsConfig.from_properties(metrics_options)
-    config = BrokerConfig(**kwargs)
-    build_store_config(config)  # rejects bad store values now, with the key named
-    return config
-
-
-def _check_delay_levels(raw: str) -> None:
-    from rocketq.broker.schedule.delay import parse_delay_levels
-
-    try:
-        parse_delay_levels(raw)
-    except ValueError as exc:
-        raise BrokerConfigError("messageDelayLevel", str(exc)) from None
-
-
-_STORE_BASE_KEYS = frozenset({"storePathRootDir", "flushDiskType", "maxMessageSize"})

@@ -26,6 +26,7 @@ from rocketq.controller.config import CONTROLLER_KEYS
 from rocketq.namesrv.errors import NamesrvConfigError
 from rocketq.server.metrics import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType, parse_exporter_type
 from rocketq.server.properties import PropertiesSyntaxError, parse_properties
+from rocketq.server.tls_config import tls_config_from_properties
 
 DEFAULT_LISTEN_PORT = 9876
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
@@ -184,7 +185,7 @@ def config_from_properties(
             unknown.append(key)
     changes["controller_properties"] = tuple(sorted(controller.items()))
     try:
-        changes["tls"] = TlsConfig.from_properties(tls_props)
+        changes["tls"] = tls_config_from_properties(tls_props)
     except TlsConfigError as exc:
         raise NamesrvConfigError(str(exc)) from None
     return dataclasses.replace(base or NamesrvConfig(), **changes), unknown  # type: ignore[arg-type]

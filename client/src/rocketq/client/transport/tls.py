@@ -4,7 +4,8 @@ RocketMQ configures TLS with system properties read by ``TlsSystemConfig`` (``tl
 ``tls.server.certPath``, ``tls.client.trustCertPath`` ...), optionally from the properties file
 named by ``tls.config.file``.  :class:`TlsConfig` holds the same settings and
 :meth:`TlsConfig.from_properties` accepts the same keys, so the broker's ``broker.conf``, the
-NameServer's properties file and a client's properties can carry them.
+NameServer's properties file and a client's properties can carry them (the servers read the
+``tls.config.file`` itself with :func:`rocketq.server.tls_config.tls_config_from_properties`).
 
 Modes (``tls.server.mode``, alias ``tlsMode``): ``disabled`` serves plaintext only,
 ``permissive`` serves TLS and plaintext on the same port (the first byte of a connection tells
@@ -26,7 +27,6 @@ import enum
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from rocketq.client.errors import RocketQError
 
@@ -114,14 +114,9 @@ class TlsConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TlsConfig:
-        """Build from Java keys; a ``tls.config.file`` is read first and ``props`` override it."""
-        merged: dict[str, str] = {}
-        config_file = props.get("tls.config.file")
-        if config_file:
-            merged.update(_read_properties(config_file))
-        merged.update({k: v for k, v in props.items() if k in TLS_KEYS})
+        """Build from Java keys (``tls.config.file`` is kept as a path, not read here)."""
         kwargs: dict[str, object] = {}
-        for key, raw in merged.items():
+        for key, raw in props.items():
             name = TLS_KEYS.get(key)
             if name is None:
                 continue
@@ -226,20 +221,3 @@ def _parse_enum(kind: type[TlsMode] | type[ClientAuth], key: str, value: str) ->
     except ValueError:
         choices = " | ".join(m.value for m in kind)
         raise TlsConfigError(f"{key}={value!r}: expected {choices}") from None
-
-
-def _read_properties(path: str) -> dict[str, str]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TlsConfigError(f"tls.config.file: cannot read {path}: {exc.strerror or exc}") from exc
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        key, sep, value = stripped.partition("=")
-        if not sep:
-            key, _, value = stripped.partition(":")
-        out[key.strip()] = value.strip()
-    return out
