@@ -443,7 +443,8 @@ def value_batches(n: int, nq: int, fmt: Any) -> Iterator[pa.RecordBatch]:
     """Sink batches of ``n`` encoded values (a ~100-byte JSON object), spread over ``nq`` queues."""
     import datetime as dt
 
-    from rocketq.connector.values import encode_values, parse_ddl
+    from rocketq.connector.value_encoding import encode_values
+    from rocketq.connector.value_types import parse_ddl
 
     typ = parse_ddl(VALUE_SCHEMA)
     at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -463,7 +464,7 @@ def run_values(args: Any, namesrv: str, broker_addr: str, tmp: Path) -> None:
     from pyspark.sql import SparkSession
 
     from rocketq.connector.testing import Cluster, create_topic, produce_fast
-    from rocketq.connector.values import ValueFormat
+    from rocketq.connector.value_types import ValueFormat
 
     n, nq, r = args.value_messages, args.queues, args.repeats
     spark = (
@@ -499,7 +500,8 @@ def run_values(args: Any, namesrv: str, broker_addr: str, tmp: Path) -> None:
 
 
 def value_decode_rate(fmt: Any, rows: int = 100_000) -> float:
-    from rocketq.connector.values import decode_values, parse_ddl
+    from rocketq.connector.value_types import parse_ddl
+    from rocketq.connector.values import decode_values
 
     bodies = pa.concat_arrays([b.column("body") for b in value_batches(rows, 1, fmt)])
     typ = parse_ddl(VALUE_SCHEMA)

@@ -223,14 +223,39 @@ def run_job(name_server: str, work: str) -> int:
     return 0
 
 
+# The fault is injected from the test side: a sitecustomize on the Spark Python workers' path wraps
+# the dead-letter send, notes every confirmed send in a marker file, then (first run) waits to be
+# killed, so the driver dies after the dead letters were confirmed and before the batch committed.
+SITECUSTOMIZE = """\
+import os, time
+from rocketq.connector import deadletter as _deadletter
+
+_MARKER = {marker!r}
+_PAUSE_S = {pause_s!r}
+_send = _deadletter.DeadLetterSink.send
+
+
+def _send_then_pause(self, batch, decoded):
+    sent = _send(self, batch, decoded)
+    with open(_MARKER, "a", encoding="utf-8") as out:
+        out.write(f"{{os.getpid()}} {{sent}}\\n")
+    if _PAUSE_S and not os.path.exists(_MARKER + ".resumed"):
+        time.sleep(_PAUSE_S)
+    return sent
+
+
+_deadletter.DeadLetterSink.send = _send_then_pause
+"""
+
+
 def start_job(cluster: Cluster, work: Path, run: int, pause_s: float) -> tuple[subprocess.Popen[bytes], Path]:
     log = work / f"job-{run}.log"
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "ROCKETQ_TEST_AFTER_DEAD_LETTER": str(work / "dead-letters.marker"),
-        "ROCKETQ_TEST_PAUSE_AFTER_DEAD_LETTER_S": str(pause_s),
-    }
+    hooks = work / f"pyhooks-{run}"
+    hooks.mkdir(exist_ok=True)
+    marker = str(work / "dead-letters.marker")
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE.format(marker=marker, pause_s=float(pause_s)))
+    path = os.pathsep.join([str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
     proc = subprocess.Popen(
         [sys.executable, __file__, cluster.namesrv_addr, str(work)],
         stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True, env=env,

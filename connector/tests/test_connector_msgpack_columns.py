@@ -18,15 +18,9 @@ from hypothesis import strategies as st
 
 from rocketq.connector import msgpack_columns
 from rocketq.connector.msgpack_columns import MIN_ROWS, decode_columns
-from rocketq.connector.values import (
-    Decoded,
-    ValueFormat,
-    _isolate,
-    _msgpack_block,
-    decode_values,
-    encode_values,
-    parse_ddl,
-)
+from rocketq.connector.value_encoding import encode_values
+from rocketq.connector.value_types import ValueFormat, parse_ddl
+from rocketq.connector.values import Decoded, _isolate, _msgpack_block, decode_values
 
 SCHEMA = (
     "i8 tinyint, i16 smallint, i32 int, i64 bigint, f32 float, f64 double, b boolean, s string, "

@@ -12,22 +12,17 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_type
 
-from rocketq.connector.deadletter import decode_stats, write_stats
+from rocketq.connector.deadletter import DecodeCounts, decode_stats, write_stats
 from rocketq.connector.errors import OptionError
 from rocketq.connector.options import parse_sink_options, parse_source_options
 from rocketq.connector.planning import QueueRange
-from rocketq.connector.poison import DecodeCounts, DecodeError, ValueStage, describe_body, infer_type
+from rocketq.connector.poison import DecodeError, ValueStage, describe_body
 from rocketq.connector.records import empty_batch
 from rocketq.connector.schema import ARROW_SCHEMA
-from rocketq.connector.values import (
-    DDLError,
-    ValueFormat,
-    decode_values,
-    encode_values,
-    parse_ddl,
-    spark_type,
-    to_ddl,
-)
+from rocketq.connector.value_encoding import encode_values
+from rocketq.connector.value_schema import infer_type
+from rocketq.connector.value_types import DDLError, ValueFormat, parse_ddl, spark_type, to_ddl
+from rocketq.connector.values import decode_values
 
 DDL = (
     "id bigint not null, name string, price decimal(12,3), at timestamp, day date, tags array<string>, "

@@ -1,7 +1,9 @@
 """Dead letters and decode counts of the source's poison-message policy (``onDecodeError``).
 
-:func:`send_dead_letters` turns the messages that did not decode into sink rows — the raw body,
-tags, keys and user properties, plus their origin (properties ``originTopic``,
+:class:`DeadLetterSink` (one per task, on the sink options
+:meth:`SourceOptions.dead_letter_sink <rocketq.connector.options.SourceOptions.dead_letter_sink>`
+builds) turns the messages that did not decode into sink rows — the raw body, tags, keys and
+user properties, plus their origin (properties ``originTopic``,
 ``originBrokerName``, ``originQueueId``, ``originQueueOffset``, ``originMsgId``) and the error
 (``decodeError``) — and sends them to ``deadLetterTopic`` with the at-least-once sink path
 (:func:`rocketq.connector.writer.write_batches`, which returns once the broker confirmed every
@@ -14,42 +16,47 @@ per set of queue ranges (a re-executed task replaces its own file), added up per
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.connector.options import ValueOptions
+from rocketq.connector.planning import QueueRange
+from rocketq.connector.sink_options import SinkOptions
 from rocketq.connector.values import Decoded
-
-if TYPE_CHECKING:
-    from rocketq.connector.options import SourceOptions
-    from rocketq.connector.planning import QueueRange
-    from rocketq.connector.poison import DecodeCounts, ValueOptions
+from rocketq.connector.writer import AtLeastOnceStrategy, write_batches
 
 log = logging.getLogger("rocketq.connector")
 
-DEAD_LETTER_PRODUCER_GROUP = "spark-rocketmq-dead-letter"
 #: properties a dead letter carries about the message it replaces
 ORIGIN_PROPERTIES = ("originTopic", "originBrokerName", "originQueueId", "originQueueOffset", "originMsgId")
+#: the properties RocketMQ sets itself, which a dead letter does not copy from the original
+SYSTEM_PROPERTIES = frozenset(v for k, v in vars(MessageConst).items() if k.isupper() and isinstance(v, str))
 
 
-def _system_properties() -> frozenset[str]:
-    from rocketq.client.remoting.properties import MessageConst
+@dataclass
+class DecodeCounts:
+    """What one task decoded."""
 
-    return frozenset(v for k, v in vars(MessageConst).items() if k.isupper() and isinstance(v, str))
+    rows: int = 0
+    failed: int = 0
+    first_error: str | None = None
+    per_queue: dict[str, int] = field(default_factory=dict)
 
 
 def dead_letter_batch(batch: pa.RecordBatch, decoded: Decoded) -> pa.RecordBatch:
     """Sink rows (body, tags, keys, properties) of the failed rows of ``batch``."""
     rows = decoded.bad_rows()
     bad = batch.take(pa.array(rows))
-    system = _system_properties()
+    system = SYSTEM_PROPERTIES
     props = []
     for i, row in enumerate(rows.tolist()):
         original = {k: v for k, v in bad.column("properties")[i].as_py() if k not in system}
@@ -74,33 +81,18 @@ def dead_letter_batch(batch: pa.RecordBatch, decoded: Decoded) -> pa.RecordBatch
     )
 
 
-def send_dead_letters(opts: SourceOptions, batch: pa.RecordBatch, decoded: Decoded) -> int:
-    """Send the failed rows to ``deadLetterTopic``; returns when the broker confirmed them all."""
-    from rocketq.connector.options import parse_sink_options
-    from rocketq.connector.writer import AtLeastOnceStrategy, write_batches
+class DeadLetterSink:
+    """Sends a task's failed rows to ``deadLetterTopic`` with the at-least-once sink path."""
 
-    topic = opts.values.dead_letter_topic
-    assert topic is not None
-    sink = parse_sink_options(
-        {"nameServer": opts.name_server, "topic": topic, "producerGroup": DEAD_LETTER_PRODUCER_GROUP}
-    )
-    sink = dataclasses.replace(sink, client=opts.client)
-    sent = write_batches(sink, iter([dead_letter_batch(batch, decoded)]), AtLeastOnceStrategy(sink)).rows
-    log.info("rocketmq source: %d dead letters confirmed by %s", sent, topic)
-    if os.environ.get("ROCKETQ_TEST_AFTER_DEAD_LETTER"):
-        _test_hook(os.environ["ROCKETQ_TEST_AFTER_DEAD_LETTER"], sent)
-    return sent
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
 
-
-def _test_hook(marker: str, sent: int) -> None:
-    """Tests: note that dead letters were confirmed (a file), then wait to be killed if asked."""
-    import time
-
-    with open(marker, "a", encoding="utf-8") as out:
-        out.write(f"{os.getpid()} {sent}\n")
-    pause = float(os.environ.get("ROCKETQ_TEST_PAUSE_AFTER_DEAD_LETTER_S", "0"))
-    if pause and not os.path.exists(marker + ".resumed"):
-        time.sleep(pause)
+    def send(self, batch: pa.RecordBatch, decoded: Decoded) -> int:
+        """Send the failed rows of ``batch``; returns when the broker confirmed them all."""
+        sink = self.options
+        sent = write_batches(sink, iter([dead_letter_batch(batch, decoded)]), AtLeastOnceStrategy(sink)).rows
+        log.info("rocketmq source: %d dead letters confirmed by %s", sent, sink.topic)
+        return sent
 
 
 # -- counts per task -------------------------------------------------------------------------

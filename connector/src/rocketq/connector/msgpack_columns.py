@@ -13,7 +13,7 @@ costs about F steps per column of messages, not per message.  An array is handle
 element ``j`` of every array per step.  Keys the schema does not name are skipped (their strings
 still checked for valid UTF-8, as the row-wise decoder would).  Types without a native path here
 (decimals, dates, maps) are cut out at their byte ranges and decoded with ``msgpack.unpackb`` and
-:func:`~rocketq.connector.values.from_python`, per value.
+:func:`~rocketq.connector.value_arrays.from_python`, per value.
 
 A message is *flagged* instead of decoded when anything is not exactly what the native path
 handles: a wrong or unexpected type byte, a number out of range, a body ending early or late,
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .values import DATA_ERRORS, _ns_to, from_python
+from rocketq.connector.value_arrays import DATA_ERRORS, from_python, ns_to
 
 I64 = np.int64
 Ints = np.ndarray[Any, np.dtype[np.int64]]
@@ -251,7 +251,7 @@ class Decoder:
         ok &= ns % _TS_FACTOR[typ.unit] == 0  # the row-wise cast refuses to truncate
         end[nil] = pos[nil] + 1
         ns[~ok] = 0
-        return _ns_to(pa.array(ns, pa.int64(), mask=nil), typ), end, ok
+        return ns_to(pa.array(ns, pa.int64(), mask=nil), typ), end, ok
 
     def unix_ns(self, h: Header) -> tuple[Ints, Mask, Mask]:
         """Nanoseconds of msgpack timestamps (ext type -1, 4, 8 or 12 bytes), where each is a valid

@@ -43,7 +43,7 @@ from pyspark.sql.types import (
 
 from rocketq.connector.commit_log import HalfBatch
 from rocketq.connector.errors import OptionError
-from rocketq.connector.options import SinkOptions, parse_sink_options, require_sink_id
+from rocketq.connector.sink_options import SinkOptions, parse_sink_options, require_sink_id
 from rocketq.connector.writer import (
     AtLeastOnceStrategy,
     SendStrategy,

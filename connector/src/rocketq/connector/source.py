@@ -44,13 +44,13 @@ from pyspark.sql.types import StructType
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import DataLossError, OptionError
 from rocketq.connector.offsets import OffsetMap, QueueRef
-from rocketq.connector.options import SourceOptions, parse_source_options
+from rocketq.connector.options import SourceOptions, StartMode, StartSpec, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
-from rocketq.connector.poison import source_schema, with_value_schema
 from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
 from rocketq.connector.pushdown import PushedScan, filter_batches, translate
 from rocketq.connector.reader import read_partition
 from rocketq.connector.schema import check_requested_schema
+from rocketq.connector.value_schema import source_schema, with_value_schema
 
 log = logging.getLogger("rocketq.connector")
 
@@ -287,8 +287,6 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
 
     def _start_of_new(self, queue: QueueRef, addr: str) -> int:
         if queue not in self._new_starts:
-            from rocketq.connector.options import StartMode, StartSpec
-
             self._new_starts[queue] = start_of(
                 self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr
             )

@@ -48,7 +48,7 @@ from rocketq.connector.commit_log import (
     producer_group,
 )
 from rocketq.connector.errors import SinkError
-from rocketq.connector.options import SinkOptions
+from rocketq.connector.sink_options import SinkOptions
 
 if TYPE_CHECKING:
     from rocketq.client.api import BlockingMQClientAPI

@@ -209,7 +209,6 @@ def arrow_value_type(fmt: ValueFormat, schema_ddl: str | None) -> pa.DataType | 
     return parse_ddl(schema_ddl)
 
 
-
 def has_map(typ: pa.DataType) -> bool:
     """Whether ``typ`` holds a map anywhere (pyarrow's JSON reader cannot produce maps)."""
     if pa.types.is_map(typ):

@@ -42,8 +42,9 @@ import pyarrow.compute as pc
 from rocketq.client.config import ClientConfig
 from rocketq.connector.encoding import BulkUniqKeys, chunk_bounds, encode_rows, entry_sizes, properties_column
 from rocketq.connector.errors import SinkError
-from rocketq.connector.options import SinkOptions
-from rocketq.connector.values import ValueFormat, encode_values
+from rocketq.connector.sink_options import SinkOptions
+from rocketq.connector.value_encoding import encode_values
+from rocketq.connector.value_types import ValueFormat
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
