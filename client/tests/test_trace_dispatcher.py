@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
-from rocketq.client.config import ConsumerConfig, ProducerConfig
+from rocketq.client.config import ClientConfig, ConsumerConfig, ProducerConfig
 from rocketq.client.errors import ClientError, MQBrokerError
+from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Message, SendResult, SendStatus
+from rocketq.client.producer.core import trace_sender
 from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.client.trace.codec import decode_trace_data
-from rocketq.client.trace.dispatcher import TraceDispatcher
+from rocketq.client.trace.dispatcher import CONSUME_TRACE, TraceDispatcher
 from rocketq.client.trace.hooks import ProducerTracer, consume_outcome
 from rocketq.client.trace.model import ConsumeReturnType, MessageType, TraceRecord, TraceType
 
@@ -34,6 +36,12 @@ class FakeBroker:
         self.gate.set()
         self.fail = fail
 
+    async def start(self) -> None:
+        pass
+
+    async def shutdown(self) -> None:
+        pass
+
     async def send(self, msg: Message) -> object:
         await self.gate.wait()
         if self.fail:
@@ -46,15 +54,7 @@ class FakeBroker:
 
 
 def _dispatcher(broker: FakeBroker, **kwargs: Any) -> TraceDispatcher:
-    return TraceDispatcher(
-        "127.0.0.1:1",
-        None,
-        trace_topic="TRACE_T",
-        owner_group="pg",
-        kind="PRODUCE",
-        send=broker.send,
-        **kwargs,
-    )
+    return TraceDispatcher(broker, trace_topic="TRACE_T", owner_group="pg", kind="PRODUCE", **kwargs)
 
 
 def _run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -175,3 +175,35 @@ def test_trace_settings_take_java_names_and_check_the_topic() -> None:
     assert ProducerConfig().enable_msg_trace is False
     with pytest.raises(ClientError, match="custom_trace_topic 'bad topic'"):
         ProducerConfig(custom_trace_topic="bad topic")
+
+
+def test_the_dispatcher_starts_and_stops_its_sender() -> None:
+    calls: list[str] = []
+
+    class Sender(FakeBroker):
+        async def start(self) -> None:
+            calls.append("start")
+
+        async def shutdown(self) -> None:
+            calls.append("shutdown")
+
+    broker = Sender()
+
+    async def scenario() -> None:
+        d = _dispatcher(broker)
+        await d.start()
+        d.append([_record(1)])
+        await d.shutdown()
+
+    _run(scenario)
+    assert calls == ["start", "shutdown"] and len(broker.sent) == 1
+
+
+def test_the_inner_trace_producer_shares_the_traced_clients_settings() -> None:
+    client = ClientConfig(access_key="ak", secret_key="sk")
+    instance = ClientInstance("127.0.0.1:1", config=client)
+    sender = trace_sender("127.0.0.1:1", instance, "cg", CONSUME_TRACE)
+    assert sender.instance is instance
+    assert sender.group == "_INNER_TRACE_PRODUCER-cg-CONSUME"
+    assert sender.config.client == client and sender.config.enable_msg_trace is False
+    assert sender.config.max_message_size == 4 * 1024 * 1024

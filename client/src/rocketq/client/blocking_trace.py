@@ -1,7 +1,7 @@
 """A trace dispatcher for code outside asyncio (the Spark source's executor threads).
 
 :class:`BlockingTraceDispatcher` runs a :class:`TraceDispatcher`, its own
-:class:`ClientInstance` and inner producer on the process-wide background loop
+:class:`ClientInstance` and inner producer (the dispatcher's sender) on the process-wide background loop
 (:mod:`rocketq.client.loop`); :meth:`BlockingTraceDispatcher.append` may be called from any
 thread and returns at once (the records are queued on the loop, dropped and counted there when
 the queue is full).  :meth:`close` sends what is queued and stops the instance.
@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from rocketq.client.config import ClientConfig
 from rocketq.client.instance import ClientInstance
 from rocketq.client.loop import acquire_loop, release_loop
+from rocketq.client.producer.core import trace_sender
 from rocketq.client.remoting.vocabulary import TRACE_TOPIC
-from rocketq.client.trace.dispatcher import TraceDispatcher
+from rocketq.client.trace.dispatcher import CONSUME_TRACE, TraceDispatcher
 from rocketq.client.trace.model import TraceRecord
 
 __all__ = ["BlockingTraceDispatcher"]
@@ -29,7 +30,7 @@ class BlockingTraceDispatcher:
         namesrv_addr: str | Sequence[str],
         owner_group: str,
         *,
-        kind: str = "CONSUME",
+        kind: str = CONSUME_TRACE,
         trace_topic: str | None = None,
         client: ClientConfig | None = None,
     ) -> None:
@@ -50,9 +51,8 @@ class BlockingTraceDispatcher:
         client: ClientConfig | None,
     ) -> None:
         self._instance = ClientInstance(namesrv_addr, config=client or ClientConfig())
-        self.dispatcher = TraceDispatcher(
-            namesrv_addr, self._instance, trace_topic=trace_topic, owner_group=owner_group, kind=kind
-        )
+        sender = trace_sender(namesrv_addr, self._instance, owner_group, kind)
+        self.dispatcher = TraceDispatcher(sender, trace_topic=trace_topic, owner_group=owner_group, kind=kind)
         await self.dispatcher.start()
 
     def append(self, records: Sequence[TraceRecord]) -> None:

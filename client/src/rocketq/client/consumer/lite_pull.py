@@ -51,7 +51,9 @@ from rocketq.client.consumer.subscription import (
 from rocketq.client.errors import MessageFormatError, MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullResult, PullStatus
+from rocketq.client.producer.core import trace_sender
 from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.trace.dispatcher import CONSUME_TRACE
 from rocketq.client.trace.hooks import ConsumerTracer, consumer_tracer
 from rocketq.client.trace.model import ConsumeReturnType
 
@@ -159,7 +161,8 @@ class AsyncLitePullConsumer(ConsumerBase):
         await self._start_base()
         if self.config.enable_msg_trace and self._tracer is None:
             topic = self.config.custom_trace_topic
-            tracer = consumer_tracer(self._namesrv_addr, self.instance, self.group, topic)
+            sender = trace_sender(self._namesrv_addr, self.instance, self.group, CONSUME_TRACE)
+            tracer = consumer_tracer(sender, self.group, topic)
             await tracer.start()
             self._tracer = tracer
         pending = self._pending_assign

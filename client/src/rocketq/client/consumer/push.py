@@ -50,8 +50,10 @@ from rocketq.client.consumer.subscription import SUB_ALL, Subscribable, Subscrip
 from rocketq.client.errors import MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullStatus
+from rocketq.client.producer.core import trace_sender
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue, retry_topic
+from rocketq.client.trace.dispatcher import CONSUME_TRACE
 from rocketq.client.trace.hooks import ConsumerTracer, consume_outcome, consumer_tracer
 
 __all__ = ["AsyncPushConsumer"]
@@ -137,7 +139,8 @@ class AsyncPushConsumer(ConsumerBase):
         await self._start_base()
         if self.config.enable_msg_trace and self._tracer is None:
             topic = self.config.custom_trace_topic
-            tracer = consumer_tracer(self._namesrv_addr, self.instance, self.group, topic)
+            sender = trace_sender(self._namesrv_addr, self.instance, self.group, CONSUME_TRACE)
+            tracer = consumer_tracer(sender, self.group, topic)
             await tracer.start()
             self._tracer = tracer
         await self.instance.update_all_routes()

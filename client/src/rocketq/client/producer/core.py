@@ -55,9 +55,10 @@ from rocketq.client.remoting.vocabulary import (
     RequestCode,
     ResponseCode,
 )
+from rocketq.client.trace.dispatcher import PRODUCE_TRACE, trace_producer_config
 from rocketq.client.trace.hooks import ProducerTracer, now_ms, producer_tracer
 
-__all__ = ["AsyncProducer", "BatchReply", "check_topic"]
+__all__ = ["AsyncProducer", "BatchReply", "check_topic", "trace_sender"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,8 @@ class AsyncProducer:
         await inst.start()
         self._uniq = UniqKeyGenerator(inst.api.client_ip)
         if self.config.enable_msg_trace and self._tracer is None:
-            tracer = producer_tracer(self._namesrv_addr, inst, self.group, self.config.custom_trace_topic)
+            sender = trace_sender(self._namesrv_addr, inst, self.group, PRODUCE_TRACE)
+            tracer = producer_tracer(sender, self.group, self.config.custom_trace_topic)
             await tracer.start()
             self._tracer = tracer
         self._running = True
@@ -535,6 +537,15 @@ class AsyncProducer:
             else:
                 tracer.on_batch(msg.topic, body, result, addr, begin_ms, prepared=False)
         return result
+
+
+def trace_sender(
+    namesrv_addr: str | Sequence[str], instance: ClientInstance, owner_group: str, kind: str
+) -> AsyncProducer:
+    """The inner producer that sends the trace messages of ``owner_group``'s ``kind`` side, on the
+    traced client's ``instance`` (the sender a trace dispatcher is given)."""
+    config = trace_producer_config(owner_group, kind, instance.config)
+    return AsyncProducer(namesrv_addr, config, instance=instance)
 
 
 def _maybe_stored(exc: BaseException) -> bool:

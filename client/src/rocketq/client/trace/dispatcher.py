@@ -10,11 +10,14 @@ QUERY_MESSAGE by key finds them, as for Java's traces), and sends them to the tr
 inner producer, one after the other.  A failed trace send is counted in ``send_failures`` and
 logged (rate-limited); it never reaches the traced producer or consumer.
 
-The inner producer shares the traced client's :class:`ClientInstance` (connections, ACL, TLS)
-under its own group, ``_INNER_TRACE_PRODUCER-<group>-<kind>``.  With ``autoCreateTopicEnable``
-its first send creates the trace topic, as any send does; otherwise the broker needs
-``traceTopicEnable=true`` (or the topic created by hand).  :meth:`shutdown` sends what is still
-queued, bounded by ``shutdown_timeout_s``.
+The sender is injected: whoever builds the dispatcher passes a :class:`TraceSender` (in the
+client, an inner producer configured by :func:`trace_producer_config`), so this package imports
+no producer.  The inner producer shares the traced client's :class:`ClientInstance`
+(connections, ACL, TLS) under its own group, ``_INNER_TRACE_PRODUCER-<group>-<kind>``.  With
+``autoCreateTopicEnable`` its first send creates the trace topic, as any send does; otherwise the
+broker needs ``traceTopicEnable=true`` (or the topic created by hand).  The dispatcher starts the
+sender in :meth:`~TraceDispatcher.start`; :meth:`~TraceDispatcher.shutdown` sends what is still
+queued, bounded by ``shutdown_timeout_s``, then shuts the sender down.
 """
 
 from __future__ import annotations
@@ -24,28 +27,67 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-from rocketq.client.config import ProducerConfig
+from rocketq.client.config import ClientConfig, ProducerConfig
 from rocketq.client.errors import ClientError
 from rocketq.client.model import Message
 from rocketq.client.trace.codec import encode_record, trace_keys
 from rocketq.client.trace.model import TraceRecord
 
-if TYPE_CHECKING:
-    from rocketq.client.instance import ClientInstance
-    from rocketq.client.producer.core import AsyncProducer
-
-__all__ = ["SendFn", "TraceDispatcher"]
-
-#: how a trace message is sent: the inner producer's ``send``, or a test's stand-in
-SendFn = Callable[[Message], Awaitable[object]]
+__all__ = [
+    "CONSUME_TRACE",
+    "PRODUCE_TRACE",
+    "TraceDispatcher",
+    "TraceSender",
+    "trace_producer_config",
+    "trace_producer_group",
+]
 
 log = logging.getLogger("rocketq.client.trace")
 
 _GROUP_PREFIX = "_INNER_TRACE_PRODUCER"
 _WARN_INTERVAL_S = 10.0
+_MAX_MSG_SIZE = 128_000
+_SEND_TIMEOUT_MS = 5_000
+
+#: the ``kind`` of a producer's traces and of a consumer's (part of the inner producer's group)
+PRODUCE_TRACE = "PRODUCE"
+CONSUME_TRACE = "CONSUME"
+
+
+class TraceSender(Protocol):
+    """What sends trace messages: the inner producer (an ``AsyncProducer``), or a test's stand-in."""
+
+    async def start(self) -> None: ...
+
+    async def send(self, msg: Message, /) -> object: ...
+
+    async def shutdown(self) -> None: ...
+
+
+def trace_producer_group(owner_group: str, kind: str) -> str:
+    """The group of the inner producer that sends the traces of ``owner_group``'s ``kind`` side."""
+    return f"{_GROUP_PREFIX}-{owner_group}-{kind}"
+
+
+def trace_producer_config(
+    owner_group: str,
+    kind: str,
+    client: ClientConfig,
+    *,
+    max_msg_size: int = _MAX_MSG_SIZE,
+    send_timeout_ms: int = _SEND_TIMEOUT_MS,
+) -> ProducerConfig:
+    """The config of the inner producer of a :class:`TraceDispatcher` (``client``: the traced
+    client's settings, so traces go over the same ACL and TLS)."""
+    return ProducerConfig(
+        producer_group=trace_producer_group(owner_group, kind),
+        send_msg_timeout_ms=send_timeout_ms,
+        max_message_size=max(max_msg_size * 2, 4 * 1024 * 1024),
+        client=client,
+    )
 
 
 class TraceDispatcher:
@@ -53,30 +95,25 @@ class TraceDispatcher:
 
     def __init__(
         self,
-        namesrv_addr: str | Sequence[str],
-        instance: ClientInstance | None,
+        sender: TraceSender,
         *,
         trace_topic: str,
         owner_group: str,
         kind: str,
         queue_size: int = 2048,
         batch_size: int = 100,
-        max_msg_size: int = 128_000,
-        send_timeout_ms: int = 5_000,
+        max_msg_size: int = _MAX_MSG_SIZE,
         shutdown_timeout_s: float = 3.0,
-        send: SendFn | None = None,
     ) -> None:
-        """``send`` replaces the inner producer (tests); without it one is started on ``instance``."""
+        """``sender`` sends the trace messages; the dispatcher starts it and shuts it down."""
         if queue_size < 1 or batch_size < 1 or max_msg_size < 1:
             raise ClientError("queue_size, batch_size and max_msg_size must be > 0")
-        self.namesrv_addr = namesrv_addr
-        self.instance = instance
+        self.sender = sender
         self.trace_topic = trace_topic
-        self.group = f"{_GROUP_PREFIX}-{owner_group}-{kind}"
+        self.group = trace_producer_group(owner_group, kind)
         self.queue_size = queue_size
         self.batch_size = batch_size
         self.max_msg_size = max_msg_size
-        self.send_timeout_ms = send_timeout_ms
         self.shutdown_timeout_s = shutdown_timeout_s
         self.dropped = 0  # records dropped because the queue was full (or not started)
         self.send_failures = 0  # trace messages whose send failed
@@ -85,8 +122,6 @@ class TraceDispatcher:
         self._queue: collections.deque[TraceRecord] = collections.deque()
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._producer: AsyncProducer | None = None
-        self._send_fn = send
         self._closing = False
         self._last_warning: dict[str, float] = {}
 
@@ -99,29 +134,13 @@ class TraceDispatcher:
     async def start(self) -> None:
         if self._task is not None:
             return
-        if self._send_fn is None:
-            await self._start_producer()
+        await self.sender.start()
         self._closing = False
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"trace {self.group}")
 
-    async def _start_producer(self) -> None:
-        from rocketq.client.producer.core import AsyncProducer  # the producer imports this module
-
-        if self.instance is None:
-            raise ClientError("a TraceDispatcher needs a client instance or a send function")
-        config = ProducerConfig(
-            producer_group=self.group,
-            send_msg_timeout_ms=self.send_timeout_ms,
-            max_message_size=max(self.max_msg_size * 2, 4 * 1024 * 1024),
-            client=self.instance.config,
-        )
-        self._producer = AsyncProducer(self.namesrv_addr, config, instance=self.instance)
-        await self._producer.start()
-        self._send_fn = self._producer.send
-
     async def shutdown(self) -> None:
-        """Send what is queued (at most ``shutdown_timeout_s``), then stop the inner producer."""
+        """Send what is queued (at most ``shutdown_timeout_s``), then shut the sender down."""
         if self._task is None:
             return
         self._closing = True
@@ -137,9 +156,7 @@ class TraceDispatcher:
             self._count_dropped(len(self._queue), "the dispatcher shut down before sending them")
             self._queue.clear()
         self._task = None
-        if self._producer is not None:
-            await self._producer.shutdown()
-            self._producer, self._send_fn = None, None
+        await self.sender.shutdown()
 
     # ------------------------------------------------------------------ appending
 
@@ -211,9 +228,8 @@ class TraceDispatcher:
         return out
 
     async def _send(self, body: bytes, keys: list[str], count: int) -> None:
-        assert self._send_fn is not None
         try:
-            await self._send_fn(Message(self.trace_topic, body, keys=keys))
+            await self.sender.send(Message(self.trace_topic, body, keys=keys))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a trace must never break the traced client

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.model import LocalTransactionState, Message, MessageExt, SendResult, SendStatus
@@ -34,7 +34,7 @@ from rocketq.client.remoting.batch import decode_batch
 from rocketq.client.remoting.msgid import new_uniq_key
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import TRACE_TOPIC
-from rocketq.client.trace.dispatcher import TraceDispatcher
+from rocketq.client.trace.dispatcher import CONSUME_TRACE, PRODUCE_TRACE, TraceDispatcher, TraceSender
 from rocketq.client.trace.model import (
     DEFAULT_REGION,
     ConsumeReturnType,
@@ -42,9 +42,6 @@ from rocketq.client.trace.model import (
     TraceRecord,
     TraceType,
 )
-
-if TYPE_CHECKING:
-    from rocketq.client.instance import ClientInstance
 
 __all__ = [
     "ConsumeTrace",
@@ -320,21 +317,19 @@ def _host(addr: tuple[str, int] | str) -> str:
     return addr if isinstance(addr, str) else f"{addr[0]}:{addr[1]}"
 
 
-def producer_tracer(
-    namesrv_addr: str | Sequence[str], instance: ClientInstance, group: str, trace_topic: str | None
-) -> ProducerTracer:
-    """The tracer of a producer with ``enable_msg_trace`` (``trace_topic`` None: RMQ_SYS_TRACE_TOPIC)."""
+def producer_tracer(sender: TraceSender, group: str, trace_topic: str | None) -> ProducerTracer:
+    """The tracer of a producer with ``enable_msg_trace`` (``trace_topic`` None: RMQ_SYS_TRACE_TOPIC);
+    ``sender``: the inner producer of ``trace_producer_config(group, PRODUCE_TRACE, ...)``."""
     dispatcher = TraceDispatcher(
-        namesrv_addr, instance, trace_topic=trace_topic or TRACE_TOPIC, owner_group=group, kind="PRODUCE"
+        sender, trace_topic=trace_topic or TRACE_TOPIC, owner_group=group, kind=PRODUCE_TRACE
     )
     return ProducerTracer(dispatcher, group)
 
 
-def consumer_tracer(
-    namesrv_addr: str | Sequence[str], instance: ClientInstance, group: str, trace_topic: str | None
-) -> ConsumerTracer:
-    """The tracer of a consumer with ``enable_msg_trace`` (``trace_topic`` None: RMQ_SYS_TRACE_TOPIC)."""
+def consumer_tracer(sender: TraceSender, group: str, trace_topic: str | None) -> ConsumerTracer:
+    """The tracer of a consumer with ``enable_msg_trace`` (``trace_topic`` None: RMQ_SYS_TRACE_TOPIC);
+    ``sender``: the inner producer of ``trace_producer_config(group, CONSUME_TRACE, ...)``."""
     dispatcher = TraceDispatcher(
-        namesrv_addr, instance, trace_topic=trace_topic or TRACE_TOPIC, owner_group=group, kind="CONSUME"
+        sender, trace_topic=trace_topic or TRACE_TOPIC, owner_group=group, kind=CONSUME_TRACE
     )
     return ConsumerTracer(dispatcher, group)
