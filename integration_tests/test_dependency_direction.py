@@ -150,6 +150,12 @@ def test_checker_reads_imports(tmp_path: Path) -> None:
         ("server", "from rocketq.client.producer import Producer\n", "builds only on"),
         ("connector", "import rocketq.server.remoting_server\n", "connector must not import"),
         ("broker", "import pyspark.sql\n", "pyspark is imported only"),
+        ("controller", "from rocketq.namesrv.config import NamesrvConfig\n", "controller must not import"),
+        ("controller", "from rocketq.client.admin import Admin\n", "builds only on"),
+        ("broker", "from rocketq.client.producer import Producer\n", "builds only on"),
+        ("tools", "import rocketq.server.acl\n", "tools must not import"),
+        ("tools", "from rocketq.broker.cli import main\n", "tools must not import"),
+        ("client", "from rocketq.tools.dev import main\n", "client must not import"),
     ],
 )
 def test_checker_catches_a_violation(tmp_path: Path, package: str, source: str, expected: str) -> None:
