@@ -43,7 +43,7 @@ from typing import Any, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.processor.send import SendMessageProcessor
 from rocketq.broker.server import BrokerController
 from rocketq.client.admin import Admin

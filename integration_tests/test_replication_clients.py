@@ -413,7 +413,8 @@ def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
 
 
 def test_the_documented_deployment_confs_load() -> None:
-    from rocketq.broker.config import BrokerRole, config_from_properties
+    from rocketq.broker.config import BrokerRole
+    from rocketq.broker.config_loader import config_from_properties
     from rocketq.server.properties import parse_properties
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "replication.md").read_text(encoding="utf-8")

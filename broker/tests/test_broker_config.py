@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 
 from rocketq.broker.cli import main as mqbroker_main
-from rocketq.broker.config import (
-    BrokerConfig,
-    BrokerRole,
-    FlushDiskType,
+from rocketq.broker.config import BrokerConfig, BrokerRole
+from rocketq.broker.config_keys import KeyOwner, broker_conf_keys
+from rocketq.broker.config_loader import (
     build_store_config,
     camel_to_snake,
+    config_from_properties,
     load_broker_config,
 )
 from rocketq.broker.errors import BrokerConfigError
+from rocketq.broker.store.config import FlushDiskType
 from rocketq.server.properties import parse_properties
 
 SEED_CONF = """\
@@ -142,3 +143,18 @@ def test_bad_config_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     conf.write_text("listenPort=x\n", encoding="utf-8")
     assert mqbroker_main(["-c", str(conf)]) == 1
     assert "listenPort" in capsys.readouterr().err
+
+
+def test_every_listed_key_is_accepted_with_its_default() -> None:
+    """``broker_conf_keys`` (the source of the configuration reference) lists what the loader takes."""
+    listed = broker_conf_keys()
+    assert len({k.key for k in listed}) == len(listed)
+    for entry in listed:
+        if entry.owner is KeyOwner.IGNORED or not entry.default:
+            continue
+        warnings: list[str] = []
+        config_from_properties({entry.key: entry.default}, warn=warnings.append)
+        assert warnings == [], entry
+    warnings = []
+    config_from_properties({"noSuchKey": "1"}, warn=warnings.append)
+    assert warnings

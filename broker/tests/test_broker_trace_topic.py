@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.topic_manager import TRACE_TOPIC, TopicConfigManager
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.filter.expression import matches
 from rocketq.broker.filter.sql92 import MAX_NESTING, Sql92ParseError, compile_sql92, parse_sql92
 from rocketq.broker.server import BrokerController

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocketq.broker.config import BrokerRole, config_from_properties
+from rocketq.broker.config import BrokerRole
+from rocketq.broker.config_keys import broker_properties
+from rocketq.broker.config_loader import config_from_properties
 from rocketq.broker.errors import BrokerConfigError
 
 
@@ -35,7 +37,7 @@ def test_slave_keys() -> None:
     assert config.ha_master_address == "10.0.0.1:10912"
     assert not config.ha_slave_truncate_divergent and config.slave_read_enable
     assert config.ha_max_gap_not_in_sync == 1024
-    assert "haListenPort" in config.to_properties()
+    assert "haListenPort" in broker_properties(config)
 
 
 @pytest.mark.parametrize(

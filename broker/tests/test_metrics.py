@@ -11,7 +11,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocketq.broker.config import BrokerConfig, config_from_properties
+from rocketq.broker.config import BrokerConfig
+from rocketq.broker.config_keys import broker_properties
+from rocketq.broker.config_loader import config_from_properties
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.collector import BrokerCollector, BrokerSnapshot, ReplicaLag
 from rocketq.broker.metrics.config import MetricsConfig
@@ -57,7 +59,7 @@ def test_metrics_are_off_by_default_and_prom_turns_them_on() -> None:
     assert config.metrics == MetricsConfig(
         exporter_type=MetricsExporterType.PROM, prom_exporter_host="127.0.0.1", prom_exporter_port=0
     )
-    props = config.to_properties()
+    props = broker_properties(config)
     assert props["metricsExporterType"] == "PROM" and props["metricsPromExporterPort"] == "0"
 
 

@@ -15,7 +15,8 @@ from typing import cast
 
 import pytest
 
-from rocketq.broker.config import BrokerConfig, build_store_config, load_broker_config
+from rocketq.broker.config import BrokerConfig
+from rocketq.broker.config_loader import build_store_config, load_broker_config
 from rocketq.broker.metadata import SubscriptionGroupConfig
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.processor.pull import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.controller_mode.controller_requests import ReplicaInfo
 from rocketq.broker.controller_mode.replicas_manager import ReplicasManager
 from rocketq.broker.ha.replication import Replication

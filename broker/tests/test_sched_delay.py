@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.schedule.delay import (
     SCHEDULE_TOPIC,

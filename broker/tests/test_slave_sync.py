@@ -12,7 +12,8 @@ import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rocketq.broker.config import BrokerConfig, build_store_config, load_broker_config
+from rocketq.broker.config import BrokerConfig
+from rocketq.broker.config_loader import build_store_config, load_broker_config
 from rocketq.broker.metadata import (
     DELAY_OFFSET_JSON,
     SUBSCRIPTION_GROUP_JSON,

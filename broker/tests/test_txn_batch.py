@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import StoreConfig

@@ -24,7 +24,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from rocketq.broker.config import BrokerConfig, load_broker_config
+from rocketq.broker.config import BrokerConfig
+from rocketq.broker.config_keys import broker_properties
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.client.errors import RocketQError
 from rocketq.server.diagnostics import enable_stack_dumps
 from rocketq.server.memory import keep_freed_memory
@@ -104,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mqbroker: bad configuration: {exc}", file=sys.stderr, flush=True)
         return 1
     if args.print_config:
-        for key, value in config.to_properties().items():
+        for key, value in broker_properties(config).items():
             print(f"{key}={value}")
         return 0
     try:

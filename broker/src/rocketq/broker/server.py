@@ -30,7 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from rocketq.broker.client_manager import ConsumerManager, ProducerManager
-from rocketq.broker.config import BrokerConfig, BrokerRole, build_store_config
+from rocketq.broker.config import BrokerConfig, BrokerRole
+from rocketq.broker.config_loader import build_store_config
 from rocketq.broker.controller_mode.processors import controller_mode_processors
 from rocketq.broker.controller_mode.replicas_manager import ReplicasManager
 from rocketq.broker.errors import BrokerError

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 
+from rocketq.broker.config_keys import broker_properties
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.subscription_manager import SubscriptionGroupConfig
 from rocketq.broker.topic_manager import TopicConfig, validate_topic
@@ -127,7 +128,7 @@ class AdminProcessor:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.offsets.encode()))
 
     async def get_broker_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
-        text = "".join(f"{k}={v}\n" for k, v in self.ctx.config.to_properties().items())
+        text = "".join(f"{k}={v}\n" for k, v in broker_properties(self.ctx.config).items())
         return request.make_response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
 
     async def get_broker_runtime_info(

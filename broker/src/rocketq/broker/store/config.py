@@ -194,3 +194,23 @@ _JAVA_KEYS: dict[str, tuple[str, Any]] = {
     "replicaDispatchIntervalMs": ("replica_dispatch_interval_ms", int),  # rocketq's own
     "commitLogPageCacheWindow": ("commit_log_page_cache_window_bytes", int),  # rocketq's own
 }
+
+
+def store_conf_defaults() -> dict[str, str]:
+    """Each ``broker.conf`` key :meth:`StoreConfig.from_broker_conf` reads, with its default as text
+    in the key's own unit (``mappedFileSizeConsumeQueue`` in bytes, as RocketMQ writes it)."""
+    defaults = StoreConfig()
+    out: dict[str, str] = {}
+    for java_key, (name, _) in _JAVA_KEYS.items():
+        value = getattr(defaults, name)
+        if java_key == "mappedFileSizeConsumeQueue":
+            value = defaults.mapped_file_size_consume_queue_bytes
+        if isinstance(value, bool):
+            out[java_key] = "true" if value else "false"
+        elif isinstance(value, Enum):
+            out[java_key] = str(value.value)
+        elif isinstance(value, float) and value.is_integer():
+            out[java_key] = str(int(value))
+        else:
+            out[java_key] = str(value)
+    return out
