@@ -8,7 +8,9 @@ transaction id); the broker stores them as half messages at contiguous half-queu
 returned :class:`HalfBatchResult` is one range.  The layers follow the producer's: messages are
 encoded into a :class:`PreparedHalfBatch` (senders that encode their own rows build one
 directly), which the producer's internal API sends (``send_batch_request``: header, route lookup
-with ``TBW102`` auto-creation, typed errors).  :func:`end_transaction_batch` sends, per (broker,
+with ``TBW102`` auto-creation, typed errors).  What this module needs of the producer is the
+:class:`HalfBatchSender` protocol, which ``AsyncTransactionProducer`` satisfies; this module
+imports no transaction producer.  :func:`end_transaction_batch` sends, per (broker,
 topic, queue), ranged END_TRANSACTIONs (two-way) naming all the ranges of that queue; the broker
 commits them with one append per queue (a consumer sees the queue's messages at once) and skips
 offsets already ended, so repeating a commit is harmless.
@@ -27,10 +29,14 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
+from rocketq.client.config import ProducerConfig
 from rocketq.client.errors import MessageFormatError, MQBrokerError, MQClientError
-from rocketq.client.model import LocalTransactionState, Message, SendStatus
+from rocketq.client.instance import ClientInstance
+from rocketq.client.model import LocalTransactionState, Message, SendResult, SendStatus
+from rocketq.client.producer.core import BatchReply
 from rocketq.client.remoting.batch import BatchItem, append_properties, decode_batch_columns, encode_batch
 from rocketq.client.remoting.headers import EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
@@ -43,12 +49,9 @@ from rocketq.client.remoting.properties import (
 from rocketq.client.remoting.txn_batch import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES, HALF_COUNT_FIELD
 from rocketq.client.remoting.vocabulary import MessageQueue, ResponseCode
 
-if TYPE_CHECKING:
-    from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
-    from rocketq.client.producer.transaction import AsyncTransactionProducer
-
 __all__ = [
     "HalfBatchResult",
+    "HalfBatchSender",
     "PreparedHalfBatch",
     "end_transaction_batch",
     "end_transaction_batch_blocking",
@@ -87,6 +90,46 @@ class HalfBatchResult:
 
     def half_offset(self, i: int) -> int:
         return self.first_half_offset + i if self.ranged else self.half_offsets[i]
+
+
+class HalfBatchSender(Protocol):
+    """What :func:`send_half_batch` needs of a transaction producer (``AsyncTransactionProducer``)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def config(self) -> ProducerConfig: ...
+
+    @property
+    def instance(self) -> ClientInstance: ...
+
+    def check_running(self) -> None:
+        """Raise MQClientError unless the producer is started."""
+
+    def validate(self, msg: Message) -> None:
+        """Raise MQClientError if ``msg`` cannot be sent (topic, body, size)."""
+
+    def half_message(self, msg: Message) -> Message:
+        """``msg`` as a half message of this producer (``TRAN_MSG``, ``PGROUP``, ``UNIQ_KEY``)."""
+        ...
+
+    async def broker_addr_of(self, mq: MessageQueue) -> str:
+        """The master address of ``mq``'s broker, after a send's route lookup."""
+        ...
+
+    async def send(self, msg: Message, *, queue: MessageQueue, timeout_ms: int | None) -> SendResult:
+        """Send one message to ``queue`` and wait for the broker's answer."""
+        ...
+
+    async def send_batch_request(
+        self, mq: MessageQueue, body: bytes, *, count: int, prepared: bool, timeout_ms: int | None
+    ) -> BatchReply:
+        """Send an encoded SEND_BATCH_MESSAGE body to ``mq`` and return the whole answer."""
+        ...
+
+    async def heartbeat_broker(self, addr: str) -> None:
+        """Register the producer with ``addr`` once (the broker may check back)."""
 
 
 # ---------------------------------------------------------------------------- batching
@@ -140,9 +183,7 @@ class PreparedHalfBatch:
         ]
 
 
-def _prepare(
-    producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence[Message]
-) -> PreparedHalfBatch:
+def _prepare(producer: HalfBatchSender, mq: MessageQueue, msgs: Sequence[Message]) -> PreparedHalfBatch:
     """``msgs`` as half messages of ``producer`` encoded in one body (TRAN_MSG and PGROUP last)."""
     items: list[BatchItem] = []
     ids: list[str] = []
@@ -158,7 +199,7 @@ def _prepare(
         raise MQClientError(f"cannot batch: {exc}", code=_ILLEGAL) from exc
 
 
-def _halves(producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence[Message]) -> list[Message]:
+def _halves(producer: HalfBatchSender, mq: MessageQueue, msgs: Sequence[Message]) -> list[Message]:
     """The half messages of ``msgs`` (validated; delayed messages refused, as Java does)."""
     for m in msgs:
         if m.topic != mq.topic:
@@ -171,7 +212,7 @@ def _halves(producer: AsyncTransactionProducer, mq: MessageQueue, msgs: Sequence
 
 
 async def send_half_batch(
-    producer: AsyncTransactionProducer,
+    producer: HalfBatchSender,
     mq: MessageQueue,
     batch: Sequence[Message] | PreparedHalfBatch,
     *,
@@ -203,7 +244,7 @@ async def send_half_batch(
 
 
 async def _send_ranged(
-    producer: AsyncTransactionProducer, mq: MessageQueue, batch: PreparedHalfBatch, timeout_ms: int
+    producer: HalfBatchSender, mq: MessageQueue, batch: PreparedHalfBatch, timeout_ms: int
 ) -> HalfBatchResult:
     """One prepared SEND_BATCH_MESSAGE; the broker must answer with its half count."""
     n = len(batch.transaction_ids)
@@ -232,7 +273,7 @@ async def _send_ranged(
 
 
 async def _send_each(
-    producer: AsyncTransactionProducer, addr: str, mq: MessageQueue, msgs: Sequence[Message], timeout_ms: int
+    producer: HalfBatchSender, addr: str, mq: MessageQueue, msgs: Sequence[Message], timeout_ms: int
 ) -> HalfBatchResult:
     """Fallback for brokers without the extension: one half message per message, concurrently."""
     halves = _halves(producer, mq, msgs)
