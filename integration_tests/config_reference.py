@@ -65,8 +65,8 @@ BROKER: Sections = [
             "enableControllerMode": "the controller decides role and broker id (docs/failover.md)",
             "controllerAddr": "every controller, `host:port` separated by `;`",
             "brokerHeartbeatInterval": "ms between heartbeats to the controller",
-            "controllerHeartBeatTimeoutMills": "ms without a heartbeat before the controller counts the broker"
-            " inactive; the master's lease is 0.8 x this",
+            "controllerHeartBeatTimeoutMills": "ms without a heartbeat before the controller counts the"
+            " broker inactive; the master's lease is 0.8 x this",
             "sendHeartbeatTimeoutMillis": "ms, timeout of requests to the controller",
             "syncBrokerMetadataPeriod": "ms between replica-info polls",
             "checkSyncStateSetPeriod": "ms between SyncStateSet checks on the master",
@@ -385,9 +385,7 @@ def render() -> str:
         ),
         "### Accepted and ignored",
         "",
-        "Keys RocketMQ users often carry, accepted without effect: "
-        + _key_list(broker_ignored())
-        + ".",
+        "Keys RocketMQ users often carry, accepted without effect: " + _key_list(broker_ignored()) + ".",
         "",
         *_component(
             "NameServer (`namesrv.properties`, `mqnamesrv -c`)",
