@@ -18,7 +18,7 @@ import pytest
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.config_loader import build_store_config, load_broker_config
 from rocketq.broker.metadata import SubscriptionGroupConfig
-from rocketq.broker.processor.context import BrokerContext
+from rocketq.broker.processor.context import BrokerContext, build_context
 from rocketq.broker.processor.pull import (
     PullMessageProcessor,
     PullSuggestion,
@@ -26,7 +26,6 @@ from rocketq.broker.processor.pull import (
     suggest_which_broker,
     total_physical_memory_bytes,
 )
-from rocketq.broker.server import build_context
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.testing import SMALL_STORE_CONF

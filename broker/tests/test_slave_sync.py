@@ -22,8 +22,8 @@ from rocketq.broker.metadata import (
     load_json_file,
 )
 from rocketq.broker.offset_manager import ConsumerOffsetManager
-from rocketq.broker.processor.context import BrokerContext
-from rocketq.broker.server import BrokerController, build_context
+from rocketq.broker.processor.context import BrokerContext, build_context
+from rocketq.broker.server import BrokerController
 from rocketq.broker.slave_sync import SlaveSynchronizer, SyncOutcome, SyncReport
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.subscription_manager import SubscriptionGroupManager

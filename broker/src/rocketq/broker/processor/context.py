@@ -1,14 +1,18 @@
 """What every request processor needs: the broker's managers, its store and its executors.
 
-One :class:`BrokerContext` is built by the server (``BrokerController``) and shared by the
-processors; unit tests build one around a real store in a temporary directory.  The helpers here
+One :class:`BrokerContext` is built by :func:`build_context` around a started store, for the
+server (``BrokerController``) and for unit tests, and shared by the processors; with a config
+directory its tables are loaded from RocketMQ's ``config/*.json`` files and persisted there.  The helpers here
 are the few answers every processor family gives the same way (parsing a header into a typed
 object or a ready error response, the peer address of a channel).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -16,9 +20,17 @@ from rocketq.broker.client_manager import ConsumerManager, ProducerManager
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.executor import BoundedExecutor
 from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.metadata import (
+    CONSUMER_OFFSET_JSON,
+    SUBSCRIPTION_GROUP_JSON,
+    TOPICS_JSON,
+    load_json_file,
+    persist_json_file,
+)
 from rocketq.broker.metrics.recorder import BrokerMetricsRecorder
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.rebalance_lock import RebalanceLockManager
+from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.schedule.service import ScheduleMessageService
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
@@ -31,7 +43,7 @@ from rocketq.client.remoting.headers import CommandHeader
 from rocketq.client.remoting.vocabulary import PERM_RW, Perm
 from rocketq.server import Channel
 
-__all__ = ["BrokerContext", "BrokerStats", "parse_header", "peer_host"]
+__all__ = ["BrokerContext", "BrokerStats", "build_context", "parse_header", "peer_host"]
 
 _H = TypeVar("_H", bound=CommandHeader)
 DEFAULT_DELAY_LEVELS_MS: tuple[int, ...] = (
@@ -114,6 +126,64 @@ class BrokerContext:
     def with_port(self, port: int) -> None:
         """Record the port actually bound (``listenPort=0``) in the config."""
         self.config = replace(self.config, listen_port=port)
+
+
+def build_context(
+    config: BrokerConfig,
+    store: MessageStore,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    config_dir: str | None = None,
+    on_ids_changed: Callable[[str, list[Channel]], None] | None = None,
+) -> BrokerContext:
+    """The managers and executors around an already started store (used by the server and tests).
+
+    With ``config_dir`` the metadata is loaded from (and persisted to) RocketMQ's ``config/`` files.
+    """
+
+    def persister(name: str) -> Callable[[Mapping[str, object]], None] | None:
+        if config_dir is None:
+            return None
+        path = os.path.join(config_dir, name)
+        return lambda doc: persist_json_file(path, doc)
+
+    topics = TopicConfigManager(config, persist=persister(TOPICS_JSON))
+    groups = SubscriptionGroupManager(
+        auto_create=config.auto_create_subscription_group, persist=persister(SUBSCRIPTION_GROUP_JSON)
+    )
+    offsets = ConsumerOffsetManager()
+    delay_levels_ms = tuple(parse_delay_levels(store.config.message_delay_level))
+    if config_dir is not None:
+        topics.load(load_json_file(os.path.join(config_dir, TOPICS_JSON)))
+        groups.load(load_json_file(os.path.join(config_dir, SUBSCRIPTION_GROUP_JSON)))
+        offsets.load(load_json_file(os.path.join(config_dir, CONSUMER_OFFSET_JSON)))
+    return BrokerContext(
+        config=config,
+        store=store,
+        topics=topics,
+        offsets=offsets,
+        groups=groups,
+        consumers=ConsumerManager(
+            channel_expired_timeout_ms=config.channel_expired_timeout_ms, on_ids_changed=on_ids_changed
+        ),
+        producers=ProducerManager(channel_expired_timeout_ms=config.channel_expired_timeout_ms),
+        locks=RebalanceLockManager(max_live_time_ms=config.rebalance_lock_max_live_time_ms),
+        hold=PullRequestHoldService(loop, max_suspended=config.max_suspended_pulls),
+        send_executor=BoundedExecutor(
+            "send",
+            threads=config.send_message_thread_pool_nums,
+            capacity=config.send_thread_pool_queue_capacity,
+            max_wait_ms=config.wait_time_ms_in_send_queue,
+        ),
+        pull_executor=BoundedExecutor(
+            "pull",
+            threads=config.pull_message_thread_pool_nums,
+            capacity=config.pull_thread_pool_queue_capacity,
+            max_wait_ms=config.wait_time_ms_in_pull_queue,
+        ),
+        query_executor=BoundedExecutor("query", threads=2, capacity=config.query_thread_pool_queue_capacity),
+        delay_levels_ms=delay_levels_ms,
+    )
 
 
 def parse_header(request: RemotingCommand, header_type: type[_H]) -> _H | RemotingCommand:
