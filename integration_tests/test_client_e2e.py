@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from rocketq.client.consumer import (
 from rocketq.client.errors import NoRouteError
 from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import AsyncProducer, Producer, SelectMessageQueueByHash
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, drain, spawn_broker, spawn_namesrv, wait_for, wait_route
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -45,33 +44,10 @@ def ns_addr(cluster: tuple[ServerProcess, ServerProcess]) -> str:
     return cluster[0].addr
 
 
-def _poll_until(consumer: LitePullConsumer, out: list[MessageExt], n: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(out) < n:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"polled {len(out)} of {n} messages in time")
-        out.extend(consumer.poll(500))
-
-
-def _has_route(admin: Admin, topic: str) -> bool:
-    try:
-        return bool(admin.topic_route(topic).queue_datas)
-    except NoRouteError:
-        return False
-
-
-def _wait(predicate: Any, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
-
-
 def test_produce_then_lite_pull_assign_seek_commit(ns_addr: str) -> None:
     with Admin(ns_addr) as admin:
         admin.create_topic("E2ELite", cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-        _wait(lambda: _has_route(admin, "E2ELite"))  # the broker registers the new topic asynchronously
+        wait_route(admin, "E2ELite")  # the broker registers the new topic asynchronously
     with Producer(ns_addr, producer_group="pg-lite") as producer:
         results = [
             producer.send(Message("E2ELite", f"m{i}".encode(), tags="A", keys=f"k{i}")) for i in range(6)
@@ -88,8 +64,8 @@ def test_produce_then_lite_pull_assign_seek_commit(ns_addr: str) -> None:
     consumer.assign(mqs)
     consumer.start()
     try:
-        got: list[MessageExt] = []
-        _poll_until(consumer, got, 11)
+        got = drain(consumer, 11)
+        assert len(got) >= 11, f"polled {len(got)} of 11 messages in time"
         bodies = sorted(m.body for m in got)
         assert bodies == sorted(
             [f"m{i}".encode() for i in range(6)] + [f"b{i}".encode() for i in range(4)] + [b"sharded"]
@@ -99,8 +75,7 @@ def test_produce_then_lite_pull_assign_seek_commit(ns_addr: str) -> None:
         for mq in mqs:
             assert consumer.committed(mq) == max(m.queue_offset for m in got if m.queue_id == mq.queue_id) + 1
         consumer.seek(mqs[0], 0)
-        again: list[MessageExt] = []
-        _poll_until(consumer, again, 1)
+        again = drain(consumer, 1)
         assert again[0].queue_offset == 0 and again[0].queue_id == mqs[0].queue_id
     finally:
         consumer.shutdown()
@@ -132,7 +107,7 @@ def test_push_consumer_concurrently_and_orderly(ns_addr: str) -> None:
     push.register_message_listener(on_push)
     push.start()
     try:
-        _wait(lambda: len(seen) >= 12)
+        wait_for(lambda: len(seen) >= 12, "12 messages consumed")
     finally:
         push.shutdown()
     assert sorted(seen) == sorted(f"{i % 3}:{i}".encode() for i in range(12))
@@ -150,7 +125,7 @@ def test_push_consumer_concurrently_and_orderly(ns_addr: str) -> None:
     orderly.register_message_listener_orderly(on_msgs)
     orderly.start()
     try:
-        _wait(lambda: sum(len(v) for v in ordered.values()) >= 12)
+        wait_for(lambda: sum(len(v) for v in ordered.values()) >= 12, "12 messages consumed orderly")
     finally:
         orderly.shutdown()
     for key, numbers in ordered.items():

@@ -13,8 +13,7 @@ import functools
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from rocketq.client.launcher import (
 from rocketq.client.remoting import controller as w
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.testing import wait_for
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 CLUSTER, GROUP = "DefaultCluster", "broker-a"
@@ -65,14 +65,6 @@ def _metadata(c: BlockingRemotingClient, addr: str) -> w.ControllerMetadata:
     return w.ControllerMetadata.from_json(response.body)
 
 
-def _wait(what: str, check: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def _leader(c: BlockingRemotingClient, procs: list[ServerProcess], timeout_s: float = 30.0) -> ServerProcess:
     found: list[ServerProcess] = []
 
@@ -86,7 +78,7 @@ def _leader(c: BlockingRemotingClient, procs: list[ServerProcess], timeout_s: fl
                 continue
         return len(found) == 1
 
-    _wait("exactly one controller leader", one_leader, timeout_s)
+    wait_for(one_leader, "exactly one controller leader", timeout_s)
     return found[0]
 
 
@@ -191,7 +183,9 @@ def _restart(proc: ServerProcess, tmp_path: Path) -> ServerProcess:
         start_new_session=True,
     )
     restarted = ServerProcess(proc.name, popen, log_path, log_file)
-    _wait(f"{proc.name} to boot again", lambda: CONTROLLER_BOOT_RE.search(restarted.log_text()) is not None)
+    wait_for(
+        lambda: CONTROLLER_BOOT_RE.search(restarted.log_text()) is not None, f"{proc.name} to boot again"
+    )
     restarted.host, restarted.port = proc.host, proc.port
     return restarted
 
@@ -210,7 +204,7 @@ def test_leader_state_quorum_and_catch_up(
         refusals.append(_apply_new_id(client, follower.addr, 1))
         return "controllerLeaderAddress" in refusals[-1].ext_fields
 
-    _wait("the follower to know the leader", names_leader)
+    wait_for(names_leader, "the follower to know the leader")
     assert all(r.code == ResponseCode.CONTROLLER_NOT_LEADER for r in refusals), refusals
     assert refusals[-1].ext_fields["controllerLeaderAddress"] == leader.addr
     # a registration through the leader is replicated to every controller
@@ -221,8 +215,8 @@ def test_leader_state_quorum_and_catch_up(
         answer = _call(client, leader.addr, RequestCode.CONTROLLER_ELECT_MASTER, elect.to_ext_fields())
         assert answer.code == ResponseCode.SUCCESS, answer
         for addr in addrs:
-            _wait(
-                f"{addr} to hold the group and its master", functools.partial(_sees_master, client, addr, 1)
+            wait_for(
+                functools.partial(_sees_master, client, addr, 1), f"{addr} to hold the group and its master"
             )
 
         # the leader dies: another takes over with the state intact
@@ -236,7 +230,9 @@ def test_leader_state_quorum_and_catch_up(
         # 2 of 3 down: no leader, writes refused with a clear status
         other = next(p for p in survivors if p is not new_leader)
         other.kill9()
-        _wait("the lone controller to stop leading", lambda: not _metadata(client, new_leader.addr).is_leader)
+        wait_for(
+            lambda: not _metadata(client, new_leader.addr).is_leader, "the lone controller to stop leading"
+        )
         lonely = _apply_new_id(client, new_leader.addr, 1)
         assert lonely.code == ResponseCode.CONTROLLER_NOT_LEADER, lonely
         assert "no quorum" in (lonely.remark or "") or "not in leader state" in (lonely.remark or "")
@@ -247,8 +243,8 @@ def test_leader_state_quorum_and_catch_up(
         back = _leader(client, [new_leader, restarted])
         assert _apply_new_id(client, back.addr, 1).code == ResponseCode.SUCCESS
         for proc in (new_leader, restarted):
-            _wait(
-                f"{proc.name} to see broker-b", functools.partial(_sees_group, client, proc.addr, "broker-b")
+            wait_for(
+                functools.partial(_sees_group, client, proc.addr, "broker-b"), f"{proc.name} to see broker-b"
             )
         assert _metadata(client, restarted.addr).groups[GROUP].master_epoch == 1
     finally:
@@ -290,7 +286,7 @@ def test_master_heartbeat_loss_elects_from_sync_state_set(
         def master_is_2() -> bool:
             return _replica_info(client, new_leader.addr)[0].master_broker_id == 2
 
-        _wait("broker 2 to be elected", master_is_2, timeout_s=40)
+        wait_for(master_is_2, "broker 2 to be elected", 40)
         header, sync_state = _replica_info(client, new_leader.addr)
         assert header.master_epoch == 2 and header.master_address == brokers[1].addr
         assert sync_state.sync_state_set == frozenset({2}) and sync_state.sync_state_set_epoch == 3
@@ -317,7 +313,7 @@ def test_controller_embedded_in_namesrv(tmp_path: Path, client: BlockingRemoting
         match = CONTROLLER_BOOT_RE.search(namesrv.log_text())
         assert match is not None and match.group(1) == f"127.0.0.1:{port}"
         assert namesrv.port != port  # the NameServer keeps its own port
-        _wait("the single controller to lead", lambda: _metadata(client, match.group(1)).is_leader)
+        wait_for(lambda: _metadata(client, match.group(1)).is_leader, "the single controller to lead")
         answer = _apply_new_id(client, match.group(1), 1)
         assert answer.code == ResponseCode.SUCCESS, answer
         routes = _call(client, namesrv.addr, RequestCode.GET_BROKER_CLUSTER_INFO)

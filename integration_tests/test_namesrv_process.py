@@ -17,7 +17,7 @@ import pytest
 
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand, SerializeType
-from rocketq.client.testing import ServerProcess
+from rocketq.client.testing import ServerProcess, wait_for
 from rocketq.client.transport.blocking import BlockingRemotingClient
 from rocketq.namesrv.bodies import body_crc32, encode_register_body
 from rocketq.namesrv.routeinfo import QueueConf
@@ -63,13 +63,6 @@ def route(client: BlockingRemotingClient, ns: ServerProcess, topic: str) -> dict
     assert resp.code == ResponseCode.SUCCESS, resp
     result: dict[str, object] = json.loads(resp.body)
     return result
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 def test_brokers_register_and_routes_are_answered(
@@ -119,7 +112,9 @@ def test_silent_broker_expires_and_closed_broker_is_dropped(
         register(alive, ns, "broker-alive", "127.0.0.1:20911", {"Alive": 4})
         register(closing, ns, "broker-closing", "127.0.0.1:30911", {"Closing": 4})
         closing.close()  # channel close: dropped at once, long before the 2 s expiry
-        wait_for(lambda: route(blocking_client, ns, "Closing") is None, timeout_s=1.5)
+        wait_for(
+            lambda: route(blocking_client, ns, "Closing") is None, "the closed broker's route to go", 1.5
+        )
         deadline = time.monotonic() + 15
         while route(blocking_client, ns, "Silent") is not None:
             assert time.monotonic() < deadline, "silent broker never expired"

@@ -19,13 +19,14 @@ Run with ``-s`` to see the rounds, kill delays and counts.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,19 @@ import pytest
 
 from rocketq.client.admin import Admin
 from rocketq.client.api import BlockingMQClientAPI
-from rocketq.client.errors import NoRouteError, RocketQError
-from rocketq.client.model import Message, PullStatus, SendResult, SendStatus
+from rocketq.client.errors import RocketQError
+from rocketq.client.model import Message, PullStatus, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.remoting.headers import PullMessageRequestHeader
-from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    free_port,
+    pull_header,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+    wait_route,
+)
+from rocketq.client.testing.chaos import SEND_ERRORS, Ledger, Load, Stored
 
 pytestmark = pytest.mark.slow
 
@@ -55,49 +63,10 @@ SENDERS = (False, False, True, True)  # per thread: sends batches?
 STORED = frozenset({SendStatus.SEND_OK, SendStatus.FLUSH_SLAVE_TIMEOUT, SendStatus.SLAVE_NOT_AVAILABLE})
 
 
-@dataclass(frozen=True)
-class Stored:
-    """Where a send's answer says a message is, and what it holds."""
-
-    queue_id: int
-    queue_offset: int
-    body: bytes
+WAIT_S = 60.0
 
 
-class Ledger:
-    """What the senders were told, shared by their threads."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_status: dict[SendStatus, dict[str, Stored]] = {s: {} for s in SendStatus}
-        self.statuses: Counter[str] = Counter()
-        self.failed = 0  # sends that raised: the broker died or did not answer in time
-
-    def record(self, msgs: list[Message], results: list[SendResult]) -> None:
-        """A batch's results come one per request, each naming its messages' UNIQ_KEYs in order."""
-        it = iter(msgs)
-        with self.lock:
-            for result in results:
-                for i, uniq in enumerate(result.msg_id.split(",")):
-                    msg = next(it)
-                    where = Stored(result.message_queue.queue_id, result.queue_offset + i, msg.body)
-                    self.by_status[result.send_status][uniq] = where
-                    self.statuses[result.send_status.value] += 1
-
-    def stored(self, statuses: frozenset[SendStatus]) -> dict[str, Stored]:
-        with self.lock:
-            return {k: v for s in statuses for k, v in self.by_status[s].items()}
-
-    def count(self, status: SendStatus) -> int:
-        with self.lock:
-            return len(self.by_status[status])
-
-    def more_than(self, status: SendStatus, n: int) -> Callable[[], bool]:
-        """A predicate for :func:`_wait`: more than ``n`` answers with ``status``."""
-        return lambda: self.count(status) > n
-
-
-def _send_loop(producer: Producer, name: str, batches: bool, stop: threading.Event, ledger: Ledger) -> None:
+def _send_loop(producer: Producer, name: str, batches: bool, ledger: Ledger, stop: threading.Event) -> None:
     rng = random.Random(f"{SEED}-{name}")
     seq = 0
     deadline = time.monotonic() + 300  # a bound even if nobody sets ``stop``
@@ -105,47 +74,25 @@ def _send_loop(producer: Producer, name: str, batches: bool, stop: threading.Eve
         n = rng.randint(2, 16) if batches else 1
         msgs = [Message(TOPIC, f"{name}:{seq + i}:".encode().ljust(100, b".")) for i in range(n)]
         seq += n
+        sent_at = time.monotonic()
         try:
             results = producer.send_batch(msgs) if batches else [producer.send(msgs[0])]
-        except (RocketQError, TimeoutError, OSError):  # not acknowledged: nothing is promised
-            with ledger.lock:
-                ledger.failed += n
+        except SEND_ERRORS:  # not acknowledged: nothing is promised
+            ledger.add_failed(n)
             time.sleep(0.05)
             continue
-        ledger.record(msgs, results)
+        ledger.record(msgs, results, sent_at, time.monotonic())
 
 
-class Load:
-    """``len(SENDERS)`` threads sending through one producer until :meth:`stop`."""
-
-    def __init__(self, ns_addr: str, label: str, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.producer = Producer(ns_addr, producer_group=f"pg-{label}", send_msg_timeout_ms=2000)
-        self.producer.start()
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(
-                target=_send_loop, args=(self.producer, f"{label}-{i}", b, self._stop, ledger), daemon=True
-            )
-            for i, b in enumerate(SENDERS)
-        ]
-        for t in self._threads:
-            t.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(60)
-        assert not any(t.is_alive() for t in self._threads), "a sender hangs"
-        self.producer.shutdown()
-
-
-def _wait(predicate: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.05)
+def _load(ns_addr: str, label: str, ledger: Ledger) -> Load:
+    """``len(SENDERS)`` threads sending through one producer until the load is closed."""
+    producer = Producer(ns_addr, producer_group=f"pg-{label}", send_msg_timeout_ms=2000)
+    producer.start()
+    loops = [
+        functools.partial(_send_loop, producer, f"{label}-{i}", batches, ledger)
+        for i, batches in enumerate(SENDERS)
+    ]
+    return Load(producer, loops)
 
 
 def _conf(role: str, broker_id: int, **extra: Any) -> dict[str, Any]:
@@ -211,39 +158,16 @@ def _in_sync(admin: Admin, master_addr: str) -> bool:
         return False
 
 
-def _has_route(admin: Admin) -> bool:
-    try:
-        return bool(admin.topic_route(TOPIC).queue_datas)
-    except NoRouteError:  # the NameServer has not heard of it yet
-        return False
-
-
 def _setup_topic(g: Group) -> None:
     admin, api = g.admin, g.api
     admin.create_topic(TOPIC, broker_addr=g.master_addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-    _wait(lambda: _has_route(admin), "the topic's route")
-    _wait(lambda: _slave_knows_topic(api, g.slave.addr), "the slave to copy the topic config")
-
-
-def _pull_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
-    return PullMessageRequestHeader(
-        consumer_group="chaos-check",
-        topic=TOPIC,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=4000,
-        sys_flag=int(PullSysFlag.SUBSCRIPTION),
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-        expression_type=ExpressionType.TAG,
-    )
+    wait_route(admin, TOPIC, WAIT_S)
+    wait_for(lambda: _slave_knows_topic(api, g.slave.addr), "the slave to copy the topic config", WAIT_S)
 
 
 def _slave_knows_topic(api: BlockingMQClientAPI, addr: str) -> bool:
     try:
-        api.pull_message(addr, _pull_header(0, 0), 3000)
+        api.pull_message(addr, pull_header(TOPIC, 0, 0, group="chaos-check", max_msg_nums=4000), 3000)
     except RocketQError:
         return False
     return True
@@ -263,7 +187,9 @@ def read_all(api: BlockingMQClientAPI, broker: ServerProcess) -> dict[str, Store
         for _ in range(end + 1):  # each pull moves on by at least one message
             if offset >= end:
                 break
-            result = api.pull_message(addr, _pull_header(queue_id, offset), 10_000)
+            result = api.pull_message(
+                addr, pull_header(TOPIC, queue_id, offset, group="chaos-check", max_msg_nums=4000), 10_000
+            )
             assert result.status is PullStatus.FOUND, (
                 f"queue {queue_id} at {offset} (max {end}): {result}; log:\n{_warnings(broker)}"
             )
@@ -297,18 +223,18 @@ def _kill_round(g: Group, ledger: Ledger, round_no: int, delay_s: float) -> str:
     t0 = time.monotonic()
     master = g.start_master()
     try:
-        _wait(lambda: _in_sync(g.admin, g.master_addr), f"round {round_no}: the slave in sync")
+        wait_for(lambda: _in_sync(g.admin, g.master_addr), f"round {round_no}: the slave in sync", WAIT_S)
         rejoined_s = time.monotonic() - t0
         if round_no == 1:
             _setup_topic(g)
         ok_before, failed_before = ledger.count(SendStatus.SEND_OK), ledger.failed
-        load = Load(g.ns.addr, f"r{round_no}", ledger)
+        load = _load(g.ns.addr, f"r{round_no}", ledger)
         try:
-            _wait(ledger.more_than(SendStatus.SEND_OK, ok_before + 20), "acknowledged sends")
+            wait_for(ledger.more_than(SendStatus.SEND_OK, ok_before + 20), "acknowledged sends", WAIT_S)
             time.sleep(delay_s)
             master.kill9()
         finally:
-            load.stop()
+            load.close()
     finally:
         master.kill9()
     return (
@@ -332,7 +258,9 @@ def test_master_sigkill_rounds_lose_no_acknowledged_message(group: Group) -> Non
         )
     # the group works again after the last kill: the master rejoins and the slave follows
     with group.start_master():
-        _wait(lambda: _in_sync(group.admin, group.master_addr), "the slave in sync after the last round")
+        wait_for(
+            lambda: _in_sync(group.admin, group.master_addr), "the slave in sync after the last round", WAIT_S
+        )
 
 
 def _commit_log(tmp: Path, broker_id: int) -> Path:
@@ -354,28 +282,40 @@ def test_stalled_slave_under_load(group: Group) -> None:
     ledger = Ledger()
     admin, api = group.admin, group.api
     with group.start_master():
-        _wait(lambda: _in_sync(admin, group.master_addr), "the slave in sync")
+        wait_for(lambda: _in_sync(admin, group.master_addr), "the slave in sync", WAIT_S)
         _setup_topic(group)
-        load = Load(group.ns.addr, "stall", ledger)
+        load = _load(group.ns.addr, "stall", ledger)
         try:
-            _wait(lambda: ledger.count(SendStatus.SEND_OK) > 50, "acknowledged sends")
+            wait_for(lambda: ledger.count(SendStatus.SEND_OK) > 50, "acknowledged sends", WAIT_S)
             group.slave.popen.send_signal(signal.SIGSTOP)
             try:
-                before = dict(ledger.statuses)
-                _wait(lambda: ledger.count(SendStatus.FLUSH_SLAVE_TIMEOUT) > 0, "FLUSH_SLAVE_TIMEOUT")
-                _wait(
-                    lambda: not admin.ha_status(group.master_addr).connections, "the master drops the slave"
+                before = dict(ledger.status_counts())
+                wait_for(
+                    lambda: ledger.count(SendStatus.FLUSH_SLAVE_TIMEOUT) > 0, "FLUSH_SLAVE_TIMEOUT", WAIT_S
                 )
-                _wait(lambda: ledger.count(SendStatus.SLAVE_NOT_AVAILABLE) > 0, "SLAVE_NOT_AVAILABLE")
-                during = ledger.statuses - Counter(before)
+                wait_for(
+                    lambda: not admin.ha_status(group.master_addr).connections,
+                    "the master drops the slave",
+                    WAIT_S,
+                )
+                wait_for(
+                    lambda: ledger.count(SendStatus.SLAVE_NOT_AVAILABLE) > 0, "SLAVE_NOT_AVAILABLE", WAIT_S
+                )
+                during = ledger.status_counts() - Counter(before)
             finally:
                 group.slave.popen.send_signal(signal.SIGCONT)
             print(f"\nstall: while the slave was stopped the master answered {dict(during)}")
-            _wait(lambda: _in_sync(admin, group.master_addr), "the slave back in sync after SIGCONT")
+            wait_for(
+                lambda: _in_sync(admin, group.master_addr), "the slave back in sync after SIGCONT", WAIT_S
+            )
             ok_after = ledger.count(SendStatus.SEND_OK)
-            _wait(lambda: ledger.count(SendStatus.SEND_OK) > ok_after + 20, "SEND_OK again after SIGCONT")
+            wait_for(
+                lambda: ledger.count(SendStatus.SEND_OK) > ok_after + 20,
+                "SEND_OK again after SIGCONT",
+                WAIT_S,
+            )
         finally:
-            load.stop()
+            load.close()
         assert set(during) <= {s.value for s in STORED}, during
         target = admin.ha_status(group.master_addr).master_commit_log_max_offset
 
@@ -383,7 +323,7 @@ def test_stalled_slave_under_load(group: Group) -> None:
             status = admin.ha_status(group.slave.addr)
             return status.client is not None and status.client.max_offset == target
 
-        _wait(caught_up, f"the slave at the master's max offset {target}")
+        wait_for(caught_up, f"the slave at the master's max offset {target}", WAIT_S)
         _assert_identical_commit_logs(group.tmp, target)
         stored = ledger.stored(STORED)
         on_slave = assert_on_slave(api, group.slave, stored)

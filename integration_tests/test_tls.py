@@ -16,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +24,21 @@ from typing import Any
 import pytest
 
 from rocketq.client.admin import Admin
-from rocketq.client.config import ClientConfig, ConsumeFromWhere
-from rocketq.client.consumer import LitePullConsumer
-from rocketq.client.errors import MQBrokerError, NoRouteError, RemotingConnectError
-from rocketq.client.model import Message, MessageExt, SendStatus
+from rocketq.client.config import ClientConfig
+from rocketq.client.errors import MQBrokerError, RemotingConnectError
+from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    produce_and_consume,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+    wait_route,
+)
 from rocketq.client.transport.blocking import BlockingRemotingClient
 from rocketq.client.transport.tls import client_ssl_context
 
@@ -124,43 +130,6 @@ def enforcing(
         print(f"--- namesrv log ---\n{ns.log_tail()}")
 
 
-def _wait_route(admin: Admin, topic: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if admin.topic_route(topic).queue_datas:
-                return
-        except NoRouteError:
-            pass
-        assert time.monotonic() < deadline, f"no route for {topic} in time"
-        time.sleep(0.1)
-
-
-def produce_and_consume(ns_addr: str, client: ClientConfig, topic: str, n: int = 20) -> None:
-    with Admin(ns_addr, config=client) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-        _wait_route(admin, topic)
-    with Producer(ns_addr, producer_group=f"pg-{topic}", client=client) as producer:
-        results = [producer.send(Message(topic, f"m{i}".encode())) for i in range(n)]
-    assert {r.send_status for r in results} == {SendStatus.SEND_OK}
-    consumer = LitePullConsumer(
-        ns_addr,
-        consumer_group=f"cg-{topic}",
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        client=client,
-    )
-    consumer.assign(sorted(consumer.fetch_message_queues(topic)))
-    consumer.start()
-    try:
-        got: list[MessageExt] = []
-        deadline = time.monotonic() + 30
-        while len(got) < n and time.monotonic() < deadline:
-            got.extend(consumer.poll(500))
-    finally:
-        consumer.shutdown()
-    assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(n))
-
-
 def test_enforcing_answers_plaintext_with_a_clear_error(
     enforcing: tuple[ServerProcess, ServerProcess],
 ) -> None:
@@ -181,7 +150,8 @@ def test_enforcing_plaintext_client_api_fails_clearly(enforcing: tuple[ServerPro
 def test_producer_consumer_and_admin_over_tls(
     enforcing: tuple[ServerProcess, ServerProcess], pki: Pki
 ) -> None:
-    produce_and_consume(enforcing[0].addr, tls_client(pki), "TlsEnforced")
+    create_topic(enforcing[0].addr, "TlsEnforced", 2, config=tls_client(pki))
+    produce_and_consume(enforcing[0].addr, "TlsEnforced", group="cg-TlsEnforced", client=tls_client(pki))
 
 
 def test_blocking_client_over_tls(enforcing: tuple[ServerProcess, ServerProcess], pki: Pki) -> None:
@@ -223,8 +193,10 @@ def test_mqadmin_over_tls(enforcing: tuple[ServerProcess, ServerProcess], pki: P
 def test_permissive_serves_tls_and_plaintext(tmp_path: Path, pki: Pki) -> None:
     with spawn_tls_namesrv(tmp_path / "ns", pki, "permissive") as ns:
         with spawn_broker(tmp_path, ns.addr, **server_tls_conf(pki, "permissive")):
-            produce_and_consume(ns.addr, tls_client(pki), "TlsPermissiveA")
-            produce_and_consume(ns.addr, ClientConfig(), "TlsPermissiveB")
+            create_topic(ns.addr, "TlsPermissiveA", 2, config=tls_client(pki))
+            produce_and_consume(ns.addr, "TlsPermissiveA", group="cg-TlsPermissiveA", client=tls_client(pki))
+            create_topic(ns.addr, "TlsPermissiveB", 2, config=ClientConfig())
+            produce_and_consume(ns.addr, "TlsPermissiveB", group="cg-TlsPermissiveB", client=ClientConfig())
 
 
 @pytest.mark.spark
@@ -235,7 +207,7 @@ def test_spark_connector_over_tls(
     ns, topic = enforcing[0].addr, "TlsSpark"
     with Admin(ns, config=tls_client(pki)) as admin:
         admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-        _wait_route(admin, topic)
+        wait_route(admin, topic)
     tls_options = {"nameServer": ns, "topic": topic, "tls": "true", "tlsTrustCertPath": str(pki.ca)}
     df = spark_session.createDataFrame([(f"s{i}",) for i in range(50)], "body string")
     df.write.format("rocketmq").options(**tls_options).mode("append").save()
@@ -252,7 +224,7 @@ def test_spark_exactly_once_sink_over_tls(
     ns, topic = enforcing[0].addr, "TlsSparkEos"
     with Admin(ns, config=tls_client(pki)) as admin:
         admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
-        _wait_route(admin, topic)
+        wait_route(admin, topic)
     tls_options = {"nameServer": ns, "topic": topic, "tls": "true", "tlsTrustCertPath": str(pki.ca)}
     df = spark_session.createDataFrame([(f"x{i}",) for i in range(60)], "body string").repartition(2)
     df.write.format("rocketmq").options(**tls_options).option("deliveryGuarantee", "exactlyOnce").option(
@@ -294,7 +266,7 @@ def test_replication_over_tls_is_byte_identical(tmp_path: Path, pki: Pki) -> Non
         client = tls_client(pki)
         with Admin(ns.addr, config=client) as admin:
             admin.create_topic("TlsRepl", broker_addr=master.addr, read_queue_nums=2, write_queue_nums=2)
-            _wait_route(admin, "TlsRepl")
+            wait_route(admin, "TlsRepl")
         with Producer(ns.addr, producer_group="pg-tls-repl", client=client) as producer:
             # SYNC_MASTER: SEND_OK only once the slave has the message, over the TLS HA connection
             statuses = [
@@ -302,10 +274,7 @@ def test_replication_over_tls_is_byte_identical(tmp_path: Path, pki: Pki) -> Non
             ]
         assert set(statuses) == {SendStatus.SEND_OK}
         target = _max_offset(master.addr, pki)
-        deadline = time.monotonic() + 30
-        while _max_offset(slave.addr, pki) != target:
-            assert time.monotonic() < deadline, "the slave did not reach the master's offset"
-            time.sleep(0.1)
+        wait_for(lambda: _max_offset(slave.addr, pki) == target, "the slave to reach the master's offset")
         mdir = tmp_path / "store-broker-t-0" / "commitlog"
         sdir = tmp_path / "store-broker-t-1" / "commitlog"
         names = sorted(p.name for p in mdir.iterdir())

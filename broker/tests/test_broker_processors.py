@@ -14,6 +14,7 @@ import pytest
 from rocketq.broker.executor import BoundedExecutor, Busy
 from rocketq.broker.server import BrokerController
 from rocketq.broker.testing import run_broker
+from rocketq.client import testing
 from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
@@ -21,7 +22,6 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     CreateTopicRequestHeader,
     GetMaxOffsetRequestHeader,
-    PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
@@ -70,19 +70,10 @@ def pull_header(
     suspend_ms: int = 0,
     sys_flag: int = 0x4,
 ) -> dict[str, str]:
-    flag = sys_flag | (0x2 if suspend_ms else 0)
-    return PullMessageRequestHeader(
-        consumer_group="cg",
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=flag,
-        commit_offset=0,
-        suspend_timeout_millis=suspend_ms,
-        subscription=sub,
-        sub_version=0,
-    ).to_ext_fields()
+    return testing.pull_header(
+        topic, queue_id, offset, group="cg", max_msg_nums=32, sys_flag=sys_flag, suspend_ms=suspend_ms,
+        subscription=sub, expression_type=None,
+    ).to_ext_fields()  # fmt: skip
 
 
 async def pull(client: RemotingClient, addr: str, **kw: Any) -> RemotingCommand:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -18,14 +17,7 @@ from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.slave import HAClient
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.testing import put_test_message, small_store
-
-
-async def _until(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+from rocketq.client.testing import async_wait_for
 
 
 async def _handshake(reader: asyncio.StreamReader) -> int:
@@ -74,13 +66,22 @@ def test_the_slave_learns_each_higher_confirm_offset(tmp_path: Path) -> None:
             confirm = [first]
             got: list[int] = []
             async with _group(m, s, lambda: confirm[0], got.append) as service:
-                await _until(lambda: s.max_phy_offset == second and got == [first], "replication + confirm")
+                await async_wait_for(
+                    lambda: s.max_phy_offset == second and got == [first],
+                    "replication + confirm",
+                    20.0,
+                    interval_s=0.02,
+                )
                 confirm[0] = second  # the SyncStateSet acknowledged the rest
                 service.wakeup()
-                await _until(lambda: got == [first, second], "the higher confirm offset")
+                await async_wait_for(
+                    lambda: got == [first, second], "the higher confirm offset", 20.0, interval_s=0.02
+                )
                 third = put_test_message(m)
                 service.wakeup()
-                await _until(lambda: s.max_phy_offset == third, "the next append")
+                await async_wait_for(
+                    lambda: s.max_phy_offset == third, "the next append", 20.0, interval_s=0.02
+                )
                 assert got == [first, second]  # unchanged confirm offsets are not sent again
                 mine, theirs = s.commit_log.segment_tail(0), m.commit_log.segment_tail(0)
                 assert mine is not None and theirs is not None
@@ -106,11 +107,14 @@ def test_an_unexpected_error_on_the_slave_ends_the_session_not_replication(
                     raise RuntimeError("a bug in a confirm listener")
 
             async with _group(m, s, lambda: m.max_phy_offset, listener) as service:
-                await _until(lambda: len(got) == 1, "the failing listener")
+                await async_wait_for(lambda: len(got) == 1, "the failing listener", 20.0, interval_s=0.02)
                 second = put_test_message(m)
                 service.wakeup()
-                await _until(
-                    lambda: s.max_phy_offset == second and got == [first, second], "replication to go on"
+                await async_wait_for(
+                    lambda: s.max_phy_offset == second and got == [first, second],
+                    "replication to go on",
+                    20.0,
+                    interval_s=0.02,
                 )
 
     with caplog.at_level(logging.ERROR):
@@ -134,7 +138,12 @@ def test_a_bug_in_a_masters_writer_is_logged_and_the_slave_reconnects(
 
             got: list[int] = []
             async with _group(m, s, confirm, got.append):
-                await _until(lambda: s.max_phy_offset == first and got == [first], "the next session")
+                await async_wait_for(
+                    lambda: s.max_phy_offset == first and got == [first],
+                    "the next session",
+                    20.0,
+                    interval_s=0.02,
+                )
 
     with caplog.at_level(logging.ERROR):
         asyncio.run(main())

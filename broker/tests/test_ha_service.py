@@ -17,6 +17,7 @@ from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.broker.testing import small_store
+from rocketq.client.testing import async_wait_for
 
 
 def _fill(store: MessageStore, n: int, first: int = 0) -> int:
@@ -58,14 +59,6 @@ def _client(store: MessageStore, port: int, *, truncate: bool = True) -> HAClien
     )
 
 
-async def _until(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), timeout_s)
-
-
 def _run(tmp: Path, body: Callable[[MessageStore, MessageStore, HAService], Awaitable[None]]) -> None:
     async def main() -> None:
         with small_store(tmp / "m") as master_store, small_store(tmp / "s") as slave_store:
@@ -90,7 +83,7 @@ def test_slave_catches_up_and_sync_master_waits(tmp_path: Path) -> None:
         client = _client(slave, service.port)
         client.start()
         try:
-            await _until(lambda: slave.max_phy_offset == end)
+            await async_wait_for(lambda: slave.max_phy_offset == end, "the slave at the end offset")
             assert client.status is SlaveStatus.REPLICATING
             end = _fill(master, 10, 500)
             assert await service.wait_replicated(end, 10.0) is PutMessageStatus.PUT_OK
@@ -99,7 +92,7 @@ def test_slave_catches_up_and_sync_master_waits(tmp_path: Path) -> None:
             assert in_sync == 1 and len(connections) == 1 and connections[0].in_sync
         finally:
             await client.stop()
-        await _until(lambda: not service.connections)
+        await async_wait_for(lambda: not service.connections, "the master to drop the connection")
         assert await service.wait_replicated(end + 1, 0.5) is PutMessageStatus.SLAVE_NOT_AVAILABLE
         assert slave.wait_dispatched()
         assert slave.get_max_offset_in_queue("T", 0) == 510
@@ -115,7 +108,7 @@ def test_a_report_beyond_the_master_acknowledges_nothing(tmp_path: Path) -> None
         writer.write(encode_report(end + 1000))
         header = await asyncio.wait_for(reader.readexactly(TRANSFER_HEADER.size), 5.0)
         assert TRANSFER_HEADER.unpack(header) == (end, 0)  # the master's heartbeat: it continues at its max
-        await _until(lambda: bool(service.connections))
+        await async_wait_for(lambda: bool(service.connections), "a slave connection")
         assert service.push_to_slave_max_offset == 0
         assert all(c.acked < 0 for c in service.connections)
         assert await service.wait_replicated(end, 0.3) is PutMessageStatus.SLAVE_NOT_AVAILABLE
@@ -137,7 +130,7 @@ def test_garbage_closes_the_connection(tmp_path: Path) -> None:
                     break
                 rest += chunk
             writer.close()
-        await _until(lambda: not service.connections)
+        await async_wait_for(lambda: not service.connections, "the master to drop the connection")
 
     _run(tmp_path, body)
 
@@ -155,13 +148,17 @@ def test_divergent_slave_truncates_or_refuses(tmp_path: Path) -> None:
             client.start()
             try:
                 if truncate:
-                    await _until(
-                        lambda: slave.max_phy_offset == end and client.status is SlaveStatus.REPLICATING
+                    await async_wait_for(
+                        lambda: slave.max_phy_offset == end and client.status is SlaveStatus.REPLICATING,
+                        "the slave replicating up to the end offset",
                     )
                     assert slave.wait_dispatched()
                     assert slave.get_max_offset_in_queue("T", 0) == 50
                 else:
-                    await _until(lambda: client.status is SlaveStatus.DIVERGENT_REFUSED)
+                    await async_wait_for(
+                        lambda: client.status is SlaveStatus.DIVERGENT_REFUSED,
+                        "the slave to refuse the divergent master",
+                    )
                     assert not client.readable
                     assert slave.max_phy_offset > end
             finally:
@@ -181,7 +178,10 @@ def test_stopping_a_master_with_a_connected_slave_logs_no_error(
         client = _client(slave, service.port)
         client.start()
         try:
-            await _until(lambda: slave.max_phy_offset == end and bool(service.connections))
+            await async_wait_for(
+                lambda: slave.max_phy_offset == end and bool(service.connections),
+                "the slave connected and at the end offset",
+            )
             await service.stop()  # with the slave still connected
             await asyncio.sleep(0.1)  # the handler's done callback runs
         finally:
@@ -200,7 +200,9 @@ def test_sync_master_times_out_sends_a_stalled_slave_does_not_acknowledge(tmp_pa
         end = _fill(master, 20)
         _reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
         writer.write(encode_report(end))  # in sync at ``end``, then silent
-        await _until(lambda: service.push_to_slave_max_offset == end)
+        await async_wait_for(
+            lambda: service.push_to_slave_max_offset == end, "the master to have pushed up to the end offset"
+        )
         later = _fill(master, 5, 20)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -221,7 +223,9 @@ def test_sync_master_times_out_sends_a_stalled_slave_does_not_acknowledge(tmp_pa
         writer.write(encode_report(later))
         assert await waiting is PutMessageStatus.PUT_OK
         assert not service._waiters
-        await _until(lambda: not service._deadlines, 5.0)  # (the last deadline passed)
+        await async_wait_for(
+            lambda: not service._deadlines, "no pending confirm deadline", 5.0
+        )  # (the last deadline passed)
         writer.close()
 
     _run(tmp_path, body)

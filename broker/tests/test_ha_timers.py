@@ -15,6 +15,7 @@ from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import OFFSET_REPORT, TRANSFER_HEADER, encode_report
 from rocketq.broker.ha.slave import HAClient
 from rocketq.broker.testing import put_test_message, small_store
+from rocketq.client.testing import async_wait_for
 
 HEARTBEAT_S = 0.1
 HOUSEKEEPING_S = 0.5
@@ -47,9 +48,9 @@ def test_slave_reports_while_idle_and_leaves_a_silent_master(tmp_path: Path) -> 
             )
             client.start()
             try:
-                deadline = time.monotonic() + 20
-                while not connections and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
+                await async_wait_for(
+                    lambda: bool(connections), "the slave to close its connection", 20, interval_s=0.05
+                )
             finally:
                 await client.stop()
         server.close()
@@ -105,9 +106,9 @@ def test_master_drops_a_silent_slave_and_wakes_on_append(
                 assert rest == b"", f"unexpected bytes from the master: {rest[:16].hex()}"
                 assert waited >= HOUSEKEEPING_S * 0.8, f"the master closed after {waited:.2f} s"
                 writer.close()
-                deadline = time.monotonic() + 5
-                while service.connections and time.monotonic() < deadline:
-                    await asyncio.sleep(0.02)
+                await async_wait_for(
+                    lambda: not service.connections, "the master to drop the silent slave", 5, interval_s=0.02
+                )
                 assert not service.connections, "the master still counts the silent slave"
             finally:
                 await service.stop()

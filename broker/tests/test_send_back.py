@@ -3,7 +3,6 @@ ScheduleMessageService) on a real store, spoken to over TCP."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from rocketq.client.remoting.headers import (
     SendMessageRequestHeaderV2,
 )
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
+from rocketq.client.testing import async_wait_value
 from rocketq.client.transport.aio import RemotingClient
 
 GROUP = "cg"
@@ -70,12 +70,13 @@ async def pull_msgs(client: RemotingClient, addr: str, topic: str, offset: int =
 async def wait_msgs(
     client: RemotingClient, addr: str, topic: str, n: int, timeout_s: float = 10
 ) -> list[StoredMessage]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """The messages of ``topic`` from offset 0, once there are at least ``n``."""
+
+    async def enough() -> list[StoredMessage] | None:
         got = await pull_msgs(client, addr, topic)
-        if len(got) >= n or time.monotonic() > deadline:
-            return got
-        await asyncio.sleep(0.1)
+        return got if len(got) >= n else None
+
+    return await async_wait_value(enough, f"{n} messages of {topic}", timeout_s, interval_s=0.1)
 
 
 async def send_back(

@@ -33,7 +33,7 @@ from rocketq.client.testing.messaging import (
     pull_header,
     wait_route,
 )
-from rocketq.client.testing.wait import WaitTimeout, wait_for, wait_value
+from rocketq.client.testing.wait import WaitTimeout, async_wait_for, async_wait_value, wait_for, wait_value
 
 __all__ = [
     "BROKER_BOOT_RE",
@@ -43,6 +43,8 @@ __all__ = [
     "ServerProcess",
     "ServerStartError",
     "WaitTimeout",
+    "async_wait_for",
+    "async_wait_value",
     "broker_conf_text",
     "create_topic",
     "drain",

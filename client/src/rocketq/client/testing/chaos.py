@@ -45,17 +45,24 @@ class Stored:
 
 @dataclass(frozen=True)
 class Acked:
-    """What one answer said about one message: its UNIQ_KEY, status and place, the broker's
-    port, and (for ordered senders) the message's key and sequence number."""
+    """What one answer said about one message: its UNIQ_KEY, status, queue, queue offset and
+    body, the answering broker's port, and (for ordered senders) the message's key and sequence
+    number."""
 
     msg_id: str
     status: SendStatus
-    stored: Stored
+    queue_id: int
+    queue_offset: int
+    body: bytes
     port: int
     sent_at: float  # monotonic, when the send started
     acked_at: float
     key: str = ""
     seq: int = 0
+
+    @property
+    def stored(self) -> Stored:
+        return Stored(self.queue_id, self.queue_offset, self.body)
 
 
 class Ledger:
@@ -85,8 +92,10 @@ class Ledger:
             port = broker_port(result.offset_msg_id)
             for i, uniq in enumerate(result.msg_id.split(",")):
                 msg = next(it)
-                where = Stored(result.message_queue.queue_id, result.queue_offset + i, msg.body)
-                entries.append(Acked(uniq, result.send_status, where, port, sent_at, acked_at))
+                queue_id, offset = result.message_queue.queue_id, result.queue_offset + i
+                entries.append(
+                    Acked(uniq, result.send_status, queue_id, offset, msg.body, port, sent_at, acked_at)
+                )
         with self._lock:
             self._acked.extend(entries)
 

@@ -4,15 +4,17 @@ Servers, brokers and clients in the tests work asynchronously (a route reaches t
 after the broker's next registration, a slave catches up in the background), so a test waits for
 the state it needs instead of sleeping a fixed time.  Every wait here is bounded and, when the
 deadline passes, fails with an ``AssertionError`` that names what it waited for and how long.
+The ``async_`` variants poll the same way inside an event loop (tests of asyncio components).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["WaitTimeout", "wait_for", "wait_value"]
+__all__ = ["WaitTimeout", "async_wait_for", "async_wait_value", "wait_for", "wait_value"]
 
 _T = TypeVar("_T")
 
@@ -72,3 +74,37 @@ def wait_value(
         if time.monotonic() > deadline:
             raise WaitTimeout(what, timeout_s, last)
         time.sleep(interval_s)
+
+
+async def async_wait_for(
+    predicate: Callable[[], bool],
+    what: str,
+    timeout_s: float = DEFAULT_WAIT_S,
+    *,
+    interval_s: float = 0.01,
+) -> None:
+    """:func:`wait_for` inside an event loop: the loop runs between the polls."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise WaitTimeout(what, timeout_s)
+        await asyncio.sleep(interval_s)
+
+
+async def async_wait_value(
+    probe: Callable[[], Awaitable[_T | None]],
+    what: str,
+    timeout_s: float = DEFAULT_WAIT_S,
+    *,
+    interval_s: float = 0.05,
+) -> _T:
+    """Await ``probe`` until it returns something other than ``None`` or ``False`` and return it;
+    raise :class:`WaitTimeout` (naming ``what``) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise WaitTimeout(what, timeout_s)
+        await asyncio.sleep(interval_s)
