@@ -39,7 +39,6 @@ from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
 from rocketq.connector import commit_log as cl
 from rocketq.connector.access import BrokerAccess
-from rocketq.connector.offsets import QueueRef
 from rocketq.connector.testing import SPARK_BROKER_CONF, Cluster, create_topic, local_cluster, produce
 from rocketq.connector.transactional import CheckResolver, end_handles, from_client_result
 
@@ -99,7 +98,7 @@ def read_topic(
             offset = (start or {}).get(ref.queue_id, 0)
             while True:
                 res = access.pull(
-                    QueueRef(topic, ref.broker_name, ref.queue_id),
+                    MessageQueue(topic, ref.broker_name, ref.queue_id),
                     addr,
                     offset,
                     group="eos-test-reader",
@@ -418,7 +417,7 @@ def test_check_back_commit_keeps_queue_order(tmp_path: Path) -> None:
             access.api.end_transaction(cluster.broker_addr, header, None, oneway=False, timeout_ms=5000)
             end_handles(access.api, group, [handle], LocalTransactionState.COMMIT_MESSAGE, 5000)
 
-            queue = QueueRef("EosOrder", cluster.broker_name, 0)
+            queue = MessageQueue("EosOrder", cluster.broker_name, 0)
             bodies: list[str] = []
             deadline = time.monotonic() + 30
             while len(bodies) < 10 and time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rocketq.broker.processor import send as send_module
+from rocketq.broker.processor import send_put as send_module
 from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import FlushDiskType, StoreConfig
 from rocketq.broker.store.message_store import MessageStore

@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketq.connector.offsets import OffsetMap, QueueRef
+from rocketq.client.remoting.vocabulary import MessageQueue
+from rocketq.connector.offsets import OffsetMap, parse_queue_key
 from rocketq.connector.positions import limit_offsets
 
 queue_refs = st.builds(
-    QueueRef,
+    MessageQueue,
     st.sampled_from(["t1", "t2", "orders"]),
     st.sampled_from(["broker-a", "broker-b"]),
     st.integers(0, 40),
@@ -20,7 +21,7 @@ queue_refs = st.builds(
 
 
 @given(st.dictionaries(queue_refs, st.integers(0, 2**40), max_size=30))
-def test_json_round_trip_is_canonical(items: dict[QueueRef, int]) -> None:
+def test_json_round_trip_is_canonical(items: dict[MessageQueue, int]) -> None:
     m = OffsetMap(items)
     text = json.dumps(m.to_json_dict())
     back = OffsetMap.from_json_dict(json.loads(text))
@@ -30,7 +31,7 @@ def test_json_round_trip_is_canonical(items: dict[QueueRef, int]) -> None:
 
 
 def test_queue_order_is_numeric() -> None:
-    m = OffsetMap({QueueRef("t", "b", 10): 1, QueueRef("t", "b", 2): 2, QueueRef("a", "b", 0): 3})
+    m = OffsetMap({MessageQueue("t", "b", 10): 1, MessageQueue("t", "b", 2): 2, MessageQueue("a", "b", 0): 3})
     assert m.to_json() == '{"a":{"b:0":3},"t":{"b:2":2,"b:10":1}}'
 
 
@@ -43,12 +44,12 @@ def test_malformed_offsets(bad: object) -> None:
 
 
 def test_queue_key_parse() -> None:
-    assert QueueRef.parse("t", "broker-a:7") == QueueRef("t", "broker-a", 7)
-    assert QueueRef.parse("t", "host:1:7").broker_name == "host:1"
+    assert parse_queue_key("t", "broker-a:7") == MessageQueue("t", "broker-a", 7)
+    assert parse_queue_key("t", "host:1:7").broker_name == "host:1"
 
 
-def q(i: int) -> QueueRef:
-    return QueueRef("t", "b", i)
+def q(i: int) -> MessageQueue:
+    return MessageQueue("t", "b", i)
 
 
 def test_limit_is_proportional_and_exact() -> None:

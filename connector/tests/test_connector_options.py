@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.errors import OptionError
-from rocketq.connector.offsets import OffsetMap, QueueRef
+from rocketq.connector.offsets import OffsetMap
 from rocketq.connector.options import (
     DEFAULT_MAX_TRIGGER_DELAY_MS,
     StartMode,
@@ -90,7 +91,7 @@ def test_starting_precedence_is_kafkas() -> None:
     two = src(startingOffsets="earliest", startingOffsetsByTimestamp='{"orders": {"b:0": 5}}')
     spec = parse_source_options(two).starting
     assert spec.mode is StartMode.TIMESTAMP_PER_QUEUE
-    assert spec.offsets == OffsetMap({QueueRef("orders", "b", 0): 5})
+    assert spec.offsets == OffsetMap({MessageQueue("orders", "b", 0): 5})
 
 
 def test_json_offsets_with_sentinels() -> None:

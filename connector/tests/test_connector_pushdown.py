@@ -25,8 +25,8 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.errors import OptionError
-from rocketq.connector.offsets import QueueRef
 from rocketq.connector.options import parse_source_options
 from rocketq.connector.planning import QueueRange, plan_partitions
 from rocketq.connector.positions import narrow_ranges
@@ -201,11 +201,14 @@ def test_queue_filters_prune_queues_with_three_valued_logic() -> None:
     kept = [
         q
         for q in (
-            QueueRef(t, b, i) for t in ("Orders", "Logs") for b in ("broker-a", "broker-b") for i in range(4)
+            MessageQueue(t, b, i)
+            for t in ("Orders", "Logs")
+            for b in ("broker-a", "broker-b")
+            for i in range(4)
         )
         if scan.keeps_queue(q)
     ]
-    assert kept == [QueueRef("Orders", "broker-a", 2), QueueRef("Orders", "broker-a", 3)]
+    assert kept == [MessageQueue("Orders", "broker-a", 2), MessageQueue("Orders", "broker-a", 3)]
     # 2 IN (1, NULL) is NULL: the queue is kept, its rows fail the re-check
     assert holds(In(("queueId",), (1, None)), 2) is None
     assert holds(Not(In(("queueId",), (1, None))), 2) is None
@@ -318,13 +321,13 @@ class _FakeTimes:
     def __init__(self, times_ms: list[int]) -> None:
         self.times = times_ms
 
-    def search_offset(self, queue: QueueRef, addr: str, timestamp_ms: int) -> int:
+    def search_offset(self, queue: MessageQueue, addr: str, timestamp_ms: int) -> int:
         for offset, t in enumerate(self.times):
             if t >= timestamp_ms:
                 return offset
         return len(self.times) - 1  # after every message: the last one
 
-    def max_offset(self, queue: QueueRef, addr: str) -> int:
+    def max_offset(self, queue: MessageQueue, addr: str) -> int:
         return len(self.times)
 
 
@@ -342,7 +345,7 @@ class _FakeTimes:
     ],
 )
 def test_narrow_ranges_by_time(low: int | None, high: int | None, want: tuple[int, int]) -> None:
-    q = QueueRef("T", "broker-a", 0)
+    q = MessageQueue("T", "broker-a", 0)
     access: Any = _FakeTimes([10, 10, 20, 30, 40, 50])
     scan = PushedScan(time_low_ms=low, time_high_ms=high)
     begins, ends = narrow_ranges(access, scan, {q: "addr"}, {q: 0}, {q: 6})

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.errors import DataLossError
-from rocketq.connector.offsets import QueueRef
 from rocketq.connector.options import parse_source_options
 from rocketq.connector.planning import RocketMQInputPartition
 from rocketq.connector.source import RocketMQStreamReader
@@ -26,24 +26,24 @@ class FakeAccess:
         self.mins = {q: 0 for q in maxes}
         self.committed: dict[tuple[str, int], int] = {}
 
-    def ref(self, q: int) -> QueueRef:
-        return QueueRef("t", "b", q)
+    def ref(self, q: int) -> MessageQueue:
+        return MessageQueue("t", "b", q)
 
     def discover(
         self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
-    ) -> dict[QueueRef, str]:
+    ) -> dict[MessageQueue, str]:
         return {self.ref(q): ADDR for q in sorted(self.maxes)}
 
-    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[QueueRef, str]:
+    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[MessageQueue, str]:
         return self.discover([topic], None, missing_ok=missing_ok)
 
-    def max_offset(self, queue: QueueRef, addr: str) -> int:
+    def max_offset(self, queue: MessageQueue, addr: str) -> int:
         return self.maxes[queue.queue_id]
 
-    def min_offset(self, queue: QueueRef, addr: str) -> int:
+    def min_offset(self, queue: MessageQueue, addr: str) -> int:
         return self.mins[queue.queue_id]
 
-    def commit_offset(self, queue: QueueRef, addr: str, group: str, offset: int) -> None:
+    def commit_offset(self, queue: MessageQueue, addr: str, group: str, offset: int) -> None:
         self.committed[(group, queue.queue_id)] = offset
 
 

@@ -1,7 +1,7 @@
 """The connector's view of the cluster: queue discovery, offsets and pulls over the client API.
 
 :class:`BrokerAccess` wraps :class:`rocketq.client.api.BlockingMQClientAPI` with the few calls
-the source and sink need, in the connector's vocabulary (:class:`QueueRef`), and turns "cannot
+the source and sink need, in the connector's vocabulary (:class:`MessageQueue`), and turns "cannot
 reach the NameServer" and "no such topic" into :class:`OptionError`\\ s naming the option, so a
 misconfigured query fails at start with a clear message.
 
@@ -12,44 +12,50 @@ tasks and micro-batches (Python workers are reused) and is rebuilt after a fork.
 
 Replicas.  Reads go to a broker group's master, or to a slave while the master is absent from
 the route or fails at the transport level (the read is made again on the next replica), and
-follow the pull answers' ``suggestWhichBrokerId`` as Java's PullAPIWrapper does.  Offsets are
-the same on every replica of a group, so a range planned on the master reads the same messages
-from its slave.
+follow the pull answers' ``suggestWhichBrokerId`` as Java's PullAPIWrapper does: the client's
+replica choice and failover (:class:`rocketq.client.replica_reads.BlockingReplicaReads`).
+Offsets are the same on every replica of a group, so a range planned on the master reads the
+same messages from its slave.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import NameServerUnreachableError, NoRouteError, RemotingError, RocketQError
-from rocketq.client.instance import UnreachableReplicas, pick_replica
+from rocketq.client.errors import (
+    NameServerUnreachableError,
+    NoRouteError,
+    RocketQError,
+    SubscriptionError,
+)
+from rocketq.client.instance import FindBrokerResult
+from rocketq.client.model import PullResult
+from rocketq.client.remoting.headers import PullMessageRequestHeader
+from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import (
     MASTER_ID,
     ExpressionType,
+    MessageQueue,
     PullSysFlag,
     is_internal_topic,
     is_readable,
 )
+from rocketq.client.replica_reads import DEFAULT_UNREACHABLE_BACKOFF_MS, BlockingReplicaReads
 from rocketq.connector.errors import BrokerUnavailableError, OptionError
-from rocketq.connector.offsets import QueueRef
-
-if TYPE_CHECKING:
-    from rocketq.client.api import BlockingMQClientAPI
-    from rocketq.client.model import PullResult
-    from rocketq.client.remoting.route import TopicRouteData
+from rocketq.connector.offsets import queue_text
 
 log = logging.getLogger("rocketq.connector")
 _T = TypeVar("_T")
 
 # a replica that failed at the transport level is passed over for this long (the client's default)
-UNREACHABLE_BACKOFF_MS = 5_000
+UNREACHABLE_BACKOFF_MS = DEFAULT_UNREACHABLE_BACKOFF_MS
 
 
 class BrokerAccess:
@@ -58,15 +64,14 @@ class BrokerAccess:
     def __init__(
         self, name_server: str, *, timeout_ms: int = 10_000, client: ClientConfig | None = None
     ) -> None:
-        from rocketq.client.api import BlockingMQClientAPI
-
         self.name_server = name_server
         self.timeout_ms = timeout_ms
-        self.api: BlockingMQClientAPI = BlockingMQClientAPI(name_server, config=client)
-        self._replicas: dict[str, dict[int, str]] = {}  # broker name -> {broker id: address}
-        self._unreachable = UnreachableReplicas(UNREACHABLE_BACKOFF_MS)
-        self._suggested: dict[QueueRef, int] = {}  # the last suggestWhichBrokerId per queue
-        self._served_by: dict[QueueRef, int] = {}  # the broker id that answered the last read
+        self.api = BlockingMQClientAPI(name_server, config=client)
+        self.replicas = BlockingReplicaReads(
+            self.api, timeout_ms=timeout_ms, unreachable_backoff_ms=UNREACHABLE_BACKOFF_MS
+        )
+        self._suggested: dict[MessageQueue, int] = {}  # the last suggestWhichBrokerId per queue
+        self._served_by: dict[MessageQueue, int] = {}  # the broker id that answered the last read
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -88,70 +93,53 @@ class BrokerAccess:
                 "nameServer", f"cannot get the route of {topic!r} from {self.name_server}: {exc}"
             ) from exc
 
-    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[QueueRef, str]:
+    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[MessageQueue, str]:
         """Readable queues of ``topic`` with the address to read them from: the master, or a
         slave of the group while the master is absent from the route or does not answer."""
         route = self.route(topic, missing_ok=missing_ok)
         if route is None:
             return {}
-        self._learn(route)
-        queues: dict[QueueRef, str] = {}
+        self.replicas.learn(route)
+        queues: dict[MessageQueue, str] = {}
         for qd in route.queue_datas:
-            found = pick_replica(self._replicas.get(qd.broker_name, {}), unreachable=self._unreachable)
+            found = self.replicas.find_broker_in_subscribe(qd.broker_name)
             if found is not None and is_readable(qd.perm):
                 for queue_id in range(qd.read_queue_nums):
-                    queues[QueueRef(topic, qd.broker_name, queue_id)] = found.broker_addr
+                    queues[MessageQueue(topic, qd.broker_name, queue_id)] = found.broker_addr
         return queues
-
-    def _learn(self, route: TopicRouteData) -> None:
-        for bd in route.broker_datas:
-            self._replicas[bd.broker_name] = dict(bd.broker_addrs)
 
     # -- replicas --------------------------------------------------------------------------
 
     def _on_replica(
-        self, what: str, queue: QueueRef, addr: str, call: Callable[[str], _T], broker_id: int = MASTER_ID
+        self,
+        what: str,
+        queue: MessageQueue,
+        addr: str,
+        call: Callable[[str], _T],
+        broker_id: int = MASTER_ID,
     ) -> _T:
-        """``call(address)`` on ``addr`` (or the replica ``broker_id`` names), and on a transport
-        error on the other replicas of the queue's broker group in turn (route refreshed), so a
-        read keeps working on a slave while the master is down.  Broker answers are raised as
-        BrokerUnavailableError naming ``what``."""
-        group = queue.broker_name
-        if group not in self._replicas:  # an executor's first read: learn the group's replicas
-            with contextlib.suppress(RocketQError):
-                self._learn(self.api.get_topic_route(queue.topic, self.timeout_ms))
-        first = pick_replica(self._replicas.get(group, {}), broker_id, unreachable=self._unreachable)
-        detour = first is not None and (broker_id != MASTER_ID or addr in self._unreachable)
-        chosen = first.broker_addr if first is not None and detour else addr
-        tried: set[str] = set()
-        while True:
-            try:
-                result = call(chosen)
-            except RemotingError as exc:
-                log.info("%s of %s on %s failed (%s); trying another replica", what, queue, chosen, exc)
-                self._unreachable.mark(chosen)
-                tried.add(chosen)
-                with contextlib.suppress(RocketQError):
-                    self._learn(self.api.get_topic_route(queue.topic, self.timeout_ms))
-                replicas = self._replicas.get(group, {})
-                found = pick_replica(replicas, exclude=tried, unreachable=self._unreachable)
-                if found is None:
-                    raise self._wrap(what, queue, exc) from exc
-                chosen = found.broker_addr
-                continue
-            except RocketQError as exc:
-                raise self._wrap(what, queue, exc) from exc
-            self._unreachable.clear(chosen)
-            self._served_by[queue] = self._broker_id_of(group, chosen)
+        """``call(address)`` on the replica of the queue's broker group the client picks (the one
+        ``broker_id`` names, else the master, else a slave), and on a transport error on the other
+        replicas in turn, so a read keeps working on a slave while the master is down.  ``addr``
+        (the planned replica) is used as it is only when no route names the group.  Broker
+        answers are raised as BrokerUnavailableError naming ``what``."""
+
+        def on(found: FindBrokerResult) -> _T:
+            result = call(found.broker_addr)
+            self._served_by[queue] = found.broker_id
             return result
 
-    def _broker_id_of(self, broker_name: str, addr: str) -> int:
-        for bid, known in self._replicas.get(broker_name, {}).items():
-            if known == addr:
-                return bid
-        return MASTER_ID
+        try:
+            try:
+                return self.replicas.invoke_on_replica(queue.broker_name, queue.topic, on, broker_id)
+            except (NoRouteError, NameServerUnreachableError):
+                if self.replicas.knows(queue.broker_name):
+                    raise
+                return on(FindBrokerResult(addr, MASTER_ID))  # no route to learn from: the planned one
+        except RocketQError as exc:
+            raise self._wrap(what, queue, exc) from exc
 
-    def served_by_slave(self, queue: QueueRef) -> bool:
+    def served_by_slave(self, queue: MessageQueue) -> bool:
         """Whether the last read of ``queue`` was answered by a slave (its master is down)."""
         return self._served_by.get(queue, MASTER_ID) != MASTER_ID
 
@@ -166,40 +154,40 @@ class BrokerAccess:
 
     def discover(
         self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
-    ) -> dict[QueueRef, str]:
+    ) -> dict[MessageQueue, str]:
         """All readable queues of the subscribed topics (``missing_ok`` tolerates deleted topics)."""
         names = self.topics_matching(pattern) if pattern is not None else list(topics)
-        found: dict[QueueRef, str] = {}
+        found: dict[MessageQueue, str] = {}
         for topic in names:
             found.update(self.read_queues(topic, missing_ok=missing_ok or pattern is not None))
         return dict(sorted(found.items()))
 
     # -- offsets ---------------------------------------------------------------------------
 
-    def _wrap(self, what: str, queue: QueueRef, exc: RocketQError) -> BrokerUnavailableError:
-        return BrokerUnavailableError(f"{what} of {queue} failed: {exc}")
+    def _wrap(self, what: str, queue: MessageQueue, exc: RocketQError) -> BrokerUnavailableError:
+        return BrokerUnavailableError(f"{what} of {queue_text(queue)} failed: {exc}")
 
-    def min_offset(self, queue: QueueRef, addr: str) -> int:
+    def min_offset(self, queue: MessageQueue, addr: str) -> int:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
         return self._on_replica("GET_MIN_OFFSET", queue, addr, lambda a: api.get_min_offset(a, t, q, ms))
 
-    def max_offset(self, queue: QueueRef, addr: str) -> int:
+    def max_offset(self, queue: MessageQueue, addr: str) -> int:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
         return self._on_replica("GET_MAX_OFFSET", queue, addr, lambda a: api.get_max_offset(a, t, q, ms))
 
-    def search_offset(self, queue: QueueRef, addr: str, timestamp_ms: int) -> int:
+    def search_offset(self, queue: MessageQueue, addr: str, timestamp_ms: int) -> int:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
         return self._on_replica(
             "SEARCH_OFFSET_BY_TIMESTAMP", queue, addr, lambda a: api.search_offset(a, t, q, timestamp_ms, ms)
         )
 
-    def committed_offset(self, queue: QueueRef, addr: str, group: str) -> int | None:
+    def committed_offset(self, queue: MessageQueue, addr: str, group: str) -> int | None:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
         return self._on_replica(
             "QUERY_CONSUMER_OFFSET", queue, addr, lambda a: api.query_consumer_offset(a, group, t, q, ms)
         )
 
-    def commit_offset(self, queue: QueueRef, addr: str, group: str, offset: int) -> None:
+    def commit_offset(self, queue: MessageQueue, addr: str, group: str, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET on the master, on a slave while the master is down (as Java's
         clients do; the master gets the offset again with the next commit once it is back)."""
         api, t, q = self.api, queue.topic, queue.queue_id
@@ -210,7 +198,7 @@ class BrokerAccess:
 
     def pull(
         self,
-        queue: QueueRef,
+        queue: MessageQueue,
         addr: str,
         offset: int,
         *,
@@ -227,8 +215,6 @@ class BrokerAccess:
         another broker id (``suggestWhichBrokerId``), and to another replica of the group when
         that one does not answer.
         """
-        from rocketq.client.remoting.headers import PullMessageRequestHeader
-
         header = PullMessageRequestHeader(
             consumer_group=group,
             topic=queue.topic,
@@ -252,15 +238,13 @@ class BrokerAccess:
         self._suggested[queue] = result.suggest_which_broker_id
         return result
 
-    def check_sql92(self, queue: QueueRef, addr: str, expression: str, *, group: str) -> None:
+    def check_sql92(self, queue: MessageQueue, addr: str, expression: str, *, group: str) -> None:
         """Fail with an OptionError naming ``sqlFilter`` when the broker of ``queue`` refuses the
         SQL92 ``expression`` (not compiled, or ``enablePropertyFilter`` is off).
 
         The probe pulls at the queue's max offset, so it transfers no message: the broker compiles
         the subscription before it looks at the queue.
         """
-        from rocketq.client.errors import SubscriptionError
-
         offset = self.max_offset(queue, addr)
         try:
             self.pull(

@@ -27,20 +27,25 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rocketq.client.model import LocalTransactionState
+from rocketq.client.admin import Admin
+from rocketq.client.config import ClientConfig
+from rocketq.client.errors import NoPermissionError, RocketQError
+from rocketq.client.model import LocalTransactionState, Message, PullStatus, SendStatus
+from rocketq.client.producer import Producer
+from rocketq.client.remoting.message import iter_stored_messages
+from rocketq.client.remoting.route import TopicRouteData
+from rocketq.client.remoting.vocabulary import MASTER_ID, MessageQueue
+from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import SinkError
-
-if TYPE_CHECKING:
-    from rocketq.client.config import ClientConfig
-    from rocketq.connector.access import BrokerAccess
 
 log = logging.getLogger("rocketq.connector.eos")
 
 COMMIT_TOPIC_PREFIX = "RQ_SINK_COMMITS_"
 RECORD_TAG = "commit"
 MAX_RECORD_BYTES = 3 * 1024 * 1024  # below the broker's 4 MiB maxMessageSize
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the broker's maxMessageSize
 RECORD_VERSION = 1
 PROP_SINK = "__RQ_SINK"  # on commit records
 PROP_BATCH = "__RQ_BATCH"  # on commit records
@@ -85,6 +90,12 @@ def commit_topic(sink_id: str) -> str:
 
 def producer_group(sink_id: str) -> str:
     return f"rq-eos-{sink_id}"
+
+
+def record_producer_group(sink_id: str) -> str:
+    """The producer group of the driver's commit-record sends: not the sink's transactional group,
+    so that a broker never picks the driver's connection to ask a half message's check-back."""
+    return f"rq-eos-commit-{sink_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +252,7 @@ class CommitLog:
         self.index = CommitIndex()
         self._lock = threading.Lock()
         self._addr: tuple[str, str] | None = None  # (broker name, master address)
+        self._producer: Producer | None = None  # the driver's, made by its first append
 
     # -- location ----------------------------------------------------------------------------
 
@@ -253,7 +265,7 @@ class CommitLog:
                 return None
             self._create()
             route = self._wait_route()
-        masters = {bd.broker_name: bd.broker_addrs.get(0) for bd in route.broker_datas}
+        masters = {bd.broker_name: bd.broker_addrs.get(MASTER_ID) for bd in route.broker_datas}
         name = sorted(qd.broker_name for qd in route.queue_datas)[0]
         addr = masters.get(name)
         if not addr:
@@ -270,9 +282,6 @@ class CommitLog:
             self._locate(create=True)
 
     def _create(self) -> None:
-        from rocketq.client.admin import Admin
-        from rocketq.client.errors import NoPermissionError
-
         info = self.access.api.get_broker_cluster_info(self.timeout_ms)
         masters = sorted(
             (bd.broker_name, bd.master_addr) for bd in info.broker_addr_table.values() if bd.master_addr
@@ -294,7 +303,7 @@ class CommitLog:
             ) from exc
         log.info("created the commit-log topic %s on %s", self.topic, masters[0][0])
 
-    def _wait_route(self) -> Any:
+    def _wait_route(self) -> TopicRouteData:
         deadline = time.monotonic() + max(self.timeout_ms / 1000, 5.0)
         while True:
             route = self.access.route(self.topic, missing_ok=True)
@@ -308,16 +317,13 @@ class CommitLog:
 
     def refresh(self) -> CommitIndex:
         """Read records appended since the last call (none if the topic does not exist yet)."""
-        from rocketq.client.model import PullStatus
-        from rocketq.client.remoting.message import iter_stored_messages
-        from rocketq.connector.offsets import QueueRef
 
         with self._lock:
             where = self._locate(create=False)
             if where is None:
                 return self.index
             name, addr = where
-            queue = QueueRef(self.topic, name, 0)
+            queue = MessageQueue(self.topic, name, 0)
             while True:
                 result = self.access.pull(
                     queue, addr, self.index.next_offset, group=f"rq-eos-reader-{self.sink_id}", max_nums=256,
@@ -349,37 +355,36 @@ class CommitLog:
 
     # -- append --------------------------------------------------------------------------------
 
+    def _record_producer(self) -> Producer:
+        """The producer of this sink's commit records: one queue, sent as they are (the body is
+        compressed already), to the master the client finds for the queue's broker."""
+        if self._producer is None:
+            producer = Producer(
+                self.access.name_server,
+                producer_group=record_producer_group(self.sink_id),
+                client=self.client or ClientConfig(),
+                send_msg_timeout_ms=self.timeout_ms,
+                default_topic_queue_nums=1,
+                compress_msg_body_over_howmuch=MAX_MESSAGE_BYTES,
+                max_message_size=MAX_MESSAGE_BYTES,
+            )
+            producer.start()
+            self._producer = producer
+        return self._producer
+
     def append(self, record: CommitRecord) -> None:
         """Synchronous send of ``record``; returns once the broker stored it (flushed with SYNC_FLUSH)."""
-        from rocketq.client.errors import RocketQError
-        from rocketq.client.model import Message, SendStatus
-        from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
-        from rocketq.client.remoting.msgid import new_uniq_key
-        from rocketq.client.remoting.properties import encode_properties
-        from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC
-
         body = record.to_body()
-        name, addr = self._locate(create=True) or ("", "")
-        props = {"TAGS": RECORD_TAG, "KEYS": f"{record.sink}:{record.batch}", "UNIQ_KEY": new_uniq_key(),
-                 "WAIT": "true", PROP_SINK: record.sink, PROP_BATCH: record.batch}  # fmt: skip
-        header = SendMessageRequestHeaderV2(
-            producer_group=producer_group(self.sink_id),
-            topic=self.topic,
-            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-            default_topic_queue_nums=1,
-            queue_id=0,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties=encode_properties(props),
-            reconsume_times=0,
-            batch=False,
-            broker_name=name,
+        name, _ = self._locate(create=True) or ("", "")
+        msg = Message(
+            self.topic,
+            body,
+            tags=RECORD_TAG,
+            keys=f"{record.sink}:{record.batch}",
+            properties={PROP_SINK: record.sink, PROP_BATCH: record.batch},
         )
         try:
-            result = self.access.api.send_message(
-                addr, name, Message(self.topic, body), header, self.timeout_ms
-            )
+            result = self._record_producer().send(msg, queue=MessageQueue(self.topic, name, 0))
         except RocketQError as exc:
             raise SinkError(
                 f"appending the commit record of batch {record.batch} to {self.topic} failed: {exc}"

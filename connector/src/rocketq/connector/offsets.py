@@ -1,7 +1,7 @@
 """The connector's offset model: per-queue positions serialised as canonical JSON.
 
-A source offset maps every queue the query reads, identified by ``(topic, brokerName,
-queueId)``, to the *next* ConsumeQueue offset to read (RocketMQ's "consumer offset", one past
+A source offset maps every queue the query reads, a client :class:`MessageQueue` ``(topic,
+brokerName, queueId)``, to the *next* ConsumeQueue offset to read (RocketMQ's "consumer offset", one past
 the last message consumed).  Spark stores offsets as the ``json.dumps`` of the dict we return and
 decides whether a micro-batch has new data by comparing those strings, so the dict is always built
 in one canonical order: topics sorted, queues sorted by broker name then numeric queue id::
@@ -18,51 +18,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from rocketq.client.remoting.vocabulary import MessageQueue
 
 EARLIEST = -2
 LATEST = -1
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class QueueRef:
-    """One ConsumeQueue: the unit of ordering and of offsets."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    @property
-    def key(self) -> str:
-        """``"brokerName:queueId"``, the JSON key of this queue inside its topic."""
-        return f"{self.broker_name}:{self.queue_id}"
-
-    @classmethod
-    def parse(cls, topic: str, key: str) -> QueueRef:
-        """Parse ``"brokerName:queueId"``; raises ValueError on another form."""
-        broker_name, sep, queue_text = key.rpartition(":")
-        if not sep or not broker_name or not queue_text.isdigit():
-            raise ValueError(f"queue key {key!r} is not of the form 'brokerName:queueId'")
-        return cls(topic, broker_name, int(queue_text))
-
-    def __str__(self) -> str:
-        return f"{self.topic}/{self.key}"
+def parse_queue_key(topic: str, key: str) -> MessageQueue:
+    """The queue of ``topic`` named ``"brokerName:queueId"`` (:attr:`MessageQueue.key`); raises
+    ValueError on another form."""
+    broker_name, sep, queue_text = key.rpartition(":")
+    if not sep or not broker_name or not queue_text.isdigit():
+        raise ValueError(f"queue key {key!r} is not of the form 'brokerName:queueId'")
+    return MessageQueue(topic, broker_name, int(queue_text))
 
 
-class OffsetMap(Mapping[QueueRef, int]):
-    """An immutable, canonically ordered ``QueueRef -> offset`` mapping."""
+def queue_text(queue: MessageQueue) -> str:
+    """``"topic/brokerName:queueId"``: how messages and errors name a queue."""
+    return f"{queue.topic}/{queue.key}"
+
+
+class OffsetMap(Mapping[MessageQueue, int]):
+    """An immutable, canonically ordered ``MessageQueue -> offset`` mapping."""
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: Mapping[QueueRef, int] | Iterable[tuple[QueueRef, int]] = ()) -> None:
+    def __init__(self, items: Mapping[MessageQueue, int] | Iterable[tuple[MessageQueue, int]] = ()) -> None:
         pairs = items.items() if isinstance(items, Mapping) else items
-        self._items: dict[QueueRef, int] = dict(sorted((q, int(o)) for q, o in pairs))
+        self._items: dict[MessageQueue, int] = dict(sorted((q, int(o)) for q, o in pairs))
 
-    def __getitem__(self, queue: QueueRef) -> int:
+    def __getitem__(self, queue: MessageQueue) -> int:
         return self._items[queue]
 
-    def __iter__(self) -> Iterator[QueueRef]:
+    def __iter__(self) -> Iterator[MessageQueue]:
         return iter(self._items)
 
     def __len__(self) -> int:
@@ -83,13 +73,13 @@ class OffsetMap(Mapping[QueueRef, int]):
     def topics(self) -> list[str]:
         return sorted({q.topic for q in self._items})
 
-    def replace(self, updates: Mapping[QueueRef, int]) -> OffsetMap:
+    def replace(self, updates: Mapping[MessageQueue, int]) -> OffsetMap:
         """A copy with ``updates`` applied (new queues are added)."""
         merged = dict(self._items)
         merged.update(updates)
         return OffsetMap(merged)
 
-    def without(self, queues: Iterable[QueueRef]) -> OffsetMap:
+    def without(self, queues: Iterable[MessageQueue]) -> OffsetMap:
         drop = set(queues)
         return OffsetMap((q, o) for q, o in self._items.items() if q not in drop)
 
@@ -113,18 +103,18 @@ class OffsetMap(Mapping[QueueRef, int]):
             raise ValueError(
                 f"expected a JSON object {{topic: {{brokerName:queueId: offset}}}}, got {data!r}"
             )
-        pairs: list[tuple[QueueRef, int]] = []
+        pairs: list[tuple[MessageQueue, int]] = []
         for topic, queues in data.items():
             if not isinstance(queues, dict):
                 raise ValueError(f"topic {topic!r}: expected an object of 'brokerName:queueId' -> offset")
             for key, offset in queues.items():
-                queue = QueueRef.parse(str(topic), str(key))
+                queue = parse_queue_key(str(topic), str(key))
                 if isinstance(offset, bool) or not isinstance(offset, int):
-                    raise ValueError(f"{queue}: offset {offset!r} is not an integer")
+                    raise ValueError(f"{queue_text(queue)}: offset {offset!r} is not an integer")
                 low = EARLIEST if allow_sentinels else 0
                 if offset < low:
                     allowed = "-2 (earliest), -1 (latest) or >= 0" if allow_sentinels else ">= 0"
-                    raise ValueError(f"{queue}: offset {offset} must be {allowed}")
+                    raise ValueError(f"{queue_text(queue)}: offset {offset} must be {allowed}")
                 pairs.append((queue, offset))
         return cls(pairs)
 
@@ -137,6 +127,6 @@ class OffsetMap(Mapping[QueueRef, int]):
         return cls.from_json_dict(data, allow_sentinels=allow_sentinels)
 
 
-def canonical(offsets: Mapping[QueueRef, int]) -> dict[str, dict[str, int]]:
+def canonical(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, int]]:
     """Shortcut: the canonical Spark offset dict for any mapping."""
     return OffsetMap(offsets).to_json_dict()

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import OptionError
-from rocketq.connector.offsets import EARLIEST, LATEST, OffsetMap, QueueRef
+from rocketq.connector.offsets import EARLIEST, LATEST, OffsetMap
 from rocketq.connector.options import EndSpec, SourceOptions, StartMode, StartSpec
 from rocketq.connector.pushdown import PushedScan
 
 
 def _check_spec_queues(
-    option: str, spec: OffsetMap, queues: Mapping[QueueRef, str], opts: SourceOptions
+    option: str, spec: OffsetMap, queues: Mapping[MessageQueue, str], opts: SourceOptions
 ) -> None:
     for queue in spec:
         if not opts.matches_topic(queue.topic):
@@ -38,10 +39,10 @@ def _check_spec_queues(
 
 
 def resolve_start(
-    access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queues: Mapping[QueueRef, str]
+    access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queues: Mapping[MessageQueue, str]
 ) -> OffsetMap:
     """Concrete starting offsets for ``queues``."""
-    out: dict[QueueRef, int] = {}
+    out: dict[MessageQueue, int] = {}
     if spec.offsets is not None:
         option = (
             "startingOffsetsByTimestamp" if spec.mode is StartMode.TIMESTAMP_PER_QUEUE else "startingOffsets"
@@ -52,7 +53,9 @@ def resolve_start(
     return OffsetMap(out)
 
 
-def start_of(access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queue: QueueRef, addr: str) -> int:
+def start_of(
+    access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queue: MessageQueue, addr: str
+) -> int:
     mode = spec.mode
     if mode is StartMode.EARLIEST:
         return access.min_offset(queue, addr)
@@ -76,12 +79,12 @@ def start_of(access: BrokerAccess, opts: SourceOptions, spec: StartSpec, queue: 
 
 
 def resolve_end(
-    access: BrokerAccess, opts: SourceOptions, spec: EndSpec, queues: Mapping[QueueRef, str]
+    access: BrokerAccess, opts: SourceOptions, spec: EndSpec, queues: Mapping[MessageQueue, str]
 ) -> OffsetMap:
     """Concrete ending offsets for a batch read (``latest`` or JSON with -1 = latest)."""
     if spec.offsets is not None:
         _check_spec_queues("endingOffsets", spec.offsets, queues, opts)
-    out: dict[QueueRef, int] = {}
+    out: dict[MessageQueue, int] = {}
     for queue, addr in queues.items():
         value = spec.offsets.get(queue, LATEST) if spec.offsets is not None else LATEST
         out[queue] = access.max_offset(queue, addr) if value == LATEST else value
@@ -89,15 +92,15 @@ def resolve_end(
 
 
 def limit_offsets(
-    bases: Mapping[QueueRef, int], latest: Mapping[QueueRef, int], max_rows: int | None
-) -> dict[QueueRef, int]:
+    bases: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], max_rows: int | None
+) -> dict[MessageQueue, int]:
     """End offsets reading at most ``max_rows`` messages in total from ``bases`` towards ``latest``."""
     avail = {q: max(0, latest.get(q, b) - b) for q, b in bases.items()}
     total = sum(avail.values())
     if max_rows is None or total <= max_rows:
         return {q: bases[q] + avail[q] for q in bases}
-    share: dict[QueueRef, int] = {}
-    fractions: list[tuple[float, QueueRef]] = []
+    share: dict[MessageQueue, int] = {}
+    fractions: list[tuple[float, MessageQueue]] = []
     for q in sorted(bases):
         exact = max_rows * avail[q] / total
         share[q] = min(avail[q], int(exact))
@@ -118,10 +121,10 @@ def limit_offsets(
 def narrow_ranges(
     access: BrokerAccess,
     scan: PushedScan,
-    queues: Mapping[QueueRef, str],
-    start: Mapping[QueueRef, int],
-    end: Mapping[QueueRef, int],
-) -> tuple[dict[QueueRef, int], dict[QueueRef, int]]:
+    queues: Mapping[MessageQueue, str],
+    start: Mapping[MessageQueue, int],
+    end: Mapping[MessageQueue, int],
+) -> tuple[dict[MessageQueue, int], dict[MessageQueue, int]]:
     """``start``/``end`` of ``queues`` narrowed by the pushed offset and store-time bounds.
 
     The result is a superset of the matching messages (the executor re-checks every row):
@@ -130,8 +133,8 @@ def narrow_ranges(
     lands on the last message keeps it.  Store times are taken as non-decreasing along a queue
     (one broker appends a queue in time order), which is what the broker's search assumes too.
     """
-    begins: dict[QueueRef, int] = {}
-    ends: dict[QueueRef, int] = {}
+    begins: dict[MessageQueue, int] = {}
+    ends: dict[MessageQueue, int] = {}
     for queue, addr in queues.items():
         lo, hi = start[queue], end[queue]
         if scan.offset_low is not None:

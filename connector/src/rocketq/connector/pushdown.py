@@ -56,7 +56,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from rocketq.connector.offsets import QueueRef
+from rocketq.client.remoting.vocabulary import MessageQueue
 
 TAGS, OFFSET, STORE_TIME = "tags", "queueOffset", "storeTimestamp"
 QUEUE_COLUMNS = ("topic", "brokerName", "queueId")
@@ -91,7 +91,7 @@ class PushedScan:
             or _crossed(self.time_low_ms, self.time_high_ms)
         )
 
-    def keeps_queue(self, queue: QueueRef) -> bool:
+    def keeps_queue(self, queue: MessageQueue) -> bool:
         values = {"topic": queue.topic, "brokerName": queue.broker_name, "queueId": queue.queue_id}
         return all(holds(f, values[_column(f) or ""]) is not False for f in self.queue_filters)
 

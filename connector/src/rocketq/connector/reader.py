@@ -30,9 +30,9 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from rocketq.client.model import PullResult, PullStatus
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess, executor_access
 from rocketq.connector.errors import BrokerUnavailableError, DataLossError
-from rocketq.connector.offsets import QueueRef
 from rocketq.connector.options import SourceOptions
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition
 from rocketq.connector.poison import ValueStage
@@ -46,14 +46,14 @@ log = logging.getLogger("rocketq.connector")
 NO_NEW_MSG_GRACE_S = 5.0
 
 
-def _lost(opts: SourceOptions, queue: QueueRef, start: int, until: int, why: str) -> None:
+def _lost(opts: SourceOptions, queue: MessageQueue, start: int, until: int, why: str) -> None:
     detail = f"offsets [{start}, {until}) are no longer available ({why})"
     if opts.fail_on_data_loss:
         raise DataLossError(queue.topic, queue.key, detail)
     log.warning("rocketmq source: skipping lost messages of %s: %s", queue, detail)
 
 
-def _slave_behind(queue: QueueRef, slave_max: int, end: int) -> str:
+def _slave_behind(queue: MessageQueue, slave_max: int, end: int) -> str:
     # not lost: the slave lags its master, which is down and still holds the rest
     return (
         f"{queue}: the slave serving it while its master is down has offsets up to {slave_max} only, "
@@ -75,7 +75,7 @@ class _Puller:
         self.ahead: tuple[QueueRange, int, cf.Future[PullResult]] | None = None
 
     def _pull(self, r: QueueRange, offset: int) -> PullResult:
-        queue = QueueRef(r.topic, r.broker_name, r.queue_id)
+        queue = MessageQueue(r.topic, r.broker_name, r.queue_id)
         return self.access.pull(
             queue,
             r.broker_addr,
@@ -112,7 +112,7 @@ def read_range(
     While a pull is decoded the next one is already requested: the rest of this range, or the
     start of ``following`` (the partition's next range) once this one is fully requested.
     """
-    queue = QueueRef(r.topic, r.broker_name, r.queue_id)
+    queue = MessageQueue(r.topic, r.broker_name, r.queue_id)
     tags = opts.tags
     offset = r.start
     waited_since: float | None = None

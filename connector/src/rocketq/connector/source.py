@@ -41,9 +41,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import DataLossError, OptionError
-from rocketq.connector.offsets import OffsetMap, QueueRef
+from rocketq.connector.offsets import OffsetMap
 from rocketq.connector.options import SourceOptions, StartMode, StartSpec, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
 from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
@@ -92,7 +93,7 @@ class _DriverSide:
 
     opts: SourceOptions
     _access: BrokerAccess | None
-    _addrs: dict[QueueRef, str]
+    _addrs: dict[MessageQueue, str]
 
     def __getstate__(self) -> dict[str, Any]:
         # The executor copy needs only the options; never pickle a live client.
@@ -115,13 +116,13 @@ class _DriverSide:
             )
         return self._access
 
-    def discover(self, *, missing_ok: bool) -> dict[QueueRef, str]:
+    def discover(self, *, missing_ok: bool) -> dict[MessageQueue, str]:
         queues = self.access.discover(self.opts.topics, self.opts.topic_pattern, missing_ok=missing_ok)
         self._addrs.update(queues)
         self._check_sql_filter(queues)
         return queues
 
-    def _check_sql_filter(self, queues: Mapping[QueueRef, str]) -> None:
+    def _check_sql_filter(self, queues: Mapping[MessageQueue, str]) -> None:
         """``sqlFilter``: every broker read from must accept the expression (checked once per
         broker, when it first appears), so a broker without enablePropertyFilter fails the query
         at start with an error naming the option."""
@@ -132,14 +133,14 @@ class _DriverSide:
                 self.access.check_sql92(queue, addr, self.opts.sql_filter, group=self.opts.group)
                 self._sql_checked.add(queue.broker_name)
 
-    def addr_of(self, queue: QueueRef) -> str:
+    def addr_of(self, queue: MessageQueue) -> str:
         if queue not in self._addrs:
             self._addrs.update(self.access.read_queues(queue.topic, missing_ok=True))
         if queue not in self._addrs:
             raise DataLossError(queue.topic, queue.key, "the queue is no longer in the topic's route")
         return self._addrs[queue]
 
-    def ranges(self, start: Mapping[QueueRef, int], end: Mapping[QueueRef, int]) -> list[QueueRange]:
+    def ranges(self, start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> list[QueueRange]:
         out = []
         for queue, until in end.items():
             begin = start.get(queue)
@@ -150,7 +151,7 @@ class _DriverSide:
         return out
 
     def plan(
-        self, start: Mapping[QueueRef, int], end: Mapping[QueueRef, int]
+        self, start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]
     ) -> list[RocketMQInputPartition]:
         o = self.opts
         return plan_partitions(
@@ -226,7 +227,7 @@ class RocketMQPushdownReader(RocketMQBatchReader):
 
     def _brokers_accept(self, expression: str) -> bool:
         """Whether every broker of the topics accepts ``expression`` as a SQL92 subscription."""
-        first: dict[str, tuple[QueueRef, str]] = {}
+        first: dict[str, tuple[MessageQueue, str]] = {}
         for queue, addr in self.discover(missing_ok=False).items():
             first.setdefault(queue.broker_name, (queue, addr))
         try:
@@ -262,7 +263,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         self._initial: OffsetMap | None = None
         self._latest: OffsetMap | None = None
         self._available_now: OffsetMap | None = None
-        self._new_starts: dict[QueueRef, int] = {}
+        self._new_starts: dict[MessageQueue, int] = {}
         self._committed: OffsetMap | None = None
         self._last_batch_at = time.monotonic()
 
@@ -285,14 +286,14 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return self._latest.to_json_dict() if self._latest is not None else None
 
-    def _start_of_new(self, queue: QueueRef, addr: str) -> int:
+    def _start_of_new(self, queue: MessageQueue, addr: str) -> int:
         if queue not in self._new_starts:
             self._new_starts[queue] = start_of(
                 self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr
             )
         return self._new_starts[queue]
 
-    def _bases(self, start: OffsetMap, queues: Mapping[QueueRef, str]) -> dict[QueueRef, int]:
+    def _bases(self, start: OffsetMap, queues: Mapping[MessageQueue, str]) -> dict[MessageQueue, int]:
         bases = dict(start)
         vanished = [q for q in start if q not in queues]
         for queue in vanished:
@@ -313,7 +314,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         latest = OffsetMap({q: self.access.max_offset(q, a) for q, a in queues.items()})
         self._latest = latest
         bases = self._bases(start_map, queues)
-        cap: Mapping[QueueRef, int] = latest
+        cap: Mapping[MessageQueue, int] = latest
         if self._available_now is not None:
             snap = self._available_now
             cap = {q: min(latest[q], snap[q]) if q in snap else bases[q] for q in latest}
@@ -326,7 +327,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         self._last_batch_at = time.monotonic()
         return end.to_json_dict()
 
-    def _too_few(self, start: OffsetMap, bases: Mapping[QueueRef, int], end: OffsetMap) -> bool:
+    def _too_few(self, start: OffsetMap, bases: Mapping[MessageQueue, int], end: OffsetMap) -> bool:
         """``minMessagesPerTrigger``: wait for more rows unless ``maxTriggerDelay`` has passed.
 
         A change of the queue set (new or vanished queues) always makes a batch, so the offsets

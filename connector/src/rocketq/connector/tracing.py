@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
+from rocketq.client.blocking_trace import BlockingTraceDispatcher
 from rocketq.client.config import ClientConfig
 from rocketq.client.remoting.msgid import new_uniq_key
-from rocketq.client.blocking_trace import BlockingTraceDispatcher
 from rocketq.client.trace.model import ConsumeReturnType, TraceRecord, TraceType
 from rocketq.connector.options import SourceOptions
 
