@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rocketq.connector.errors import OptionError
-from rocketq.connector.offsets import OffsetMap
+from rocketq.connector.offsets import OffsetMap, queue_text
 from rocketq.connector.option_text import get_int, get_text
 
 
@@ -95,7 +95,7 @@ def parse_ending(options: Mapping[str, str], *, batch: bool | None) -> EndSpec:
     if not text.startswith("{"):
         raise OptionError("endingOffsets", f"expected 'latest' or a JSON object, got {text!r}")
     offsets = _offsets_json("endingOffsets", text, allow_sentinels=True)
-    bad = [str(q) for q, o in offsets.items() if o == -2]
+    bad = [queue_text(q) for q, o in offsets.items() if o == -2]
     if bad:
         raise OptionError(
             "endingOffsets", f"-2 (earliest) is not allowed as an ending offset ({', '.join(bad)})"

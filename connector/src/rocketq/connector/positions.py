@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import OptionError
-from rocketq.connector.offsets import EARLIEST, LATEST, OffsetMap
+from rocketq.connector.offsets import EARLIEST, LATEST, OffsetMap, queue_text
 from rocketq.connector.options import EndSpec, SourceOptions, StartMode, StartSpec
 from rocketq.connector.pushdown import PushedScan
 
@@ -35,7 +35,8 @@ def _check_spec_queues(
             raise OptionError(option, f"topic {queue.topic!r} is not one of the subscribed topics")
         if queue not in queues:
             known = ", ".join(q.key for q in queues if q.topic == queue.topic) or "none"
-            raise OptionError(option, f"queue {queue} does not exist (queues of {queue.topic}: {known})")
+            missing = f"queue {queue_text(queue)} does not exist"
+            raise OptionError(option, f"{missing} (queues of {queue.topic}: {known})")
 
 
 def resolve_start(

@@ -33,6 +33,7 @@ from rocketq.client.model import PullResult, PullStatus
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess, executor_access
 from rocketq.connector.errors import BrokerUnavailableError, DataLossError
+from rocketq.connector.offsets import queue_text
 from rocketq.connector.options import SourceOptions
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition
 from rocketq.connector.poison import ValueStage
@@ -50,13 +51,14 @@ def _lost(opts: SourceOptions, queue: MessageQueue, start: int, until: int, why:
     detail = f"offsets [{start}, {until}) are no longer available ({why})"
     if opts.fail_on_data_loss:
         raise DataLossError(queue.topic, queue.key, detail)
-    log.warning("rocketmq source: skipping lost messages of %s: %s", queue, detail)
+    log.warning("rocketmq source: skipping lost messages of %s: %s", queue_text(queue), detail)
 
 
 def _slave_behind(queue: MessageQueue, slave_max: int, end: int) -> str:
     # not lost: the slave lags its master, which is down and still holds the rest
     return (
-        f"{queue}: the slave serving it while its master is down has offsets up to {slave_max} only, "
+        f"{queue_text(queue)}: the slave serving it while its master is down has offsets up to "
+        f"{slave_max} only, "
         f"the range ends at {end}; the rest is on the master: retry when it is back"
     )
 

@@ -44,7 +44,7 @@ from pyspark.sql.types import StructType
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import DataLossError, OptionError
-from rocketq.connector.offsets import OffsetMap
+from rocketq.connector.offsets import OffsetMap, queue_text
 from rocketq.connector.options import SourceOptions, StartMode, StartSpec, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
 from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
@@ -300,7 +300,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
             detail = f"the queue left the route at offset {start[queue]}"
             if self.opts.fail_on_data_loss:
                 raise DataLossError(queue.topic, queue.key, detail)
-            log.warning("rocketmq source: %s: %s; it is no longer read", queue, detail)
+            log.warning("rocketmq source: %s: %s; it is no longer read", queue_text(queue), detail)
             del bases[queue]
         for queue, addr in queues.items():
             if queue not in bases:

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+
+from rocketq.client import launcher
+from rocketq.client.admin import Admin
+from rocketq.client.errors import NoRouteError
+from rocketq.client.model import Message
+from rocketq.client.producer import Producer
+from rocketq.client.remoting.route import MessageQueue
+from rocketq.client.testing import wait_for
+from rocketq.connector.options import parse_sink_options
+from rocketq.connector.writer import AtLeastOnceStrategy, write_batches
 
 #: Broker settings that matter for Spark throughput (see docs/connector.md).
 SPARK_BROKER_CONF: dict[str, object] = {
@@ -37,8 +46,6 @@ class Cluster:
 @contextlib.contextmanager
 def local_cluster(tmp: Path | str | None = None, **broker_conf: object) -> Iterator[Cluster]:
     """A NameServer and one broker as subprocesses; both are stopped on exit."""
-    from rocketq.client import launcher
-
     with contextlib.ExitStack() as stack:
         if tmp is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rocketq-spark-"))
@@ -49,23 +56,18 @@ def local_cluster(tmp: Path | str | None = None, **broker_conf: object) -> Itera
 
 def create_topic(cluster: Cluster, topic: str, queues: int, *, timeout_s: float = 20.0) -> None:
     """Create (or resize) ``topic`` with ``queues`` read/write queues and wait for the route."""
-    from rocketq.client.admin import Admin
-
     with Admin(cluster.namesrv_addr) as admin:
         admin.create_topic(
             topic, broker_addr=cluster.broker_addr, read_queue_nums=queues, write_queue_nums=queues
         )
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def routed() -> bool:
             try:
-                route = admin.topic_route(topic)
-                if sum(qd.read_queue_nums for qd in route.queue_datas) == queues:
-                    return
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the route of {topic} did not show {queues} queues in {timeout_s} s")
-            time.sleep(0.1)
+                return sum(qd.read_queue_nums for qd in admin.topic_route(topic).queue_datas) == queues
+            except NoRouteError:
+                return False
+
+        wait_for(routed, f"the route of {topic} to show {queues} queues", timeout_s, interval_s=0.1)
 
 
 def produce(
@@ -78,10 +80,6 @@ def produce(
     keys: Sequence[str | None] | None = None,
 ) -> None:
     """Send one message per body (to ``queue_ids[i]`` when given) and wait for every answer."""
-    from rocketq.client.model import Message
-    from rocketq.client.producer import Producer
-    from rocketq.client.remoting.route import MessageQueue
-
     with Producer(cluster.namesrv_addr, producer_group="connector-testing") as producer:
         for i, body in enumerate(bodies):
             msg = Message(topic, body, tags=tags[i] if tags else None, keys=keys[i] if keys else None)
@@ -91,8 +89,5 @@ def produce(
 
 def produce_fast(namesrv_addr: str, topic: str, batches: Iterator[pa.RecordBatch]) -> int:
     """Write Arrow batches (sink columns: body, keys, tags, queueId ...) with the bulk sink path."""
-    from rocketq.connector.options import parse_sink_options
-    from rocketq.connector.writer import AtLeastOnceStrategy, write_batches
-
     opts = parse_sink_options({"nameServer": namesrv_addr, "topic": topic})
     return write_batches(opts, batches, AtLeastOnceStrategy(opts)).rows
