@@ -349,7 +349,7 @@ def test_forged_register_broker_cannot_change_a_route(acl: AclCluster) -> None:
 
 def _mqadmin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rocketq.client.admin_cli", *args],
+        [sys.executable, "-m", "rocketq.client.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,

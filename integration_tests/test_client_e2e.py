@@ -134,7 +134,7 @@ def test_push_consumer_concurrently_and_orderly(ns_addr: str) -> None:
 
 def _mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rocketq.client.admin_cli", *args],
+        [sys.executable, "-m", "rocketq.client.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,

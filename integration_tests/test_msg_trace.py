@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rocketq.client.admin import AsyncAdmin
-from rocketq.client.admin_cli import main as mqadmin
+from rocketq.client.cli.mqadmin import main as mqadmin
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import AsyncLitePullConsumer, AsyncPushConsumer, ConsumeConcurrentlyStatus
 from rocketq.client.model import LocalTransactionState, Message, MessageExt, SendStatus

@@ -304,7 +304,7 @@ def test_long_polling_returns_soon_after_a_send(ns_addr: str) -> None:
 
 def _mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rocketq.client.admin_cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "rocketq.client.cli", *args], capture_output=True, text=True, timeout=60
     )
 
 

@@ -179,7 +179,7 @@ def test_untrusted_server_certificate_is_refused(
 
 def test_mqadmin_over_tls(enforcing: tuple[ServerProcess, ServerProcess], pki: Pki) -> None:
     ns = enforcing[0].addr
-    args = [sys.executable, "-m", "rocketq.client.admin_cli", "clusterList", "-n", ns]
+    args = [sys.executable, "-m", "rocketq.client.cli", "clusterList", "-n", ns]
     plain = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert plain.returncode != 0
     assert "requires TLS" in plain.stdout + plain.stderr

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocketq.client.admin_cli import main
 from rocketq.client.admin_controller import parse_controller_addrs
+from rocketq.client.cli.mqadmin import main
 from rocketq.client.errors import MQClientError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand

@@ -10,7 +10,8 @@ import pickle
 
 import pytest
 
-from rocketq.client.admin_cli import build_parser, main, parse_timestamp
+from rocketq.client.cli.common import parse_timestamp
+from rocketq.client.cli.mqadmin import GROUPS, LISTING, build_parser, main
 from rocketq.client.config import (
     AllocateStrategy,
     ClientConfig,
@@ -201,3 +202,10 @@ def test_shared_loop_is_refcounted_and_refuses_reentry() -> None:
     release_loop(a)
     a._thread.join(5)
     assert not a.is_running()
+
+
+def test_mqadmin_lists_every_command_of_its_groups_once() -> None:
+    names = [name for group in GROUPS for name in group.commands]
+    assert sorted(names) == sorted(LISTING) and len(set(LISTING)) == len(LISTING)
+    helps = build_parser().format_help()
+    assert all(name in helps for name in LISTING)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rocketq.client.admin import AsyncAdmin, HAStatus, slave_lag
-from rocketq.client.admin_cli import cluster_rows, ha_status_lines
+from rocketq.client.cli.cluster import cluster_rows, ha_status_lines
 from rocketq.client.config import ClientConfig
 from rocketq.client.consumer.base import ConsumerBase
 from rocketq.client.consumer.offset_store import InstanceOffsetBroker, RemoteBrokerOffsetStore

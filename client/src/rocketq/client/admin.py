@@ -252,6 +252,32 @@ class AsyncAdmin:
             self.api.check(await self.api.invoke(ns, cmd), ns)
         return list(masters.values())
 
+    # ------------------------------------------------------------------ NameServer KV store
+
+    async def update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG on every NameServer (Java's ``createAndUpdateKvConfig``)."""
+        header = h.PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
+        await self._every_namesrv(RequestCode.PUT_KV_CONFIG, header.to_ext_fields())
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG on every NameServer (Java's ``deleteKvConfig``)."""
+        header = h.DeleteKVConfigRequestHeader(namespace=namespace, key=key)
+        await self._every_namesrv(RequestCode.DELETE_KV_CONFIG, header.to_ext_fields())
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG of one NameServer: the value, or None when the item does not exist."""
+        header = h.GetKVConfigRequestHeader(namespace=namespace, key=key)
+        cmd = RemotingCommand.request(RequestCode.GET_KV_CONFIG, header.to_ext_fields())
+        response = await self.api.invoke_namesrv(cmd)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        self.api.check(response, None)
+        return h.GetKVConfigResponseHeader.from_ext_fields(response.ext_fields).value
+
+    async def _every_namesrv(self, code: int, fields: dict[str, str]) -> None:
+        for ns in self.api.namesrv_addrs:
+            self.api.check(await self.api.invoke(ns, RemotingCommand.request(code, fields)), ns)
+
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         route = await self.topic_route(topic)
         result = []

@@ -1,4 +1,4 @@
-"""The mqadmin ACL subcommands (RocketMQ 4.x names and option letters).
+"""mqadmin's ACL commands (RocketMQ 4.x names and option letters).
 
 ``updateAclConfig`` (UPDATE_AND_CREATE_ACL_CONFIG), ``deleteAclConfig`` (DELETE_ACL_CONFIG),
 ``updateGlobalWhiteAddr`` (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG) and ``clusterAclConfigVersion``
@@ -12,23 +12,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rocketq.client.admin import AsyncAdmin
+from rocketq.client.cli.common import CommandGroup, Handler, out, table_lines
 from rocketq.client.errors import MQBrokerError, MQClientError
 from rocketq.client.remoting.acl import DELETE_ACL_ACCESS_KEY, GLOBAL_WHITE_ADDRS, PlainAccessConfig
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 
-__all__ = ["COMMANDS", "add_options", "usage_error"]
-
-Handler = Callable[[AsyncAdmin, argparse.Namespace], Coroutine[Any, Any, None]]
-
-
-def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+__all__ = ["GROUP"]
 
 
 async def _targets(admin: AsyncAdmin, a: argparse.Namespace) -> list[str]:
@@ -72,13 +65,13 @@ async def _update_acl_config(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     )
     for addr in await _targets(admin, a):
         await _call(admin, addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, config.to_ext_fields())
-        _out(f"create or update plain access config to {addr} success.")
+        out(f"create or update plain access config to {addr} success.")
 
 
 async def _delete_acl_config(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     for addr in await _targets(admin, a):
         await _call(admin, addr, RequestCode.DELETE_ACL_CONFIG, {DELETE_ACL_ACCESS_KEY: a.access_key_name})
-        _out(f"delete plain access config account from {addr} success.")
+        out(f"delete plain access config account from {addr} success.")
 
 
 async def _update_global_white_addr(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -86,7 +79,7 @@ async def _update_global_white_addr(admin: AsyncAdmin, a: argparse.Namespace) ->
         await _call(
             admin, addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {GLOBAL_WHITE_ADDRS: a.addresses}
         )
-        _out(f"update global white remote addresses to {addr} success.")
+        out(f"update global white remote addresses to {addr} success.")
 
 
 async def _cluster_acl_config_version(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -103,12 +96,11 @@ async def _cluster_acl_config_version(admin: AsyncAdmin, a: argparse.Namespace) 
                 fields.get("brokerAddr", addr),
             )
             rows.append((*where, path, str(version.get("counter", 0)), stamp.strftime("%Y-%m-%d %H:%M:%S")))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        _out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for line in table_lines(rows):
+        out(line)
 
 
-COMMANDS: dict[str, tuple[Handler, str]] = {
+_COMMANDS: dict[str, tuple[Handler, str]] = {
     "updateAclConfig": (_update_acl_config, "Update acl config yaml file in broker"),
     "deleteAclConfig": (_delete_acl_config, "Delete Acl Config Account in broker"),
     "updateGlobalWhiteAddr": (
@@ -122,7 +114,7 @@ COMMANDS: dict[str, tuple[Handler, str]] = {
 }
 
 
-def add_options(name: str, p: argparse.ArgumentParser) -> None:
+def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     """The options of ACL subcommand ``name`` (RocketMQ's letters)."""
     p.add_argument("-b", "--brokerAddr", dest="broker", help="update/ask this broker (host:port)")
     p.add_argument("-c", "--clusterName", dest="cluster", help="every master of this cluster")
@@ -147,9 +139,17 @@ def add_options(name: str, p: argparse.ArgumentParser) -> None:
                        help="addresses separated by commas, e.g. 10.10.103.*,192.168.0.*")  # fmt: skip
 
 
-def usage_error(a: argparse.Namespace) -> str | None:
+def _usage_error(a: argparse.Namespace) -> str | None:
     if not a.broker and not a.cluster:
         return f"{a.command}: give -b brokerAddr or -c clusterName"
     if a.cluster and not a.namesrv:
         return f"{a.command}: -c needs the NameServer (-n host:port or NAMESRV_ADDR)"
     return None
+
+
+def _contact(a: argparse.Namespace) -> str:
+    """Without ``-n`` the commands talk to the broker of ``-b`` only."""
+    return str(a.namesrv or a.broker)
+
+
+GROUP = CommandGroup(commands=_COMMANDS, add_options=_add_options, usage_error=_usage_error, contact=_contact)

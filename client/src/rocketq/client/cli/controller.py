@@ -1,9 +1,9 @@
 """mqadmin's controller subcommands: getControllerMetaData, getSyncStateSet, electMaster,
 cleanBrokerMetadata, getBrokerEpoch (RocketMQ 5's option letters and output lines).
 
-:mod:`rocketq.client.admin_cli` registers :data:`COMMANDS`, adds each command's options with
-:func:`add_options` and runs the handlers with an :class:`~rocketq.client.admin.AsyncAdmin`; the
-controller commands need no NameServer (``-a`` names a controller, any of the cluster: a follower
+:mod:`rocketq.client.cli.mqadmin` assembles :data:`GROUP` with the other command groups and runs
+the handlers with an :class:`~rocketq.client.admin.AsyncAdmin`; the controller commands need no
+NameServer (``-a`` names a controller, any of the cluster: a follower
 redirects to the leader), except ``getBrokerEpoch`` with a broker name or ``-c`` (the replicas are
 looked up in the NameServer's cluster table).  The report lines are built by plain functions
 (``*_lines``) so that tests check them without a controller.
@@ -12,11 +12,10 @@ looked up in the NameServer's cluster table).  The report lines are built by pla
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.admin_controller import AsyncControllerAdmin, ElectMasterResult
+from rocketq.client.cli.common import CommandGroup, Handler, out
 from rocketq.client.errors import RocketQError
 from rocketq.client.remoting.controller import (
     INFINITE_END_OFFSET,
@@ -27,22 +26,13 @@ from rocketq.client.remoting.controller import (
 )
 
 __all__ = [
-    "COMMANDS",
-    "add_options",
+    "GROUP",
     "broker_epoch_lines",
-    "contact_address",
     "controller_metadata_lines",
     "elect_master_lines",
     "needs_namesrv",
     "sync_state_set_lines",
-    "usage_error",
 ]
-
-Handler = Callable[[AsyncAdmin, argparse.Namespace], Coroutine[Any, Any, None]]
-
-
-def _out(line: str = "") -> None:
-    print(line)
 
 
 def controller_metadata_lines(meta: ControllerMetadata) -> list[str]:
@@ -115,7 +105,7 @@ def broker_epoch_lines(addr: str, cache: EpochEntryCache) -> list[str]:
 async def _get_controller_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     ctl = AsyncControllerAdmin(admin.api)
     for line in controller_metadata_lines(await ctl.get_controller_metadata(a.controller)):
-        _out(line)
+        out(line)
 
 
 async def _broker_names(admin: AsyncAdmin, cluster: str) -> list[str]:
@@ -131,14 +121,14 @@ async def _get_sync_state_set(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     names = [a.broker_name] if a.broker_name else await _broker_names(admin, a.cluster)
     info = await AsyncControllerAdmin(admin.api).get_sync_state_data(a.controller, names)
     for line in sync_state_set_lines(info):
-        _out(line)
+        out(line)
 
 
 async def _elect_master(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     ctl = AsyncControllerAdmin(admin.api)
     result = await ctl.elect_master(a.controller, a.cluster, a.broker_name, a.broker_id)
     for line in elect_master_lines(a.cluster, a.broker_name, result):
-        _out(line)
+        out(line)
 
 
 async def _clean_broker_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -147,7 +137,7 @@ async def _clean_broker_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> No
         a.controller, a.broker_name, cluster=a.cluster, broker_ids=ids, clean_living_broker=a.clean_living
     )
     what = f"brokers {ids}" if ids else "every broker"
-    _out(f"clear broker {a.broker_name} metadata from controller success: {what}")
+    out(f"clear broker {a.broker_name} metadata from controller success: {what}")
 
 
 async def _epoch_addrs(admin: AsyncAdmin, a: argparse.Namespace) -> list[str]:
@@ -168,11 +158,11 @@ async def _get_broker_epoch(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     ctl = AsyncControllerAdmin(admin.api)
     for addr in await _epoch_addrs(admin, a):
         for line in broker_epoch_lines(addr, await ctl.get_broker_epoch(addr)):
-            _out(line)
-        _out()
+            out(line)
+        out()
 
 
-COMMANDS: dict[str, tuple[Handler, str]] = {
+_COMMANDS: dict[str, tuple[Handler, str]] = {
     "getControllerMetaData": (_get_controller_metadata, "Get controller cluster's metadata"),
     "getSyncStateSet": (_get_sync_state_set, "Fetch syncStateSet for target brokers"),
     "electMaster": (_elect_master, "Re-elect the specified broker as master"),
@@ -181,7 +171,7 @@ COMMANDS: dict[str, tuple[Handler, str]] = {
 }
 
 
-def add_options(name: str, p: argparse.ArgumentParser) -> None:
+def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     """The options of controller subcommand ``name`` (RocketMQ 5.1's letters)."""
     if name != "getBrokerEpoch":
         p.add_argument(
@@ -206,7 +196,7 @@ def add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster (needs -n)")
 
 
-def usage_error(a: argparse.Namespace) -> str | None:
+def _usage_error(a: argparse.Namespace) -> str | None:
     """What is missing from controller subcommand ``a.command``'s options, or None."""
     if a.command == "getSyncStateSet" and not a.broker_name and not a.cluster:
         return "getSyncStateSet: give -b brokerName or -c clusterName"
@@ -226,7 +216,10 @@ def needs_namesrv(a: argparse.Namespace) -> bool:
     return False
 
 
-def contact_address(a: argparse.Namespace) -> str:
-    """The address a controller subcommand run without ``-n`` talks to (a controller, or the
-    broker of ``getBrokerEpoch -b host:port``)."""
-    return str(getattr(a, "controller", None) or a.broker)
+def _contact(a: argparse.Namespace) -> str:
+    """The NameServer list when ``-n`` is given; otherwise the controller a command talks to, or
+    the broker of ``getBrokerEpoch -b host:port``."""
+    return str(a.namesrv or getattr(a, "controller", None) or a.broker)
+
+
+GROUP = CommandGroup(commands=_COMMANDS, add_options=_add_options, usage_error=_usage_error, contact=_contact)

@@ -1,4 +1,4 @@
-"""The mqadmin trace subcommand: ``queryMsgTraceById -i msgId [-t traceTopic]`` (RocketMQ's name
+"""mqadmin's trace command: ``queryMsgTraceById -i msgId [-t traceTopic]`` (RocketMQ's name
 and option letters), printing a message's trace records oldest first: producer sends (Pub, with
 store host), transaction ends, then each consumer group's SubBefore/SubAfter with cost and status.
 """
@@ -6,27 +6,17 @@ store host), transaction ends, then each consumer group's SubBefore/SubAfter wit
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rocketq.client.admin import AsyncAdmin
+from rocketq.client.cli.common import CommandGroup, Handler, fmt_ms, out, parse_timestamp, table_lines
 from rocketq.client.remoting.vocabulary import TRACE_TOPIC
 from rocketq.client.trace.lookup import TraceView, query_trace
 from rocketq.client.trace.model import TraceType
 
-__all__ = ["COMMANDS", "add_options", "trace_table"]
-
-Handler = Callable[[AsyncAdmin, argparse.Namespace], Coroutine[Any, Any, None]]
+__all__ = ["GROUP", "trace_table"]
 
 _HEADER = ("#Type", "#Group", "#ClientHost", "#StoreHost", "#Time", "#CostTimes", "#Status")
-
-
-def _fmt_ms(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
 
 
 def _status(v: TraceView) -> str:
@@ -51,13 +41,12 @@ def trace_table(views: Sequence[TraceView]) -> list[str]:
                 v.group_name or "-",
                 v.client_host or "-",
                 v.store_host or "-",
-                _fmt_ms(v.timestamp_ms),
+                fmt_ms(v.timestamp_ms) if v.timestamp_ms > 0 else "-",
                 cost,
                 _status(v),
             )
         )
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(_HEADER))]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return table_lines(rows)
 
 
 async def _query_msg_trace_by_id(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -65,23 +54,21 @@ async def _query_msg_trace_by_id(admin: AsyncAdmin, a: argparse.Namespace) -> No
         admin, a.msg_id, trace_topic=a.trace_topic, max_num=a.max_num, begin_ms=a.begin, end_ms=a.end
     )
     if not views:
-        sys.stdout.write(
+        out(
             f"no trace of {a.msg_id} in {a.trace_topic}: was the message sent with enable_msg_trace, "
-            "and is -t the trace topic its clients used?\n"
+            "and is -t the trace topic its clients used?"
         )
         return
     for line in trace_table(views):
-        sys.stdout.write(line + "\n")
+        out(line)
 
 
-COMMANDS: dict[str, tuple[Handler, str]] = {
+_COMMANDS: dict[str, tuple[Handler, str]] = {
     "queryMsgTraceById": (_query_msg_trace_by_id, "Query a message trace"),
 }
 
 
-def add_options(name: str, p: argparse.ArgumentParser) -> None:
-    from rocketq.client.admin_cli import parse_timestamp  # the one timestamp syntax of mqadmin
-
+def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="the message id (UNIQ_KEY)")
     p.add_argument(
         "-t",
@@ -93,3 +80,6 @@ def add_options(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--maxNum", dest="max_num", type=int, default=64, help="trace messages per broker")
     p.add_argument("-b", "--beginTimestamp", dest="begin", type=parse_timestamp, default=0)
     p.add_argument("-e", "--endTimestamp", dest="end", type=parse_timestamp, default=None)
+
+
+GROUP = CommandGroup(commands=_COMMANDS, add_options=_add_options)
