@@ -18,7 +18,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv, wait_for
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 SEGMENT = 1 << 20  # small CommitLog segments so that a load crosses segment ends
@@ -85,14 +85,6 @@ def _ha_status(addr: str) -> dict[str, Any]:
     return doc
 
 
-def _wait(predicate: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
-
-
 def _runtime_info(addr: str) -> dict[str, str]:
     response = _invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
     assert response.code == ResponseCode.SUCCESS, response.remark
@@ -110,7 +102,7 @@ def _max_offset(addr: str) -> int:
 def _assert_identical(tmp: Path, master: ServerProcess, slave: ServerProcess, slave_id: int = 1) -> None:
     """Wait until the slave has the master's max offset, then compare every CommitLog file."""
     target = _max_offset(master.addr)
-    _wait(lambda: _max_offset(slave.addr) == target, f"slave at the master's offset {target}")
+    wait_for(lambda: _max_offset(slave.addr) == target, f"slave at the master's offset {target}")
     mdir, sdir = _commit_log(tmp, 0), _commit_log(tmp, slave_id)
     mfiles = sorted(p.name for p in mdir.iterdir())
     sfiles = sorted(p.name for p in sdir.iterdir())
@@ -170,7 +162,7 @@ def test_sync_master_statuses(tmp_path: Path, namesrv: ServerProcess) -> None:
         _create_topic(master)
         assert set(_send(namesrv, 3)) == {SendStatus.SLAVE_NOT_AVAILABLE}  # stored, but on one machine
         with _slave(tmp_path, namesrv) as slave:
-            _wait(lambda: _ha_status(master.addr)["inSyncSlaveNums"] == 1, "slave in sync")
+            wait_for(lambda: _ha_status(master.addr)["inSyncSlaveNums"] == 1, "slave in sync")
             assert set(_send(namesrv, 50)) == {SendStatus.SEND_OK}
             slave.popen.send_signal(signal.SIGSTOP)
             try:
@@ -180,7 +172,7 @@ def test_sync_master_statuses(tmp_path: Path, namesrv: ServerProcess) -> None:
             finally:
                 slave.popen.send_signal(signal.SIGCONT)
             _assert_identical(tmp_path, master, slave)
-            _wait(lambda: set(_send(namesrv, 1)) == {SendStatus.SEND_OK}, "SEND_OK after SIGCONT")
+            wait_for(lambda: set(_send(namesrv, 1)) == {SendStatus.SEND_OK}, "SEND_OK after SIGCONT")
 
 
 def test_slave_refuses_writes_and_ha_port_garbage(tmp_path: Path, namesrv: ServerProcess) -> None:
@@ -197,7 +189,7 @@ def test_slave_refuses_writes_and_ha_port_garbage(tmp_path: Path, namesrv: Serve
                 with contextlib.suppress(OSError):  # the master closes (or resets) the connection
                     while sock.recv(65536):
                         pass
-        _wait(lambda: "protocol error" in master.log_text(), "garbage logged")
+        wait_for(lambda: "protocol error" in master.log_text(), "garbage logged")
         master_info = _runtime_info(master.addr)
         assert master_info["haSlaveCount"] == "1" and master_info["haInSyncSlaveNums"] == "1"
         assert master_info["brokerId"] == "0" and int(master_info["haListenPort"]) == ha_port
@@ -253,7 +245,7 @@ def test_divergent_slave(tmp_path: Path, namesrv: ServerProcess, truncate: bool)
                 _assert_identical(tmp_path, master, slave)
                 assert "truncating" in slave.log_text()
             else:
-                _wait(
+                wait_for(
                     lambda: _ha_status(slave.addr)["haClientRuntimeInfo"]["status"] == "DIVERGENT_REFUSED",
                     "slave refuses",
                 )
@@ -293,7 +285,7 @@ def _kill_master_under_load(
     sender = threading.Thread(target=_produce_until, args=(ns_addr, group, stop, acked), daemon=True)
     sender.start()
     try:
-        _wait(lambda: sum(acked.values()) > 20, "sends acknowledged")
+        wait_for(lambda: sum(acked.values()) > 20, "sends acknowledged")
         time.sleep(delay_s)
         master.kill9()
     finally:
@@ -314,7 +306,7 @@ def test_sync_master_acked_messages_are_on_the_slave_after_master_kills(
             with _master(tmp_path, namesrv, "SYNC_MASTER", **ports) as master:
                 if round_no == 0:
                     _create_topic(master)
-                _wait(lambda: _ha_status(master.addr)["inSyncSlaveNums"] == 1, "slave in sync")
+                wait_for(lambda: _ha_status(master.addr)["inSyncSlaveNums"] == 1, "slave in sync")
                 acked = _kill_master_under_load(
                     master, namesrv.addr, f"pg-chaos-{round_no}", rng.uniform(0, 0.5)
                 )

@@ -36,6 +36,7 @@ from rocketq.client.remoting.message import SysFlag, encode_stored_message
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import decode_properties
 from rocketq.client.remoting.route import BrokerData, MessageQueue, QueueData, TopicRouteData
+from rocketq.client.testing import async_wait_for, wait_for
 from rocketq.client.transport.aio import Channel
 from rocketq.server import RemotingServer
 
@@ -679,9 +680,7 @@ def test_push_consumer_concurrently_with_retry_and_offsets() -> None:
             consumer.register_message_listener(listener)
             await consumer.start()
             try:
-                deadline = time.monotonic() + 10
-                while len(seen) < 8 and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
+                await async_wait_for(lambda: len(seen) >= 8, "8 messages consumed", 10, interval_s=0.05)
             finally:
                 await consumer.shutdown()
             assert sorted(seen) == sorted(f"m{i}".encode() for i in range(8))
@@ -725,9 +724,7 @@ def test_push_consumer_orderly_locks_and_keeps_queue_order() -> None:
         consumer.register_message_listener_orderly(listener)
         consumer.start()
         try:
-            deadline = time.monotonic() + 10
-            while sum(len(v) for v in seen.values()) < 16 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: sum(len(v) for v in seen.values()) >= 16, "16 messages consumed orderly", 10)
         finally:
             consumer.shutdown()
         assert seen == {q: [0, 1, 2, 3] for q in range(4)}

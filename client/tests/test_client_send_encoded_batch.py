@@ -9,7 +9,6 @@ producer's failure text after a timeout without any server (only the brokers act
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,11 +19,10 @@ from rocketq.client.model import LocalTransactionState, Message, PullStatus, Sen
 from rocketq.client.producer import AsyncProducer, PreparedHalfBatch, Producer, TransactionProducer
 from rocketq.client.producer.fault import TopicPublishInfo
 from rocketq.client.remoting.batch import decode_batch, encode_batch
-from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
-from rocketq.client.remoting.vocabulary import ExpressionType, MessageQueue, PullSysFlag, ResponseCode
-from rocketq.client.testing import LocalCluster, local_cluster
+from rocketq.client.remoting.vocabulary import MessageQueue, ResponseCode
+from rocketq.client.testing import LocalCluster, local_cluster, pull_header, wait_value
 
 
 @pytest.fixture(scope="module")
@@ -41,21 +39,17 @@ def entries(tag: str, n: int) -> bytes:
 
 def pull_all(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -> list[tuple[bytes, str]]:
     """(body, UNIQ_KEY) of every message of one queue, waiting up to 10 s for the first."""
-    deadline = time.monotonic() + 10
-    while True:
-        header = PullMessageRequestHeader(
-            consumer_group="encoded-reader", topic=topic, queue_id=queue_id, queue_offset=0, max_msg_nums=64,
-            sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0, suspend_timeout_millis=0,
-            subscription="*", sub_version=0, expression_type=ExpressionType.TAG)  # fmt: skip
-        try:
-            res = api.pull_message(addr, header, 3000)
-        except MQBrokerError:
-            res = None  # the topic may not be dispatched yet
-        if res is not None and res.status is PullStatus.FOUND:
-            return [(m.body, m.properties["UNIQ_KEY"]) for m in iter_stored_messages(res.body)]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no message in {topic}:{queue_id}")
-        time.sleep(0.1)
+    header = pull_header(topic, queue_id, 0, group="encoded-reader", max_msg_nums=64)
+
+    def found() -> list[tuple[bytes, str]] | None:
+        res = api.pull_message(addr, header, 3000)  # MQBrokerError: the topic may not be dispatched yet
+        if res.status is not PullStatus.FOUND:
+            return None
+        return [(m.body, m.properties["UNIQ_KEY"]) for m in iter_stored_messages(res.body)]
+
+    return wait_value(
+        found, f"a message in {topic}:{queue_id}", 10, interval_s=0.1, retry_on=(MQBrokerError,)
+    )
 
 
 def test_send_encoded_batch_stores_the_entries_as_encoded(cluster: LocalCluster) -> None:

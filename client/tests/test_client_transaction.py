@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -28,6 +27,7 @@ from rocketq.client.remoting.message import SysFlag, encode_stored_message
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst, decode_properties
 from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
+from rocketq.client.testing import wait_for
 from rocketq.client.transport.aio import Channel
 from rocketq.server import RemotingServer
 
@@ -450,9 +450,7 @@ def test_blocking_producer_runs_the_local_transaction_in_the_calling_thread() ->
 
                     p.send_message_in_transaction(Message(TOPIC, b"z"), coro)
                 results.append(p.send(Message(TOPIC, b"plain")))
-                deadline = time.monotonic() + 10
-                while len(broker.ends) < 2 and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                wait_for(lambda: len(broker.ends) >= 2, "both transactions ended", 10, interval_s=0.01)
             return results
 
         caller = threading.get_ident()

@@ -13,7 +13,7 @@ import pytest
 from rocketq.client.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand, SerializeType
-from rocketq.client.testing import free_port
+from rocketq.client.testing import free_port, wait_value
 from rocketq.client.transport.aio import Channel
 from rocketq.client.transport.blocking import BlockingRemotingClient
 from rocketq.server import RemotingServer
@@ -176,13 +176,14 @@ def test_connect_errors_and_reconnect_after_server_closes(
             await ch.wait_closed()
 
     server.call(drop_all())
-    deadline = time.monotonic() + 5
-    while True:  # the reader thread notices the close; the next call reconnects
-        try:
-            resp = client.invoke(server.addr, RemotingCommand.request(ECHO, {"x": "back"}), T)
-            break
-        except RemotingError:
-            assert time.monotonic() < deadline
+    # the reader thread notices the close; the next call reconnects
+    resp = wait_value(
+        lambda: client.invoke(server.addr, RemotingCommand.request(ECHO, {"x": "back"}), T),
+        "a call on a new connection",
+        5,
+        interval_s=0.01,
+        retry_on=(RemotingError,),
+    )
     assert resp.ext_fields["echo"] == "back"
 
 
