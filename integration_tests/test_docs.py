@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -132,7 +133,8 @@ def has_flag(target: tuple[str, ...], flag: str) -> bool:
     one (``mqadmin --tls``), an option of the command or of any of its subcommands."""
     helps = [help_text(*target)]
     if target[0] in WITH_SUBCOMMANDS and len(target) == 1:
-        helps += [help_text(target[0], sub) for sub in sorted(subcommands(target[0]))]
+        with ThreadPoolExecutor(4) as pool:  # one process per subcommand: ask them side by side
+            helps += pool.map(lambda sub: help_text(target[0], sub), sorted(subcommands(target[0])))
     pattern = re.compile(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])")
     return any(pattern.search(text) for text in helps)
 
