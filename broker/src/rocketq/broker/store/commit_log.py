@@ -222,6 +222,40 @@ class CommitLog:
             msg_num=prep.n,
         )
 
+    def append_replica(
+        self,
+        phy_offset: int,
+        data: bytes | bytearray | memoryview,
+        hints: Sequence[DispatchHint] = (),
+        *,
+        starts: Sequence[int] | None = None,
+        hinter: Hinter | None = None,
+    ) -> int:
+        """:meth:`append_raw` of bytes copied from the master, with what dispatch needs: ``hints``
+        where given, else the record ``starts`` and the ``hinter`` that makes hints of them later,
+        held in ``replica_pending`` (see ``MessageStore.append_replicated``)."""
+        deferred = (
+            starts is not None
+            and hinter is not None
+            and self.hints_enabled
+            and len(self.replica_pending) < MAX_REPLICA_PENDING  # (dispatch stopped: decode them later)
+        )
+        if deferred:  # before the write: dispatch never sees these bytes without their hints
+            assert starts is not None and hinter is not None
+            self.replica_pending.append(ReplicaChunk(phy_offset, phy_offset + len(data), starts, hinter))
+        try:
+            end = self.append_raw(phy_offset, data)
+        except BaseException:
+            if deferred:
+                self.replica_pending.pop()  # never written whole: no hold on it
+            raise
+        if hints and self.hints_enabled:  # after the write: a hint names written bytes
+            self.hints.extend(hints)
+        # no wakeup: the reput thread finds the bytes at its next look (replicaDispatchIntervalMs),
+        # so a round dispatches several reads at once; waking it per read costs the slave more
+        # CPU per message (its fixed costs per round, and a thread switch each time)
+        return end
+
     def append_raw(self, phy_offset: int, data: bytes | bytearray | memoryview) -> int:
         """Write bytes copied from another CommitLog (a slave's replication) at exactly ``phy_offset``.
 

@@ -1,44 +1,42 @@
 """MessageStore: the storage engine's facade (RocketMQ's ``DefaultMessageStore``).
 
 Theory of operation.  ``start`` takes the lock file, notes whether the last exit was clean (no
-``abort`` file) and creates ``abort``, loads the CommitLog, ConsumeQueues (:mod:`.consume_queue_store`),
-index files and the checkpoint, runs recovery (:mod:`.recovery`), re-dispatches synchronously until
-derived data is complete and rebuilds the per-queue offset table (:mod:`.rebuild`), then starts the
-reput, flush and clean threads.  Appends go through the CommitLog under one lock; with SYNC_FLUSH the
-caller then waits for the group commit (``put_batch``), or, on an event loop, appends with
-``put_batch_nowait`` (which hands back a continuation for a worker thread when the append could
-wait) and is called back by the group-commit thread (``when_flushed``).  Reads are lock-free and
-return views of the mapped records.  ``shutdown`` lets dispatch catch up, flushes everything,
-writes the checkpoint, deletes ``abort`` and releases the lock.
+``abort`` file) and creates ``abort`` (:mod:`.lock_file`), loads the CommitLog, ConsumeQueues
+(:mod:`.consume_queue_store`), index files and the checkpoint, runs recovery (:mod:`.recovery`),
+re-dispatches synchronously until derived data is complete and rebuilds the per-queue offset table
+(:mod:`.rebuild`), then starts the reput and flush threads (:mod:`.services`) and the clean thread.
+Appends go through the CommitLog under one lock; with SYNC_FLUSH the caller then waits for the
+group commit (``put_batch``), or, on an event loop, appends with ``put_batch_nowait`` (which hands
+back a continuation for a worker thread when the append could wait) and is called back by the
+group-commit thread (``when_flushed``).  Reads are lock-free and return views of the mapped records
+(:mod:`.reader`).  ``shutdown`` lets dispatch catch up, flushes everything, writes the checkpoint,
+deletes ``abort`` and releases the lock.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from rocketq.broker.store import reader, rebuild
 from rocketq.broker.store.checkpoint import StoreCheckpoint
 from rocketq.broker.store.clean import CleanService, DiskUsageProbe
 from rocketq.broker.store.commit_log import (
-    MAX_REPLICA_PENDING,
     CommitLog,
     DispatchHint,
     Hinter,
-    ReplicaChunk,
 )
-from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, FlushDiskType, StoreConfig
-from rocketq.broker.store.consume_queue import UNIT as CQ_UNIT
+from rocketq.broker.store.config import END_FILE_MIN_BLANK_LENGTH, StoreConfig
 from rocketq.broker.store.consume_queue import ConsumeQueue
 from rocketq.broker.store.consume_queue_store import ConsumeQueueStore
 from rocketq.broker.store.dispatch import ArrivalListener, Dispatcher, ReputService, parse_delay_levels
-from rocketq.broker.store.errors import StoreCorruptError, StoreError, StoreLockedError
-from rocketq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rocketq.broker.store.errors import StoreCorruptError, StoreError
+from rocketq.broker.store.flush import GroupCommitService
 from rocketq.broker.store.index_file import IndexService
+from rocketq.broker.store.lock_file import StoreLock, mark_clean_exit, mark_running
 from rocketq.broker.store.record_batch import (
     MessageBatchToStore,
     MessageToStore,
@@ -46,6 +44,7 @@ from rocketq.broker.store.record_batch import (
     batch_from_messages,
     prepare_batch,
 )
+from rocketq.broker.store.services import StoreServices
 from rocketq.broker.store.status import (
     AppendMessageStatus,
     GetMessageResult,
@@ -91,11 +90,11 @@ class MessageStore:
             config, self.commit_log, self._consume_queues.all, self.index_service, disk_usage_probe
         )
         self.checkpoint: StoreCheckpoint | None = None
+        self._services: StoreServices | None = None
+        # handles of the two threads the put path talks to (also in _services)
         self._reput: ReputService | None = None
         self._group_commit: GroupCommitService | None = None
-        self._flush_cl: FlushRealTimeService | None = None
-        self._flush_cq: FlushConsumeQueueService | None = None
-        self._lock_fd = -1
+        self._lock = StoreLock(self._path("lock"), config.store_path_root_dir)
         self._running = False
         self._cq_flush_lock = threading.Lock()
         self.last_exit_ok = True
@@ -107,35 +106,18 @@ class MessageStore:
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         os.makedirs(self.config.store_path_root_dir, exist_ok=True)
-        self._acquire_lock()
+        self._lock.acquire()
         try:
             self._load_and_recover()
         except BaseException:
             self._close_files()
-            self._release_lock()
+            self._lock.release()
             raise
         cfg = self.config
-        self._reput = ReputService(self.dispatcher, cfg.reput_idle_wait_ms, cfg.replica_dispatch_interval_ms)
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self._group_commit = GroupCommitService(self.commit_log, self._on_commit_log_flushed)
-            self._group_commit.start()
-        else:
-            self._flush_cl = FlushRealTimeService(
-                self.commit_log,
-                cfg.flush_interval_commit_log_ms,
-                cfg.flush_commit_log_least_pages,
-                cfg.flush_commit_log_thorough_interval_ms,
-                self._on_commit_log_flushed,
-            )
-            self._flush_cl.start()
-        self._flush_cq = FlushConsumeQueueService(
-            self.flush_consume_queues,
-            cfg.flush_interval_consume_queue_ms,
-            cfg.flush_consume_queue_least_pages,
-            cfg.flush_consume_queue_thorough_interval_ms,
+        svc = self._services = StoreServices.start(
+            cfg, self.commit_log, self.dispatcher, self.flush_consume_queues, self._on_commit_log_flushed
         )
-        self._reput.start()
-        self._flush_cq.start()
+        self._reput, self._group_commit = svc.reput, svc.group_commit
         self.clean_service.check_disk()
         self.clean_service.start()
         self._running = True
@@ -146,30 +128,8 @@ class MessageStore:
             self.commit_log.max_offset,
         )
 
-    def _acquire_lock(self) -> None:
-        fd = os.open(self._path("lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise StoreLockedError(
-                f"the store {self.config.store_path_root_dir} is locked by another broker"
-            ) from exc
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                os.close(self._lock_fd)
-            self._lock_fd = -1
-
     def _load_and_recover(self) -> None:
-        abort = self._path("abort")
-        self.last_exit_ok = not os.path.exists(abort)
-        with open(abort, "w") as f:
-            f.flush()
-            os.fsync(f.fileno())
+        self.last_exit_ok = mark_running(self._path("abort"))
         if not self.last_exit_ok:
             log.warning("the abort file exists: the last shutdown was not clean, running abnormal recovery")
         self.checkpoint = rebuild.load_and_recover(
@@ -187,11 +147,8 @@ class MessageStore:
             return
         self._running = False
         self.clean_service.shutdown()
-        if self._reput is not None:
-            self._reput.shutdown()
-        for svc in (self._group_commit, self._flush_cl, self._flush_cq):
-            if svc is not None:
-                svc.shutdown()
+        if self._services is not None:
+            self._services.shutdown()
         self.commit_log.flush(0)
         self.flush_consume_queues(0)
         if self.checkpoint is not None:
@@ -201,11 +158,10 @@ class MessageStore:
         )
         self._close_files()
         if clean:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._path("abort"))
+            mark_clean_exit(self._path("abort"))
         else:
             log.warning("dispatch did not catch up before shutdown; the abort file is kept for recovery")
-        self._release_lock()
+        self._lock.release()
         log.info("message store at %s shut down", self.config.store_path_root_dir)
 
     def halt(self) -> None:
@@ -218,13 +174,10 @@ class MessageStore:
             return
         self._running = False
         self.clean_service.shutdown()
-        if self._reput is not None:
-            self._reput.halt()
-        for svc in (self._group_commit, self._flush_cl, self._flush_cq):
-            if svc is not None:
-                svc.halt()
+        if self._services is not None:
+            self._services.halt()
         self._close_files()
-        self._release_lock()
+        self._lock.release()
 
     def _close_files(self) -> None:
         self.commit_log.mfq.close()
@@ -423,28 +376,7 @@ class MessageStore:
         the bytes do not continue the log."""
         if not self._running:
             raise StoreError("the message store is not running")
-        cl = self.commit_log
-        deferred = (
-            starts is not None
-            and hinter is not None
-            and cl.hints_enabled
-            and len(cl.replica_pending) < MAX_REPLICA_PENDING  # (dispatch stopped: decode them later)
-        )
-        if deferred:  # before the write: dispatch never sees these bytes without their hints
-            assert starts is not None and hinter is not None
-            cl.replica_pending.append(ReplicaChunk(phy_offset, phy_offset + len(data), starts, hinter))
-        try:
-            end = cl.append_raw(phy_offset, data)
-        except BaseException:
-            if deferred:
-                cl.replica_pending.pop()  # never written whole: no hold on it
-            raise
-        if hints and cl.hints_enabled:  # after the write: a hint names written bytes
-            cl.hints.extend(hints)
-        # no wakeup: the reput thread finds the bytes at its next look (replicaDispatchIntervalMs),
-        # so a round dispatches several reads at once; waking it per read costs the slave more
-        # CPU per message (its fixed costs per round, and a thread switch each time)
-        return end
+        return self.commit_log.append_replica(phy_offset, data, hints, starts=starts, hinter=hinter)
 
     def truncate_commit_log(self, offset: int) -> None:
         """Cut the CommitLog at ``offset`` (a record boundary): later bytes are zeroed, later
@@ -512,19 +444,9 @@ class MessageStore:
     def check_in_mem_by_consume_offset(
         self, topic: str, queue_id: int, offset: int, max_behind_bytes: int
     ) -> bool:
-        """True if a read from ``offset`` cannot touch the disk: nothing to read there, or its first
-        record lies within ``max_behind_bytes`` of the CommitLog's end (recently written, so in the
-        page cache; RocketMQ's ``checkInMemByConsumeOffset`` heuristic)."""
+        """True if a read from ``offset`` cannot touch the disk (:func:`.reader.in_page_cache`)."""
         cq = self._consume_queues.find(topic, queue_id)
-        if cq is None or not cq.min_offset_in_queue <= offset < cq.max_offset_in_queue:
-            return True
-        try:
-            raw = cq.raw_units(offset, 1)
-        except ValueError:  # the segment was deleted under us
-            return False
-        if raw is None:
-            return False
-        return bool(self.commit_log.max_offset - CQ_UNIT.unpack_from(raw)[0] <= max_behind_bytes)
+        return reader.in_page_cache(self.commit_log, cq, offset, max_behind_bytes)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self._consume_queues.find(topic, queue_id)
@@ -558,6 +480,7 @@ class MessageStore:
     def query_message(
         self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
     ) -> QueryMessageResult:
+        """The records whose key is ``key`` stored within ``[begin_ts, end_ts]`` (the index)."""
         if self.index_service is None:
             return QueryMessageResult()
         max_num = (
@@ -565,24 +488,7 @@ class MessageStore:
             if max_num > 0
             else self.config.default_query_max_num
         )
-        offsets, last_ts, last_phy = self.index_service.query_offsets(topic, key, max_num, begin_ts, end_ts)
-        seen: set[int] = set()
-        buffers, found = [], []
-        for off in offsets:
-            if off in seen or off < self.commit_log.min_offset:
-                continue
-            seen.add(off)
-            size = self.commit_log.record_size_at(off)
-            view = self.commit_log.view(off, size) if size > 0 else None
-            if view is not None:
-                buffers.append(view)
-                found.append(off)
-        return QueryMessageResult(
-            buffers=buffers,
-            phy_offsets=found,
-            index_last_update_timestamp=last_ts,
-            index_last_update_phy_offset=last_phy,
-        )
+        return reader.query_by_key(self.commit_log, self.index_service, topic, key, max_num, begin_ts, end_ts)
 
     def add_arrival_listener(self, cb: ArrivalListener) -> None:
         self.dispatcher.listeners.append(cb)
@@ -621,8 +527,6 @@ class MessageStore:
 
     def wait_dispatched(self, timeout_s: float = 5.0) -> bool:
         """Block until everything appended so far is dispatched (tests and tools)."""
-        import time
-
         target = self.commit_log.max_offset
         deadline = time.monotonic() + timeout_s
         while self.dispatcher.reput_from_offset < target:

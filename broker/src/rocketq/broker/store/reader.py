@@ -1,4 +1,4 @@
-"""Read path: pull messages through a ConsumeQueue and fetch records by CommitLog offset.
+"""Read path: pull messages through a ConsumeQueue, fetch records by CommitLog offset or by key.
 
 Theory of operation.  A pull looks up the queue's units from the requested logical offset in one
 ``numpy`` view over the mapped ConsumeQueue segment (no per-unit objects), filters them in bulk
@@ -22,7 +22,8 @@ import numpy.typing as npt
 
 from rocketq.broker.store.commit_log import CommitLog
 from rocketq.broker.store.consume_queue import UNIT, ConsumeQueue
-from rocketq.broker.store.status import GetMessageResult, GetMessageStatus
+from rocketq.broker.store.index_file import IndexService
+from rocketq.broker.store.status import GetMessageResult, GetMessageStatus, QueryMessageResult
 
 _BLANK_SIZE = 0x7FFFFFFF
 #: Up to this many messages per pull, plain struct unpacking beats numpy's per-call overhead.
@@ -257,3 +258,49 @@ def _views(commit_log: CommitLog, offs: list[int], sizes: list[int]) -> list[mem
         if v is not None:
             out.append(v)
     return out
+
+
+def in_page_cache(commit_log: CommitLog, cq: ConsumeQueue | None, offset: int, max_behind_bytes: int) -> bool:
+    """True if a read from ``offset`` cannot touch the disk: nothing to read there, or its first
+    record lies within ``max_behind_bytes`` of the CommitLog's end (recently written, so in the
+    page cache; RocketMQ's ``checkInMemByConsumeOffset`` heuristic)."""
+    if cq is None or not cq.min_offset_in_queue <= offset < cq.max_offset_in_queue:
+        return True
+    try:
+        raw = cq.raw_units(offset, 1)
+    except ValueError:  # the segment was deleted under us
+        return False
+    if raw is None:
+        return False
+    return bool(commit_log.max_offset - UNIT.unpack_from(raw)[0] <= max_behind_bytes)
+
+
+def query_by_key(
+    commit_log: CommitLog,
+    index_service: IndexService,
+    topic: str,
+    key: str,
+    max_num: int,
+    begin_ts: int,
+    end_ts: int,
+) -> QueryMessageResult:
+    """Views of at most ``max_num`` records the index lists for ``key`` in ``[begin_ts, end_ts]``,
+    each once, skipping those below the CommitLog minimum."""
+    offsets, last_ts, last_phy = index_service.query_offsets(topic, key, max_num, begin_ts, end_ts)
+    seen: set[int] = set()
+    buffers, found = [], []
+    for off in offsets:
+        if off in seen or off < commit_log.min_offset:
+            continue
+        seen.add(off)
+        size = commit_log.record_size_at(off)
+        view = commit_log.view(off, size) if size > 0 else None
+        if view is not None:
+            buffers.append(view)
+            found.append(off)
+    return QueryMessageResult(
+        buffers=buffers,
+        phy_offsets=found,
+        index_last_update_timestamp=last_ts,
+        index_last_update_phy_offset=last_phy,
+    )
