@@ -18,7 +18,9 @@ message gets a ``UNIQ_KEY`` (the ``msg_id`` of its SendResult).  ``send_encoded_
 SEND_BATCH_MESSAGE body its caller encoded (the Spark sink) to a given queue: same header, route
 lookup and errors, no decoding.  Methods marked "Internal API" (``check_running``, ``validate``,
 ``next_uniq_key``, ``broker_addr_of``, ``send_batch_request``) are what the transaction
-producer's batching layer (:mod:`.transaction_batch`) builds on.
+producer's batching layer (:mod:`.transaction_batch`, through its ``HalfBatchSender`` protocol)
+builds on.  :func:`trace_sender` builds the inner producer that a traced client's trace
+dispatcher is given as its sender.
 """
 
 from __future__ import annotations
