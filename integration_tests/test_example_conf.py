@@ -1,8 +1,8 @@
 """The deployment files of ``examples/conf`` start working clusters on one machine.
 
-The 2m-2s-sync files (two SYNC_MASTER groups with a slave each) and the controller-mode quick
-start (a NameServer with an embedded controller, two replicas of one group) are started as real
-``mqnamesrv`` / ``mqbroker`` processes, in the order docs/cluster-deployment.md gives.  The files
+The 2m-2s-async and 2m-2s-sync files (two master groups with a slave each) and the controller-mode
+quick start (a NameServer with an embedded controller, two replicas of one group) are started as
+real ``mqnamesrv`` / ``mqbroker`` processes, in the order docs/cluster-deployment.md gives.  The files
 carry fixed ports and store paths as RocketMQ's do; the test starts copies in which only those are
 rewritten (every fixed port to one free port, ``/tmp/rocketq/...`` to the test's temp dir), so it
 does not collide with other servers on the machine and checks the shipped files otherwise.  The
@@ -112,16 +112,20 @@ def stack() -> Iterator[ExitStack]:
         yield s
 
 
-def test_2m_2s_sync_files_start_a_replicated_cluster(tmp_path: Path, stack: ExitStack) -> None:
+@pytest.mark.parametrize(
+    ("folder", "master_role"), [("2m-2s-async", "ASYNC_MASTER"), ("2m-2s-sync", "SYNC_MASTER")]
+)
+def test_2m_2s_files_start_a_replicated_cluster(
+    tmp_path: Path, stack: ExitStack, folder: str, master_role: str
+) -> None:
     local = Localizer(tmp_path)
     namesrv = start_namesrv(stack, local)
-    folder = CONF / "2m-2s-sync"
     for name in ("broker-a", "broker-a-s", "broker-b", "broker-b-s"):
-        start_broker(stack, local, folder / f"{name}.properties", namesrv)
+        start_broker(stack, local, CONF / folder / f"{name}.properties", namesrv)
     expected = [
-        ("broker-a", 0, "SYNC_MASTER"),
+        ("broker-a", 0, master_role),
         ("broker-a", 1, "SLAVE"),
-        ("broker-b", 0, "SYNC_MASTER"),
+        ("broker-b", 0, master_role),
         ("broker-b", 1, "SLAVE"),
     ]
     # a slave counts once clusterList shows its replication lag: it is connected to its master
@@ -131,8 +135,9 @@ def test_2m_2s_sync_files_start_a_replicated_cluster(tmp_path: Path, stack: Exit
         timeout_s=90,
         interval_s=0.5,
     )
-    create_topic(namesrv.addr, "ExampleConfSync", queues=4)
-    produce_and_consume(namesrv.addr, "ExampleConfSync", group="example-conf-sync")
+    topic = f"ExampleConf{folder.replace('-', '')}"
+    create_topic(namesrv.addr, topic, queues=4)
+    produce_and_consume(namesrv.addr, topic, group=f"example-conf-{folder}")
 
 
 def test_controller_quick_start_files_elect_a_master(tmp_path: Path, stack: ExitStack) -> None:
