@@ -41,13 +41,13 @@ the master is down cannot read a tail the election truncates either.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from rocketq.broker.config import BrokerConfig, BrokerRole
+from rocketq.broker.controller_mode.ack_waiters import AckWaiters
 from rocketq.broker.controller_mode.acks import AckPolicy, AckVerdict, SyncStateSetTracker, ack_verdict
 from rocketq.broker.controller_mode.controller_client import ControllerClient
 from rocketq.broker.controller_mode.controller_requests import (
@@ -122,7 +122,7 @@ class ReplicasManager:
         self._lease_sent = float("-inf")  # monotonic send time of the last heartbeat the leader accepted
         self._fenced_at: float | None = None
         self._lock = asyncio.Lock()
-        self._waiters: list[tuple[int, asyncio.Future[AckVerdict | None]]] = []
+        self._waiters = AckWaiters()
         self._tasks: list[asyncio.Task[None]] = []
         self._alter_task: asyncio.Task[None] | None = None
         self._confirm_floor = 0  # the max offset at promotion: confirmed by the election
@@ -148,7 +148,7 @@ class ReplicasManager:
         await asyncio.gather(
             *[t for t in [*self._tasks, self._alter_task] if t is not None], return_exceptions=True
         )
-        self._fail_waiters()
+        self._waiters.fail_all()
 
     async def _run(self) -> None:
         while True:
@@ -302,7 +302,7 @@ class ReplicasManager:
             sorted(info.sync_state_set),
         )
         self.is_master = False
-        self._fail_waiters()
+        self._waiters.fail_all()
         await self.replication.stop()  # no replicated append after the epoch's start offset is read
         # replicated appends do not advance the queue offsets a put assigns: take them from the CQs
         await asyncio.to_thread(self.store.recover_topic_queue_table)
@@ -335,7 +335,7 @@ class ReplicasManager:
             if self.is_master:  # its unconfirmed tail may be truncated: keep it unreadable
                 self._stepdown_limit = self.confirm_offset
             self.is_master = False
-            self._fail_waiters()
+            self._waiters.fail_all()
             await self.replication.stop()
             await self._role_changed(
                 replace(self.config, broker_role=BrokerRole.SLAVE, broker_id=self.broker_id)
@@ -496,18 +496,12 @@ class ReplicasManager:
     async def wait_offset(self, offset: int) -> PutMessageStatus:
         verdict = self._verdict(offset)
         if verdict is AckVerdict.WAITING:
-            future: asyncio.Future[AckVerdict | None] = asyncio.get_running_loop().create_future()
-            self._waiters.append((offset, future))
-            if self.replication.master is not None:
-                self.replication.master.wakeup()
+            master = self.replication.master
             timeout_s = self.store.config.sync_flush_timeout_ms / 1000
             try:
-                verdict = await asyncio.wait_for(future, timeout_s)
+                verdict = await self._waiters.wait(offset, timeout_s, master.wakeup if master else None)
             except TimeoutError:
                 return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-            finally:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove((offset, future))
         if verdict is AckVerdict.NOT_ENOUGH:
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
         if verdict is AckVerdict.ACKED and self.lease_ok():
@@ -524,18 +518,7 @@ class ReplicasManager:
 
     def _reevaluate(self) -> None:
         self._notify_confirm()
-        for offset, future in list(self._waiters):
-            if future.done():
-                continue
-            verdict = self._verdict(offset)
-            if verdict is not AckVerdict.WAITING:
-                future.set_result(verdict)
-
-    def _fail_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for _, future in waiters:
-            if not future.done():
-                future.set_result(None)  # no longer master: nothing is acknowledged
+        self._waiters.reevaluate(self._verdict)
 
     def status_keys(self) -> dict[str, object]:
         entry = self.epoch_file.last_entry()
