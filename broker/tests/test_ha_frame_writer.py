@@ -1,4 +1,4 @@
-"""The HA writer's frames (``rocketq.broker.ha.master._FrameWriter``): ``sendmsg`` straight from
+"""The HA writer's frames (``rocketq.broker.ha.frame_writer.FrameWriter``): ``sendmsg`` straight from
 the CommitLog views, the transport for what the socket did not take, every byte once and in order,
 over a real loopback TCP connection whose send buffer is too small for a burst."""
 
@@ -9,18 +9,18 @@ import os
 import socket
 from typing import Any
 
-from rocketq.broker.ha.master import _FrameWriter, _unsent
+from rocketq.broker.ha.frame_writer import FrameWriter, unsent
 
 
 def test_unsent_cuts_the_parts_at_the_first_unsent_byte() -> None:
     parts: list[bytes | memoryview] = [b"abc", memoryview(b"defgh"), b"ij"]
-    assert [bytes(p) for p in _unsent(parts, 0)] == [b"abc", b"defgh", b"ij"]
-    assert [bytes(p) for p in _unsent(parts, 2)] == [b"c", b"defgh", b"ij"]
-    assert [bytes(p) for p in _unsent(parts, 3)] == [b"defgh", b"ij"]
-    assert [bytes(p) for p in _unsent(parts, 9)] == [b"j"]
-    assert _unsent(parts, 10) == []
+    assert [bytes(p) for p in unsent(parts, 0)] == [b"abc", b"defgh", b"ij"]
+    assert [bytes(p) for p in unsent(parts, 2)] == [b"c", b"defgh", b"ij"]
+    assert [bytes(p) for p in unsent(parts, 3)] == [b"defgh", b"ij"]
+    assert [bytes(p) for p in unsent(parts, 9)] == [b"j"]
+    assert unsent(parts, 10) == []
     wide = memoryview(bytes(range(16))).cast("I")  # a view of 4-byte items is cut at a byte
-    assert [bytes(p) for p in _unsent([wide], 5)] == [bytes(range(5, 16))]
+    assert [bytes(p) for p in unsent([wide], 5)] == [bytes(range(5, 16))]
 
 
 async def _pair() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, socket.socket]:
@@ -61,7 +61,7 @@ def test_a_burst_the_socket_cannot_take_arrives_whole_and_in_order() -> None:
 
     async def main() -> bytes:
         _reader, writer, client = await _pair()
-        frames = _FrameWriter(writer)
+        frames = FrameWriter(writer)
         try:
             assert frames.sock is not None  # plain TCP: the sendmsg path
             frames.write([view[:300_000], b"header", view[300_000:600_000]])
@@ -89,7 +89,7 @@ def test_closing_the_writer_closes_the_connection() -> None:
 
     async def main() -> bytes:
         _reader, writer, client = await _pair()
-        frames = _FrameWriter(writer)
+        frames = FrameWriter(writer)
         frames.write([b"last words"])
         frames.close()
         assert frames.sock is None
@@ -121,7 +121,7 @@ class _TlsWriter:
 def test_tls_connections_write_through_the_transport() -> None:
     with socket.socket() as sock:
         writer = _TlsWriter(sock)
-        frames = _FrameWriter(writer)  # type: ignore[arg-type]
+        frames = FrameWriter(writer)  # type: ignore[arg-type]
         assert frames.sock is None
         frames.write([b"a", memoryview(b"b")])
     assert writer.written == [b"a", b"b"]

@@ -10,7 +10,7 @@ max offset for a slave that claims more than the master has (logged: the slave t
 refuses, docs/replication.md) — then pushes CommitLog bytes from zero-copy views of the segments
 in transfers of at most ``haTransferBatchSize``, never across a segment end (as many as there is
 data for, up to :data:`BURST_BYTES`, in one ``sendmsg`` straight from the views: see
-:class:`_FrameWriter`), and a size-0 heartbeat after
+:class:`~.frame_writer.FrameWriter`), and a size-0 heartbeat after
 ``haSendHeartbeatInterval`` of silence (and at once after the first report, so a slave learns
 where the master stands without waiting).  In controller mode the writer also sends a confirm frame
 (protocol.py) whenever the master's confirm offset advanced since the last one it sent.
@@ -30,13 +30,12 @@ import functools
 import heapq
 import itertools
 import logging
-import os
-import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from rocketq.broker.ha.frame_writer import FrameWriter
 from rocketq.broker.ha.protocol import HAProtocolError, ReportDecoder, encode_confirm, encode_transfer_header
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageStatus
@@ -56,57 +55,6 @@ POLL_INTERVAL_S = 0.02
 #: back while the dispatch thread runs costs more than the write itself: fewer, larger writes.
 BURST_BYTES = 256 * 1024
 _READ_SIZE = 64 * 1024
-#: The most buffers one ``sendmsg`` takes (IOV_MAX on Linux and the BSDs; a burst has a few dozen)
-_IOV_MAX = 1024
-
-
-class _FrameWriter:
-    """Writes one connection's frames with ``socket.sendmsg`` straight from the CommitLog views
-    whenever the transport has nothing buffered; what the socket does not take at once goes
-    through the transport, which keeps the order.  (Python 3.11's transports join the buffers of
-    a ``writelines`` into one new bytes object before the send: a copy of every replicated byte,
-    made on the event loop, which the broker's puts wait for.)  TLS connections, and any
-    transport without a socket of its own, write through the transport."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.sock: socket.socket | None = None
-        raw = writer.get_extra_info("socket")
-        if (
-            raw is not None
-            and writer.get_extra_info("ssl_object") is None
-            and hasattr(socket.socket, "sendmsg")
-        ):
-            # a duplicate descriptor of the same connection (non-blocking, as the transport set it):
-            # asyncio's socket wrapper offers no sendmsg.  Closed by close(), before the transport.
-            self.sock = socket.socket(fileno=os.dup(raw.fileno()))
-
-    def write(self, parts: list[bytes | memoryview]) -> None:
-        sock = self.sock
-        if sock is not None and not self.writer.transport.get_write_buffer_size():
-            try:
-                sent = sock.sendmsg(parts[:_IOV_MAX])
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            parts = _unsent(parts, sent)
-            if not parts:
-                return
-        self.writer.writelines(parts)
-
-    def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-
-def _unsent(parts: list[bytes | memoryview], sent: int) -> list[bytes | memoryview]:
-    """What is left of ``parts`` after the first ``sent`` bytes went out."""
-    for i, part in enumerate(parts):
-        size = len(part) if isinstance(part, bytes) else part.nbytes
-        if sent < size:
-            return [memoryview(part).cast("B")[sent:], *parts[i + 1 :]] if sent else parts[i:]
-        sent -= size
-    return []
 
 
 def _now_ms() -> int:
@@ -430,7 +378,7 @@ class HAService:
         loop = asyncio.get_running_loop()
         last_write = 0.0
         wake: asyncio.Future[None] | None = None
-        frames = _FrameWriter(writer)
+        frames = FrameWriter(writer)
         try:
             while True:
                 # registered before looking for data: an append meanwhile wakes this writer (a
@@ -455,7 +403,7 @@ class HAService:
         finally:
             frames.close()
 
-    async def _send_some(self, conn: SlaveConnection, frames: _FrameWriter) -> int:
+    async def _send_some(self, conn: SlaveConnection, frames: FrameWriter) -> int:
         """Send the transfers there is data for, up to :data:`BURST_BYTES`, and in controller mode a
         confirm frame if the confirm offset advanced, with one socket write: the transfers' total
         size, 0 if none, -1 if the slave cannot be served."""
