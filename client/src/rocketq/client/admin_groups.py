@@ -19,8 +19,6 @@ reads the messages in between, as RocketMQ Dashboard's "query by topic" does.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -28,9 +26,16 @@ from rocketq.client.api import MQClientAPI
 from rocketq.client.errors import MQBrokerError
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.admin_bodies import (
+    ConsumerConnection,
+    QueueProgress,
+    consumer_offset_groups,
+    parse_consume_stats,
+    parse_consumer_connection,
+    subscription_group_names,
+)
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.lenient_json import loads, thaw
 from rocketq.client.remoting.route import MessageQueue, TopicRouteData
 from rocketq.client.remoting.vocabulary import (
     SUB_ALL,
@@ -63,30 +68,6 @@ class QueueStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueProgress:
-    """One queue of a group's progress: ``lag = broker_offset - consumer_offset``."""
-
-    message_queue: MessageQueue
-    broker_offset: int
-    consumer_offset: int  # -1: the group has no committed offset here
-    last_timestamp_ms: int = 0  # store time of the last consumed message (0: unknown)
-
-    @property
-    def lag(self) -> int:
-        return self.broker_offset - max(self.consumer_offset, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerConnection:
-    """One connected consumer client of a group."""
-
-    client_id: str
-    client_addr: str
-    language: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
 class GroupConnections:
     """GET_CONSUMER_CONNECTION_LIST of a group, merged over the masters (empty when offline)."""
 
@@ -107,16 +88,9 @@ async def group_list(api: MQClientAPI, masters: Mapping[str, str]) -> list[str]:
     groups: set[str] = set()
     for addr in masters.values():
         cmd = RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        body = api.check(await api.invoke(addr, cmd), addr).body
-        doc = loads(body) if body else {}
-        groups.update(str(g) for g in (doc.get("subscriptionGroupTable") or {}))
+        groups.update(subscription_group_names(api.check(await api.invoke(addr, cmd), addr).body))
         cmd = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
-        body = api.check(await api.invoke(addr, cmd), addr).body
-        doc = loads(body) if body else {}
-        for key in doc.get("offsetTable") or {}:
-            _, _, group = str(key).partition("@")
-            if group:
-                groups.add(group)
+        groups.update(consumer_offset_groups(api.check(await api.invoke(addr, cmd), addr).body))
     return sorted(g for g in groups if g not in SYSTEM_GROUPS)
 
 
@@ -131,23 +105,10 @@ async def consumer_connections(api: MQClientAPI, masters: Mapping[str, str], gro
         response = await api.invoke(addr, cmd)
         if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
             continue
-        doc = loads(api.check(response, addr).body or b"{}")
-        for c in doc.get("connectionSet") or ():
-            cc = ConsumerConnection(
-                client_id=str(c.get("clientId", "")),
-                client_addr=str(c.get("clientAddr", "")),
-                language=str(c.get("language", "")),
-                version=int(c.get("version") or 0),
-            )
-            conns[cc.client_id] = cc
-        for topic, sub in (doc.get("subscriptionTable") or {}).items():
-            if isinstance(sub, Mapping):
-                subs[str(topic)] = str(sub.get("subString") or SUB_ALL)
-        meta = (
-            str(doc.get("consumeType", "")),
-            str(doc.get("messageModel", "")),
-            str(doc.get("consumeFromWhere", "")),
-        )
+        answer = parse_consumer_connection(api.check(response, addr).body)
+        conns.update((cc.client_id, cc) for cc in answer.connections)
+        subs.update(answer.subscriptions)
+        meta = (answer.consume_type, answer.message_model, answer.consume_from_where)
     return GroupConnections(
         group,
         tuple(sorted(conns.values(), key=lambda c: c.client_id)),
@@ -168,23 +129,7 @@ async def consume_stats(
         response = await api.invoke(addr, cmd)
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             continue
-        body = api.check(response, addr).body
-        doc = loads(body) if body else {}
-        for key, value in (doc.get("offsetTable") or {}).items():
-            obj = thaw(key) if isinstance(key, tuple) else key
-            if isinstance(obj, str):
-                with contextlib.suppress(ValueError):
-                    obj = json.loads(obj)
-            if not isinstance(obj, dict) or not isinstance(value, Mapping):
-                continue
-            rows.append(
-                QueueProgress(
-                    MessageQueue.from_obj(obj),
-                    int(value.get("brokerOffset", 0)),
-                    int(value.get("consumerOffset", -1)),
-                    int(value.get("lastTimestamp", 0)),
-                )
-            )
+        rows += parse_consume_stats(api.check(response, addr).body)
     return sorted(
         rows, key=lambda r: (r.message_queue.topic, r.message_queue.broker_name, r.message_queue.queue_id)
     )
