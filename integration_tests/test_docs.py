@@ -11,7 +11,8 @@ Three checks over the Markdown's code (fenced blocks other than Python, and inli
 
 The commands are asked through their installed entry points, so the check follows the code as it
 is.  docs/configuration.md must equal what integration_tests/config_reference.py generates from
-the parsers, and the files of ``examples/conf`` may use only keys the parsers read.  The checker
+the parsers, each key it lists must load through its component's loader without an unknown-key
+report, and the files of ``examples/conf`` may use only keys the parsers read.  The checker
 itself is tested on a planted page with a wrong subcommand, flag and key.
 """
 
@@ -30,6 +31,9 @@ from types import ModuleType
 
 import pytest
 
+from rocketq.broker import config_loader as broker_loader
+from rocketq.controller import config as controller_config
+from rocketq.namesrv import config as namesrv_config
 from rocketq.server.properties import parse_properties
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,6 +201,24 @@ def test_configuration_reference_is_generated_from_the_parsers() -> None:
 
 def test_docs_name_only_existing_subcommands_flags_and_keys() -> None:
     assert problems(doc_pages()) == []
+
+
+def test_every_documented_key_is_read_by_its_loader() -> None:
+    """Each key of the reference, set to its default, loads without an unknown-key report."""
+    warnings: list[str] = []
+    broker = {**config_reference.broker_defaults(), **dict.fromkeys(config_reference.broker_ignored(), "")}
+    broker_loader.config_from_properties(broker, warn=warnings.append)
+    assert warnings == []
+    controller = config_reference.controller_defaults()
+    ignored = dict.fromkeys(controller_config.IGNORED_KEYS, "")
+    assert controller_config.config_from_properties({**controller, **ignored})[1] == []
+    namesrv = {
+        **config_reference.namesrv_defaults(),
+        **config_reference.tls_defaults(),
+        **dict.fromkeys(namesrv_config.IGNORED_KEYS, ""),
+        **{k: v for k, v in controller.items() if k != "listenPort"},  # an embedded controller's
+    }
+    assert namesrv_config.config_from_properties(namesrv)[1] == []
 
 
 def test_example_conf_files_use_only_keys_the_parsers_read() -> None:
