@@ -284,6 +284,29 @@ class SendMessageProcessor:
             return await self._put_batch(
                 request, batch, queue_id=queue_id, ext={HALF_COUNT_FIELD: str(len(fast))}, topic=header.topic
             )
+        msgs = self._half_messages(request, channel, header, queue_id, cols)
+        if isinstance(msgs, RemotingCommand):
+            return msgs
+        return await self._put(
+            request,
+            msgs,
+            queue_id=queue_id,
+            put=lambda: txn.prepare_half_batch(msgs),
+            ext={HALF_COUNT_FIELD: str(len(msgs))},
+            topic=header.topic,
+        )
+
+    def _half_messages(
+        self,
+        request: RemotingCommand,
+        channel: Channel,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        cols: BatchColumns,
+    ) -> list[MessageToStore] | RemotingCommand:
+        """The inner messages of a transactional batch whose properties need decoding, each checked
+        (one PGROUP, TRAN_MSG, sizes) and given this broker's CLUSTER; or the error response."""
+        raw_props = cols.properties
         try:
             texts = [p.decode("utf-8") for p in raw_props]
         except UnicodeDecodeError as exc:
@@ -293,7 +316,7 @@ class SendMessageProcessor:
         remark = check_half_batch([decode_properties(props) for props in texts])
         if remark is not None:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark)
-        cluster = f"{_PROPERTY_CLUSTER}{ctx.config.broker_cluster_name}\x02"
+        cluster = f"{_PROPERTY_CLUSTER}{self.ctx.config.broker_cluster_name}\x02"
         msgs = []
         for flag, body, props in zip(cols.flags, cols.bodies, texts, strict=True):
             error = check_sizes(self.ctx, request, len(body), len(props.encode("utf-8")))
@@ -309,14 +332,7 @@ class SendMessageProcessor:
                     flag,
                 )
             )
-        return await self._put(
-            request,
-            msgs,
-            queue_id=queue_id,
-            put=lambda: txn.prepare_half_batch(msgs),
-            ext={HALF_COUNT_FIELD: str(len(msgs))},
-            topic=header.topic,
-        )
+        return msgs
 
 
 def _with_cluster(props: bytes, cluster: bytes) -> bytes:
