@@ -17,14 +17,13 @@ from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
-    PullMessageRequestHeader,
     QueryMessageRequestHeader,
     SendMessageRequestHeaderV2,
     ViewMessageRequestHeader,
 )
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.msgid import decode_offset_msg_id
-from rocketq.client.testing import ServerProcess, spawn_broker
+from rocketq.client.testing import ServerProcess, pull_header, spawn_broker, wait_for
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 SMALL_STORE: dict[str, Any] = {
@@ -76,18 +75,10 @@ def pull(
     suspend_ms: int = 0,
     queue_id: int = 0,
 ) -> RemotingCommand:
-    h = PullMessageRequestHeader(
-        consumer_group="cg",
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=0x4 | (0x2 if suspend_ms else 0),
-        commit_offset=0,
-        suspend_timeout_millis=suspend_ms,
-        subscription=sub,
-        sub_version=0,
-    )
+    h = pull_header(
+        topic, queue_id, offset, group="cg", max_msg_nums=32, suspend_ms=suspend_ms, subscription=sub,
+        expression_type=None,
+    )  # fmt: skip
     return client.invoke(
         addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), suspend_ms + 10_000
     )
@@ -147,9 +138,7 @@ def test_send_pull_query_and_registration(
             b"one"
         ]
         # the auto-created topic reached the NameServer at once
-        deadline = time.monotonic() + 10
-        while route(client, namesrv, "E2E").code != R.SUCCESS and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: route(client, namesrv, "E2E").code == R.SUCCESS, "the route of E2E", 10)
         r = route(client, namesrv, "E2E")
         assert r.code == R.SUCCESS and b"broker-a" in r.body
         # illegal requests
@@ -172,9 +161,7 @@ def test_send_pull_query_and_registration(
                 pass
         assert send(client, addr, "E2E", b"after-garbage").code == R.SUCCESS
     # clean shutdown unregisters the broker
-    deadline = time.monotonic() + 10
-    while route(client, namesrv, "E2E").code == R.SUCCESS and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: route(client, namesrv, "E2E").code != R.SUCCESS, "the route of E2E to go", 10)
     assert route(client, namesrv, "E2E").code == R.TOPIC_NOT_EXIST
 
 

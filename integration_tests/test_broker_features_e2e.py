@@ -19,7 +19,7 @@ from rocketq.client.remoting.headers import (
     SendMessageRequestHeaderV2,
 )
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
-from rocketq.client.testing import ServerProcess, spawn_broker
+from rocketq.client.testing import ServerProcess, spawn_broker, wait_value
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 CONF: dict[str, Any] = {
@@ -80,15 +80,16 @@ def messages(client: BlockingRemotingClient, addr: str, topic: str, **kw: Any) -
     return list(iter_stored_messages(r.body)) if r.code == R.SUCCESS else []
 
 
-def wait_for(
+def wait_messages(
     client: BlockingRemotingClient, addr: str, topic: str, n: int, timeout_s: float = 15
 ) -> list[StoredMessage]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """The messages of ``topic`` from offset 0, once there are at least ``n``."""
+
+    def enough() -> list[StoredMessage] | None:
         got = messages(client, addr, topic)
-        if len(got) >= n or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
+        return got if len(got) >= n else None
+
+    return wait_value(enough, f"{n} messages of {topic}", timeout_s)
 
 
 def send_back(
@@ -114,16 +115,16 @@ def test_delay_retry_dlq_and_sql92(
         sent_at = time.monotonic()
         send(client, addr, "Delayed", b"later", "TAGS\x01T\x02UNIQ_KEY\x01UK-1\x02DELAY\x012\x02")
         send(client, addr, "Delayed", b"now", "TAGS\x01T\x02UNIQ_KEY\x01UK-2\x02")
-        first = wait_for(client, addr, "Delayed", 1)
+        first = wait_messages(client, addr, "Delayed", 1)
         assert [m.body for m in first] == [b"now"]
-        got = wait_for(client, addr, "Delayed", 2)
+        got = wait_messages(client, addr, "Delayed", 2)
         assert [m.body for m in got] == [b"now", b"later"] and time.monotonic() - sent_at >= 1.5
         later = got[1]
         assert later.properties["UNIQ_KEY"] == "UK-1" and "DELAY" not in later.properties
         # -- send back: %RETRY%group after the delay (level 3 + 0, clamped to 3 s), then the DLQ
         assert send_back(client, addr, got[0], max_times=1).code == R.SUCCESS
         assert messages(client, addr, "%RETRY%" + GROUP) == []
-        [retry] = wait_for(client, addr, "%RETRY%" + GROUP, 1)
+        [retry] = wait_messages(client, addr, "%RETRY%" + GROUP, 1)
         assert retry.properties["RETRY_TOPIC"] == "Delayed" and retry.reconsume_times == 1
         assert retry.properties["ORIGIN_MESSAGE_ID"] == got[0].offset_msg_id
         # a retried copy keeps the consumer-side msg_id (the UNIQ_KEY), not the offset msgId
@@ -135,7 +136,7 @@ def test_delay_retry_dlq_and_sql92(
         )
         assert route.code == R.SUCCESS and b"broker-a" in route.body
         assert send_back(client, addr, retry, max_times=1).code == R.SUCCESS
-        [dead] = wait_for(client, addr, "%DLQ%" + GROUP, 1, timeout_s=5)
+        [dead] = wait_messages(client, addr, "%DLQ%" + GROUP, 1, timeout_s=5)
         assert (
             dead.body == b"now" and dead.properties["RETRY_TOPIC"] == "Delayed" and dead.reconsume_times == 2
         )
@@ -143,9 +144,7 @@ def test_delay_retry_dlq_and_sql92(
         # -- SQL92: only matching messages, the offset moves past the others
         for i in range(6):
             send(client, addr, "Filtered", b"%d" % i, f"TAGS\x01T{i % 2}\x02price\x01{i * 10}\x02")
-        deadline = time.monotonic() + 10
-        while len(messages(client, addr, "Filtered")) < 6 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_messages(client, addr, "Filtered", 6, 10)
         r = pull(client, addr, "Filtered", sql="price BETWEEN 10 AND 40 AND TAGS = 'T1'")
         assert r.code == R.SUCCESS and r.ext_fields["nextBeginOffset"] == "6"
         assert [m.body for m in iter_stored_messages(r.body)] == [b"1", b"3"]

@@ -23,10 +23,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -37,6 +37,7 @@ from rocketq.client.errors import RocketQError
 from rocketq.client.launcher import ServerProcess, spawn_broker, spawn_namesrv
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
+from rocketq.client.testing import wait_value
 from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -56,7 +57,8 @@ USER, PASSWORD = "admin", "s3cret-pass"
 FIRST_BATCH, BACKLOG = 5, 7
 KEY = "order-4711"
 WAIT_S = 30.0
-_T = TypeVar("_T")
+#: what a wait for a server answer treats as "not yet"
+NOT_YET = (RocketQError,)
 
 pytestmark = pytest.mark.skipif(
     not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
@@ -75,20 +77,6 @@ class Env:
     shots: list[Path]
 
 
-def _wait(what: str, probe: Callable[[], _T | None], timeout_s: float = WAIT_S) -> _T:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = probe()
-        except RocketQError as exc:
-            value, last = None, exc
-        if value is not None and value is not False:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
-
-
 def _hash_with_cli(password: str) -> str:
     """The users file's hash, made by the documented helper."""
     out = subprocess.run(
@@ -101,7 +89,7 @@ def _hash_with_cli(password: str) -> str:
 def _backlog(ns_addr: str, admin: Admin) -> str:
     """Topic with a group that consumed FIRST_BATCH messages (traced) and has BACKLOG unconsumed."""
     admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-    _wait("the topic's route", lambda: admin.topic_route(TOPIC))
+    wait_value(lambda: admin.topic_route(TOPIC), "the topic's route", retry_on=NOT_YET)
     traced = ""
     with Producer(ns_addr, producer_group="dash_pg", enable_msg_trace=True) as producer:
         for i in range(FIRST_BATCH):
@@ -127,7 +115,11 @@ def _backlog(ns_addr: str, admin: Admin) -> str:
     consumer.start()
     try:
         assert done.wait(WAIT_S), f"the consumer got {len(seen)} of {FIRST_BATCH} messages"
-        _wait("the group's committed offsets", lambda: sum(q.lag for q in admin.consume_stats(GROUP)) == 0)
+        wait_value(
+            lambda: sum(q.lag for q in admin.consume_stats(GROUP)) == 0,
+            "the group's committed offsets",
+            retry_on=NOT_YET,
+        )
     finally:
         consumer.shutdown()
     with Producer(ns_addr, producer_group="dash_pg") as producer:
@@ -229,7 +221,9 @@ def test_cluster_page_shows_the_broker(env: Env, browser: WebDriver, shots_dir: 
     _open(browser, env.url)
     table = _wait_text(browser, "#broker-table", env.broker.addr)
     assert "MASTER" in table and "broker-a" in table, table
-    _wait("a first TPS sample", lambda: _http(env.url + "api/history")[1]["samples"] or None)
+    wait_value(
+        lambda: _http(env.url + "api/history")[1]["samples"] or None, "a first TPS sample", retry_on=NOT_YET
+    )
     with Producer(env.namesrv.addr, producer_group="dash_load") as producer:  # traffic for the TPS chart
         for i in range(40):
             producer.send(Message(topic=LOAD_TOPIC, body=b"load %d" % i))
@@ -240,7 +234,7 @@ def test_cluster_page_shows_the_broker(env: Env, browser: WebDriver, shots_dir: 
         rates = [s["tps"].get(env.broker.addr, {}).get("put", 0.0) for s in samples]
         return max(rates) if rates and max(rates) > 0 else None
 
-    assert _wait("a sample with a put TPS above 0", put_rate) > 0
+    assert wait_value(put_rate, "a sample with a put TPS above 0", retry_on=NOT_YET) > 0
     _open(browser, env.url)  # redrawn with samples in the chart
     _wait_text(browser, "#broker-table", env.broker.addr)
     _shot(browser, shots_dir, "cluster")
@@ -279,7 +273,7 @@ def test_creating_a_topic_needs_a_login(env: Env, browser: WebDriver) -> None:
     _fill(browser, "new-topic-queues", "3")
     browser.find_element(By.ID, "create-topic-btn").click()
     _wait_text(browser, "#status", f"created topic {name}")
-    route = _wait("the created topic's route", lambda: env.admin.topic_route(name))
+    route = wait_value(lambda: env.admin.topic_route(name), "the created topic's route", retry_on=NOT_YET)
     assert [q.write_queue_nums for q in route.queue_datas] == [3]
     _wait_text(browser, "#topic-table", name)
 
@@ -292,7 +286,9 @@ def test_send_a_test_message_from_the_page(env: Env, browser: WebDriver) -> None
     _fill(browser, "msg-keys", "from-the-page")
     browser.find_element(By.ID, "send-msg-btn").click()
     _wait_text(browser, "#status", "SEND_OK")
-    found = _wait("the page's message", lambda: env.admin.query_msg_by_key(TOPIC, "from-the-page"))
+    found = wait_value(
+        lambda: env.admin.query_msg_by_key(TOPIC, "from-the-page"), "the page's message", retry_on=NOT_YET
+    )
     assert found[0].body == b"hello from the dashboard"
 
 
@@ -307,8 +303,10 @@ def test_group_lag_matches_the_backlog(env: Env, browser: WebDriver, shots_dir: 
     cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
     lags = [int(c[5]) for c in cells if c[0] == TOPIC]  # the group's %RETRY% topic is listed too
     assert sum(lags) == backlog and len(lags) == 2, cells
-    _wait(
-        "a lag sample", lambda: _http(env.url + "api/history")[1]["samples"][-1]["lag"].get(GROUP) == backlog
+    wait_value(
+        lambda: _http(env.url + "api/history")[1]["samples"][-1]["lag"].get(GROUP) == backlog,
+        "a lag sample",
+        retry_on=NOT_YET,
     )
     _open(browser, env.url + "groups")
     browser.find_element(By.CSS_SELECTOR, f'#group-table tr[data-key="{GROUP}"]').click()

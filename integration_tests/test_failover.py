@@ -14,11 +14,12 @@ failover, and two of three controllers down (no election, and a status that says
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,16 @@ from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.controller import ControllerMetadata, ReplicasInfo
-from rocketq.client.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.lenient_json import loads
-from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    free_port,
+    pull_header,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -75,14 +82,6 @@ FAST = ClientConfig(
     poll_name_server_interval_ms=1000, heartbeat_broker_interval_ms=1000, mq_client_api_timeout_ms=2000
 )
 WAIT_S = 60.0
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 @dataclass
@@ -156,7 +155,7 @@ class Cluster:
             found.append(m)
             return True
 
-        wait_for(ready, f"a master{' other than ' + not_addr if not_addr else ''}")
+        wait_for(ready, f"a master{' other than ' + not_addr if not_addr else ''}", WAIT_S)
         return found[-1]
 
     def controller_admin(self) -> AsyncControllerAdmin:
@@ -179,7 +178,7 @@ class Cluster:
                         pass
             return False
 
-        wait_for(has_leader, "a controller leader")
+        wait_for(has_leader, "a controller leader", WAIT_S)
         return found[-1]
 
     def replicas_info(self) -> ReplicasInfo:
@@ -220,29 +219,19 @@ def create_topic(c: Cluster, master_addr: str) -> None:
     with Admin(c.namesrv.addr) as admin:
         admin.create_topic(TOPIC, broker_addr=master_addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     for slot in range(3):
-        wait_for(lambda s=slot: pull(c, c.addr(s), 0, 0) is not None, f"broker {slot} to know {TOPIC}")  # type: ignore[misc]
+        wait_for(functools.partial(knows_topic, c, slot), f"broker {slot} to know {TOPIC}", WAIT_S)
 
 
-def pull_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
-    return PullMessageRequestHeader(
-        consumer_group="failover-check",
-        topic=TOPIC,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=64,
-        sys_flag=int(PullSysFlag.SUBSCRIPTION),
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-        expression_type=ExpressionType.TAG,
-    )
+def knows_topic(c: Cluster, slot: int) -> bool:
+    return pull(c, c.addr(slot), 0, 0) is not None
 
 
 def pull(c: Cluster, addr: str, queue_id: int, offset: int) -> list[MessageExt] | None:
     """The messages at ``offset`` of a queue on one broker ([] past the end); None if refused."""
     try:
-        result = c.api.pull_message(addr, pull_header(queue_id, offset), 3000)
+        result = c.api.pull_message(
+            addr, pull_header(TOPIC, queue_id, offset, group="failover-check", max_msg_nums=64), 3000
+        )
     except (RocketQError, TimeoutError):
         return None
     return list(result.messages) if result.status is PullStatus.FOUND else []
@@ -320,7 +309,7 @@ def test_master_sigkill_elects_a_sync_state_set_member(cluster: Cluster) -> None
         before = [b"before-%03d" % i for i in range(20)]
         for body in before:
             send_ok(producer, body)
-        wait_for(lambda: set(before) <= seen, "the consumer to read the first messages")
+        wait_for(lambda: set(before) <= seen, "the consumer to read the first messages", WAIT_S)
         c.broker(c.slot_of(old_addr)).kill9()
         killed = time.monotonic()
         send_ok(producer, b"after-000")
@@ -333,7 +322,9 @@ def test_master_sigkill_elects_a_sync_state_set_member(cluster: Cluster) -> None
         after = [b"after-%03d" % i for i in range(1, 20)]
         for body in after:
             send_ok(producer, body)
-        wait_for(lambda: {b"after-000", *after} <= seen, "the consumer to read through the new master")
+        wait_for(
+            lambda: {b"after-000", *after} <= seen, "the consumer to read through the new master", WAIT_S
+        )
         print(f"\nfailover {old_addr} -> {new_addr}: first SEND_OK {took:.1f} s after the SIGKILL")
     finally:
         consumer.shutdown()
@@ -358,7 +349,11 @@ def test_old_master_restarts_as_slave_and_truncates_its_divergent_tail(cluster: 
         for proc in slaves:
             os.killpg(proc.pid, signal.SIGSTOP)
         # once the master dropped their HA connections, nothing more reaches the stopped slaves
-        wait_for(lambda: not (c.status(old_addr) or {}).get("haConnectionInfo"), "the HA connections to drop")
+        wait_for(
+            lambda: not (c.status(old_addr) or {}).get("haConnectionInfo"),
+            "the HA connections to drop",
+            WAIT_S,
+        )
         # stored by the master alone: the SyncStateSet members cannot ack, nothing is SEND_OK
         divergent = [raw_send(c, old_addr, b"divergent-%d" % i, 5000) for i in range(3)]
         assert all(r is not None and r.code != ResponseCode.SUCCESS for r in divergent), divergent
@@ -384,7 +379,7 @@ def test_old_master_restarts_as_slave_and_truncates_its_divergent_tail(cluster: 
                 and st.get("haClientRuntimeInfo", {}).get("maxOffset") == m["masterCommitLogMaxOffset"]
             )
 
-        wait_for(rejoined, "the old master to rejoin as slave and catch up")
+        wait_for(rejoined, "the old master to rejoin as slave and catch up", WAIT_S)
         end = int(c.status(new_addr)["masterCommitLogMaxOffset"])  # type: ignore[index]
         assert commit_log_bytes(c, old_slot, end) == commit_log_bytes(c, c.slot_of(new_addr), end)
         bodies = {m.body for q in range(QUEUES) for m in pull(c, old_addr, q, 0) or ()}
@@ -421,7 +416,7 @@ def test_stopped_master_steps_down_without_acknowledging(cluster: Cluster) -> No
             st = c.status(old_addr)
             return bool(st and not st.get("master") and st.get("masterEpoch") == new["masterEpoch"])
 
-        wait_for(stepped_down, "the old master to step down to slave of the new epoch")
+        wait_for(stepped_down, "the old master to step down to slave of the new epoch", WAIT_S)
         late = raw_send(c, old_addr, b"direct-as-slave")
         assert late is not None and late.code != ResponseCode.SUCCESS
         bodies = {m.body for q in range(QUEUES) for m in pull(c, new_addr, q, 0) or ()}
@@ -453,7 +448,7 @@ def test_two_controllers_down_no_election_and_a_clear_status(cluster: Cluster) -
     survivor = c.controllers[0]
     for proc in c.controllers[1:]:
         proc.kill9()
-    wait_for(lambda: not c.metadata(survivor).has_quorum, "the survivor to notice it has no quorum")
+    wait_for(lambda: not c.metadata(survivor).has_quorum, "the survivor to notice it has no quorum", WAIT_S)
     c.broker(c.slot_of(old_addr)).kill9()
     time.sleep(3 * (HEARTBEAT_TIMEOUT_MS / 1000 + 1))  # several heartbeat timeouts and scans
     meta = c.metadata(survivor)

@@ -31,6 +31,7 @@ rounds, the kill times and the failover times.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -44,6 +45,7 @@ from typing import Any
 
 import pytest
 
+from rocketq.client import testing
 from rocketq.client.admin import Admin
 from rocketq.client.admin_controller import AsyncControllerAdmin
 from rocketq.client.api import BlockingMQClientAPI
@@ -58,8 +60,8 @@ from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.remoting.lenient_json import loads
-from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, free_port, pull_header, spawn_broker, spawn_namesrv
+from rocketq.client.testing.chaos import SEND_ERRORS, Acked, Ledger, Load, broker_port
 
 pytestmark = pytest.mark.slow
 
@@ -110,57 +112,15 @@ STUCK: list[str] = []
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            STUCK.append(what)
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (seed {SEED})")
-        time.sleep(0.05)
+    """A bounded wait that, when it times out, has the fixture dump the servers' stacks."""
+    try:
+        testing.wait_for(predicate, f"{what} (seed {SEED})", timeout_s)
+    except testing.WaitTimeout:
+        STUCK.append(what)
+        raise
 
 
-def broker_port(offset_msg_id: str) -> int:
-    """The port in an offset message id (4-byte IPv4, 4-byte port, 8-byte offset, in hex)."""
-    return int(offset_msg_id[8:16], 16)
-
-
-@dataclass(frozen=True)
-class Acked:
-    """What one SEND_OK said: the message's key, sequence number, UNIQ_KEY, body and place."""
-
-    key: str
-    seq: int
-    msg_id: str
-    body: bytes
-    queue_id: int
-    queue_offset: int
-    port: int
-    sent_at: float  # monotonic, when the send started
-    acked_at: float
-
-
-class Ledger:
-    """Every SEND_OK the producer threads got, shared by them."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.acked: list[Acked] = []
-        self.failed = 0
-
-    def add(self, entry: Acked) -> None:
-        with self.lock:
-            self.acked.append(entry)
-
-    def first_ack_after(self, t: float, not_port: int) -> Acked | None:
-        with self.lock:
-            later = [a for a in self.acked if a.sent_at > t and a.port != not_port]
-        return min(later, key=lambda a: a.acked_at) if later else None
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.acked)
-
-
-def send_key(producer: Producer, key: str, stop: threading.Event, ledger: Ledger) -> None:
+def send_key(producer: Producer, key: str, ledger: Ledger, stop: threading.Event) -> None:
     """Send ``key``'s messages in order until ``stop``; a sequence number moves on only at SEND_OK."""
     selector = SelectMessageQueueByHash()
     seq = attempt = 0
@@ -171,34 +131,34 @@ def send_key(producer: Producer, key: str, stop: threading.Event, ledger: Ledger
         sent_at = time.monotonic()
         try:
             result = producer.send(Message(TOPIC, body, keys=[key]), selector=selector, arg=key)
-        except (RocketQError, TimeoutError, OSError):
-            with ledger.lock:
-                ledger.failed += 1
+        except SEND_ERRORS:
+            ledger.add_failed()
             time.sleep(0.05)
             continue
         if result.send_status is not SendStatus.SEND_OK:
-            with ledger.lock:
-                ledger.failed += 1
+            ledger.add_failed()
             continue
         mq = result.message_queue
         ledger.add(
-            Acked(key, seq, result.msg_id, body, mq.queue_id, result.queue_offset,
-                  broker_port(result.offset_msg_id), sent_at, time.monotonic())
+            Acked(result.msg_id, result.send_status, mq.queue_id, result.queue_offset, body,
+                  broker_port(result.offset_msg_id), sent_at, time.monotonic(), key, seq)
         )  # fmt: skip
         seq += 1
 
 
-class Load:
-    """One producer, one thread per key, and a push consumer counting what it reads."""
+def start_load(namesrv_addr: str, ledger: Ledger) -> Load:
+    """One producer, one sender thread per key."""
+    producer = Producer(namesrv_addr, producer_group="pg-chaos", send_msg_timeout_ms=3000, client=FAST)
+    producer.start()
+    return Load(producer, [functools.partial(send_key, producer, k, ledger) for k in KEYS])
 
-    def __init__(self, namesrv_addr: str, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.consumed: set[str] = set()
+
+class Reader:
+    """A push consumer of the topic, collecting the UNIQ_KEYs it read."""
+
+    def __init__(self, namesrv_addr: str) -> None:
+        self._consumed: set[str] = set()
         self._lock = threading.Lock()
-        self.producer = Producer(
-            namesrv_addr, producer_group="pg-chaos", send_msg_timeout_ms=3000, client=FAST
-        )
-        self.producer.start()
         self.consumer = PushConsumer(
             namesrv_addr, consumer_group="cg-chaos", client=FAST, rebalance_interval_ms=1000,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
@@ -206,33 +166,18 @@ class Load:
         self.consumer.subscribe(TOPIC, "*")
         self.consumer.register_message_listener(self._on_messages)
         self.consumer.start()
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=send_key, args=(self.producer, k, self._stop, ledger), daemon=True)
-            for k in KEYS
-        ]
-        for t in self._threads:
-            t.start()
 
     def _on_messages(self, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
         with self._lock:
-            self.consumed.update(m.msg_id for m in msgs)
+            self._consumed.update(m.msg_id for m in msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     def consumed_ids(self) -> set[str]:
         with self._lock:
-            return set(self.consumed)
-
-    def stop_sending(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(60)
-        assert not any(t.is_alive() for t in self._threads), "a sender hangs"
+            return set(self._consumed)
 
     def close(self) -> None:
-        self.stop_sending()
         self.consumer.shutdown()
-        self.producer.shutdown()
 
 
 @dataclass
@@ -336,25 +281,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             proc.kill9()
 
 
-def pull_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
-    return PullMessageRequestHeader(
-        consumer_group="chaos-check",
-        topic=TOPIC,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=4000,
-        sys_flag=int(PullSysFlag.SUBSCRIPTION),
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-        expression_type=ExpressionType.TAG,
-    )
+def check_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
+    """A direct pull of the topic's queue from ``offset``, as the checks read it."""
+    return pull_header(TOPIC, queue_id, offset, group="chaos-check", max_msg_nums=4000)
 
 
 def knows_topic(c: Cluster, addr: str) -> bool:
     try:
-        c.api.pull_message(addr, pull_header(0, 0), 3000)
+        c.api.pull_message(addr, check_header(0, 0), 3000)
     except (RocketQError, TimeoutError):
         return False
     return True
@@ -369,7 +303,7 @@ def read_queues(c: Cluster, addr: str) -> dict[tuple[int, int], MessageExt]:
         for _ in range(end + 1):  # each pull moves on by at least one message
             if offset >= end:
                 break
-            result = c.api.pull_message(addr, pull_header(queue_id, offset), 10_000)
+            result = c.api.pull_message(addr, check_header(queue_id, offset), 10_000)
             assert result.status is PullStatus.FOUND, (queue_id, offset, end, result.status)
             for m in result.messages:
                 stored[(queue_id, m.queue_offset)] = m
@@ -454,8 +388,7 @@ def run_round(c: Cluster, ledger: Ledger, kill: Kill) -> tuple[str, float]:
 def check_stored(c: Cluster, ledger: Ledger) -> str:
     """0 lost, nothing else under an acknowledged offset, per-key order; returns a summary."""
     addr, _ = c.wait_master("a master for the final read", lambda a, st: True)
-    with ledger.lock:
-        acked = list(ledger.acked)
+    acked = ledger.acked()
     places: dict[tuple[int, int], Acked] = {}
     for a in acked:
         other = places.setdefault((a.queue_id, a.queue_offset), a)
@@ -481,19 +414,18 @@ def check_stored(c: Cluster, ledger: Ledger) -> str:
     )
 
 
-def consumer_coverage(ledger: Ledger, load: Load, quiet_s: float = 20.0) -> tuple[str, int]:
+def consumer_coverage(ledger: Ledger, reader: Reader, quiet_s: float = 20.0) -> tuple[str, int]:
     """How many acknowledged messages the consumer read, once it read them all or read nothing
     new for ``quiet_s``; the ones it missed are named.  Returns the line and the number missed."""
-    with ledger.lock:
-        acked = {a.msg_id: a for a in ledger.acked}
-    seen = load.consumed_ids()
+    acked = {a.msg_id: a for a in ledger.acked()}
+    seen = reader.consumed_ids()
     last_change = time.monotonic()
     deadline = last_change + 300
     while (
         not acked.keys() <= seen and time.monotonic() - last_change < quiet_s and time.monotonic() < deadline
     ):
         time.sleep(0.5)
-        now = load.consumed_ids()
+        now = reader.consumed_ids()
         if len(now) != len(seen):
             seen, last_change = now, time.monotonic()
     missed = sorted((a.queue_id, a.queue_offset) for k, a in acked.items() if k not in seen)
@@ -511,13 +443,14 @@ def test_failover_chaos(cluster: Cluster) -> None:
     with Admin(c.namesrv.addr) as admin:
         admin.create_topic(TOPIC, broker_addr=first, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     for slot in range(3):
-        wait_for(lambda s=slot: knows_topic(c, c.addr(s)), f"broker {slot} to know the topic")  # type: ignore[misc]
+        wait_for(functools.partial(knows_topic, c, c.addr(slot)), f"broker {slot} to know the topic")
     print(
         f"\nfailover chaos: {ROUNDS} rounds, seed {SEED}; "
         f"brokerHeartbeatInterval={HEARTBEAT_INTERVAL_MS} controllerHeartBeatTimeoutMills="
         f"{HEARTBEAT_TIMEOUT_MS} scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}"
     )
-    load = Load(c.namesrv.addr, ledger)
+    reader = Reader(c.namesrv.addr)
+    load = start_load(c.namesrv.addr, ledger)
     times: list[float] = []
     try:
         for round_no in range(1, ROUNDS + 1):
@@ -528,9 +461,10 @@ def test_failover_chaos(cluster: Cluster) -> None:
             )
         load.stop_sending()
         summary = check_stored(c, ledger)
-        consumer_line, missed = consumer_coverage(ledger, load)
+        consumer_line, missed = consumer_coverage(ledger, reader)
     finally:
         load.close()
+        reader.close()
     print(summary)
     print(consumer_line)
     print(
@@ -576,16 +510,28 @@ def test_unconfirmed_messages_are_not_readable(cluster: Cluster) -> None:
 
             wait_for(holds_it, "the running slave to hold the unacknowledged message")
         for a in (addr, running):
-            pulled = c.api.pull_message(a, pull_header(mq.queue_id, result.queue_offset), 3000)
+            pulled = c.api.pull_message(
+                a,
+                check_header(mq.queue_id, result.queue_offset),
+                3000,
+            )
             assert pulled.status is not PullStatus.FOUND, (a, pulled.messages)
             assert c.api.get_max_offset(a, TOPIC, mq.queue_id) == result.queue_offset, a
         if before.message_queue == mq:  # what was acknowledged stays readable on the slave
-            got = c.api.pull_message(running, pull_header(mq.queue_id, before.queue_offset), 3000)
+            got = c.api.pull_message(
+                running,
+                check_header(mq.queue_id, before.queue_offset),
+                3000,
+            )
             assert got.status is PullStatus.FOUND and got.messages[0].body == b"confirmed", got
         os.killpg(stopped.pid, signal.SIGCONT)
 
         def readable(a: str) -> bool:
-            got = c.api.pull_message(a, pull_header(mq.queue_id, result.queue_offset), 3000)
+            got = c.api.pull_message(
+                a,
+                check_header(mq.queue_id, result.queue_offset),
+                3000,
+            )
             return got.status is PullStatus.FOUND and got.messages[0].body == b"unconfirmed"
 
         for a in (addr, running):

@@ -37,9 +37,9 @@ from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand, decode_command, encode_command
 from rocketq.client.remoting.frame import FrameDecoder
-from rocketq.client.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.message import iter_stored_messages
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, pull_header, spawn_broker, spawn_namesrv
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 MB = 1024 * 1024
@@ -100,18 +100,8 @@ def send(client: BlockingRemotingClient, addr: str, body: bytes) -> RemotingComm
 
 
 def pull_request(offset: int = 0) -> RemotingCommand:
-    h = PullMessageRequestHeader(
-        consumer_group="cg",
-        topic=TOPIC,
-        queue_id=0,
-        queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=0x4,  # the subscription travels with the request
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-    )
+    # the subscription travels with the request (PullSysFlag.SUBSCRIPTION)
+    h = pull_header(TOPIC, 0, offset, group="cg", max_msg_nums=32, expression_type=None)
     return RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields())
 
 

@@ -37,7 +37,7 @@ from rocketq.client.model import Message, MessageExt, SendResult, SendStatus
 from rocketq.client.producer import AsyncProducer, Producer, SelectMessageQueueByHash
 from rocketq.client.remoting.javahash import java_string_hash
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, create_topic, drain, spawn_broker, spawn_namesrv, wait_value
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 BROKER_MAX_MESSAGE_SIZE = 256 * 1024
@@ -63,21 +63,6 @@ def ns_addr(cluster: tuple[ServerProcess, ServerProcess]) -> str:
     return cluster[0].addr
 
 
-def _create_topic(ns_addr: str, topic: str, queues: int = 4) -> None:
-    with Admin(ns_addr) as admin:
-        admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=queues, write_queue_nums=queues)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if admin.topic_route(topic).queue_datas:
-                    return
-            except NoRouteError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"topic {topic} never reached the NameServer")
-            time.sleep(0.05)
-
-
 def _drain(ns_addr: str, topic: str, expected: int, timeout_s: float = 30.0) -> list[MessageExt]:
     """Every message of ``topic`` from offset 0 (assign all queues, no commits)."""
     consumer = LitePullConsumer(
@@ -85,11 +70,8 @@ def _drain(ns_addr: str, topic: str, expected: int, timeout_s: float = 30.0) -> 
     )
     consumer.assign(consumer.fetch_message_queues(topic))
     consumer.start()
-    got: list[MessageExt] = []
     try:
-        deadline = time.monotonic() + timeout_s
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(consumer.poll(300))
+        got = drain(consumer, expected, timeout_s, poll_ms=300)
         got.extend(consumer.poll(300))  # nothing more may arrive
     finally:
         consumer.shutdown()
@@ -101,7 +83,7 @@ def _drain(ns_addr: str, topic: str, expected: int, timeout_s: float = 30.0) -> 
 
 def test_round_trip_every_send_mode(ns_addr: str) -> None:
     topic = "I4Modes"
-    _create_topic(ns_addr, topic)
+    create_topic(ns_addr, topic, timeout_s=15)
     expected: dict[bytes, str | None] = {}  # body -> uniq key (None: oneway, unknown)
     callbacks: list[tuple[SendResult | None, BaseException | None]] = []
     done = threading.Event()
@@ -190,7 +172,7 @@ _PRODUCER_SCRIPT = textwrap.dedent(
 
 def test_per_key_order_with_concurrent_producers(ns_addr: str) -> None:
     topic = "I4Order"
-    _create_topic(ns_addr, topic, queues=8)
+    create_topic(ns_addr, topic, 8, timeout_s=15)
     per_key = 15
     procs = [
         subprocess.Popen(
@@ -249,7 +231,7 @@ def test_per_key_order_with_concurrent_producers(ns_addr: str) -> None:
 
 def test_long_polling_returns_soon_after_a_send(ns_addr: str) -> None:
     topic = "I4LongPoll"
-    _create_topic(ns_addr, topic, queues=1)
+    create_topic(ns_addr, topic, 1, timeout_s=15)
     suspend_ms = 15_000
     consumer = LitePullConsumer(
         ns_addr,
@@ -310,15 +292,19 @@ def _mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_query_by_key_and_by_id(ns_addr: str) -> None:
     topic = "I4Query"
-    _create_topic(ns_addr, topic, queues=2)
+    create_topic(ns_addr, topic, 2, timeout_s=15)
     with Producer(ns_addr, producer_group="pg-i4-query") as producer:
         r1 = producer.send(Message(topic, b"order created", keys=["order-7", "customer-3"]))
         r2 = producer.send(Message(topic, b"order paid", keys="order-7"))
         producer.send(Message(topic, b"other", keys="order-8"))
     with Admin(ns_addr) as admin:
-        deadline = time.monotonic() + 10  # the index is built by the dispatcher, shortly after the send
-        while len(found := admin.query_msg_by_key(topic, "order-7")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+
+        def both_indexed() -> list[MessageExt] | None:
+            found = admin.query_msg_by_key(topic, "order-7")
+            return found if len(found) >= 2 else None
+
+        # the index is built by the dispatcher, shortly after the send
+        found = wait_value(both_indexed, "both order-7 messages in the index", 10)
         assert sorted(m.body for m in found) == [b"order created", b"order paid"]
         assert [m.body for m in admin.query_msg_by_key(topic, "customer-3")] == [b"order created"]
         assert admin.query_msg_by_key(topic, "no-such-key") == []
@@ -344,7 +330,7 @@ def test_query_by_key_and_by_id(ns_addr: str) -> None:
 
 def test_bad_input_at_the_client_api(ns_addr: str, cluster: tuple[ServerProcess, ServerProcess]) -> None:
     topic = "I4Bad"
-    _create_topic(ns_addr, topic, queues=1)
+    create_topic(ns_addr, topic, 1, timeout_s=15)
     with Producer(ns_addr, producer_group="pg-i4-bad") as producer:
         # over the client's own limit: refused before anything is sent
         with Producer(ns_addr, producer_group="pg-i4-small", max_message_size=1024) as small:
@@ -423,7 +409,7 @@ def test_unknown_topic_with_auto_create_off(no_auto_create: ServerProcess) -> No
             producer.send(Message("NoSuchTopic", b"x"))
         assert info.value.code == 17 and "autoCreateTopicEnable" in str(info.value)
         # a request that reaches the broker anyway (a stale route) gets its TOPIC_NOT_EXIST
-        _create_topic(ns_addr, "I4Exists", queues=1)
+        create_topic(ns_addr, "I4Exists", 1, timeout_s=15)
         mq = producer.fetch_publish_message_queues("I4Exists")[0]
     with Admin(ns_addr) as admin:
         broker_addr = admin.topic_route("I4Exists").master_addr(mq.broker_name)

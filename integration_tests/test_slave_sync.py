@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,14 +25,13 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     CreateTopicRequestHeader,
     GetMaxOffsetRequestHeader,
-    PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketq.client.remoting.message import iter_stored_messages
-from rocketq.client.remoting.vocabulary import MASTER_ID, PullSysFlag
-from rocketq.client.testing import ServerProcess, spawn_broker
+from rocketq.client.remoting.vocabulary import MASTER_ID
+from rocketq.client.testing import ServerProcess, pull_header, spawn_broker, wait_value
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 TOPIC = "SlaveSyncT"
@@ -49,18 +48,6 @@ STORE: dict[str, Any] = {
 
 T = TypeVar("T")
 REPLICATION_DOC = Path(__file__).resolve().parents[1] / "docs" / "replication.md"
-
-
-def eventually(what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
-    """Poll ``probe`` until it returns something other than None (bounded)."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last is not None:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 @pytest.fixture
@@ -143,18 +130,7 @@ def send(client: BlockingRemotingClient, addr: str, body: bytes) -> None:
 
 
 def pull(client: BlockingRemotingClient, addr: str, offset: int) -> RemotingCommand:
-    header = PullMessageRequestHeader(
-        consumer_group=GROUP,
-        topic=TOPIC,
-        queue_id=0,
-        queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=int(PullSysFlag.SUBSCRIPTION),
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-    )
+    header = pull_header(TOPIC, 0, offset, group=GROUP, max_msg_nums=32, expression_type=None)
     return invoke(client, addr, RC.PULL_MESSAGE, header.to_ext_fields())
 
 
@@ -173,16 +149,20 @@ def test_topic_offset_and_group_created_on_the_master_appear_on_the_slave(
         invoke(client, master.addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, group_body).code == R.SUCCESS
     )
 
-    eventually(
-        "the topic on the slave",
+    wait_value(
         lambda: table(client, slave.addr, RC.GET_ALL_TOPIC_CONFIG, "topicConfigTable").get(TOPIC),
+        "the topic on the slave",
+        WAIT_S,
     )
-    assert eventually("the offset on the slave", lambda: committed(client, slave.addr, queue_id=1)) == 42
-    synced = eventually(
-        "the group on the slave",
+    assert (
+        wait_value(lambda: committed(client, slave.addr, queue_id=1), "the offset on the slave", WAIT_S) == 42
+    )
+    synced = wait_value(
         lambda: table(client, slave.addr, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "subscriptionGroupTable").get(
             GROUP
         ),
+        "the group on the slave",
+        WAIT_S,
     )
     assert synced["retryMaxTimes"] == 3
     master_topic = table(client, master.addr, RC.GET_ALL_TOPIC_CONFIG, "topicConfigTable")[TOPIC]
@@ -200,8 +180,10 @@ def test_consumer_resumes_on_the_slave_at_the_committed_offset_after_kill_9(
         send(client, master.addr, body)
     assert commit(client, master.addr, 12).code == R.SUCCESS
     # replicated messages (the HA link) and the synchronised offset (this module's duty)
-    eventually("the messages on the slave", lambda: max_offset(client, slave.addr) == len(bodies) or None)
-    assert eventually("the offset on the slave", lambda: committed(client, slave.addr) == 12 or None)
+    wait_value(
+        lambda: max_offset(client, slave.addr) == len(bodies) or None, "the messages on the slave", WAIT_S
+    )
+    assert wait_value(lambda: committed(client, slave.addr) == 12 or None, "the offset on the slave", WAIT_S)
 
     master.kill9()
     resume_at = committed(client, slave.addr)

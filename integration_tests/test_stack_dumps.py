@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 from rocketq.client.admin import Admin
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, WaitTimeout, spawn_broker, spawn_namesrv, wait_for
 
 
 def _dumped(proc: ServerProcess, *frames: str, timeout_s: float = 20.0) -> None:
     """Wait until ``proc``'s log holds a stack dump naming each of ``frames`` (it is written while
     we look: wait for all of it)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def dumped() -> bool:
         text = proc.log_text()
-        if "most recent call first" in text and all(f in text for f in frames):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no stack dump naming {frames} in {proc.log_path}:\n{proc.log_tail(40)}")
+        return "most recent call first" in text and all(f in text for f in frames)
+
+    try:
+        wait_for(dumped, f"a stack dump naming {frames} in {proc.log_path}", timeout_s)
+    except WaitTimeout as exc:
+        raise AssertionError(f"{exc}:\n{proc.log_tail(40)}") from None
 
 
 def test_sigusr1_dumps_every_thread_and_the_server_carries_on(tmp_path: Path) -> None:
