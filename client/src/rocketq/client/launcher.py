@@ -33,6 +33,8 @@ from types import TracebackType
 from typing import IO
 
 from rocketq.client.errors import RocketQError
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.transport.blocking import BlockingRemotingClient
 
 __all__ = [
     "BROKER_BOOT_RE",
@@ -257,9 +259,6 @@ def _wait_boot_line(proc: ServerProcess, pattern: re.Pattern[str], timeout_s: fl
 
 def wait_until_answers(addr: str, timeout_s: float = 10.0) -> None:
     """Block until the remoting server at ``addr`` answers a request (any response code)."""
-    from rocketq.client.remoting.command import RemotingCommand
-    from rocketq.client.transport.blocking import BlockingRemotingClient
-
     deadline = time.monotonic() + timeout_s
     client = BlockingRemotingClient()
     try:

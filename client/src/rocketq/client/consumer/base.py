@@ -29,7 +29,7 @@ from rocketq.client.consumer.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from rocketq.client.consumer.process_queue import ProcessQueue
-from rocketq.client.consumer.rebalance import RebalanceImpl
+from rocketq.client.consumer.rebalance import RebalanceImpl, readable_queues
 from rocketq.client.consumer.subscription import (
     MessageSelector,
     Subscribable,
@@ -186,8 +186,6 @@ class ConsumerBase:
 
     async def fetch_message_queues(self, topic: str) -> set[MessageQueue]:
         """The readable queues of ``topic`` (refreshing its route)."""
-        from rocketq.client.consumer.rebalance import readable_queues
-
         route = await self.instance.update_topic_route(topic)
         mqs = readable_queues(topic, route)
         if not mqs:

@@ -22,14 +22,12 @@ import itertools
 import random
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rocketq.client.errors import ClientError
+from rocketq.client.model import Message
 from rocketq.client.remoting.javahash import java_string_hash
 from rocketq.client.remoting.route import MessageQueue
-
-if TYPE_CHECKING:
-    from rocketq.client.model import Message
 
 __all__ = [
     "MessageQueueSelector",
