@@ -63,6 +63,19 @@ class BlockingReplicaReads:
     def knows(self, broker_name: str) -> bool:
         return broker_name in self.broker_addr_table
 
+    def replica_at(self, broker_name: str, topic: str, addr: str) -> FindBrokerResult | None:
+        """The replica of ``broker_name`` at ``addr``; the route of ``topic`` is fetched again
+        when the replicas learned so far do not include it (a master back after a restart)."""
+        for _ in range(2):
+            for bid, known in self.broker_addr_table.get(broker_name, {}).items():
+                if known == addr:
+                    return FindBrokerResult(addr, bid)
+            try:
+                self.update_topic_route(topic)
+            except RocketQError:
+                return None
+        return None
+
     def find_broker_in_subscribe(
         self, broker_name: str, broker_id: int = MASTER_ID, *, exclude: Collection[str] = ()
     ) -> FindBrokerResult | None:
@@ -77,14 +90,30 @@ class BlockingReplicaReads:
         topic: str,
         call: Callable[[FindBrokerResult], _T],
         broker_id: int = MASTER_ID,
+        *,
+        planned: str | None = None,
     ) -> _T:
         """Run the read ``call`` on the replica :meth:`find_broker_in_subscribe` picks, and on a
         transport error on the next one (see the module docstring); the last transport error is
-        raised when none answers, broker answers (MQBrokerError) as they are."""
+        raised when none answers, broker answers (MQBrokerError) as they are.
+
+        ``planned`` is the replica a caller with a fresher view chose (the Spark driver's plan for
+        an executor): the first try goes there unless a broker id was suggested or it is marked
+        unreachable, so a master back after a restart is read again as soon as it is planned.
+        """
         tried: set[str] = set()
         last: RemotingError | None = None
         while True:
-            found = self.find_broker_in_subscribe(broker_name, broker_id, exclude=tried)
+            found = None
+            if (
+                not tried
+                and planned is not None
+                and broker_id == MASTER_ID
+                and planned not in self.unreachable
+            ):
+                found = self.replica_at(broker_name, topic, planned)
+            if found is None:
+                found = self.find_broker_in_subscribe(broker_name, broker_id, exclude=tried)
             if found is None and not tried:
                 self.update_topic_route(topic)
                 found = self.find_broker_in_subscribe(broker_name, broker_id)

@@ -121,7 +121,8 @@ class BrokerAccess:
         """``call(address)`` on the replica of the queue's broker group the client picks (the one
         ``broker_id`` names, else the master, else a slave), and on a transport error on the other
         replicas in turn, so a read keeps working on a slave while the master is down.  ``addr``
-        (the planned replica) is used as it is only when no route names the group.  Broker
+        (the planned replica) is tried first unless it is marked unreachable or another broker
+        id was suggested, and used as it is when no route names the group.  Broker
         answers are raised as BrokerUnavailableError naming ``what``."""
 
         def on(found: FindBrokerResult) -> _T:
@@ -131,7 +132,9 @@ class BrokerAccess:
 
         try:
             try:
-                return self.replicas.invoke_on_replica(queue.broker_name, queue.topic, on, broker_id)
+                return self.replicas.invoke_on_replica(
+                    queue.broker_name, queue.topic, on, broker_id, planned=addr
+                )
             except (NoRouteError, NameServerUnreachableError):
                 if self.replicas.knows(queue.broker_name):
                     raise
