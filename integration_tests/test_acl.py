@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,10 +27,9 @@ import pytest
 import yaml
 
 from rocketq.client.admin import Admin
-from rocketq.client.config import ClientConfig, ConsumeFromWhere
-from rocketq.client.consumer import LitePullConsumer
-from rocketq.client.errors import MQBrokerError, NoRouteError, RocketQError
-from rocketq.client.model import Message, MessageExt, SendStatus
+from rocketq.client.config import ClientConfig
+from rocketq.client.errors import MQBrokerError, RocketQError
+from rocketq.client.model import Message
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.acl import SessionCredentials, sign_request
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
@@ -39,7 +37,14 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import RegisterBrokerRequestHeader
 from rocketq.client.remoting.route import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketq.client.remoting.vocabulary import TopicConfig
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ServerProcess,
+    produce_and_consume,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+    wait_route,
+)
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 # Answers come at once; the bound only turns a regression into a failure instead of a hang.
@@ -97,18 +102,6 @@ class AclCluster:
     acl_file: Path
 
 
-def _wait_route(admin: Admin, topic: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if admin.topic_route(topic).queue_datas:
-                return
-        except NoRouteError:
-            pass
-        assert time.monotonic() < deadline, f"no route for {topic} in time"
-        time.sleep(0.1)
-
-
 def config_of(creds: SessionCredentials) -> ClientConfig:
     return ClientConfig(access_key=creds.access_key, secret_key=creds.secret_key)
 
@@ -137,7 +130,7 @@ def acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
                 for topic in ALL_TOPICS:
                     admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
                 for topic in ALL_TOPICS:
-                    _wait_route(admin, topic)
+                    wait_route(admin, topic)
             yield AclCluster(ns, broker, acl_file)
             print(f"--- broker log ---\n{broker.log_tail()}")
         print(f"--- namesrv log ---\n{ns.log_tail()}")
@@ -268,32 +261,9 @@ def test_missing_resource_permission(
     assert missing in (answer.remark or "")
 
 
-def produce_and_consume(ns_addr: str, creds: SessionCredentials, topic: str, group: str, n: int = 20) -> None:
-    client = config_of(creds)
-    with Producer(ns_addr, producer_group=f"pg-{topic}", client=client) as producer:
-        results = [producer.send(Message(topic, f"m{i}".encode())) for i in range(n)]
-    assert {r.send_status for r in results} == {SendStatus.SEND_OK}
-    consumer = LitePullConsumer(
-        ns_addr,
-        consumer_group=group,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        client=client,
-    )
-    consumer.assign(sorted(consumer.fetch_message_queues(topic)))
-    consumer.start()
-    try:
-        got: list[MessageExt] = []
-        deadline = time.monotonic() + 30
-        while len(got) < n and time.monotonic() < deadline:
-            got.extend(consumer.poll(500))
-    finally:
-        consumer.shutdown()
-    assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(n))
-
-
 def test_producer_and_consumer_with_credentials(acl: AclCluster) -> None:
-    produce_and_consume(acl.ns.addr, APP, "AclTopic", "acl-cg")
-    produce_and_consume(acl.ns.addr, OPEN, "AclOpen", "open-cg")
+    produce_and_consume(acl.ns.addr, "AclTopic", group="acl-cg", client=config_of(APP))
+    produce_and_consume(acl.ns.addr, "AclOpen", group="open-cg", client=config_of(OPEN))
 
 
 def test_producer_without_the_permission_gets_no_permission(acl: AclCluster) -> None:
@@ -381,13 +351,16 @@ def test_rules_reload_when_the_file_changes(acl: AclCluster) -> None:
     app = next(a for a in rules["accounts"] if a["accessKey"] == APP.access_key)
     app["topicPerms"].append("AclLater=PUB")
     acl.acl_file.write_text(yaml.safe_dump(rules), encoding="utf-8")
-    deadline = time.monotonic() + 30  # the file is polled about once a second
-    while True:
-        answer = invoke(acl.broker.addr, RequestCode.SEND_MESSAGE_V2, fields, APP)
-        if answer.code != ResponseCode.NO_PERMISSION:
-            break  # past the ACL check (the processor then finds the header incomplete)
-        assert time.monotonic() < deadline, "the changed plain_acl.yml was not picked up"
-        time.sleep(0.2)
+    # the file is polled about once a second; past the ACL check, the processor then finds the
+    # header incomplete
+    wait_for(
+        lambda: (
+            invoke(acl.broker.addr, RequestCode.SEND_MESSAGE_V2, fields, APP).code
+            != ResponseCode.NO_PERMISSION
+        ),
+        "the changed plain_acl.yml to be picked up",
+        interval_s=0.2,
+    )
 
 
 def test_mqadmin_acl_subcommands(acl: AclCluster) -> None:
@@ -529,9 +502,12 @@ def test_exactly_once_check_back_with_credentials(acl: AclCluster) -> None:
     assert failed and accepted and _read_bodies(acl, "AclEosCheck", OPEN) == []
     driver_commit_log(opts, sink).append(CommitRecord.of(sink, "0", accepted))  # ... then the driver died
     expected = sorted(f"c{i}" for i in range(10))
-    deadline = time.monotonic() + 30
-    while _read_bodies(acl, "AclEosCheck", OPEN) != expected and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for(
+        lambda: _read_bodies(acl, "AclEosCheck", OPEN) == expected,
+        "the check-backs' commit",
+        30,
+        interval_s=0.5,
+    )
     assert _read_bodies(acl, "AclEosCheck", OPEN) == expected, "the check-backs did not commit the batch"
 
 

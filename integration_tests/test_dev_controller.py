@@ -16,21 +16,9 @@ from pathlib import Path
 from rocketq.client.errors import RocketQError
 from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
+from rocketq.client.testing import ProcessOutput
 
 _START_TIMEOUT_S = 120.0
-
-
-def _read_until_master(proc: subprocess.Popen[str], deadline: float) -> list[str]:
-    lines: list[str] = []
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break  # exited
-        lines.append(line.rstrip("\n"))
-        if line.startswith("MASTER_ADDR="):
-            return lines
-    raise AssertionError("rocketq dev --controller printed no MASTER_ADDR line:\n" + "\n".join(lines))
 
 
 def test_dev_controller_prints_the_group_and_a_send_works(tmp_path: Path) -> None:
@@ -44,7 +32,10 @@ def test_dev_controller_prints_the_group_and_a_send_works(tmp_path: Path) -> Non
         start_new_session=True,
     )
     try:
-        lines = _read_until_master(proc, time.monotonic() + _START_TIMEOUT_S)
+        assert proc.stdout is not None
+        out = ProcessOutput(proc.stdout)
+        out.values({"MASTER_ADDR"}, _START_TIMEOUT_S)
+        lines = out.lines()
         text = "\n".join(lines)
         controllers = re.findall(r"^Controller: n\d at (\S+)$", text, re.M)
         brokers = re.findall(r"^Broker:\s+broker-a at (\S+)", text, re.M)

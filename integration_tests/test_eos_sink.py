@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from rocketq.client.testing import wait_for, wait_value
 from rocketq.connector.commit_log import CommitLog, HalfBatch
 from rocketq.connector.options import parse_sink_options
 from rocketq.connector.testing import Cluster, create_topic, local_cluster
@@ -123,11 +124,13 @@ def test_abort_rolls_back_and_orphans_are_resolved_by_check_back(cluster: Cluste
     assert orphan
     commit_batch(opts, "t2", "1", attempt(cluster, "t2", "EosT2", "1", ["c:1"]))  # ... batch 1 is
     assert read_bodies(cluster, "EosT2") == ["c:1"]
-    deadline = time.monotonic() + 20  # check-backs ask the executor producer: ROLLBACK (orphan)
-    while (
-        "END_TRANSACTION (check answer): rollback" not in broker_log(cluster) and time.monotonic() < deadline
-    ):
-        time.sleep(0.5)
+    # check-backs ask the executor producer: ROLLBACK (orphan)
+    wait_for(
+        lambda: "END_TRANSACTION (check answer): rollback" in broker_log(cluster),
+        "a check-back's rollback in the broker log",
+        20,
+        interval_s=0.5,
+    )
     assert "END_TRANSACTION (check answer): rollback" in broker_log(cluster)
     assert read_bodies(cluster, "EosT2") == ["c:1"]
     log = CommitLog(
@@ -185,12 +188,12 @@ def test_batch_write_exactly_once_to_a_new_topic(spark_session: Any, cluster: Cl
     ).save()
     from rocketq.connector.errors import OptionError
 
-    deadline = time.monotonic() + 30  # the NameServer learns the topic at the broker's registration
-    while time.monotonic() < deadline:
-        try:
-            if read_bodies(cluster, "EosNewTopic") == sorted(b for b, _ in rows):
-                break
-        except OptionError:
-            pass
-        time.sleep(0.5)
+    # the NameServer learns the topic at the broker's registration
+    wait_value(
+        lambda: read_bodies(cluster, "EosNewTopic") == sorted(b for b, _ in rows),
+        "every row in EosNewTopic",
+        30,
+        interval_s=0.5,
+        retry_on=(OptionError,),
+    )
     assert read_bodies(cluster, "EosNewTopic") == sorted(b for b, _ in rows)

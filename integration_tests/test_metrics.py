@@ -8,15 +8,12 @@ with prometheus_client's own parser, so a malformed exposition fails here too.
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +23,7 @@ from rocketq.client.admin import Admin
 from rocketq.client.consumer import ConsumeFromWhere, LitePullConsumer
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
-from rocketq.client.testing import LocalCluster, local_cluster, spawn_broker
+from rocketq.client.testing import LocalCluster, ProcessOutput, drain, local_cluster, spawn_broker, wait_for
 
 PROM = {"metricsExporterType": "PROM", "metricsPromExporterPort": 0}
 NAMESRV_PROM = ("-o", "metricsExporterType=PROM", "-o", "metricsPromExporterPort=0")
@@ -50,14 +47,6 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     """The sum of ``name``'s samples whose labels include ``labels`` (0 when there is none)."""
     wanted = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +108,8 @@ def _read_all(cluster: LocalCluster, topic: str, group: str, expected: int) -> l
     )
     consumer.subscribe(topic, "*")
     consumer.start()
-    got: list[MessageExt] = []
     try:
-        deadline = time.monotonic() + 30
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(consumer.poll(1000))
+        got = drain(consumer, expected, 30, poll_ms=1000)
         consumer.commit()
     finally:
         consumer.shutdown()
@@ -226,29 +212,12 @@ def test_rocketq_dev_serves_and_prints_metrics(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         start_new_session=True,
     )
-    lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
-    stdout = proc.stdout
-
-    def read() -> None:
-        for line in stdout:
-            lines.put(line.rstrip("\n"))
-
-    threading.Thread(target=read, daemon=True).start()
-    urls: dict[str, str] = {}
-    seen: list[str] = []
+    out = ProcessOutput(proc.stdout)
     try:
-        deadline = time.monotonic() + 60
-        while not {"NAMESRV_METRICS_URL", "BROKER_METRICS_URL"} <= urls.keys():
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                pytest.fail("rocketq dev printed no *_METRICS_URL lines; output:\n" + "\n".join(seen))
-            seen.append(line)
-            key, sep, url = line.partition("=")
-            if sep and key.endswith("_METRICS_URL"):
-                urls[key] = url
-        assert any(line.startswith("Metrics:") for line in seen)
+        values = out.values({"NAMESRV_METRICS_URL", "BROKER_METRICS_URL"}, 60)
+        urls = {key: url for key, url in values.items() if key.endswith("_METRICS_URL")}
+        assert any(line.startswith("Metrics:") for line in out.lines())
         for url in urls.values():
             assert url.startswith("http://") and url.endswith("/metrics"), url
             samples = scrape(url.removeprefix("http://").removesuffix("/metrics"))

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,14 +29,21 @@ from rocketq.client.admin import Admin
 from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, LitePullConsumer, PushConsumer
-from rocketq.client.errors import RocketQError, TopicNotExistError
+from rocketq.client.errors import TopicNotExistError
 from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
-from rocketq.client.testing import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.testing import (
+    ProcessOutput,
+    ServerProcess,
+    create_topic,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 BROKER = "broker-a"
@@ -56,14 +62,6 @@ BROKER_CONF: dict[str, Any] = {
     "flushConsumerOffsetInterval": 1000,
     "haListenPort": 0,
 }
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @dataclass
@@ -88,20 +86,20 @@ class Group:
         self.master.kill9()
         self.dead.append(self.master)
         with Admin(self.namesrv.addr) as admin:  # the NameServer drops it when its channel closes
-            wait_for(lambda: 0 not in _addrs(admin), 30, "the NameServer to drop the master")
+            wait_for(lambda: 0 not in _addrs(admin), "the NameServer to drop the master", 30)
 
     def restart_master(self) -> None:
         port = int(self.master.addr.rpartition(":")[2])
         self.start_master(port, self.ha_port)
         with Admin(self.namesrv.addr) as admin:
-            wait_for(lambda: _addrs(admin).get(0) == self.master.addr, 30, "the master to register again")
+            wait_for(lambda: _addrs(admin).get(0) == self.master.addr, "the master to register again", 30)
             # a SYNC_MASTER answers SLAVE_NOT_AVAILABLE until its slave is back in sync
-            wait_for(lambda: admin.ha_status(self.master.addr).in_sync_slave_nums > 0, 60, "the slave back")
+            wait_for(lambda: admin.ha_status(self.master.addr).in_sync_slave_nums > 0, "the slave back", 60)
 
     def wait_slave_caught_up(self, topic: str) -> None:
         """Until the slave has every byte of the master and the topic's config (slave sync)."""
         with BlockingMQClientAPI(self.namesrv.addr) as api:
-            wait_for(lambda: _serves(api, self.slave.addr, topic), 60, f"the slave to know {topic}")
+            wait_for(lambda: _serves(api, self.slave.addr, topic), f"the slave to know {topic}", 60)
         with Admin(self.namesrv.addr) as admin:
 
             def caught_up() -> bool:
@@ -111,7 +109,7 @@ class Group:
                     and slave.client.max_offset == master.master_commit_log_max_offset
                 )
 
-            wait_for(caught_up, 60, "the slave to catch up")
+            wait_for(caught_up, "the slave to catch up", 60)
 
 
 def _serves(api: BlockingMQClientAPI, addr: str, topic: str) -> bool:
@@ -146,7 +144,7 @@ def group(tmp_path: Path) -> Iterator[Group]:
         )
         procs.append(g.slave)
         with Admin(ns.addr) as admin:
-            wait_for(lambda: len(_addrs(admin)) == 2, 30, "master and slave in the NameServer")
+            wait_for(lambda: len(_addrs(admin)) == 2, "master and slave in the NameServer", 30)
         yield g
     finally:
         for proc in [*procs, *(g.dead if "g" in locals() else []), *([g.master] if "g" in locals() else [])]:
@@ -154,21 +152,6 @@ def group(tmp_path: Path) -> Iterator[Group]:
                 proc.terminate()
         for proc in procs[1:]:
             print(f"--- {proc.name} log tail ---\n{proc.log_tail()}")
-
-
-def create_topic(group: Group, topic: str, queues: int = 4) -> None:
-    with Admin(group.namesrv.addr) as admin:
-        admin.create_topic(
-            topic, broker_addr=group.master.addr, read_queue_nums=queues, write_queue_nums=queues
-        )
-
-        def routed() -> bool:
-            try:
-                return bool(admin.topic_route(topic).queue_datas)
-            except RocketQError:
-                return False
-
-        wait_for(routed, 30, f"the route of {topic}")
 
 
 def produce(group: Group, topic: str, bodies: list[bytes]) -> None:
@@ -187,7 +170,7 @@ def master_gets(group: Group) -> int:
 
 def test_push_consumer_reads_from_the_slave_while_the_master_is_down(group: Group) -> None:
     topic, cg = "ReplPush", "cg-repl-push"
-    create_topic(group, topic)
+    create_topic(group.namesrv.addr, topic, broker_addr=group.master.addr)
     before = [b"p-%03d" % i for i in range(60)]
     produce(group, topic, before)
     group.wait_slave_caught_up(topic)
@@ -215,14 +198,14 @@ def test_push_consumer_reads_from_the_slave_while_the_master_is_down(group: Grou
         group.kill_master()
         with lock:
             at_kill = len(seen)
-        wait_for(lambda: set(before) <= seen, 90, "every message, read from the slave")
+        wait_for(lambda: set(before) <= seen, "every message, read from the slave", 90)
         assert at_kill < len(before), "the master died too late to test anything"
 
         group.restart_master()
         gets = master_gets(group)
         after = [b"q-%03d" % i for i in range(20)]
         produce(group, topic, after)
-        wait_for(lambda: set(after) <= seen, 90, "the messages produced after the master came back")
+        wait_for(lambda: set(after) <= seen, "the messages produced after the master came back", 90)
         # pulls held on the slave when the master came back may still deliver from it; once they
         # return (the slave suggests broker id 0) the consumer pulls from the master again
         for i in range(60):
@@ -230,7 +213,7 @@ def test_push_consumer_reads_from_the_slave_while_the_master_is_down(group: Grou
                 break
             body = b"r-%03d" % i
             produce(group, topic, [body])
-            wait_for(functools.partial(seen.__contains__, body), 60, f"{body!r}")
+            wait_for(functools.partial(seen.__contains__, body), f"{body!r}", 60)
         assert master_gets(group) > gets, "the consumer never went back to the master"
     finally:
         consumer.shutdown()
@@ -240,7 +223,7 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
     """SIGSTOP: the NameServer keeps listing the master (until its 120 s expiry) and it accepts
     connections but never answers; reads time out there and go to the slave."""
     topic, cg = "ReplLite", "cg-repl-lite"
-    create_topic(group, topic)
+    create_topic(group.namesrv.addr, topic, broker_addr=group.master.addr)
     before = [b"l-%03d" % i for i in range(40)]
     produce(group, topic, before)
     group.wait_slave_caught_up(topic)
@@ -263,7 +246,7 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
         consumer.start()
         with Admin(group.namesrv.addr) as admin:
             assert _addrs(admin).get(0) == group.master.addr  # still listed
-        wait_for(lambda: polled(before), 120, "every message, polled from the slave")
+        wait_for(lambda: polled(before), "every message, polled from the slave", 120)
         consumer.commit()
         with BlockingMQClientAPI(group.namesrv.addr) as api:  # the commit went to the slave
             committed = [api.query_consumer_offset(group.slave.addr, cg, topic, qid) or 0 for qid in range(4)]
@@ -272,7 +255,7 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
         os.kill(group.master.pid, signal.SIGCONT)
         after = [b"m-%03d" % i for i in range(20)]
         produce(group, topic, after)
-        wait_for(lambda: polled(after), 90, "the messages produced after the master came back")
+        wait_for(lambda: polled(after), "the messages produced after the master came back", 90)
         assert set(got) == set(before) | set(after)
     finally:
         os.kill(group.master.pid, signal.SIGCONT)
@@ -286,7 +269,7 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
 def test_spark_batch_read_from_the_slave_while_the_master_is_down(spark_session: Any, group: Group) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     topic = "ReplSpark"
-    create_topic(group, topic)
+    create_topic(group.namesrv.addr, topic, broker_addr=group.master.addr)
     bodies = [b"s-%03d" % i for i in range(40)]
     produce(group, topic, bodies)
     group.wait_slave_caught_up(topic)
@@ -316,7 +299,7 @@ def test_spark_executor_pull_planned_on_a_hung_master_is_served_by_the_slave(gro
     from rocketq.connector.access import BrokerAccess
 
     topic = "ReplExec"
-    create_topic(group, topic, queues=1)
+    create_topic(group.namesrv.addr, topic, 1, broker_addr=group.master.addr)
     produce(group, topic, [b"e-%03d" % i for i in range(10)])
     group.wait_slave_caught_up(topic)
     access = BrokerAccess(group.namesrv.addr, timeout_ms=2000)
@@ -369,20 +352,11 @@ def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         start_new_session=True,
     )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read_lines() -> None:
-        for line in proc.stdout or ():
-            lines.put(line)
-
-    reader = threading.Thread(target=read_lines, daemon=True)
-    reader.start()
-    seen: list[str] = []
+    assert proc.stdout is not None
+    out = ProcessOutput(proc.stdout)
     try:
-        deadline = time.monotonic() + 90
-        while not any(line.startswith("SLAVE_ADDRS=") for line in seen):
-            seen.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
-        text = "".join(seen)
+        out.values({"SLAVE_ADDRS"}, 90)
+        text = out.text()
         ns = re.search(r"^NAMESRV_ADDR=(\S+)$", text, re.MULTILINE)
         master = re.search(r"^BROKER_ADDR=(\S+)$", text, re.MULTILINE)
         slaves = re.search(r"^SLAVE_ADDRS=(\S+)$", text, re.MULTILINE)
@@ -390,7 +364,7 @@ def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
         (slave,) = slaves.group(1).split(",")
         assert re.search(rf"Slave:\s+{BROKER} #1 at {re.escape(slave)}", text), text
         with Admin(ns.group(1)) as admin:
-            wait_for(lambda: _addrs(admin).get(1) == slave, 30, "the slave in the NameServer")
+            wait_for(lambda: _addrs(admin).get(1) == slave, "the slave in the NameServer", 30)
             assert admin.ha_status(slave).broker_role == "SLAVE"
             assert admin.ha_status(master.group(1)).broker_role == "SYNC_MASTER"
         client = BlockingRemotingClient()
@@ -406,7 +380,7 @@ def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        print("--- rocketq dev output ---\n" + "".join(seen))
+        print("--- rocketq dev output ---\n" + out.text())
 
 
 # ---------------------------------------------------------------------------------------- docs

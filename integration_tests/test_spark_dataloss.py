@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rocketq.client.testing import wait_value
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -39,9 +39,12 @@ def lossy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, i
         from rocketq.client.api import BlockingMQClientAPI
 
         with BlockingMQClientAPI(c.namesrv_addr) as api:
-            deadline = time.monotonic() + 60
-            while (low := api.get_min_offset(c.broker_addr, TOPIC, 0)) == 0 and time.monotonic() < deadline:
-                time.sleep(0.2)
+            low = wait_value(
+                lambda: api.get_min_offset(c.broker_addr, TOPIC, 0) or None,
+                "retention to delete a segment",
+                60,
+                interval_s=0.2,
+            )
             high = api.get_max_offset(c.broker_addr, TOPIC, 0)
         assert low > 0, "retention did not delete anything"
         yield c, low, high

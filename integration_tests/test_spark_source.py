@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from rocketq.client.testing import wait_for
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -169,12 +170,12 @@ def test_queue_added_mid_stream(spark_session: Any, cluster: Cluster, tmp_path: 
         create_topic(cluster, topic, 4)
         produce(cluster, topic, [b"q3"] * 6, queue_ids=[3] * 6)
         produce(cluster, topic, [b"q2"] * 2, queue_ids=[2] * 2)
-        deadline = time.monotonic() + 60
-        while (
-            spark_session.sql("select count(*) c from m_grow").first().c < 18 and time.monotonic() < deadline
-        ):
+
+        def all_read() -> bool:
             q.processAllAvailable()
-            time.sleep(0.2)
+            return bool(spark_session.sql("select count(*) c from m_grow").first().c >= 18)
+
+        wait_for(all_read, "the stream to read the new queues' 8 messages", 60, interval_s=0.2)
         rows = spark_session.sql("select * from m_grow").collect()
         assert len(rows) == 18
         assert sorted(r.queueOffset for r in rows if r.queueId == 3) == list(range(6))  # read from its start
@@ -195,9 +196,9 @@ def test_restart_from_checkpoint_no_loss_no_repeat(
 
     q = start(startingOffsets="earliest", maxMessagesPerTrigger="15").start()
     try:
-        deadline = time.monotonic() + 60
-        while len([p for p in q.recentProgress if p.numInputRows]) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(
+            lambda: len([p for p in q.recentProgress if p.numInputRows]) >= 2, "two batches with rows", 60
+        )
     finally:
         q.stop()
     first = spark_session.read.parquet(out).count()

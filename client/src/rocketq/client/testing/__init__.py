@@ -3,10 +3,10 @@ produce/consume and pull helpers.
 
 Integration tests start real ``mqnamesrv`` and ``mqbroker`` processes on port 0 with
 :mod:`rocketq.client.launcher` (the supported launcher, also used by ``rocketq dev`` and the
-examples), re-exported here so tests keep one import path; :mod:`.wait` holds the bounded waits,
-:mod:`.messaging` the topic, produce/consume and pull helpers over the public client API, and
-:mod:`.chaos` the chaos tests' ledger and load.  Nothing here imports pytest: tests wrap these
-helpers in their own fixtures.
+examples), re-exported here so tests keep one import path.  :mod:`.wait` holds the bounded
+waits, :mod:`.messaging` the topic, produce/consume and pull helpers over the public client API,
+:mod:`.output` the reading of a child process's output lines, and :mod:`.chaos` the chaos tests'
+ledger and load.  Nothing here imports pytest: tests wrap these helpers in their own fixtures.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from rocketq.client.testing.messaging import (
     pull_header,
     wait_route,
 )
+from rocketq.client.testing.output import ProcessOutput
 from rocketq.client.testing.wait import WaitTimeout, async_wait_for, async_wait_value, wait_for, wait_value
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_START_TIMEOUT_S",
     "NAMESRV_BOOT_RE",
     "LocalCluster",
+    "ProcessOutput",
     "ServerProcess",
     "ServerStartError",
     "WaitTimeout",

@@ -18,7 +18,7 @@ from rocketq.client.errors import NoRouteError
 from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.headers import PullMessageRequestHeader
-from rocketq.client.remoting.vocabulary import SUB_ALL, ExpressionType, PullSysFlag
+from rocketq.client.remoting.vocabulary import DEFAULT_CLUSTER, SUB_ALL, ExpressionType, PullSysFlag
 from rocketq.client.testing.wait import DEFAULT_WAIT_S, wait_for
 
 __all__ = [
@@ -29,10 +29,6 @@ __all__ = [
     "pull_header",
     "wait_route",
 ]
-
-#: the cluster name a broker registers under when its config names none
-DEFAULT_CLUSTER = "DefaultCluster"
-
 
 def has_route(admin: Admin, topic: str) -> bool:
     """Whether the NameServer answers a route with queues for ``topic``."""
