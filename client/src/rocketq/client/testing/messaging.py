@@ -30,6 +30,7 @@ __all__ = [
     "wait_route",
 ]
 
+
 def has_route(admin: Admin, topic: str) -> bool:
     """Whether the NameServer answers a route with queues for ``topic``."""
     try:
