@@ -8,6 +8,8 @@ subcommands rocketq ships).  Each operation is a few MQClientAPI requests:
 * ``topic_status`` / ``consumer_progress``: per queue GET_MIN/MAX_OFFSET, the group's committed
   offset (QUERY_CONSUMER_OFFSET) and the difference, the lag (asked of the master, of a slave
   while the master is absent from the route);
+* ``topic_stats`` (and :func:`topic_stats_info` for callers holding an MQClientAPI): one
+  GET_TOPIC_STATS_INFO to one broker, the min and max offsets of every queue of a topic there;
 * ``query_msg_by_key``: QUERY_MESSAGE on every master of the topic; ``query_msg_by_id``: decode
   an offset msgId and VIEW_MESSAGE_BY_ID at its store host, or a UNIQ_KEY query in the topic;
 * ``reset_offset_by_time``: INVOKE_BROKER_TO_RESET_OFFSET on each master (the broker tells live
@@ -26,6 +28,7 @@ subcommands rocketq ships).  Each operation is a few MQClientAPI requests:
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +59,8 @@ from rocketq.client.remoting.admin_bodies import parse_offset_table
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.ha_status import HAClientInfo, HAConnectionInfo, HAStatus, slave_lag
+from rocketq.client.remoting.lenient_json import loads as lenient_loads
+from rocketq.client.remoting.lenient_json import thaw
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.route import PERM_RW, ClusterInfo, KVTable, MessageQueue, TopicRouteData
 from rocketq.client.remoting.vocabulary import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID
@@ -71,7 +76,9 @@ __all__ = [
     "HAStatus",
     "QueueProgress",
     "QueueStatus",
+    "parse_topic_stats",
     "slave_lag",
+    "topic_stats_info",
 ]
 
 _T = TypeVar("_T")
@@ -98,6 +105,34 @@ class BrokerReplica:
     @property
     def slave(self) -> bool:
         return self.broker_id != MASTER_ID
+
+
+def parse_topic_stats(body: bytes) -> list[QueueStatus]:
+    """TopicStatsTable ``{"offsetTable": {<MessageQueue object>: {"minOffset", "maxOffset",
+    "lastUpdateTimestamp"}}}`` (fastjson object keys, read frozen or as JSON text)."""
+    doc = lenient_loads(body) if body else {}
+    rows: list[QueueStatus] = []
+    for key, value in (doc.get("offsetTable") or {}).items():
+        obj = thaw(key) if isinstance(key, tuple) else key
+        if isinstance(obj, str):
+            with contextlib.suppress(ValueError):
+                obj = json.loads(obj)
+        if isinstance(obj, Mapping) and isinstance(value, Mapping):
+            mq = MessageQueue.from_obj(obj)
+            rows.append(QueueStatus(mq, int(value.get("minOffset", 0)), int(value.get("maxOffset", 0))))
+    return sorted(rows, key=lambda st: st.message_queue)
+
+
+async def topic_stats_info(
+    api: MQClientAPI, broker_addr: str, topic: str, timeout_ms: int | None = None
+) -> list[QueueStatus]:
+    """GET_TOPIC_STATS_INFO (202): the min and max offsets of every queue of ``topic`` on the broker
+    at ``broker_addr`` in one request.  A broker without it answers REQUEST_CODE_NOT_SUPPORTED
+    (raised as MQBrokerError with that code)."""
+    header = h.GetTopicStatsInfoRequestHeader(topic=topic)
+    cmd = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, header.to_ext_fields())
+    response = api.check(await api.invoke(broker_addr, cmd, timeout_ms), broker_addr)
+    return parse_topic_stats(response.body)
 
 
 class AsyncAdmin:
@@ -290,6 +325,10 @@ class AsyncAdmin:
             result.append(QueueStatus(mq, low, high))
         return result
 
+    async def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
+        """The min and max offsets of every queue of ``topic`` on one broker (GET_TOPIC_STATS_INFO)."""
+        return await topic_stats_info(self.api, broker_addr, topic)
+
     # ------------------------------------------------------------------ groups
 
     async def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
@@ -472,6 +511,9 @@ class Admin:
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
         return self._run(self.async_admin.topic_status(topic))
+
+    def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
+        return self._run(self.async_admin.topic_stats(broker_addr, topic))
 
     def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
         return self._run(self.async_admin.consumer_progress(group, topic))

@@ -16,20 +16,39 @@ follow the pull answers' ``suggestWhichBrokerId`` as Java's PullAPIWrapper does:
 replica choice and failover (:class:`rocketq.client.replica_reads.BlockingReplicaReads`).
 Offsets are the same on every replica of a group, so a range planned on the master reads the
 same messages from its slave.
+
+Retries.  Every look-up and pull is made again on a retriable failure as the
+:class:`~rocketq.connector.retry.RetryPolicy` says (``fetchOffset.numRetries`` /
+``fetchOffset.retryIntervalMs``), the topic's route fetched again before each new attempt, so a
+restarted broker, a new master after a failover or a restarted NameServer is picked up; a budget
+spent raises :class:`RetriesExhaustedError`.  NameServer trouble is an :class:`OptionError`
+(``nameServer``, ``topic``) only until the first route was obtained, when the query starts;
+afterwards it is an unavailability.  A broker group that served a topic and is now missing from
+its route while the NameServer does not list the group at all (the broker is down, or the
+NameServer restarted and has not heard from it yet) is an unavailability too, retried, never a
+vanished queue: only a group the NameServer lists without the topic has dropped its queues.
+
+Max offsets are asked per broker (:meth:`BrokerAccess.max_offsets`): one GET_TOPIC_STATS_INFO
+per broker group and topic instead of one GET_MAX_OFFSET per queue, falling back to per-queue
+requests for a broker that does not answer it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
+from rocketq.client.admin import topic_stats_info
 from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig
 from rocketq.client.errors import (
+    MQBrokerError,
     NameServerUnreachableError,
     NoRouteError,
     RocketQError,
@@ -37,6 +56,7 @@ from rocketq.client.errors import (
 )
 from rocketq.client.instance import FindBrokerResult
 from rocketq.client.model import PullResult
+from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import (
@@ -48,8 +68,9 @@ from rocketq.client.remoting.vocabulary import (
     is_readable,
 )
 from rocketq.client.replica_reads import DEFAULT_UNREACHABLE_BACKOFF_MS, BlockingReplicaReads
-from rocketq.connector.errors import BrokerUnavailableError, OptionError
+from rocketq.connector.errors import BrokerUnavailableError, NameServerUnavailableError, OptionError
 from rocketq.connector.offsets import queue_text
+from rocketq.connector.retry import NO_RETRY, RetryPolicy, call_with_retries, is_retriable
 
 log = logging.getLogger("rocketq.connector")
 _T = TypeVar("_T")
@@ -62,51 +83,137 @@ class BrokerAccess:
     """Blocking access to NameServer and brokers for one ``nameServer`` option value."""
 
     def __init__(
-        self, name_server: str, *, timeout_ms: int = 10_000, client: ClientConfig | None = None
+        self,
+        name_server: str,
+        *,
+        timeout_ms: int = 10_000,
+        client: ClientConfig | None = None,
+        retry: RetryPolicy = NO_RETRY,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.name_server = name_server
         self.timeout_ms = timeout_ms
+        self.retry = retry
+        self._sleep = sleep
         self.api = BlockingMQClientAPI(name_server, config=client)
         self.replicas = BlockingReplicaReads(
             self.api, timeout_ms=timeout_ms, unreachable_backoff_ms=UNREACHABLE_BACKOFF_MS
         )
+        #: a NameServer answered once: from now on its trouble is an outage, not a wrong option
+        self.started = False
         self._suggested: dict[MessageQueue, int] = {}  # the last suggestWhichBrokerId per queue
         self._served_by: dict[MessageQueue, int] = {}  # the broker id that answered the last read
+        self._groups: dict[str, frozenset[str]] = {}  # the broker groups last seen serving a topic
+        self._no_stats: set[str] = set()  # broker groups that do not answer GET_TOPIC_STATS_INFO
+
+    # -- retries ---------------------------------------------------------------------------
+
+    def _retrying(self, what: str, where: Callable[[], str], attempt: Callable[[], _T], topic: str) -> _T:
+        """``attempt()`` under the retry policy, the route of ``topic`` fetched before each retry."""
+
+        def refresh() -> None:
+            with contextlib.suppress(RocketQError):
+                self.replicas.update_topic_route(topic)
+
+        return call_with_retries(self.retry, what, where, attempt, before_retry=refresh, sleep=self._sleep)
+
+    def _name_server_text(self) -> str:
+        return f"NameServer {self.name_server}"
+
+    def _broker_text(self, queue: MessageQueue, addr: str) -> str:
+        known = sorted(set(self.replicas.broker_addr_table.get(queue.broker_name, {}).values()) | {addr})
+        return f"broker {queue.broker_name} ({', '.join(known)})"
 
     # -- routes ----------------------------------------------------------------------------
 
-    def route(self, topic: str, *, missing_ok: bool = False) -> TopicRouteData | None:
+    def _route_once(self, topic: str, *, missing_ok: bool) -> TopicRouteData | None:
+        ns = self.name_server
         try:
-            return self.api.get_topic_route(topic, self.timeout_ms)
+            route = self.api.get_topic_route(topic, self.timeout_ms)
         except NameServerUnreachableError as exc:
-            raise OptionError(
-                "nameServer", f"no NameServer of {self.name_server!r} answered ({exc})"
-            ) from exc
+            if not self.started:
+                raise OptionError("nameServer", f"no NameServer of {ns!r} answered ({exc})") from exc
+            raise NameServerUnavailableError(f"no NameServer of {ns} answered: {exc}") from exc
         except NoRouteError as exc:
             if missing_ok:
                 return None
-            raise OptionError(
-                "topic", f"topic {topic!r} does not exist on NameServer {self.name_server}"
+            if not self.started:
+                raise OptionError("topic", f"topic {topic!r} does not exist on NameServer {ns}") from exc
+            raise NameServerUnavailableError(
+                f"NameServer {ns} has no route for topic {topic!r} (deleted, or its brokers are not "
+                "registered with the NameServer yet)"
             ) from exc
         except RocketQError as exc:
-            raise OptionError(
-                "nameServer", f"cannot get the route of {topic!r} from {self.name_server}: {exc}"
+            if not self.started:
+                raise OptionError(
+                    "nameServer", f"cannot get the route of {topic!r} from {ns}: {exc}"
+                ) from exc
+            raise NameServerUnavailableError(
+                f"cannot get the route of {topic!r} from {ns}: {exc}", retriable=is_retriable(exc)
             ) from exc
+        self.started = True
+        return route
+
+    def route(self, topic: str, *, missing_ok: bool = False) -> TopicRouteData | None:
+        """The route of ``topic`` (None when it has none and ``missing_ok``)."""
+        return self._retrying(
+            f"GET_ROUTEINFO_BY_TOPIC of topic {topic!r}",
+            self._name_server_text,
+            lambda: self._route_once(topic, missing_ok=missing_ok),
+            topic,
+        )
 
     def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[MessageQueue, str]:
         """Readable queues of ``topic`` with the address to read them from: the master, or a
         slave of the group while the master is absent from the route or does not answer."""
-        route = self.route(topic, missing_ok=missing_ok)
-        if route is None:
-            return {}
-        self.replicas.learn(route)
+        return self._retrying(
+            f"the route of topic {topic!r}",
+            self._name_server_text,
+            lambda: self._read_queues_once(topic, missing_ok=missing_ok),
+            topic,
+        )
+
+    def _read_queues_once(self, topic: str, *, missing_ok: bool) -> dict[MessageQueue, str]:
+        route = self._route_once(topic, missing_ok=missing_ok)
         queues: dict[MessageQueue, str] = {}
-        for qd in route.queue_datas:
-            found = self.replicas.find_broker_in_subscribe(qd.broker_name)
-            if found is not None and is_readable(qd.perm):
-                for queue_id in range(qd.read_queue_nums):
-                    queues[MessageQueue(topic, qd.broker_name, queue_id)] = found.broker_addr
+        served: set[str] = set()
+        if route is not None:
+            self.replicas.learn(route)
+            for qd in route.queue_datas:
+                found = self.replicas.find_broker_in_subscribe(qd.broker_name)
+                if found is None:
+                    continue
+                served.add(qd.broker_name)
+                if is_readable(qd.perm):
+                    for queue_id in range(qd.read_queue_nums):
+                        queues[MessageQueue(topic, qd.broker_name, queue_id)] = found.broker_addr
+        self._check_groups_registered(topic, served)
+        self._groups[topic] = frozenset(served)
         return queues
+
+    def _check_groups_registered(self, topic: str, served: set[str]) -> None:
+        """Raise a retriable BrokerUnavailableError when a broker group that served ``topic`` is
+        missing from its route because the NameServer does not list the group at all."""
+        lost = self._groups.get(topic, frozenset()) - served
+        if not lost:
+            return
+        try:
+            cluster = self.api.get_broker_cluster_info(self.timeout_ms)
+        except RocketQError as exc:
+            raise NameServerUnavailableError(
+                f"cannot get the cluster of {self.name_server}: {exc}", retriable=is_retriable(exc)
+            ) from exc
+        absent = []
+        for group in sorted(lost):
+            data = cluster.broker_addr_table.get(group)
+            if data is None or not data.broker_addrs:
+                absent.append(group)
+        if absent:
+            raise BrokerUnavailableError(
+                f"broker group(s) {', '.join(absent)} of topic {topic!r} are not registered with "
+                f"NameServer {self.name_server} (down or restarting, or the NameServer restarted and "
+                "has not heard from them yet)"
+            )
 
     # -- replicas --------------------------------------------------------------------------
 
@@ -140,7 +247,23 @@ class BrokerAccess:
                     raise
                 return on(FindBrokerResult(addr, MASTER_ID))  # no route to learn from: the planned one
         except RocketQError as exc:
-            raise self._wrap(what, queue, exc) from exc
+            raise self._wrap(what, exc) from exc
+
+    def _broker_call(
+        self,
+        what: str,
+        queue: MessageQueue,
+        addr: str,
+        call: Callable[[str], _T],
+        broker_id: int = MASTER_ID,
+    ) -> _T:
+        """:meth:`_on_replica` under the retry policy (``what`` names the request and its queue)."""
+        return self._retrying(
+            what,
+            lambda: self._broker_text(queue, addr),
+            lambda: self._on_replica(what, queue, addr, call, broker_id),
+            queue.topic,
+        )
 
     def served_by_slave(self, queue: MessageQueue) -> bool:
         """Whether the last read of ``queue`` was answered by a slave (its master is down)."""
@@ -148,10 +271,23 @@ class BrokerAccess:
 
     def topics_matching(self, pattern: str) -> list[str]:
         """Topics known to the NameServer that fully match ``pattern`` (system topics excluded)."""
-        try:
-            topics = self.api.get_all_topic_list(self.timeout_ms)
-        except RocketQError as exc:
-            raise OptionError("nameServer", f"cannot list topics on {self.name_server}: {exc}") from exc
+
+        def once() -> list[str]:
+            try:
+                listed = self.api.get_all_topic_list(self.timeout_ms)
+            except RocketQError as exc:
+                if not self.started:
+                    raise OptionError(
+                        "nameServer", f"cannot list topics on {self.name_server}: {exc}"
+                    ) from exc
+                raise NameServerUnavailableError(
+                    f"cannot list topics on {self.name_server}: {exc}", retriable=is_retriable(exc)
+                ) from exc
+            self.started = True
+            return listed
+
+        what = "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"
+        topics = call_with_retries(self.retry, what, self._name_server_text, once, sleep=self._sleep)
         regex = re.compile(pattern)
         return sorted(t for t in topics if regex.fullmatch(t) and not is_internal_topic(t))
 
@@ -167,35 +303,69 @@ class BrokerAccess:
 
     # -- offsets ---------------------------------------------------------------------------
 
-    def _wrap(self, what: str, queue: MessageQueue, exc: RocketQError) -> BrokerUnavailableError:
-        return BrokerUnavailableError(f"{what} of {queue_text(queue)} failed: {exc}")
+    def _wrap(self, what: str, exc: RocketQError) -> BrokerUnavailableError:
+        return BrokerUnavailableError(f"{what} failed: {exc}", retriable=is_retriable(exc))
 
     def min_offset(self, queue: MessageQueue, addr: str) -> int:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
-        return self._on_replica("GET_MIN_OFFSET", queue, addr, lambda a: api.get_min_offset(a, t, q, ms))
+        what = f"GET_MIN_OFFSET of {queue_text(queue)}"
+        return self._broker_call(what, queue, addr, lambda a: api.get_min_offset(a, t, q, ms))
 
     def max_offset(self, queue: MessageQueue, addr: str) -> int:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
-        return self._on_replica("GET_MAX_OFFSET", queue, addr, lambda a: api.get_max_offset(a, t, q, ms))
+        what = f"GET_MAX_OFFSET of {queue_text(queue)}"
+        return self._broker_call(what, queue, addr, lambda a: api.get_max_offset(a, t, q, ms))
+
+    def max_offsets(self, queues: Mapping[MessageQueue, str]) -> dict[MessageQueue, int]:
+        """The max offset of every queue: one GET_TOPIC_STATS_INFO per broker group and topic,
+        GET_MAX_OFFSET per queue for a broker without it (or a queue its answer lacks)."""
+        members: dict[tuple[str, str], list[MessageQueue]] = {}
+        for queue in queues:
+            members.setdefault((queue.topic, queue.broker_name), []).append(queue)
+        out: dict[MessageQueue, int] = {}
+        for group in members.values():
+            table = self._stats_max_offsets(group[0], queues[group[0]])
+            for queue in group:
+                found = table.get(queue.queue_id) if table is not None else None
+                out[queue] = found if found is not None else self.max_offset(queue, queues[queue])
+        return out
+
+    def _stats_max_offsets(self, queue: MessageQueue, addr: str) -> dict[int, int] | None:
+        """Queue id -> max offset of ``queue``'s topic on its broker group; None when the broker
+        does not answer GET_TOPIC_STATS_INFO (remembered: it is not asked again)."""
+        if queue.broker_name in self._no_stats:
+            return None
+        api, t, ms = self.api, queue.topic, self.timeout_ms
+        what = f"GET_TOPIC_STATS_INFO of topic {t!r} on broker {queue.broker_name}"
+        try:
+            rows = self._broker_call(
+                what, queue, addr, lambda a: api.run(topic_stats_info(api.api, a, t, ms))
+            )
+        except BrokerUnavailableError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, MQBrokerError) and cause.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                log.info("rocketmq: broker %s has no GET_TOPIC_STATS_INFO: max offsets per queue", addr)
+                self._no_stats.add(queue.broker_name)
+                return None
+            raise
+        return {st.message_queue.queue_id: st.max_offset for st in rows if st.message_queue.topic == t}
 
     def search_offset(self, queue: MessageQueue, addr: str, timestamp_ms: int) -> int:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
-        return self._on_replica(
-            "SEARCH_OFFSET_BY_TIMESTAMP", queue, addr, lambda a: api.search_offset(a, t, q, timestamp_ms, ms)
-        )
+        what = f"SEARCH_OFFSET_BY_TIMESTAMP of {queue_text(queue)}"
+        return self._broker_call(what, queue, addr, lambda a: api.search_offset(a, t, q, timestamp_ms, ms))
 
     def committed_offset(self, queue: MessageQueue, addr: str, group: str) -> int | None:
         api, t, q, ms = self.api, queue.topic, queue.queue_id, self.timeout_ms
-        return self._on_replica(
-            "QUERY_CONSUMER_OFFSET", queue, addr, lambda a: api.query_consumer_offset(a, group, t, q, ms)
-        )
+        what = f"QUERY_CONSUMER_OFFSET of {queue_text(queue)}"
+        return self._broker_call(what, queue, addr, lambda a: api.query_consumer_offset(a, group, t, q, ms))
 
     def commit_offset(self, queue: MessageQueue, addr: str, group: str, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET on the master, on a slave while the master is down (as Java's
         clients do; the master gets the offset again with the next commit once it is back)."""
         api, t, q = self.api, queue.topic, queue.queue_id
-        what = "UPDATE_CONSUMER_OFFSET"
-        self._on_replica(what, queue, addr, lambda a: api.update_consumer_offset(a, group, t, q, offset))
+        what = f"UPDATE_CONSUMER_OFFSET of {queue_text(queue)}"
+        self._broker_call(what, queue, addr, lambda a: api.update_consumer_offset(a, group, t, q, offset))
 
     # -- pulls -----------------------------------------------------------------------------
 
@@ -234,8 +404,8 @@ class BrokerAccess:
         )
         api = self.api
         suggested = self._suggested.get(queue, MASTER_ID)
-        what = f"PULL_MESSAGE at offset {offset}"
-        result = self._on_replica(
+        what = f"PULL_MESSAGE of {queue_text(queue)} at offset {offset}"
+        result = self._broker_call(
             what, queue, addr, lambda a: api.pull_message(a, header, timeout_ms), suggested
         )
         self._suggested[queue] = result.suggest_which_broker_id
@@ -278,15 +448,19 @@ class BrokerAccess:
             pass
 
 
-_EXECUTOR_CACHE: dict[tuple[int, str, ClientConfig | None], BrokerAccess] = {}
+_EXECUTOR_CACHE: dict[tuple[int, str, ClientConfig | None, RetryPolicy], BrokerAccess] = {}
 _EXECUTOR_LOCK = threading.Lock()
 
 
-def executor_access(name_server: str, timeout_ms: int, client: ClientConfig | None = None) -> BrokerAccess:
-    """The process-wide BrokerAccess for ``name_server`` (created on first use, per pid)."""
-    key = (os.getpid(), name_server, client)
+def executor_access(
+    name_server: str, timeout_ms: int, client: ClientConfig | None = None, retry: RetryPolicy = NO_RETRY
+) -> BrokerAccess:
+    """The process-wide BrokerAccess for ``name_server`` (created on first use, per pid); its
+    pulls are retried as ``retry`` says, so a broker restarting does not fail the task."""
+    key = (os.getpid(), name_server, client, retry)
     with _EXECUTOR_LOCK:
         access = _EXECUTOR_CACHE.get(key)
         if access is None:
-            access = _EXECUTOR_CACHE[key] = BrokerAccess(name_server, timeout_ms=timeout_ms, client=client)
+            access = BrokerAccess(name_server, timeout_ms=timeout_ms, client=client, retry=retry)
+            _EXECUTOR_CACHE[key] = access
         return access

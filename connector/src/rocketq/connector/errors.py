@@ -34,16 +34,46 @@ class DataLossError(ConnectorError):
     def __init__(self, topic: str, queue_key: str, detail: str) -> None:
         super().__init__(
             f"data loss in topic '{topic}' queue {queue_key}: {detail} "
-            "(set failOnDataLoss=false to skip lost ranges with a warning)"
+            "(set the option failOnDataLoss=false to log a warning and carry on from the offsets still "
+            "stored, or restart the query with a new checkpointLocation)"
         )
         self.topic = topic
         self.queue_key = queue_key
 
 
 class BrokerUnavailableError(ConnectorError):
-    """The NameServer or a broker could not be reached or refused a request."""
+    """The NameServer or a broker could not be reached or refused a request.
 
-    retriable = True
+    ``retriable`` says whether another attempt may succeed (a transport error, a broker that is
+    restarting or busy); a broker refusing the request itself (a bad SQL92 filter) is not.
+    """
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class NameServerUnavailableError(BrokerUnavailableError):
+    """No NameServer answered while the query runs, or it does not list the topic's brokers yet
+    (restarting, or restarted and not yet told by the brokers).  Before the query first reached
+    a NameServer the same trouble is an :class:`OptionError` naming ``nameServer``."""
+
+
+class RetriesExhaustedError(BrokerUnavailableError):
+    """A request kept failing until the retry budget (``fetchOffset.numRetries`` and
+    ``fetchOffset.retryIntervalMs``) was spent; ``__cause__`` is the last failure."""
+
+    def __init__(self, what: str, where: str, *, attempts: int, elapsed_s: float, policy: str) -> None:
+        super().__init__(
+            f"{what} on {where} failed {attempts} times in {elapsed_s:.1f} s ({policy}); the broker or "
+            "NameServer did not come back in time. Raise fetchOffset.numRetries or "
+            "fetchOffset.retryIntervalMs to wait longer (docs/connector.md, 'Reliability')",
+            retriable=False,
+        )
+        self.what = what
+        self.where = where
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
 
 
 class SinkError(ConnectorError):

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.broker.processor.pull import readable_max_offset
 from rocketq.client.errors import RocketQError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
@@ -70,7 +71,9 @@ class StatsProcessor:
         def collect() -> list[tuple[MessageQueue, dict[str, int]]]:
             rows = []
             for q in range(tc.write_queue_nums):
-                max_off = int(store.get_max_offset_in_queue(header.topic, q))
+                # confirmed only (controller mode), as GET_MAX_OFFSET answers and as Java's
+                # ConsumeQueue holds: a reader planning on this max never asks for an unconfirmed tail
+                max_off = readable_max_offset(store, header.topic, q)
                 min_off = max(int(store.get_min_offset_in_queue(header.topic, q)), 0)
                 last = int(store.get_store_time(header.topic, q, max_off - 1)) if max_off > 0 else 0
                 rows.append(
