@@ -39,6 +39,7 @@ from rocketq.connector.option_text import (
     trace_topic,
     value_format,
 )
+from rocketq.connector.retry import RETRY_OPTION_KEYS, RetryPolicy, retry_policy
 from rocketq.connector.schema import COLUMN_NAMES
 from rocketq.connector.sink_options import DeliveryGuarantee, SinkOptions, parse_sink_options, require_sink_id
 from rocketq.connector.value_types import (
@@ -103,6 +104,7 @@ SOURCE_KEYS = frozenset(
         "sqlfilter", "pushfilters", "enablemsgtrace", "tracetopic",
     }
 ) | SOURCE_VALUE_KEYS  # fmt: skip
+SOURCE_KEYS = SOURCE_KEYS | RETRY_OPTION_KEYS  # fetchOffset.numRetries, fetchOffset.retryIntervalMs
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,8 @@ class SourceOptions:
     #: ``enableMsgTrace``/``traceTopic``: SubBefore/SubAfter of the rows read (rocketq.connector.tracing)
     enable_msg_trace: bool = False
     trace_topic: str | None = None
+    #: ``fetchOffset.numRetries``/``fetchOffset.retryIntervalMs``: retries of look-ups and pulls
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def __post_init__(self) -> None:
         if bool(self.topics) == bool(self.topic_pattern):
@@ -441,6 +445,7 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
         values=parse_value_options(options, topics=topics),
         enable_msg_trace=get_bool(options, "enableMsgTrace", False),
         trace_topic=trace_topic(options),
+        retry=retry_policy(options),
     )
 
 

@@ -181,7 +181,7 @@ def read_range(
 
 def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> Iterator[pa.RecordBatch]:
     """``read()`` body shared by the stream and batch readers."""
-    puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms, opts.client), opts)
+    puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms, opts.client, opts.retry), opts)
     try:
         ranges = partition.ranges
         batches = (
@@ -215,7 +215,9 @@ def with_values(
 def sample_bodies(opts: SourceOptions, limit: int) -> pa.Array:
     """Up to ``limit`` bodies, the newest of each queue (an equal share per queue), for
     ``valueSchemaInference`` at ``schema()`` time on the driver."""
-    access = BrokerAccess(opts.name_server, timeout_ms=opts.pull_timeout_ms, client=opts.client)
+    access = BrokerAccess(
+        opts.name_server, timeout_ms=opts.pull_timeout_ms, client=opts.client, retry=opts.retry
+    )
     puller = _Puller(access, opts)
     bodies: list[pa.Array] = []
     try:

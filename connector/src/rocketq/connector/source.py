@@ -111,8 +111,9 @@ class _DriverSide:
     @property
     def access(self) -> BrokerAccess:
         if self._access is None:
+            o = self.opts
             self._access = BrokerAccess(
-                self.opts.name_server, timeout_ms=self.opts.pull_timeout_ms, client=self.opts.client
+                o.name_server, timeout_ms=o.pull_timeout_ms, client=o.client, retry=o.retry
             )
         return self._access
 
@@ -281,7 +282,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
 
     def prepareForTriggerAvailableNow(self) -> None:
         queues = self.discover(missing_ok=True)
-        self._available_now = OffsetMap({q: self.access.max_offset(q, a) for q, a in queues.items()})
+        self._available_now = OffsetMap(self.access.max_offsets(queues))
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return self._latest.to_json_dict() if self._latest is not None else None
@@ -311,7 +312,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         start_map = OffsetMap.from_json_dict(start)
         self._commit_quietly(start_map)
         queues = self.discover(missing_ok=True)
-        latest = OffsetMap({q: self.access.max_offset(q, a) for q, a in queues.items()})
+        latest = OffsetMap(self.access.max_offsets(queues))  # one request per broker
         self._latest = latest
         bases = self._bases(start_map, queues)
         cap: Mapping[MessageQueue, int] = latest
