@@ -18,12 +18,11 @@ from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     QueryMessageRequestHeader,
-    SendMessageRequestHeaderV2,
     ViewMessageRequestHeader,
 )
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.msgid import decode_offset_msg_id
-from rocketq.client.testing import ServerProcess, pull_header, spawn_broker, wait_for
+from rocketq.client.testing import ServerProcess, pull_header, send_header, spawn_broker, wait_for
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 SMALL_STORE: dict[str, Any] = {
@@ -51,17 +50,7 @@ def send(
     props: str = "TAGS\x01TagA\x02",
     queue_id: int = 0,
 ) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties=props,
-    )
+    h = send_header(topic, queue_id=queue_id, properties=props)
     return client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 10_000)
 
 

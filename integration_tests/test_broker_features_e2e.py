@@ -16,10 +16,9 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
-    SendMessageRequestHeaderV2,
 )
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
-from rocketq.client.testing import ServerProcess, spawn_broker, wait_value
+from rocketq.client.testing import ServerProcess, send_header, spawn_broker, wait_value
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 CONF: dict[str, Any] = {
@@ -40,17 +39,7 @@ def client() -> Iterator[BlockingRemotingClient]:
 
 
 def send(client: BlockingRemotingClient, addr: str, topic: str, body: bytes, props: str) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=1,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties=props,
-    )
+    h = send_header(topic, properties=props, default_topic_queue_nums=1)
     r = client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 10_000)
     assert r.code == R.SUCCESS, r.remark
     return r

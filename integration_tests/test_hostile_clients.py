@@ -37,9 +37,8 @@ from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand, decode_command, encode_command
 from rocketq.client.remoting.frame import FrameDecoder
-from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.message import iter_stored_messages
-from rocketq.client.testing import ServerProcess, pull_header, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, pull_header, send_header, spawn_broker, spawn_namesrv
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 MB = 1024 * 1024
@@ -85,17 +84,7 @@ def rss_mb(pid: int) -> float:
 
 
 def send(client: BlockingRemotingClient, addr: str, body: bytes) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic=TOPIC,
-        default_topic="TBW102",
-        default_topic_queue_nums=1,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties="",
-    )
+    h = send_header(TOPIC, default_topic_queue_nums=1)
     return client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 10_000)
 
 

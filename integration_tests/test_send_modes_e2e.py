@@ -37,7 +37,15 @@ from rocketq.client.model import Message, MessageExt, SendResult, SendStatus
 from rocketq.client.producer import AsyncProducer, Producer, SelectMessageQueueByHash
 from rocketq.client.remoting.javahash import java_string_hash
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import ServerProcess, create_topic, drain, spawn_broker, spawn_namesrv, wait_value
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    drain,
+    send_header,
+    spawn_broker,
+    spawn_namesrv,
+    wait_value,
+)
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 BROKER_MAX_MESSAGE_SIZE = 256 * 1024
@@ -415,20 +423,9 @@ def test_unknown_topic_with_auto_create_off(no_auto_create: ServerProcess) -> No
         broker_addr = admin.topic_route("I4Exists").master_addr(mq.broker_name)
     assert broker_addr is not None
     from rocketq.client.api import BlockingMQClientAPI
-    from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 
     with BlockingMQClientAPI(ns_addr) as api:
-        header = SendMessageRequestHeaderV2(
-            producer_group="pg",
-            topic="NoSuchTopic",
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=0,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties="",
-        )
+        header = send_header("NoSuchTopic")
         with pytest.raises(TopicNotExistError) as broker_info:
             api.send_message(broker_addr, mq.broker_name, Message("NoSuchTopic", b"x"), header, 5000)
         assert "NoSuchTopic" in broker_info.value.remark

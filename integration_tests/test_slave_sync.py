@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,12 +25,11 @@ from rocketq.client.remoting.headers import (
     CreateTopicRequestHeader,
     GetMaxOffsetRequestHeader,
     QueryConsumerOffsetRequestHeader,
-    SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.vocabulary import MASTER_ID
-from rocketq.client.testing import ServerProcess, pull_header, spawn_broker, wait_value
+from rocketq.client.testing import ServerProcess, pull_header, send_header, spawn_broker, wait_value
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 TOPIC = "SlaveSyncT"
@@ -114,17 +112,7 @@ def table(client: BlockingRemotingClient, addr: str, code: int, key: str) -> dic
 
 
 def send(client: BlockingRemotingClient, addr: str, body: bytes) -> None:
-    header = SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic=TOPIC,
-        default_topic="TBW102",
-        default_topic_queue_nums=2,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties="",
-    )
+    header = send_header(TOPIC, default_topic_queue_nums=2)
     response = invoke(client, addr, RC.SEND_MESSAGE_V2, header.to_ext_fields(), body)
     assert response.code == R.SUCCESS, response.remark
 

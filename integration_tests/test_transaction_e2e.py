@@ -22,14 +22,13 @@ import pytest
 
 from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import RocketQError
-from rocketq.client.model import LocalTransactionState, Message, MessageExt, PullStatus, SendStatus
+from rocketq.client.model import LocalTransactionState, Message, MessageExt, SendStatus
 from rocketq.client.producer import AsyncTransactionProducer, TransactionProducer
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
     free_port,
-    pull_header,
+    pull_queue,
     spawn_broker,
     spawn_namesrv,
     wait_for,
@@ -61,22 +60,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     with spawn_namesrv(tmp) as ns, spawn_broker(tmp, ns.addr, **TX_CONF) as broker:
         yield ns, broker
         print(f"--- broker log tail ---\n{broker.log_tail(80)}")
-
-
-def pull_queue(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -> list[MessageExt]:
-    """Every message of one queue, as a consumer pulling from offset 0 gets them."""
-    out: list[MessageExt] = []
-    offset = 0
-    while True:
-        header = pull_header(topic, queue_id, offset, group="cg-tx-probe", max_msg_nums=32)
-        try:
-            result = api.pull_message(addr, header, timeout_ms=5000)
-        except RocketQError:
-            return out  # e.g. the parked topic does not exist yet
-        if result.status is not PullStatus.FOUND:
-            return out
-        out.extend(result.messages)
-        offset = result.next_begin_offset
 
 
 def visible(ns_addr: str, addr: str, topic: str, queues: int = 2) -> dict[bytes, MessageExt]:

@@ -22,15 +22,14 @@ from typing import Any
 import pytest
 
 from rocketq.client.api import BlockingMQClientAPI
-from rocketq.client.errors import RocketQError
-from rocketq.client.model import LocalTransactionState, Message, MessageExt, PullStatus
+from rocketq.client.model import LocalTransactionState, Message
 from rocketq.client.producer import TransactionProducer
 from rocketq.client.producer.transaction_batch import HalfBatchResult, end_transaction_batch_blocking
 from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
-    pull_header,
+    pull_queue,
     spawn_broker,
     spawn_namesrv,
     wait_for,
@@ -67,21 +66,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     with spawn_namesrv(tmp) as ns, spawn_broker(tmp, ns.addr, **CONF) as broker:
         yield ns, broker
         print(f"--- broker log tail ---\n{broker.log_tail(80)}")
-
-
-def pull_queue(api: BlockingMQClientAPI, addr: str, topic: str, queue_id: int) -> list[MessageExt]:
-    out: list[MessageExt] = []
-    offset = 0
-    while True:
-        header = pull_header(topic, queue_id, offset, group="cg-txb-probe", max_msg_nums=32)
-        try:
-            result = api.pull_message(addr, header, timeout_ms=5000)
-        except RocketQError:
-            return out
-        if result.status is not PullStatus.FOUND:
-            return out
-        out.extend(result.messages)
-        offset = result.next_begin_offset
 
 
 def rows(tag: str, n: int, topic: str) -> list[Message]:

@@ -26,38 +26,30 @@ from rocketq.client.remoting.headers import (
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
-    SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.msgid import decode_offset_msg_id
+from rocketq.client.testing import send_header
 from rocketq.client.transport.aio import RemotingClient
 
 
-def send_header(
+def send_fields(
     topic: str = "T1",
     *,
     queue_id: int = 0,
     props: str = "TAGS\x01TagA\x02KEYS\x01k1\x02",
     queue_nums: int = 4,
 ) -> dict[str, str]:
-    return SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=queue_nums,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties=props,
+    return send_header(
+        topic, queue_id=queue_id, properties=props, default_topic_queue_nums=queue_nums
     ).to_ext_fields()
 
 
 async def send(client: RemotingClient, addr: str, body: bytes = b"hello", **kw: Any) -> RemotingCommand:
     return await client.invoke(
-        addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, send_header(**kw), body), 5000
+        addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, send_fields(**kw), body), 5000
     )
 
 
@@ -244,7 +236,7 @@ def test_concurrent_first_sends_create_topic_once(tmp_path: Path) -> None:
                         addr,
                         RemotingCommand.request(
                             RC.SEND_MESSAGE_V2,
-                            send_header("Fresh", queue_id=i % 4, queue_nums=4 + i % 3),
+                            send_fields("Fresh", queue_id=i % 4, queue_nums=4 + i % 3),
                             b"x",
                         ),
                         5000,
@@ -268,7 +260,7 @@ def test_concurrent_first_sends_create_topic_once(tmp_path: Path) -> None:
 def test_batch_send(tmp_path: Path) -> None:
     async def scenario(c: BrokerController, client: RemotingClient, addr: str) -> None:
         body = encode_batch([(0, b"b%d" % i, {"UNIQ_KEY": f"U{i}", "KEYS": f"bk{i}"}) for i in range(3)])
-        ext = send_header(props="")
+        ext = send_fields(props="")
         ext["m"] = "true"
         r = await client.invoke(addr, RemotingCommand.request(RC.SEND_BATCH_MESSAGE, ext, body), 5000)
         assert r.code == R.SUCCESS and len(r.ext_fields["msgId"].split(",")) == 3

@@ -4,9 +4,7 @@ ScheduleMessageService) on a real store, spoken to over TCP."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Any
 
 from rocketq.broker.server import BrokerController
 from rocketq.broker.testing import Scenario
@@ -17,10 +15,9 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
-    SendMessageRequestHeaderV2,
 )
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
-from rocketq.client.testing import async_wait_value
+from rocketq.client.testing import async_wait_value, send_header
 from rocketq.client.transport.aio import RemotingClient
 
 GROUP = "cg"
@@ -31,19 +28,21 @@ def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
 
 
 async def send(
-    client: RemotingClient, addr: str, topic: str, body: bytes, props: str = "TAGS\x01TagA\x02", **extra: Any
+    client: RemotingClient,
+    addr: str,
+    topic: str,
+    body: bytes,
+    props: str = "TAGS\x01TagA\x02",
+    *,
+    reconsume_times: int | None = None,
+    max_reconsume_times: int | None = None,
 ) -> RemotingCommand:
-    h = SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=1,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
+    h = send_header(
+        topic,
         properties=props,
-        **extra,
+        default_topic_queue_nums=1,
+        reconsume_times=reconsume_times,
+        max_reconsume_times=max_reconsume_times,
     )
     return await client.invoke(
         addr, RemotingCommand.request(RC.SEND_MESSAGE_V2, h.to_ext_fields(), body), 5000

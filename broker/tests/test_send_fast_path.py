@@ -26,9 +26,9 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
-    SendMessageRequestHeaderV2,
 )
 from rocketq.client.remoting.message import iter_stored_messages
+from rocketq.client.testing import send_header
 from rocketq.client.transport.aio import RemotingClient
 
 HOST = ("127.0.0.1", 10911)
@@ -48,18 +48,7 @@ def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
 
 
 def header(*, props: str = "", batch: bool = False, queue_id: int = 0) -> dict[str, str]:
-    return SendMessageRequestHeaderV2(
-        producer_group="pg",
-        topic="TF",
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties=props,
-        batch=batch,
-    ).to_ext_fields()
+    return send_header("TF", queue_id=queue_id, properties=props, batch=batch).to_ext_fields()
 
 
 async def send_batch(client: RemotingClient, addr: str, body: bytes, queue_id: int = 0) -> RemotingCommand:

@@ -32,11 +32,11 @@ from rocketq.client.remoting.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     PullMessageRequestHeader,
-    SendMessageRequestHeaderV2,
 )
 from rocketq.client.remoting.message import TRANSACTION_TYPE_MASK, StoredMessage, decode_stored_message
 from rocketq.client.remoting.msgid import decode_offset_msg_id, new_uniq_key
 from rocketq.client.remoting.txn_batch import encode_ranges_body
+from rocketq.client.testing import send_header
 from rocketq.client.transport.aio import RemotingClient
 
 HOST = ("127.0.0.1", 10911)
@@ -342,16 +342,12 @@ def run_broker(tmp_path: Path, scenario: Scenario) -> None:
 
 
 def batch_request(items: list[dict[str, str]], *, sys_flag: int = 4, queue_id: int = 1) -> RemotingCommand:
-    header = SendMessageRequestHeaderV2(
-        producer_group="PG",
-        topic=TOPIC,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
+    header = send_header(
+        TOPIC,
         queue_id=queue_id,
-        sys_flag=sys_flag,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
         properties="WAIT\x01true\x02",
+        producer_group="PG",
+        sys_flag=sys_flag,
         batch=True,
     )
     body = encode_batch([(0, f"row-{i}".encode(), props) for i, props in enumerate(items)])

@@ -4,9 +4,10 @@ produce/consume and pull helpers.
 Integration tests start real ``mqnamesrv`` and ``mqbroker`` processes on port 0 with
 :mod:`rocketq.client.launcher` (the supported launcher, also used by ``rocketq dev`` and the
 examples), re-exported here so tests keep one import path.  :mod:`.wait` holds the bounded
-waits, :mod:`.messaging` the topic, produce/consume and pull helpers over the public client API,
-:mod:`.output` the reading of a child process's output lines, and :mod:`.chaos` the chaos tests'
-ledger and load.  Nothing here imports pytest: tests wrap these helpers in their own fixtures.
+waits, :mod:`.messaging` the topic, produce/consume, send/pull and read helpers over the public
+client API, :mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the
+chaos tests' ledger and load, and :mod:`.controllers` the start of one ``mqcontroller`` from a
+given file.  Nothing here imports pytest: tests wrap these helpers in their own fixtures.
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ from rocketq.client.launcher import (
     spawn_namesrv,
     wait_until_answers,
 )
+from rocketq.client.testing.controllers import spawn_controller
 from rocketq.client.testing.messaging import (
     create_topic,
     drain,
     has_route,
     produce_and_consume,
     pull_header,
+    pull_queue,
+    read_topic,
+    send_header,
     wait_route,
 )
 from rocketq.client.testing.output import ProcessOutput
@@ -55,7 +60,11 @@ __all__ = [
     "local_cluster",
     "produce_and_consume",
     "pull_header",
+    "pull_queue",
+    "read_topic",
+    "send_header",
     "spawn_broker",
+    "spawn_controller",
     "spawn_namesrv",
     "wait_for",
     "wait_route",

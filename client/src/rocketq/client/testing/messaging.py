@@ -3,8 +3,9 @@
 What many integration tests do before they check anything: create a topic and wait until the
 NameServer answers its route (the broker registers a new topic asynchronously), send a few
 messages and read them back with a lite pull consumer, drain a consumer up to a count within a
-bound, and build the PULL_MESSAGE header of a direct pull.  Each helper is bounded in time; the
-waits fail naming what they waited for (:mod:`rocketq.client.testing.wait`).
+bound, build the SEND_MESSAGE_V2 and PULL_MESSAGE headers of direct requests, and read every
+message of a queue or a topic the way a consumer pulling from offset 0 sees them.  Each helper is
+bounded in time; the waits fail naming what they waited for (:mod:`rocketq.client.testing.wait`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,20 @@ from __future__ import annotations
 import time
 
 from rocketq.client.admin import Admin
+from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import LitePullConsumer
-from rocketq.client.errors import NoRouteError
-from rocketq.client.model import Message, MessageExt, SendStatus
+from rocketq.client.errors import NoRouteError, RocketQError
+from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.remoting.headers import PullMessageRequestHeader
-from rocketq.client.remoting.vocabulary import DEFAULT_CLUSTER, SUB_ALL, ExpressionType, PullSysFlag
+from rocketq.client.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from rocketq.client.remoting.vocabulary import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DEFAULT_CLUSTER,
+    SUB_ALL,
+    ExpressionType,
+    PullSysFlag,
+)
 from rocketq.client.testing.wait import DEFAULT_WAIT_S, wait_for
 
 __all__ = [
@@ -27,8 +35,15 @@ __all__ = [
     "has_route",
     "produce_and_consume",
     "pull_header",
+    "pull_queue",
+    "read_topic",
+    "send_header",
     "wait_route",
 ]
+
+
+#: The consumer group of the probes that read what a topic holds (they commit no offset).
+PROBE_GROUP = "cg-probe"
 
 
 def has_route(admin: Admin, topic: str) -> bool:
@@ -123,3 +138,87 @@ def pull_header(
         sub_version=0,
         expression_type=expression_type,
     )
+
+
+def send_header(
+    topic: str,
+    *,
+    queue_id: int = 0,
+    properties: str = "",
+    default_topic_queue_nums: int = 4,
+    producer_group: str = "pg",
+    sys_flag: int = 0,
+    batch: bool = False,
+    reconsume_times: int | None = None,
+    max_reconsume_times: int | None = None,
+) -> SendMessageRequestHeaderV2:
+    """The header of a direct SEND_MESSAGE_V2 to ``topic``'s queue ``queue_id``, born now (a broker
+    that auto-creates topics creates it from ``TBW102`` with ``default_topic_queue_nums`` queues)."""
+    return SendMessageRequestHeaderV2(
+        producer_group=producer_group,
+        topic=topic,
+        default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
+        default_topic_queue_nums=default_topic_queue_nums,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties,
+        reconsume_times=reconsume_times,
+        max_reconsume_times=max_reconsume_times,
+        batch=batch,
+    )
+
+
+def pull_queue(
+    api: BlockingMQClientAPI,
+    addr: str,
+    topic: str,
+    queue_id: int,
+    *,
+    group: str = PROBE_GROUP,
+    max_msg_nums: int = 32,
+    timeout_ms: int = 5000,
+    refused_ok: bool = True,
+) -> list[MessageExt]:
+    """Every message of ``topic``'s queue ``queue_id`` on the broker at ``addr``, as a consumer of
+    ``group`` pulling from offset 0 gets them.  A pull the broker refuses (e.g. of a topic it does
+    not have yet) ends the read when ``refused_ok``, else raises."""
+    out: list[MessageExt] = []
+    offset = 0
+    while True:
+        header = pull_header(topic, queue_id, offset, group=group, max_msg_nums=max_msg_nums)
+        try:
+            result = api.pull_message(addr, header, timeout_ms=timeout_ms)
+        except RocketQError:
+            if refused_ok:
+                return out
+            raise
+        if result.status is not PullStatus.FOUND:
+            return out
+        out.extend(result.messages)
+        offset = result.next_begin_offset
+
+
+def read_topic(
+    ns_addr: str,
+    topic: str,
+    *,
+    group: str = PROBE_GROUP,
+    client: ClientConfig | None = None,
+    max_msg_nums: int = 256,
+) -> list[MessageExt]:
+    """Every message of every readable queue of ``topic`` on its masters, pulled from offset 0 by
+    a consumer of ``group`` with the settings (credentials, TLS) of ``client``; a refused pull
+    raises."""
+    with BlockingMQClientAPI(ns_addr, config=client) as api:
+        route = api.get_topic_route(topic)
+        out: list[MessageExt] = []
+        for queue in route.readable_queues(topic):
+            addr = route.master_addr(queue.broker_name)
+            if addr is not None:
+                batch = pull_queue(
+                    api, addr, topic, queue.queue_id, group=group, max_msg_nums=max_msg_nums, refused_ok=False
+                )
+                out.extend(batch)
+        return out
