@@ -98,6 +98,7 @@ SOURCE_KEYS = frozenset(
     {
         "nameserver", "namesrvaddr", "topic", "topicpattern", "group", "startingoffsets",
         "startingtimestamp", "startingoffsetsbytimestamp", "endingoffsets", "maxmessagespertrigger",
+        "startingoffsetsbytimestampstrategy", "endingtimestamp", "endingoffsetsbytimestamp",
         "minmessagespertrigger", "maxtriggerdelay", "subexpression", "failondataloss",
         "minpartitions", "maxpartitions", "pullbatchsize", "pullmaxbytes", "pulltimeoutms",
         "commitoffsets", "tls", "tlstrustcertpath", "accesskey", "secretkey",

@@ -8,9 +8,10 @@ yields one RecordBatch per pull, cut at ``end``.  Reading is deterministic: the 
 the same rows, so a replayed micro-batch reads the same messages.  With ``valueFormat`` every
 batch then gets its typed ``value`` column (:func:`with_values`, :mod:`rocketq.connector.poison`).
 
-Data loss.  The pull response carries the queue's current ``minOffset``; when the range starts
-below it (retention deleted the messages) or the broker reports the offset as illegal, the
-reader raises :class:`DataLossError` naming topic, queue and offsets, or with
+Data loss.  The pull response carries the queue's current ``minOffset`` and ``maxOffset``; when
+the range starts below the min (retention deleted the messages) or the queue now ends before the
+range does (deleted and recreated while the batch ran), the reader raises :class:`DataLossError`
+naming topic, broker, queue and offsets (:mod:`rocketq.connector.data_loss`), or with
 ``failOnDataLoss=false`` logs a warning and continues from the first offset still stored.
 
 Replicas.  :class:`BrokerAccess` pulls from a slave of the group while the master is down;
@@ -32,6 +33,7 @@ import pyarrow as pa
 from rocketq.client.model import PullResult, PullStatus
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess, executor_access
+from rocketq.connector.data_loss import Loss, LossKind, report
 from rocketq.connector.errors import BrokerUnavailableError, DataLossError
 from rocketq.connector.offsets import queue_text
 from rocketq.connector.options import SourceOptions
@@ -47,11 +49,17 @@ log = logging.getLogger("rocketq.connector")
 NO_NEW_MSG_GRACE_S = 5.0
 
 
-def _lost(opts: SourceOptions, queue: MessageQueue, start: int, until: int, why: str) -> None:
-    detail = f"offsets [{start}, {until}) are no longer available ({why})"
-    if opts.fail_on_data_loss:
-        raise DataLossError(queue.topic, queue.key, detail)
-    log.warning("rocketmq source: skipping lost messages of %s: %s", queue_text(queue), detail)
+def _trimmed(opts: SourceOptions, queue: MessageQueue, offset: int, min_offset: int, end: int) -> None:
+    """Retention deleted ``[offset, min_offset)`` before it was read."""
+    lost = (offset, min(min_offset, end))
+    loss = Loss(LossKind.RETENTION, queue, offset, min_offset, "min offset", lost, min_offset)
+    report(opts.fail_on_data_loss, loss)
+
+
+def _shrank(opts: SourceOptions, queue: MessageQueue, offset: int, max_offset: int, end: int) -> None:
+    """The queue ends at ``max_offset``, before the planned ``end``: ``[offset, end)`` is gone."""
+    loss = Loss(LossKind.QUEUE_SHRANK, queue, offset, max_offset, "max offset", (offset, end), end)
+    report(opts.fail_on_data_loss, loss)
 
 
 def _slave_behind(queue: MessageQueue, slave_max: int, end: int) -> str:
@@ -121,9 +129,7 @@ def read_range(
     while offset < r.end:
         res = puller.pull(r, offset)
         if offset < res.min_offset and res.status is not PullStatus.NO_NEW_MSG:
-            _lost(
-                opts, queue, offset, min(res.min_offset, r.end), f"the queue now starts at {res.min_offset}"
-            )
+            _trimmed(opts, queue, offset, res.min_offset, r.end)
             offset = res.min_offset
             continue
         if res.status is PullStatus.FOUND:
@@ -145,20 +151,12 @@ def read_range(
                 raise BrokerUnavailableError(_slave_behind(queue, res.max_offset, r.end))
         elif res.status is PullStatus.OFFSET_ILLEGAL:
             if offset >= res.max_offset:
-                _lost(
-                    opts, queue, max(offset, res.max_offset), r.end, f"the queue now ends at {res.max_offset}"
-                )
+                _shrank(opts, queue, offset, res.max_offset, r.end)
                 return
             nxt = res.next_begin_offset
         else:  # NO_NEW_MSG below the planned end
             if offset < res.min_offset:
-                _lost(
-                    opts,
-                    queue,
-                    offset,
-                    min(res.min_offset, r.end),
-                    f"the queue now starts at {res.min_offset}",
-                )
+                _trimmed(opts, queue, offset, res.min_offset, r.end)
                 offset = res.min_offset
                 continue
             if res.max_offset <= offset:
@@ -169,7 +167,7 @@ def read_range(
                     continue
                 if puller.access.served_by_slave(queue):
                     raise BrokerUnavailableError(_slave_behind(queue, res.max_offset, r.end))
-                _lost(opts, queue, offset, r.end, f"the queue's max offset is {res.max_offset}")
+                _shrank(opts, queue, offset, res.max_offset, r.end)
                 return
             nxt = res.next_begin_offset
         if nxt <= offset:

@@ -9,10 +9,14 @@ the initial offsets (Spark calls ``initialOffset`` twice).  ``read`` runs on exe
 Offsets are :class:`OffsetMap`\\ s serialised canonically; ``latestOffset`` returns ``start``
 itself when nothing is new, so Spark does not run empty micro-batches.  Queues that appear in the
 route (new topics matching ``topicPattern``, queues added to a topic) join at their earliest
-offset; queues that disappear are data loss (fail, or warn and drop with
-``failOnDataLoss=false``).  Committed offsets go to the broker for ``group`` when Spark commits a
-batch (and, since Spark never commits the last batch of an AvailableNow run, also when
-``latestOffset`` is called with a start that is already processed).
+offset.  Data loss seen on the driver (:mod:`rocketq.connector.data_loss`): a queue that
+disappears, a new queue whose min offset is above 0, a queue whose max offset went below the
+checkpointed position (topic recreated) fail the query, or with ``failOnDataLoss=false`` are
+logged and read on from the offsets still valid (a recreated queue from its new min offset: the
+batch's end offset is then *below* its start, which :meth:`partitions` reads as that restart).
+Committed offsets go to the broker for ``group`` when Spark commits a batch (and, since Spark
+never commits the last batch of an AvailableNow run, also when ``latestOffset`` is called with a
+start that is already processed).
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ from pyspark.sql.types import StructType
 
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess
-from rocketq.connector.errors import DataLossError, OptionError
-from rocketq.connector.offsets import OffsetMap, queue_text
+from rocketq.connector.data_loss import Loss, LossKind, report
+from rocketq.connector.errors import OptionError
+from rocketq.connector.offsets import OffsetMap
 from rocketq.connector.options import SourceOptions, StartMode, StartSpec, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
 from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
@@ -138,7 +143,7 @@ class _DriverSide:
         if queue not in self._addrs:
             self._addrs.update(self.access.read_queues(queue.topic, missing_ok=True))
         if queue not in self._addrs:
-            raise DataLossError(queue.topic, queue.key, "the queue is no longer in the topic's route")
+            raise Loss(LossKind.VANISHED, queue, None, None).error()
         return self._addrs[queue]
 
     def ranges(self, start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> list[QueueRange]:
@@ -265,6 +270,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         self._latest: OffsetMap | None = None
         self._available_now: OffsetMap | None = None
         self._new_starts: dict[MessageQueue, int] = {}
+        self._rebased: dict[MessageQueue, int] = {}  # queues whose offsets went backwards
         self._committed: OffsetMap | None = None
         self._last_batch_at = time.monotonic()
 
@@ -288,24 +294,34 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         return self._latest.to_json_dict() if self._latest is not None else None
 
     def _start_of_new(self, queue: MessageQueue, addr: str) -> int:
+        """A queue that joined after the query started reads from its min offset, which is 0
+        unless messages were deleted before the query saw the queue (data loss)."""
         if queue not in self._new_starts:
-            self._new_starts[queue] = start_of(
-                self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr
-            )
+            low = start_of(self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr)
+            if low > 0:
+                loss = Loss(LossKind.NEW_QUEUE_TRIMMED, queue, 0, low, "min offset", (0, low), low)
+                report(self.opts.fail_on_data_loss, loss)
+            self._new_starts[queue] = low
         return self._new_starts[queue]
 
-    def _bases(self, start: OffsetMap, queues: Mapping[MessageQueue, str]) -> dict[MessageQueue, int]:
+    def _bases(
+        self, start: OffsetMap, queues: Mapping[MessageQueue, str], latest: Mapping[MessageQueue, int]
+    ) -> dict[MessageQueue, int]:
+        """Where each queue's next batch begins: ``start``, checked against the route and the
+        queues' ``latest`` max offsets; new queues at their min offset."""
         bases = dict(start)
-        vanished = [q for q in start if q not in queues]
-        for queue in vanished:
-            detail = f"the queue left the route at offset {start[queue]}"
-            if self.opts.fail_on_data_loss:
-                raise DataLossError(queue.topic, queue.key, detail)
-            log.warning("rocketmq source: %s: %s; it is no longer read", queue_text(queue), detail)
+        for queue in [q for q in start if q not in queues]:
+            report(self.opts.fail_on_data_loss, Loss(LossKind.VANISHED, queue, start[queue], None))
             del bases[queue]
         for queue, addr in queues.items():
             if queue not in bases:
                 bases[queue] = self._start_of_new(queue, addr)
+            elif latest[queue] < bases[queue]:
+                low = self.access.min_offset(queue, addr)
+                found = latest[queue]
+                loss = Loss(LossKind.OFFSETS_BACKWARDS, queue, bases[queue], found, "max offset", None, low)
+                report(self.opts.fail_on_data_loss, loss)
+                bases[queue] = self._rebased[queue] = low
         return bases
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -314,7 +330,7 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         queues = self.discover(missing_ok=True)
         latest = OffsetMap(self.access.max_offsets(queues))  # one request per broker
         self._latest = latest
-        bases = self._bases(start_map, queues)
+        bases = self._bases(start_map, queues, latest)
         cap: Mapping[MessageQueue, int] = latest
         if self._available_now is not None:
             snap = self._available_now
@@ -337,6 +353,8 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         need = self.opts.min_messages_per_trigger
         if need is None or self._available_now is not None or set(end) != set(start):
             return False
+        if any(end[q] < start[q] for q in end):  # a queue restarted (data loss): record it now
+            return False
         new_rows = sum(end[q] - bases.get(q, end[q]) for q in end)
         waited_ms = (time.monotonic() - self._last_batch_at) * 1000
         return new_rows < need and waited_ms < self.opts.max_trigger_delay_ms
@@ -348,6 +366,13 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         for queue in end_map:
             if queue not in begin:
                 begin[queue] = self._start_of_new(queue, self.addr_of(queue))
+            elif end_map[queue] < begin[queue]:
+                # latestOffset found the queue restarted below start (failOnDataLoss=false) and
+                # read it on from its new min offset; after a restart, ask the broker again
+                rebased = self._rebased.get(queue)
+                if rebased is None:
+                    rebased = self.access.min_offset(queue, self.addr_of(queue))
+                begin[queue] = min(rebased, end_map[queue])
         return self.plan(begin, end_map)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
