@@ -26,7 +26,10 @@ from rocketq.client.errors import MQClientError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Message, PullStatus, SendStatus
 from rocketq.client.producer import AsyncProducer
+from rocketq.client.producer.routes import PublishRoutes, QueueState, queue_unavailable_error
+from rocketq.client.producer.selector import SelectMessageQueueByHash
 from rocketq.client.remoting import headers as h
+from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.lenient_json import loads
@@ -54,6 +57,7 @@ class Node:
         for code in (
             RequestCode.GET_ROUTEINFO_BY_TOPIC,
             RequestCode.SEND_MESSAGE_V2,
+            RequestCode.SEND_BATCH_MESSAGE,
             RequestCode.PULL_MESSAGE,
             RequestCode.LOCK_BATCH_MQ,
         ):
@@ -89,7 +93,7 @@ class Node:
             }
             return cmd.make_response(ResponseCode.PULL_NOT_FOUND, None, ext)
         hd2 = h.SendMessageRequestHeaderV2.from_ext_fields(cmd.ext_fields)
-        ext = {
+        ext = {  # SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE
             "msgId": encode_offset_msg_id("127.0.0.1", 1, 1000),
             "queueId": str(hd2.queue_id),
             "queueOffset": "0",
@@ -383,5 +387,178 @@ def test_orderly_queues_are_locked_again_on_the_new_master() -> None:
             await rebalance.stop()
             await inst.close()
             await stop_cluster(cluster)
+
+    run(scenario())
+
+
+# ------------------------------------------------------------------------- sends to a fixed queue
+
+
+def test_selector_send_rides_through_a_killed_master_on_the_same_queue() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        selector = SelectMessageQueueByHash()
+        try:
+            async with AsyncProducer(cluster.namesrv.addr, producer_group="pg", client=_client()) as producer:
+                first = await producer.send(Message(TOPIC, b"before"), selector=selector, arg="k")
+                await a.stop()  # SIGKILL: the NameServer drops it when its connection closes
+                cluster.publish({1: b, 2: c})
+
+                async def elect() -> None:
+                    await asyncio.sleep(0.5)
+                    cluster.publish({0: b, 2: c})
+
+                election = asyncio.create_task(elect())
+                result = await producer.send(Message(TOPIC, b"during"), selector=selector, arg="k")
+                await election
+                assert result.send_status is SendStatus.SEND_OK
+                assert result.message_queue.queue_id == first.message_queue.queue_id
+                sent = [r for r in b.requests if r.code == RequestCode.SEND_MESSAGE_V2]
+                assert len(sent) == 1
+                header = h.SendMessageRequestHeaderV2.from_ext_fields(sent[0].ext_fields)
+                assert header.queue_id == first.message_queue.queue_id
+                assert not c.count(RequestCode.SEND_MESSAGE_V2)
+                assert cluster.route_requests() <= 12  # refreshes rate-limited, not a loop
+        finally:
+            await stop_cluster(cluster)
+
+    run(scenario())
+
+
+def test_selector_send_to_a_hung_master_moves_once_the_route_names_a_new_one() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        try:
+            async with AsyncProducer(cluster.namesrv.addr, producer_group="pg", client=_client()) as producer:
+                await producer.send(Message(TOPIC, b"warm"), queue=MessageQueue(TOPIC, GROUP, 1))
+                a.hang = True  # SIGSTOP: the connection stays open, nothing is answered
+
+                async def elect() -> None:
+                    while a.count(RequestCode.SEND_MESSAGE_V2) < 2:
+                        await asyncio.sleep(0.05)
+                    cluster.publish({0: b, 1: a, 2: c})  # b elected; a still listed as a replica
+
+                election = asyncio.create_task(elect())
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                result = await producer.send(
+                    Message(TOPIC, b"x"), queue=MessageQueue(TOPIC, GROUP, 1), timeout_ms=20_000
+                )
+                await election
+                assert result.send_status is SendStatus.SEND_OK
+                assert b.count(RequestCode.SEND_MESSAGE_V2) == 1
+                # the route was watched while a did not answer: far sooner than the 20 s timeout
+                assert loop.time() - began < 10
+        finally:
+            await stop_cluster(cluster)
+
+    run(scenario())
+
+
+def test_encoded_batch_rides_through_a_killed_master() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        mq = MessageQueue(TOPIC, GROUP, 0)
+        body = encode_batch([(0, b"one", {"UNIQ_KEY": "u1"})])
+        try:
+            async with AsyncProducer(cluster.namesrv.addr, producer_group="pg", client=_client()) as producer:
+                await producer.send(Message(TOPIC, b"warm"))
+                await a.stop()
+                cluster.publish({0: b, 2: c})
+                result = await producer.send_encoded_batch(mq, body, count=1)
+                assert result.message_queue.queue_id == 0
+                assert b.count(RequestCode.SEND_BATCH_MESSAGE) == 1
+        finally:
+            await stop_cluster(cluster)
+
+    run(scenario())
+
+
+def _two_groups(groups: dict[str, dict[int, str]], queues: int = 2) -> TopicRouteData:
+    return TopicRouteData(
+        [QueueData(name, queues, queues, 6) for name in groups],
+        [BrokerData("c", name, addrs) for name, addrs in groups.items()],
+    )
+
+
+def _routes_of(inst: ClientInstance, route: TopicRouteData) -> PublishRoutes:
+    routes = PublishRoutes(lambda: inst, "TBW102", 4)
+    inst.topic_routes[TOPIC] = route
+    inst.broker_addr_table = {bd.broker_name: dict(bd.broker_addrs) for bd in route.broker_datas}
+    routes.on_route_changed(TOPIC, route)
+    return routes
+
+
+def test_queue_state_and_selector_queues_keep_a_lost_group() -> None:
+    async def scenario() -> None:
+        inst = ClientInstance("127.0.0.1:1", config=_client())
+        both = _two_groups({"g-a": {0: "h:1", 1: "h:2"}, "g-b": {0: "h:3"}})
+        routes = _routes_of(inst, both)
+        info = routes.table[TOPIC]
+        assert [(q.broker_name, q.queue_id) for q in routes.selector_queues(info)] == [
+            ("g-a", 0), ("g-a", 1), ("g-b", 0), ("g-b", 1),
+        ]  # fmt: skip
+        b0 = MessageQueue(TOPIC, "g-b", 0)
+        assert routes.queue_state(b0) is QueueState.WRITABLE
+        # g-a's master is gone, its slave is still listed: a master may be elected
+        routes = _routes_of(inst, _two_groups({"g-a": {1: "h:2"}, "g-b": {0: "h:3"}}))
+        assert routes.queue_state(MessageQueue(TOPIC, "g-a", 0)) is QueueState.NO_MASTER
+        # g-b left the route: its queues stay in the selector's list (a key never moves) but are lost
+        routes.on_route_changed(TOPIC, both)
+        only_a = _two_groups({"g-a": {0: "h:1"}})
+        inst.topic_routes[TOPIC] = only_a
+        routes.on_route_changed(TOPIC, only_a)
+        info = routes.table[TOPIC]
+        assert {q.broker_name for q in info.message_queues} == {"g-a"}  # plain sends: g-a only
+        assert len(routes.selector_queues(info)) == 4
+        assert routes.queue_state(b0) is QueueState.GROUP_LOST
+        assert routes.queue_state(MessageQueue(TOPIC, "g-a", 5)) is QueueState.QUEUE_GONE
+        error = queue_unavailable_error(b0, QueueState.GROUP_LOST)
+        assert "broker group g-b" in str(error) and "queue 0" in str(error) and "order" in str(error)
+        await inst.close()
+
+    run(scenario())
+
+
+def test_selector_send_to_a_lost_group_fails_fast_and_plain_sends_use_the_other() -> None:
+    async def scenario() -> None:
+        namesrv, a, b = Node(), Node(), Node()
+        for n in (namesrv, a, b):
+            await n.start()
+        namesrv.route = _two_groups({"g-a": {0: a.addr}, "g-b": {0: b.addr}})
+        selector = SelectMessageQueueByHash()
+        keys = [f"k{i}" for i in range(16)]
+        try:
+            async with AsyncProducer(namesrv.addr, producer_group="pg", client=_client()) as producer:
+                placed = {
+                    k: await producer.send(Message(TOPIC, b"x"), selector=selector, arg=k) for k in keys
+                }
+                on_b = [k for k in keys if placed[k].message_queue.broker_name == "g-b"]
+                on_a = [k for k in keys if k not in on_b]
+                assert on_a and on_b
+                await b.stop()  # SIGKILL, no replica: the NameServer drops the group
+                namesrv.route = _two_groups({"g-a": {0: a.addr}})
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                with pytest.raises(MQClientError, match="broker group g-b") as lost:
+                    await producer.send(
+                        Message(TOPIC, b"x"), selector=selector, arg=on_b[0], timeout_ms=10_000
+                    )
+                assert "order" in str(lost.value) and loop.time() - began < 3
+                # later sends of that key fail at once, without a request
+                with pytest.raises(MQClientError, match="broker group g-b"):
+                    await producer.send(Message(TOPIC, b"x"), selector=selector, arg=on_b[0])
+                # keys of g-a keep their queue; plain sends all go to g-a
+                again = await producer.send(Message(TOPIC, b"x"), selector=selector, arg=on_a[0])
+                assert again.message_queue == placed[on_a[0]].message_queue
+                for _ in range(4):
+                    plain = await producer.send(Message(TOPIC, b"x"))
+                    assert plain.message_queue.broker_name == "g-a"
+        finally:
+            for n in (namesrv, a, b):
+                await n.stop()
 
     run(scenario())

@@ -68,6 +68,8 @@ __all__ = ["ClientInstance", "FindBrokerResult", "Member", "UnreachableReplicas"
 log = logging.getLogger("rocketq.client")
 
 REBALANCE_INTERVAL_MS = 20_000
+#: the shortest pause between the route refreshes of :meth:`ClientInstance.watch_route_while`
+MIN_WATCH_INTERVAL_MS = 200
 _T = TypeVar("_T")
 
 
@@ -318,7 +320,11 @@ class ClientInstance:
         )
         if new_master is not None:
             self.unreachable.clear(new_master)
-        for addr in set(before.values()) - set(after.values()):
+        gone = set(before.values()) - set(after.values())
+        old_master = before.get(MASTER_ID)
+        if old_master is not None and old_master != new_master:
+            gone.add(old_master)  # a hung master stays listed as a replica: its writes still wait
+        for addr in gone:
             with contextlib.suppress(TimeoutError, RocketQError, OSError):
                 async with asyncio.timeout(1.0):
                     await self.api.remoting.close_channel(addr)
@@ -349,6 +355,28 @@ class ClientInstance:
         except RocketQError as exc:
             log.info("route refresh of %s after a failure did not succeed: %s", topic, exc)
             return self.topic_routes.get(topic)
+
+    async def watch_route_while(self, topic: str, call: Awaitable[_T]) -> _T:
+        """Await ``call`` (a request to a master of ``topic``), refreshing the topic's route
+        (:meth:`refresh_route_after_failure`, rate-limited) every
+        ``route_refresh_on_failure_interval_ms`` while it gets no answer.
+
+        A master that hangs (stopped, or cut off) keeps its connections open, so its requests
+        would only fail at their timeout; once a refresh shows that another master took over,
+        the connections to the old one are closed (:meth:`update_topic_route`) and ``call``
+        fails at once, so its caller can retry on the new master.
+        """
+        task = asyncio.ensure_future(call)
+        interval = max(self.config.route_refresh_on_failure_interval_ms, MIN_WATCH_INTERVAL_MS) / 1000
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=interval)
+                if done:
+                    return task.result()
+                await self.refresh_route_after_failure(topic)
+        finally:
+            if not task.done():
+                task.cancel()
 
     async def get_route(self, topic: str) -> TopicRouteData:
         """The cached route, fetched on first use."""

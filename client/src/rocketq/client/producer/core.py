@@ -9,8 +9,12 @@ Plain sends retry ``retry_times_when_send_failed`` times (async sends
 one overall ``send_msg_timeout_ms``; transport errors and the retriable response codes (errors'
 ``retriable``) lead to a retry, other broker answers are raised at once.  Every send records its
 latency with the fault strategy (a failure isolates the broker), which avoids slow brokers when
-``send_latency_fault_enable`` is on.  Sends to an explicit queue or through a selector are not
-retried (the queue choice is the caller's).
+``send_latency_fault_enable`` is on.  Sends to an explicit queue or through a selector (and
+encoded batches) keep their queue: after a failure they refresh the route at once and retry on the
+queue's new master within the same timeout, and fail at once when the queue's broker group is gone
+(``_on_queue``; see :mod:`.routes`).  While a request waits for its answer the route is looked up
+again every ``route_refresh_on_failure_interval_ms``, so a hung master that another one replaced
+does not hold a send until its timeout (:meth:`ClientInstance.watch_route_while`).
 
 Bodies over ``compress_msg_body_over_howmuch`` bytes are compressed (zlib level 5 by default, LZ4
 with ``compression_type``) and flagged in the sysFlag; batches are never compressed.  Each
@@ -27,10 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rocketq.client.config import ProducerConfig
 from rocketq.client.errors import (
@@ -45,7 +50,7 @@ from rocketq.client.model import Message, SendResult, SendStatus
 from rocketq.client.producer.batch import EncodedBatch, prepare_batches
 from rocketq.client.producer.fault import MQFaultStrategy, TopicPublishInfo
 from rocketq.client.producer.request import WAIT_STORE_OK, check_topic, prepare_send, send_header
-from rocketq.client.producer.routes import PublishRoutes
+from rocketq.client.producer.routes import PublishRoutes, QueueState, queue_unavailable_error
 from rocketq.client.producer.selector import MessageQueueSelector
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import SysFlag
@@ -61,6 +66,12 @@ from rocketq.client.trace.dispatcher import PRODUCE_TRACE, trace_producer_config
 from rocketq.client.trace.hooks import ProducerTracer, now_ms, producer_tracer
 
 __all__ = ["AsyncProducer", "BatchReply", "check_topic", "trace_sender"]
+
+_R = TypeVar("_R")
+
+#: a bound on the attempts of one send to a fixed queue (besides its timeout; the retries after
+#: a failure wait for the route refresh windows, so the timeout ends the loop long before)
+MAX_QUEUE_ATTEMPTS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +187,8 @@ class AsyncProducer:
     # ------------------------------------------------------------------ routes
 
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
-        """The writable queues of ``topic`` (what a selector chooses among)."""
-        return list((await self.routes.get(topic)).message_queues)
+        """The queues a selector chooses among (:meth:`PublishRoutes.selector_queues`)."""
+        return list(self.routes.selector_queues(await self.routes.get(topic)))
 
     # ------------------------------------------------------------------ public sends
 
@@ -254,9 +265,14 @@ class AsyncProducer:
         results: list[SendResult] = []
         for batch in prepare_batches(msgs, self._uniq, self.config.max_message_size):
             if queue is not None:
-                sent = await self._send_kernel(batch.message, queue, timeout, batch=batch)
-                assert sent is not None
-                results.append(sent)
+                deadline = time.monotonic() + timeout / 1000
+                results.append(
+                    await self._on_queue(
+                        queue,
+                        deadline,
+                        functools.partial(self._send_one, batch.message, queue, batch=batch),
+                    )
+                )
             else:
                 results.append(
                     await self._send_default(
@@ -283,7 +299,8 @@ class AsyncProducer:
         ``TBW102`` template when the topic has none yet, so that a broker with
         ``autoCreateTopicEnable`` creates the topic, as for every send) and returns the
         SendResult; its ``msg_id`` is ``msg_id`` if given, else the broker's offset msgIds.
-        Not retried (the queue is the caller's choice): errors say whether a retry may help
+        The queue never changes (it is the caller's choice): a failover of the queue's broker group
+        is ridden through within the timeout as for selector sends; errors say whether a retry may help
         (``retriable``) — MQBrokerError with the broker's code and remark, RemotingError,
         NoRouteError, MQClientError (code 13) for an empty body or one over ``max_message_size``.
         """
@@ -316,24 +333,30 @@ class AsyncProducer:
                 code=ResponseCode.MESSAGE_ILLEGAL,
             )
         self._check_send_topic(mq.topic)
-        begin = time.monotonic()
-        begin_ms = now_ms() if self._tracer is not None else 0
         timeout = timeout_ms or self.config.send_msg_timeout_ms
-        addr = await self.broker_addr_of(mq)
-        remaining = timeout - int((time.monotonic() - begin) * 1000)
-        if remaining <= 0:
-            raise MQClientError("send timed out before the batch could be sent", code=-1006)
+        deadline = time.monotonic() + timeout / 1000
         sys_flag = int(SysFlag.TRANSACTION_PREPARED) if prepared else 0
         header = send_header(
             self.group, self.config, mq, sys_flag=sys_flag, flag=0, properties=WAIT_STORE_OK, batch=True
         )
-        api = self.instance.api
-        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), body)
-        response = await api.invoke(addr, cmd, remaining)
-        result = api.process_send_response(addr, mq.broker_name, Message(mq.topic, body), response, msg_id)
-        if self._tracer is not None:
-            self._tracer.on_batch(mq.topic, body, result, addr, begin_ms, prepared=prepared)
-        return BatchReply(result, addr, response.code, response.remark, response.ext_fields)
+        ext_fields = header.to_ext_fields()
+
+        async def attempt(remaining: int) -> BatchReply:
+            begin_ms = now_ms() if self._tracer is not None else 0
+            addr = await self.broker_addr_of(mq)
+            api = self.instance.api
+            cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, dict(ext_fields), body)
+            response = await self.instance.watch_route_while(mq.topic, api.invoke(addr, cmd, remaining))
+            result = api.process_send_response(
+                addr, mq.broker_name, Message(mq.topic, body), response, msg_id
+            )
+            if self._tracer is not None:
+                self._tracer.on_batch(mq.topic, body, result, addr, begin_ms, prepared=prepared)
+            return BatchReply(result, addr, response.code, response.remark, response.ext_fields)
+
+        await self.routes.get(mq.topic)
+        # half messages are retried only when certainly not stored (the caller renumbers a retry)
+        return await self._on_queue(mq, deadline, attempt, retry_if_maybe_stored=not prepared)
 
     # ------------------------------------------------------------------ internals
 
@@ -384,7 +407,7 @@ class AsyncProducer:
                 raise MQClientError(f"message topic {msg.topic} differs from the queue's {queue.topic}")
             return queue
         if selector is not None:
-            mq = selector(list(info.message_queues), msg, arg)
+            mq = selector(list(self.routes.selector_queues(info)), msg, arg)
             if mq is None:
                 raise MQClientError("the selector returned no message queue")
             return mq
@@ -416,15 +439,78 @@ class AsyncProducer:
     ) -> SendResult:
         self.check_running()
         self.validate(msg)
-        begin = time.monotonic()
+        deadline = time.monotonic() + timeout_ms / 1000
         info = await self.routes.get(msg.topic)
         mq = self._choose(info, msg, queue, selector, arg)
-        remaining = timeout_ms - int((time.monotonic() - begin) * 1000)
-        if remaining <= 0:
-            raise MQClientError("send timed out before the message could be sent", code=-1006)
-        result = await self._send_kernel(msg, mq, remaining)
+        return await self._on_queue(mq, deadline, lambda remaining: self._send_one(msg, mq, remaining))
+
+    async def _send_one(
+        self, msg: Message, mq: MessageQueue, timeout_ms: int, batch: EncodedBatch | None = None
+    ) -> SendResult:
+        result = await self._send_kernel(msg, mq, timeout_ms, batch=batch)
         assert result is not None
         return result
+
+    async def _on_queue(
+        self,
+        mq: MessageQueue,
+        deadline: float,
+        attempt: Callable[[int], Awaitable[_R]],
+        *,
+        retry_if_maybe_stored: bool = True,
+    ) -> _R:
+        """Run ``attempt(remaining_ms)`` (a request to ``mq``'s master) until it succeeds, on the
+        same queue, within ``deadline`` (a ``time.monotonic()`` value).
+
+        After a transport error, a master that does not answer (see
+        :meth:`ClientInstance.watch_route_while`), a retriable refusal (a demoted or fenced
+        master) or no master in the route, the route is refreshed at once (rate-limited) and the
+        send is made again to the queue's new master; while the group lists no new master the
+        retry waits for the next refresh window.  A queue whose group is gone from the route, or
+        that its group no longer has, fails at once (:func:`queue_unavailable_error`): the queue
+        never changes, so the order of a key's messages holds.  ``retry_if_maybe_stored=False``
+        does not retry a failure after which the broker may have stored the request (a timeout,
+        a lost connection).
+        """
+        last_error: BaseException | None = None
+        attempts = 0
+        while attempts < MAX_QUEUE_ATTEMPTS:
+            state = self.routes.queue_state(mq)
+            if state in (QueueState.GROUP_LOST, QueueState.QUEUE_GONE):
+                raise queue_unavailable_error(mq, state) from last_error
+            remaining = int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0:
+                break
+            attempts += 1
+            addr = self.instance.find_broker_addr(mq.broker_name, MASTER_ID, only_this=True)
+            start = time.monotonic()
+            try:
+                result = await attempt(remaining)
+            except NoRouteError as exc:  # no master listed: nothing was sent
+                last_error = exc
+            except (RemotingError, MQBrokerError) as exc:
+                self._record_latency(mq, start, isolation=True)
+                last_error = exc
+                if isinstance(exc, MQBrokerError) and not exc.retriable:
+                    raise
+                if not retry_if_maybe_stored and _maybe_stored(exc):
+                    raise
+            else:
+                self._record_latency(mq, start, isolation=False)
+                return result
+            info = await self.routes.get(mq.topic)
+            await self.routes.after_failure(
+                mq.topic, info, mq, failed_addr=addr, deadline=deadline, same_queue=True
+            )
+        if isinstance(last_error, RemotingError | MQBrokerError | NoRouteError):
+            last_error.add_note(
+                f"{attempts} attempt(s) to queue {mq.queue_id} of broker group {mq.broker_name} "
+                "within the send timeout"
+            )
+            raise last_error
+        raise MQClientError(
+            f"send to queue {mq.queue_id} of broker group {mq.broker_name} timed out", code=-1006
+        ) from last_error
 
     async def _send_default(
         self,
@@ -525,13 +611,18 @@ class AsyncProducer:
         tracer = self._tracer
         begin_ms = now_ms() if tracer is not None else 0
         if oneway:
-            await api.send_message_oneway(addr, msg, header, body=body)
+            try:
+                await api.send_message_oneway(addr, msg, header, body=body)
+            except RemotingError:
+                await inst.refresh_route_after_failure(mq.topic)  # the next send finds a new master
+                raise
             if tracer is not None:
                 tracer.on_send(msg.topic, props, len(msg.body), None, addr, begin_ms)
             return None
         sent = dataclasses.replace(msg, properties=props) if batch is None else msg
-        result = await api.send_message(
-            addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id
+        result = await inst.watch_route_while(
+            mq.topic,
+            api.send_message(addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id),
         )
         if tracer is not None:
             if batch is None:

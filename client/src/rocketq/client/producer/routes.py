@@ -18,22 +18,62 @@ group's master is still the address that just failed, or still missing), the ret
 next refresh window (``route_refresh_on_failure_interval_ms``), within the send's deadline:
 retrying a dead master at once would only spend the retry budget before the controller had time
 to elect a new one.
+
+Sends to a fixed queue (a selector's choice, an explicit queue, an encoded batch) keep that queue:
+moving a key to another queue would break its order.  A selector therefore chooses among
+:meth:`PublishRoutes.selector_queues`, the queues of every broker group the producer has seen
+for the topic, a group that left the route included, so that a key never maps to another queue
+because a group is down.  :meth:`PublishRoutes.queue_state` says whether a chosen queue can be
+written now (:class:`QueueState`): its group's master is listed (``WRITABLE``), the group still
+lists replicas but no master (``NO_MASTER``: a controller may elect one, the send waits within
+its timeout), the group is gone from the route (``GROUP_LOST``: no broker of it is registered,
+nothing can take over) or the group no longer has that queue (``QUEUE_GONE``).  The last two fail
+the send at once with :func:`queue_unavailable_error`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from rocketq.client.errors import NoRouteError
+from rocketq.client.errors import MQClientError, NoRouteError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer.fault import TopicPublishInfo
 from rocketq.client.remoting.route import TopicRouteData
-from rocketq.client.remoting.vocabulary import MASTER_ID, MessageQueue
+from rocketq.client.remoting.vocabulary import MASTER_ID, MessageQueue, ResponseCode, is_writeable
 
-__all__ = ["PublishRoutes"]
+__all__ = ["PublishRoutes", "QueueState", "queue_unavailable_error"]
+
+
+class QueueState(enum.Enum):
+    """Whether a chosen queue can be written now (see :meth:`PublishRoutes.queue_state`)."""
+
+    WRITABLE = "WRITABLE"  # its group's master is listed
+    NO_MASTER = "NO_MASTER"  # its group lists replicas but no master: one may be elected
+    GROUP_LOST = "GROUP_LOST"  # no broker of its group is registered with the NameServer
+    QUEUE_GONE = "QUEUE_GONE"  # its group is listed, without this (writable) queue
+
+
+def queue_unavailable_error(mq: MessageQueue, state: QueueState) -> MQClientError:
+    """The error of a send to a fixed queue that cannot be written and cannot move."""
+    group = mq.broker_name
+    if state is QueueState.GROUP_LOST:
+        why = (
+            f"the NameServer lists no broker of group {group} any more (its master is down and no "
+            "replica of it is left to take over)"
+        )
+    else:
+        why = f"broker group {group} no longer offers a writable queue {mq.queue_id} of the topic"
+    return MQClientError(
+        f"cannot send to queue {mq.queue_id} of broker group {group} (topic {mq.topic}): {why}. "
+        "A send to a chosen queue (selector, explicit queue) is not moved to another queue, since "
+        "that would break the order of its key; it succeeds again once the group is back (restart "
+        "its broker), or send without a selector if order does not matter.",
+        code=ResponseCode.SERVICE_NOT_AVAILABLE,
+    )
 
 
 class PublishRoutes:
@@ -46,11 +86,54 @@ class PublishRoutes:
         self.create_topic_key = create_topic_key
         self.default_topic_queue_nums = default_topic_queue_nums
         self.table: dict[str, TopicPublishInfo] = {}
+        # topic -> broker group -> writeQueueNums, for every group seen writable (selector_queues)
+        self._groups: dict[str, dict[str, int]] = {}
 
     def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
+        self._remember_groups(topic, route)
         info = TopicPublishInfo.from_route(topic, route)
         if info.ok():
             self.table[topic] = info
+
+    def _remember_groups(self, topic: str, route: TopicRouteData) -> None:
+        """Groups listed writable take the route's queue count, groups listed not writable are
+        dropped (an operator's decision), groups missing from the route are kept."""
+        groups = self._groups.setdefault(topic, {})
+        for qd in route.queue_datas:
+            if is_writeable(qd.perm) and qd.write_queue_nums > 0:
+                groups[qd.broker_name] = qd.write_queue_nums
+            else:
+                groups.pop(qd.broker_name, None)
+
+    def selector_queues(self, info: TopicPublishInfo) -> Sequence[MessageQueue]:
+        """The queues a selector chooses among: those of every broker group seen writable for the
+        topic, in route order (groups by name, queue ids ascending), a group that is down or left
+        the route included, so that a key keeps its queue while a group is missing."""
+        groups = self._groups.get(info.topic)
+        if info.from_template or info.order_topic or not groups:
+            return info.message_queues
+        return tuple(
+            MessageQueue(info.topic, name, queue_id)
+            for name in sorted(groups)
+            for queue_id in range(groups[name])
+        )
+
+    def queue_state(self, mq: MessageQueue) -> QueueState:
+        """Whether ``mq`` can be written now, after the instance's cached route of its topic."""
+        inst = self._instance()
+        route = inst.topic_routes.get(mq.topic)
+        if route is None:
+            return (
+                QueueState.NO_MASTER if inst.find_broker_addr(mq.broker_name) is None else QueueState.WRITABLE
+            )
+        qd = next((q for q in route.queue_datas if q.broker_name == mq.broker_name), None)
+        listed = any(bd.broker_name == mq.broker_name and bd.broker_addrs for bd in route.broker_datas)
+        if qd is None:
+            return QueueState.NO_MASTER if listed else QueueState.GROUP_LOST
+        if not is_writeable(qd.perm) or mq.queue_id >= qd.write_queue_nums:
+            return QueueState.QUEUE_GONE
+        master = inst.find_broker_addr(mq.broker_name, MASTER_ID, only_this=True)
+        return QueueState.WRITABLE if master is not None else QueueState.NO_MASTER
 
     async def get(self, topic: str, *, refresh: bool = False) -> TopicPublishInfo:
         """The topic's publish info (cached; ``refresh`` asks the NameServer again)."""
@@ -72,6 +155,8 @@ class PublishRoutes:
                 ) from unknown
         if not info.ok():
             raise NoRouteError(topic, "the route has no writable queue")
+        if not info.from_template and info.route is not None:
+            self._remember_groups(topic, info.route)
         self.table[topic] = info
         return info
 
@@ -98,6 +183,7 @@ class PublishRoutes:
         *,
         failed_addr: str | None = None,
         deadline: float | None = None,
+        same_queue: bool = False,
     ) -> TopicPublishInfo:
         """The publish info for the next attempt after a send to ``failed`` (whose master was
         ``failed_addr``, None when the group had no master) did not succeed.
@@ -105,7 +191,9 @@ class PublishRoutes:
         A send built on the TBW102 template looks the topic up again (the broker may have created
         and registered it meanwhile).  Otherwise the route is refreshed (rate-limited); when it
         shows no alternative, the call waits for the next refresh window (up to ``deadline``, a
-        ``time.monotonic()`` value) and refreshes once more.
+        ``time.monotonic()`` value) and refreshes once more.  With ``same_queue`` (the next
+        attempt goes to ``failed`` again) only a new master of its group is an alternative, and a
+        refresh that shows the group lost or the queue gone ends the wait at once.
         """
         if info.from_template:
             try:
@@ -117,7 +205,14 @@ class PublishRoutes:
             await inst.refresh_route_after_failure(topic)
             current = self.table.get(topic)
             info = current if current is not None and current.ok() else info
-            if failed is None or self._has_alternative(info, failed.broker_name, failed_addr):
+            if failed is None:
+                return info
+            if same_queue:
+                if self.queue_state(failed) in (QueueState.GROUP_LOST, QueueState.QUEUE_GONE):
+                    return info
+                if self._has_new_master(failed.broker_name, failed_addr):
+                    return info
+            elif self._has_alternative(info, failed.broker_name, failed_addr):
                 return info
             interval_s = inst.config.route_refresh_on_failure_interval_ms / 1000
             pause = interval_s if deadline is None else min(interval_s, deadline - time.monotonic())
@@ -130,6 +225,9 @@ class PublishRoutes:
         """Another broker group to write to, or a new master of the failed one."""
         if any(mq.broker_name != broker_name for mq in info.message_queues):
             return True
+        return self._has_new_master(broker_name, failed_addr)
+
+    def _has_new_master(self, broker_name: str, failed_addr: str | None) -> bool:
         master = self._instance().find_broker_addr(broker_name, MASTER_ID, only_this=True)
         return master is not None and master != failed_addr
 
