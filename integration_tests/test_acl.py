@@ -40,6 +40,8 @@ from rocketq.client.remoting.vocabulary import TopicConfig
 from rocketq.client.testing import (
     ServerProcess,
     produce_and_consume,
+    read_topic,
+    run_mqadmin,
     spawn_broker,
     spawn_namesrv,
     wait_for,
@@ -317,27 +319,17 @@ def test_forged_register_broker_cannot_change_a_route(acl: AclCluster) -> None:
         assert addrs == {acl.broker.addr}
 
 
-def _mqadmin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketq.client.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def test_mqadmin_with_and_without_credentials(acl: AclCluster) -> None:
     create = ["updateTopic", "-n", acl.ns.addr, "-c", "DefaultCluster", "-t", "AclByMqadmin"]
-    refused = _mqadmin(*create)
+    refused = run_mqadmin(*create)
     assert refused.returncode == 1
     assert "CODE: 16" in refused.stderr and "AccessKey" in refused.stderr
-    not_admin = _mqadmin(*create, "--access-key", APP.access_key, "--secret-key", APP.secret_key)
+    not_admin = run_mqadmin(*create, "--access-key", APP.access_key, "--secret-key", APP.secret_key)
     assert not_admin.returncode == 1 and "needs admin permission" in not_admin.stderr
-    ok = _mqadmin(*create, "--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
+    ok = run_mqadmin(*create, "--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
     assert ok.returncode == 0, ok.stderr
     env = {"ROCKETMQ_ACCESS_KEY": ADMIN.access_key, "ROCKETMQ_SECRET_KEY": ADMIN.secret_key}
-    listed = _mqadmin("topicList", "-n", acl.ns.addr, env=env)
+    listed = run_mqadmin("topicList", "-n", acl.ns.addr, env=env)
     assert listed.returncode == 0, listed.stderr
     assert "AclByMqadmin" in listed.stdout
 
@@ -371,32 +363,32 @@ def test_mqadmin_acl_subcommands(acl: AclCluster) -> None:
     assert "no ACL account" in (invoke(acl.broker.addr, RequestCode.SEND_MESSAGE_V2, send, user).remark or "")
 
     create = ["updateAclConfig", *broker, "-a", user.access_key, "-s", user.secret_key, "-t", "AclTopic=PUB"]
-    refused = _mqadmin(*create, "--access-key", APP.access_key, "--secret-key", APP.secret_key)
+    refused = run_mqadmin(*create, "--access-key", APP.access_key, "--secret-key", APP.secret_key)
     assert refused.returncode == 1 and "CODE: 16" in refused.stderr
-    created = _mqadmin(*create, *admin_keys)
+    created = run_mqadmin(*create, *admin_keys)
     assert created.returncode == 0, created.stderr
     assert f"create or update plain access config to {acl.broker.addr} success." in created.stdout
     assert user.secret_key not in acl.broker.log_text()
     # the broker reloads at once: the new account passes the ACL check (the bare header then fails)
     assert invoke(acl.broker.addr, RequestCode.SEND_MESSAGE_V2, send, user).code != ResponseCode.NO_PERMISSION
 
-    versions = _mqadmin("clusterAclConfigVersion", *ns, "-c", "DefaultCluster", *admin_keys)
+    versions = run_mqadmin("clusterAclConfigVersion", *ns, "-c", "DefaultCluster", *admin_keys)
     assert versions.returncode == 0, versions.stderr
     assert "#AclConfigVersionNum" in versions.stdout
     assert "broker-a" in versions.stdout and str(acl.acl_file) in versions.stdout
 
-    white = _mqadmin("updateGlobalWhiteAddr", *broker, "-g", "10.99.0.*", *admin_keys)
+    white = run_mqadmin("updateGlobalWhiteAddr", *broker, "-g", "10.99.0.*", *admin_keys)
     assert white.returncode == 0, white.stderr
     assert yaml.safe_load(acl.acl_file.read_text(encoding="utf-8"))["globalWhiteRemoteAddresses"] == [
         "10.99.0.*"
     ]
-    bad = _mqadmin("updateGlobalWhiteAddr", *broker, "-g", "300.1.1.1", *admin_keys)
+    bad = run_mqadmin("updateGlobalWhiteAddr", *broker, "-g", "300.1.1.1", *admin_keys)
     assert bad.returncode == 1 and "CODE: 211" in bad.stderr
 
-    deleted = _mqadmin("deleteAclConfig", *broker, "-a", user.access_key, *admin_keys)
+    deleted = run_mqadmin("deleteAclConfig", *broker, "-a", user.access_key, *admin_keys)
     assert deleted.returncode == 0, deleted.stderr
     assert "no ACL account" in (invoke(acl.broker.addr, RequestCode.SEND_MESSAGE_V2, send, user).remark or "")
-    again = _mqadmin("deleteAclConfig", *broker, "-a", user.access_key, *admin_keys)
+    again = run_mqadmin("deleteAclConfig", *broker, "-a", user.access_key, *admin_keys)
     assert again.returncode == 1 and "CODE: 210" in again.stderr
 
 
@@ -457,25 +449,7 @@ def test_exactly_once_commit_topic_needs_an_admin_or_to_exist(acl: AclCluster) -
 
 
 def _read_bodies(acl: AclCluster, topic: str, creds: SessionCredentials) -> list[str]:
-    from rocketq.client.model import PullStatus
-    from rocketq.client.remoting.message import iter_stored_messages
-    from rocketq.connector.access import BrokerAccess
-
-    access = BrokerAccess(acl.ns.addr, timeout_ms=3000, client=config_of(creds))
-    out: list[str] = []
-    try:
-        for ref, addr in access.read_queues(topic).items():
-            offset = 0
-            while True:
-                res = access.pull(ref, addr, offset, group="open-cg", max_nums=256, max_bytes=4 << 20,
-                                  sub_expression="*", timeout_ms=3000)  # fmt: skip
-                if res.status is not PullStatus.FOUND:
-                    break
-                out.extend(m.body.decode() for m in iter_stored_messages(res.body))
-                offset = res.next_begin_offset
-    finally:
-        access.close()
-    return sorted(out)
+    return sorted(m.body.decode() for m in read_topic(acl.ns.addr, topic, client=config_of(creds)))
 
 
 def test_exactly_once_check_back_with_credentials(acl: AclCluster) -> None:

@@ -8,10 +8,7 @@ push consumer (concurrent and orderly), the admin API and the ``mqadmin`` comman
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +24,15 @@ from rocketq.client.consumer import (
 from rocketq.client.errors import NoRouteError
 from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import AsyncProducer, Producer, SelectMessageQueueByHash
-from rocketq.client.testing import ServerProcess, drain, spawn_broker, spawn_namesrv, wait_for, wait_route
+from rocketq.client.testing import (
+    ServerProcess,
+    drain,
+    run_mqadmin,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+    wait_route,
+)
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -132,51 +137,45 @@ def test_push_consumer_concurrently_and_orderly(ns_addr: str) -> None:
         assert numbers == sorted(numbers), f"sharding key {key} out of order: {numbers}"
 
 
-def _mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketq.client.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(Path(__file__).parent),
-    )
-
-
 def test_mqadmin_subcommands(ns_addr: str, cluster: tuple[ServerProcess, ServerProcess]) -> None:
-    r = _mqadmin("updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", "E2EAdmin", "-r", "2", "-w", "2")
+    r = run_mqadmin(
+        "updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", "E2EAdmin", "-r", "2", "-w", "2"
+    )
     assert r.returncode == 0, r.stderr
     assert "create topic to" in r.stdout
-    assert "E2EAdmin" in _mqadmin("topicList", "-n", ns_addr).stdout
-    route = _mqadmin("topicRoute", "-n", ns_addr, "-t", "E2EAdmin")
+    assert "E2EAdmin" in run_mqadmin("topicList", "-n", ns_addr).stdout
+    route = run_mqadmin("topicRoute", "-n", ns_addr, "-t", "E2EAdmin")
     assert route.returncode == 0 and '"writeQueueNums": 2' in route.stdout
-    assert "broker-a" in _mqadmin("clusterList", "-n", ns_addr).stdout
-    sent = _mqadmin("sendMessage", "-n", ns_addr, "-t", "E2EAdmin", "-p", "hello", "-k", "key1", "-c", "TagA")
+    assert "broker-a" in run_mqadmin("clusterList", "-n", ns_addr).stdout
+    sent = run_mqadmin(
+        "sendMessage", "-n", ns_addr, "-t", "E2EAdmin", "-p", "hello", "-k", "key1", "-c", "TagA"
+    )
     assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stderr
-    status = _mqadmin("topicStatus", "-n", ns_addr, "-t", "E2EAdmin")
+    status = run_mqadmin("topicStatus", "-n", ns_addr, "-t", "E2EAdmin")
     assert status.returncode == 0 and "#Max Offset" in status.stdout
-    consumed = _mqadmin("consumeMessage", "-n", ns_addr, "-t", "E2EAdmin", "-c", "5")
+    consumed = run_mqadmin("consumeMessage", "-n", ns_addr, "-t", "E2EAdmin", "-c", "5")
     assert (
         consumed.returncode == 0 and "hello" in consumed.stdout and "Consumed 1 messages." in consumed.stdout
     )
-    by_key = _mqadmin("queryMsgByKey", "-n", ns_addr, "-t", "E2EAdmin", "-k", "key1")
+    by_key = run_mqadmin("queryMsgByKey", "-n", ns_addr, "-t", "E2EAdmin", "-k", "key1")
     assert by_key.returncode == 0, by_key.stderr
     offset_id = by_key.stdout.splitlines()[1].split()[0]
-    by_id = _mqadmin("queryMsgById", "-n", ns_addr, "-i", offset_id)
+    by_id = run_mqadmin("queryMsgById", "-n", ns_addr, "-i", offset_id)
     assert by_id.returncode == 0 and "Message Body: hello" in by_id.stdout
-    progress = _mqadmin("consumerProgress", "-n", ns_addr, "-g", "nobody", "-t", "E2EAdmin")
+    progress = run_mqadmin("consumerProgress", "-n", ns_addr, "-g", "nobody", "-t", "E2EAdmin")
     assert progress.returncode == 0 and "Diff Total: 1" in progress.stdout
-    reset = _mqadmin("resetOffsetByTime", "-n", ns_addr, "-g", "nobody", "-t", "E2EAdmin", "-s", "0")
+    reset = run_mqadmin("resetOffsetByTime", "-n", ns_addr, "-g", "nobody", "-t", "E2EAdmin", "-s", "0")
     assert reset.returncode == 0, reset.stderr
-    missing = _mqadmin("topicRoute", "-n", ns_addr, "-t", "NoSuchTopic")
+    missing = run_mqadmin("topicRoute", "-n", ns_addr, "-t", "NoSuchTopic")
     assert missing.returncode == 1 and "No route info of this topic: NoSuchTopic" in missing.stderr
-    usage = _mqadmin("topicRoute", "-n", ns_addr)
+    usage = run_mqadmin("topicRoute", "-n", ns_addr)
     assert usage.returncode == 2
-    no_target = _mqadmin("updateTopic", "-n", ns_addr, "-t", "E2EAdmin2")
+    no_target = run_mqadmin("updateTopic", "-n", ns_addr, "-t", "E2EAdmin2")
     assert no_target.returncode == 2
     assert f"knows cluster DefaultCluster (broker-a at {cluster[1].addr}), e.g. -c DefaultCluster" in (
         no_target.stderr
     )
-    deleted = _mqadmin("deleteTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", "E2EAdmin")
+    deleted = run_mqadmin("deleteTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", "E2EAdmin")
     assert deleted.returncode == 0, deleted.stderr
     with Admin(ns_addr) as admin, pytest.raises(NoRouteError):
         admin.topic_route("E2EAdmin")

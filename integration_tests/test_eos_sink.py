@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from rocketq.client.testing import wait_for, wait_value
+from rocketq.client.testing import read_topic, wait_for, wait_value
 from rocketq.connector.commit_log import CommitLog, HalfBatch
 from rocketq.connector.options import parse_sink_options
 from rocketq.connector.testing import Cluster, create_topic, local_cluster
@@ -44,25 +44,7 @@ def broker_log(cluster: Cluster) -> str:
 
 
 def read_bodies(cluster: Cluster, topic: str) -> list[str]:
-    from rocketq.client.model import PullStatus
-    from rocketq.client.remoting.message import iter_stored_messages
-    from rocketq.connector.access import BrokerAccess
-
-    access = BrokerAccess(cluster.namesrv_addr)
-    out: list[str] = []
-    try:
-        for ref, addr in access.read_queues(topic).items():
-            offset = 0
-            while True:
-                res = access.pull(ref, addr, offset, group="eos-reader", max_nums=512, max_bytes=4 << 20,
-                                  sub_expression="*", timeout_ms=3000)  # fmt: skip
-                if res.status is not PullStatus.FOUND:
-                    break
-                out.extend(m.body.decode() for m in iter_stored_messages(res.body))
-                offset = res.next_begin_offset
-    finally:
-        access.close()
-    return sorted(out)
+    return sorted(m.body.decode() for m in read_topic(cluster.namesrv_addr, topic))
 
 
 def attempt(

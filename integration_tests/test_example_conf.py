@@ -17,8 +17,6 @@ messages.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -33,6 +31,7 @@ from rocketq.client.testing import (
     create_topic,
     free_port,
     produce_and_consume,
+    run_mqadmin,
     spawn_broker,
     spawn_controller,
     spawn_namesrv,
@@ -50,7 +49,6 @@ PORT_KEYS = frozenset(
 PATH_KEYS = frozenset({"storePathRootDir", "controllerStorePath"})
 STORE_ROOT = "/tmp/rocketq/"
 NAMESRV_PORT = 9876
-MQADMIN = Path(sys.executable).with_name("mqadmin")
 
 
 class Localizer:
@@ -98,7 +96,7 @@ def start_broker(stack: ExitStack, local: Localizer, conf: Path, namesrv: Server
 
 def mqadmin(*args: str) -> str:
     """``mqadmin args``' output (it must succeed)."""
-    done = subprocess.run([str(MQADMIN), *args], capture_output=True, text=True, timeout=60)
+    done = run_mqadmin(*args)
     assert done.returncode == 0, f"mqadmin {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
     return done.stdout
 

@@ -41,6 +41,7 @@ from rocketq.client.testing import (
     ServerProcess,
     create_topic,
     drain,
+    run_mqadmin,
     send_header,
     spawn_broker,
     spawn_namesrv,
@@ -292,12 +293,6 @@ def test_long_polling_returns_soon_after_a_send(ns_addr: str) -> None:
 # ---------------------------------------------------------------------------- queries
 
 
-def _mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketq.client.cli", *args], capture_output=True, text=True, timeout=60
-    )
-
-
 def test_query_by_key_and_by_id(ns_addr: str) -> None:
     topic = "I4Query"
     create_topic(ns_addr, topic, 2, timeout_s=15)
@@ -321,13 +316,13 @@ def test_query_by_key_and_by_id(ns_addr: str) -> None:
         assert by_uniq.body == b"order paid" and by_uniq.uniq_key == r2.msg_id
         with pytest.raises(MQClientError, match="give the topic"):
             admin.query_msg_by_id(r2.msg_id)  # a UNIQ_KEY without its topic
-    by_key = _mqadmin("queryMsgByKey", "-n", ns_addr, "-t", topic, "-k", "order-7")
+    by_key = run_mqadmin("queryMsgByKey", "-n", ns_addr, "-t", topic, "-k", "order-7")
     assert by_key.returncode == 0, by_key.stderr
     listed = [line.split()[0] for line in by_key.stdout.splitlines()[1:] if line.strip()]
     assert r1.offset_msg_id in listed and len(listed) == 2
-    by_id = _mqadmin("queryMsgById", "-n", ns_addr, "-i", r1.offset_msg_id)
+    by_id = run_mqadmin("queryMsgById", "-n", ns_addr, "-i", r1.offset_msg_id)
     assert by_id.returncode == 0 and "Message Body: order created" in by_id.stdout, by_id.stderr
-    by_uniq_cli = _mqadmin("queryMsgById", "-n", ns_addr, "-t", topic, "-i", r2.msg_id)
+    by_uniq_cli = run_mqadmin("queryMsgById", "-n", ns_addr, "-t", topic, "-i", r2.msg_id)
     assert by_uniq_cli.returncode == 0 and "Message Body: order paid" in by_uniq_cli.stdout, (
         by_uniq_cli.stderr
     )

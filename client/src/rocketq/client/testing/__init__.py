@@ -6,8 +6,9 @@ Integration tests start real ``mqnamesrv`` and ``mqbroker`` processes on port 0 
 examples), re-exported here so tests keep one import path.  :mod:`.wait` holds the bounded
 waits, :mod:`.messaging` the topic, produce/consume, send/pull and read helpers over the public
 client API, :mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the
-chaos tests' ledger and load, and :mod:`.controllers` the start of one ``mqcontroller`` from a
-given file.  Nothing here imports pytest: tests wrap these helpers in their own fixtures.
+chaos tests' ledger and load, :mod:`.controllers` the start of one ``mqcontroller`` from a given
+file, and :mod:`.commands` the run of ``mqadmin``.  Nothing here imports pytest: tests wrap these
+helpers in their own fixtures.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rocketq.client.launcher import (
     spawn_namesrv,
     wait_until_answers,
 )
+from rocketq.client.testing.commands import run_mqadmin
 from rocketq.client.testing.controllers import spawn_controller
 from rocketq.client.testing.messaging import (
     create_topic,
@@ -62,6 +64,7 @@ __all__ = [
     "pull_header",
     "pull_queue",
     "read_topic",
+    "run_mqadmin",
     "send_header",
     "spawn_broker",
     "spawn_controller",

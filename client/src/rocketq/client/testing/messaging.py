@@ -11,6 +11,7 @@ bounded in time; the waits fail naming what they waited for (:mod:`rocketq.clien
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from rocketq.client.admin import Admin
 from rocketq.client.api import BlockingMQClientAPI
@@ -180,12 +181,13 @@ def pull_queue(
     max_msg_nums: int = 32,
     timeout_ms: int = 5000,
     refused_ok: bool = True,
+    start_offset: int = 0,
 ) -> list[MessageExt]:
     """Every message of ``topic``'s queue ``queue_id`` on the broker at ``addr``, as a consumer of
-    ``group`` pulling from offset 0 gets them.  A pull the broker refuses (e.g. of a topic it does
-    not have yet) ends the read when ``refused_ok``, else raises."""
+    ``group`` pulling from ``start_offset`` gets them.  A pull the broker refuses (e.g. of a topic
+    it does not have yet) ends the read when ``refused_ok``, else raises."""
     out: list[MessageExt] = []
-    offset = 0
+    offset = start_offset
     while True:
         header = pull_header(topic, queue_id, offset, group=group, max_msg_nums=max_msg_nums)
         try:
@@ -207,18 +209,21 @@ def read_topic(
     group: str = PROBE_GROUP,
     client: ClientConfig | None = None,
     max_msg_nums: int = 256,
+    start: Mapping[int, int] | None = None,
 ) -> list[MessageExt]:
-    """Every message of every readable queue of ``topic`` on its masters, pulled from offset 0 by
-    a consumer of ``group`` with the settings (credentials, TLS) of ``client``; a refused pull
-    raises."""
+    """Every message of every readable queue of ``topic`` on its masters, queue by queue, pulled
+    by a consumer of ``group`` with the settings (credentials, TLS) of ``client`` from offset 0,
+    or from ``start[queue_id]`` (for a topic on one broker group); a refused pull raises."""
     with BlockingMQClientAPI(ns_addr, config=client) as api:
         route = api.get_topic_route(topic)
         out: list[MessageExt] = []
         for queue in route.readable_queues(topic):
             addr = route.master_addr(queue.broker_name)
             if addr is not None:
+                first = (start or {}).get(queue.queue_id, 0)
                 batch = pull_queue(
-                    api, addr, topic, queue.queue_id, group=group, max_msg_nums=max_msg_nums, refused_ok=False
-                )
+                    api, addr, topic, queue.queue_id, group=group, max_msg_nums=max_msg_nums,
+                    refused_ok=False, start_offset=first,
+                )  # fmt: skip
                 out.extend(batch)
         return out
