@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.filter.expression import matches
 from rocketq.broker.filter.sql92 import MAX_NESTING, Sql92ParseError, compile_sql92, parse_sql92
-from rocketq.broker.server import BrokerController
+from rocketq.broker.testing import run_broker
 from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
@@ -310,28 +309,8 @@ def test_random_text_parses_or_fails_cleanly(text: str) -> None:
 def _run_broker(
     tmp_path: Path, scenario: Callable[[RemotingClient, str], Awaitable[None]], **conf: str
 ) -> None:
-    props = {
-        "brokerName": "broker-f",
-        "listenPort": "0",
-        "storePathRootDir": str(tmp_path / "store"),
-        "mappedFileSizeCommitLog": str(8 << 20),
-        "mappedFileSizeConsumeQueue": str(20 * 1000),
-        "maxHashSlotNum": "1000",
-        "maxIndexNum": "4000",
-        **conf,
-    }
-
-    async def main() -> None:
-        controller = BrokerController(load_broker_config(None, overrides=props))
-        _, port = await controller.start()
-        client = RemotingClient()
-        try:
-            await scenario(client, f"127.0.0.1:{port}")
-        finally:
-            await client.close()
-            await controller.shutdown(grace_s=1)
-
-    asyncio.run(main())
+    """``scenario(client, addr)`` against an in-process broker with a small store."""
+    run_broker(tmp_path, lambda _controller, client, addr: scenario(client, addr), **conf)
 
 
 async def _pull(

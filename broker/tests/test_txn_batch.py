@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 
-from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.processor.end_transaction import process_end_transaction
-from rocketq.broker.server import BrokerController
 from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, GetMessageStatus
+from rocketq.broker.testing import run_broker as run_broker_with_controller
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService, TransactionConfig
 from rocketq.broker.transaction.op_log import parse_op_body
 from rocketq.client.remoting.batch import encode_batch
@@ -316,29 +315,9 @@ def test_processor_ranged_request(store: MessageStore) -> None:
 Scenario = Callable[[RemotingClient, str], Awaitable[None]]
 
 
-def run_broker(tmp_path: Path, scenario: Scenario) -> None:
-    props = {
-        "brokerName": "broker-t",
-        "listenPort": "0",
-        "storePathRootDir": str(tmp_path / "store"),
-        "mappedFileSizeCommitLog": str(8 << 20),
-        "maxMessageSize": str(64 * 1024),
-        "mappedFileSizeConsumeQueue": str(20 * 1000),
-        "maxHashSlotNum": "1000",
-        "maxIndexNum": "4000",
-    }
-
-    async def main() -> None:
-        controller = BrokerController(load_broker_config(None, overrides=props))
-        _, port = await controller.start()
-        client = RemotingClient()
-        try:
-            await scenario(client, f"127.0.0.1:{port}")
-        finally:
-            await client.close()
-            await controller.shutdown(grace_s=1)
-
-    asyncio.run(main())
+def run_broker(tmp_path: Path, scenario: Scenario, **conf: str) -> None:
+    """``scenario(client, addr)`` against an in-process broker with a small store."""
+    run_broker_with_controller(tmp_path, lambda _controller, client, addr: scenario(client, addr), **conf)
 
 
 def batch_request(items: list[dict[str, str]], *, sys_flag: int = 4, queue_id: int = 1) -> RemotingCommand:
