@@ -27,6 +27,11 @@ from rocketq.client.launcher import (
     spawn_namesrv,
     wait_until_answers,
 )
+from rocketq.client.testing.cluster import (
+    FAST_FAILOVER_BROKER_CONF,
+    FAST_FAILOVER_CONTROLLER_CONF,
+    ControllerGroup,
+)
 from rocketq.client.testing.commands import run_mqadmin
 from rocketq.client.testing.controllers import spawn_controller
 from rocketq.client.testing.messaging import (
@@ -46,7 +51,10 @@ from rocketq.client.testing.wait import WaitTimeout, async_wait_for, async_wait_
 __all__ = [
     "BROKER_BOOT_RE",
     "DEFAULT_START_TIMEOUT_S",
+    "FAST_FAILOVER_BROKER_CONF",
+    "FAST_FAILOVER_CONTROLLER_CONF",
     "NAMESRV_BOOT_RE",
+    "ControllerGroup",
     "LocalCluster",
     "ProcessOutput",
     "ServerProcess",

@@ -95,13 +95,13 @@ class ControllerGroup:
         self.controllers: list[ServerProcess] = spawn_controllers(
             tmp / "ctl", 3, controller_conf=controller_conf
         )
-        self.namesrv: ServerProcess | None = None
-        self.api: BlockingMQClientAPI | None = None
+        self._namesrv: ServerProcess | None = None
+        self._api: BlockingMQClientAPI | None = None
         self.ports = [free_port() for _ in range(size)]
         self.brokers: list[ServerProcess | None] = [None] * size
         try:
-            self.namesrv = spawn_namesrv(tmp / "ns")
-            self.api = BlockingMQClientAPI(self.namesrv.addr, config=client or ClientConfig())
+            self._namesrv = spawn_namesrv(tmp / "ns")
+            self._api = BlockingMQClientAPI(self._namesrv.addr, config=client or ClientConfig())
             for slot in range(size):
                 self.start_broker(slot)
         except BaseException:
@@ -109,14 +109,19 @@ class ControllerGroup:
             raise
 
     @property
+    def namesrv(self) -> ServerProcess:
+        assert self._namesrv is not None
+        return self._namesrv
+
+    @property
     def namesrv_addr(self) -> str:
-        assert self.namesrv is not None
         return self.namesrv.addr
 
     @property
-    def client_api(self) -> BlockingMQClientAPI:
-        assert self.api is not None
-        return self.api
+    def api(self) -> BlockingMQClientAPI:
+        """A client API of the group's NameServer, for direct requests to brokers and controllers."""
+        assert self._api is not None
+        return self._api
 
     @property
     def controller_addr(self) -> str:
@@ -147,7 +152,7 @@ class ControllerGroup:
     def status(self, addr: str) -> dict[str, Any]:
         """GET_BROKER_HA_STATUS with the controller-mode keys; {} when the broker does not answer."""
         cmd = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
-        api = self.client_api
+        api = self.api
         try:
             response = api.run(api.api.invoke(addr, cmd, 2000), 5)
         except (RocketQError, TimeoutError):
@@ -158,7 +163,7 @@ class ControllerGroup:
     def routed_master(self) -> str | None:
         """The master address the NameServer lists for the group, None when it lists none."""
         try:
-            bd = self.client_api.get_broker_cluster_info().broker_addr_table.get(self.broker_name)
+            bd = self.api.get_broker_cluster_info().broker_addr_table.get(self.broker_name)
         except (RocketQError, TimeoutError):
             return None
         return bd.master_addr if bd is not None and bd.master_addr else None
@@ -184,15 +189,19 @@ class ControllerGroup:
         wait_for(ready, what, self.wait_s)
         return found[-1]
 
+    def wait_new_master(self, old_addr: str) -> tuple[str, dict[str, Any]]:
+        """Wait (bounded) for a listed, unfenced master other than ``old_addr``."""
+        return self.wait_master(f"a master other than {old_addr}", lambda addr, st: addr != old_addr)
+
     def full_set(self, addr: str, st: dict[str, Any]) -> bool:
         """A :data:`MasterCheck`: every broker of the group is in the master's SyncStateSet."""
         return len(st.get("syncStateSet") or ()) == len(self.ports)
 
     def controller_admin(self) -> AsyncControllerAdmin:
-        return AsyncControllerAdmin(self.client_api.api)
+        return AsyncControllerAdmin(self.api.api)
 
     def metadata(self, proc: ServerProcess) -> ControllerMetadata:
-        api = self.client_api
+        api = self.api
         return api.run(self.controller_admin().get_controller_metadata(proc.addr), 10)
 
     def leader_index(self) -> int | None:
@@ -224,7 +233,7 @@ class ControllerGroup:
 
     def replicas_info(self) -> ReplicasInfo:
         admin = self.controller_admin()
-        info = self.client_api.run(admin.get_sync_state_data(self.controller_addr, [self.broker_name]), 15)
+        info = self.api.run(admin.get_sync_state_data(self.controller_addr, [self.broker_name]), 15)
         return info.replicas_info_table[self.broker_name]
 
     def close(self, *, dump_stacks: bool = False, log_lines: int = 25) -> str:
@@ -242,9 +251,9 @@ class ControllerGroup:
                         time.sleep(0.5)  # the broker writes its stacks before it is killed
             proc.kill9()
             tails.append(f"--- {proc.name} ({proc.log_path}) ---\n{proc.log_tail(log_lines)}")
-        if self.api is not None:
-            self.api.close()
-        for server in [self.namesrv, *self.controllers]:
+        if self._api is not None:
+            self._api.close()
+        for server in [self._namesrv, *self.controllers]:
             if server is not None:
                 server.kill9()
         return "\n".join(tails)
