@@ -15,10 +15,10 @@ from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
 )
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
-from rocketq.client.testing import ServerProcess, send_header, spawn_broker, wait_value
+from rocketq.client.remoting.vocabulary import ExpressionType
+from rocketq.client.testing import ServerProcess, pull_header, send_header, spawn_broker, wait_value
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 CONF: dict[str, Any] = {
@@ -48,18 +48,14 @@ def send(client: BlockingRemotingClient, addr: str, topic: str, body: bytes, pro
 def pull(
     client: BlockingRemotingClient, addr: str, topic: str, *, sql: str | None = None, offset: int = 0
 ) -> RemotingCommand:
-    h = PullMessageRequestHeader(
-        consumer_group=GROUP,
-        topic=topic,
-        queue_id=0,
-        queue_offset=offset,
+    h = pull_header(
+        topic,
+        0,
+        offset,
+        group=GROUP,
         max_msg_nums=32,
-        sys_flag=0x4,
-        commit_offset=0,
-        suspend_timeout_millis=0,
         subscription=sql or "*",
-        sub_version=0,
-        expression_type="SQL92" if sql else "TAG",
+        expression_type=ExpressionType.SQL92 if sql else ExpressionType.TAG,
     )
     return client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), 10_000)
 

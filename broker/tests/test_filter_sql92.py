@@ -17,8 +17,10 @@ from rocketq.broker.testing import run_broker
 from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.message import iter_stored_messages
+from rocketq.client.remoting.vocabulary import ExpressionType
+from rocketq.client.testing import pull_header
 from rocketq.client.transport.aio import RemotingClient
 
 PROPS = {
@@ -316,18 +318,14 @@ def _run_broker(
 async def _pull(
     client: RemotingClient, addr: str, sql: str, offset: int = 0, max_nums: int = 32
 ) -> RemotingCommand:
-    h = PullMessageRequestHeader(
-        consumer_group="cg",
-        topic="S",
-        queue_id=0,
-        queue_offset=offset,
+    h = pull_header(
+        "S",
+        0,
+        offset,
+        group="cg",
         max_msg_nums=max_nums,
-        sys_flag=0x4,
-        commit_offset=0,
-        suspend_timeout_millis=0,
         subscription=sql,
-        sub_version=0,
-        expression_type="SQL92",
+        expression_type=ExpressionType.SQL92,
     )
     return await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), 5000)
 

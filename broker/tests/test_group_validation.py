@@ -19,11 +19,11 @@ from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketq.client.remoting.vocabulary import MAX_GROUP_LENGTH, validate_group, validate_topic
+from rocketq.client.testing import pull_header
 from rocketq.client.transport.aio import RemotingClient
 
 BAD_GROUPS = ["../../../../x", "a/b", "g roup", "x" * (MAX_GROUP_LENGTH + 1), "ok\n", "%RETRY%../x"]
@@ -98,18 +98,7 @@ def test_every_entry_point_refuses_an_invalid_group(tmp_path: Path) -> None:
                 consumer_group=bad, topic="T1", queue_id=0, commit_offset=5
             )
             assert (await call(RC.UPDATE_CONSUMER_OFFSET, update.to_ext_fields())).code == R.SYSTEM_ERROR
-            pull = PullMessageRequestHeader(
-                consumer_group=bad,
-                topic="T1",
-                queue_id=0,
-                queue_offset=0,
-                max_msg_nums=1,
-                sys_flag=0,
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                subscription="*",
-                sub_version=0,
-            )
+            pull = pull_header("T1", 0, 0, group=bad, max_msg_nums=1, sys_flag=0, expression_type=None)
             assert (await call(RC.PULL_MESSAGE, pull.to_ext_fields())).code != R.SUCCESS
             assert c.ctx.groups.get(bad) is None
         topics_after = set(c.ctx.topics.encode()["topicConfigTable"])

@@ -14,10 +14,9 @@ from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
 )
 from rocketq.client.remoting.message import StoredMessage, iter_stored_messages
-from rocketq.client.testing import async_wait_value, send_header
+from rocketq.client.testing import async_wait_value, pull_header, send_header
 from rocketq.client.transport.aio import RemotingClient
 
 GROUP = "cg"
@@ -50,18 +49,7 @@ async def send(
 
 
 async def pull_msgs(client: RemotingClient, addr: str, topic: str, offset: int = 0) -> list[StoredMessage]:
-    h = PullMessageRequestHeader(
-        consumer_group=GROUP,
-        topic=topic,
-        queue_id=0,
-        queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=0x4,
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-    )
+    h = pull_header(topic, 0, offset, group=GROUP, max_msg_nums=32, expression_type=None)
     r = await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, h.to_ext_fields()), 5000)
     return list(iter_stored_messages(r.body)) if r.code == R.SUCCESS else []
 

@@ -24,11 +24,10 @@ from rocketq.client.remoting.codes import RequestCode as RC
 from rocketq.client.remoting.codes import ResponseCode as R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
-    PullMessageRequestHeader,
     QueryMessageRequestHeader,
 )
 from rocketq.client.remoting.message import iter_stored_messages
-from rocketq.client.testing import send_header
+from rocketq.client.testing import pull_header, send_header
 from rocketq.client.transport.aio import RemotingClient
 
 HOST = ("127.0.0.1", 10911)
@@ -68,18 +67,7 @@ async def send_one(
 
 
 async def pull_all(client: RemotingClient, addr: str, queue_id: int = 0) -> list[Any]:
-    ext = PullMessageRequestHeader(
-        consumer_group="cg",
-        topic="TF",
-        queue_id=queue_id,
-        queue_offset=0,
-        max_msg_nums=32,
-        sys_flag=0x4,
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-    ).to_ext_fields()
+    ext = pull_header("TF", queue_id, 0, group="cg", max_msg_nums=32, expression_type=None).to_ext_fields()
     r = await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, ext), 5000)
     assert r.code == R.SUCCESS, (r.code, r.remark)
     return list(iter_stored_messages(r.body))
@@ -308,18 +296,7 @@ def test_pulls_of_recent_data_run_on_the_loop_older_ones_on_the_executor(tmp_pat
         try:
             assert [m.body for m in await pull_all(client, addr)] == [b"p%d" % i for i in range(5)]
             pull_module.INLINE_READ_MAX_BEHIND_BYTES = 0  # "old" data: read on the (full) executor
-            ext = PullMessageRequestHeader(
-                consumer_group="cg",
-                topic="TF",
-                queue_id=0,
-                queue_offset=0,
-                max_msg_nums=32,
-                sys_flag=0x4,
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                subscription="*",
-                sub_version=0,
-            ).to_ext_fields()
+            ext = pull_header("TF", 0, 0, group="cg", max_msg_nums=32, expression_type=None).to_ext_fields()
             busy = await client.invoke(addr, RemotingCommand.request(RC.PULL_MESSAGE, ext), 5000)
             assert busy.code == R.SYSTEM_BUSY and (busy.remark or "").startswith("[REJECTREQUEST]")
         finally:

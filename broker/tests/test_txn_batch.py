@@ -30,12 +30,11 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
-    PullMessageRequestHeader,
 )
 from rocketq.client.remoting.message import TRANSACTION_TYPE_MASK, StoredMessage, decode_stored_message
 from rocketq.client.remoting.msgid import decode_offset_msg_id, new_uniq_key
 from rocketq.client.remoting.txn_batch import encode_ranges_body
-from rocketq.client.testing import send_header
+from rocketq.client.testing import pull_header, send_header
 from rocketq.client.transport.aio import RemotingClient
 
 HOST = ("127.0.0.1", 10911)
@@ -338,18 +337,7 @@ def txn_props(group: str = "PG", **extra: Any) -> dict[str, str]:
 
 
 async def pull_count(client: RemotingClient, addr: str, queue_id: int) -> int:
-    header = PullMessageRequestHeader(
-        consumer_group="cg",
-        topic=TOPIC,
-        queue_id=queue_id,
-        queue_offset=0,
-        max_msg_nums=32,
-        sys_flag=0x4,
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-    )
+    header = pull_header(TOPIC, queue_id, 0, group="cg", max_msg_nums=32, expression_type=None)
     resp = await client.invoke(
         addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields()), 5000
     )
