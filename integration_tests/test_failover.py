@@ -3,10 +3,10 @@
 Every test starts three controllers (``python -m rocketq.controller``, a Raft group), a NameServer
 and one group of three brokers in controller mode (``enableControllerMode=true``, SYNC replication
 to the SyncStateSet with ``allAckInSyncStateSet=true``, ASYNC_FLUSH, the heartbeat settings
-docs/failover.md recommends), each broker on a fixed port so that a restart keeps its address.
-The brokers' controller-mode state is read from GET_BROKER_HA_STATUS (``masterEpoch``,
-``syncStateSet``, ``fenced``...) and the controllers' from CONTROLLER_GET_METADATA_INFO and
-CONTROLLER_GET_SYNC_STATE_DATA.  The scenarios: a master SIGKILLed,
+docs/failover.md recommends: :class:`rocketq.client.testing.ControllerGroup`), each broker on a
+fixed port so that a restart keeps its address.  The brokers' controller-mode state is read from
+GET_BROKER_HA_STATUS (``masterEpoch``, ``syncStateSet``, ``fenced``...) and the controllers' from
+CONTROLLER_GET_METADATA_INFO and CONTROLLER_GET_SYNC_STATE_DATA.  The scenarios: a master SIGKILLed,
 its restart as a slave that truncates a divergent tail, a master SIGSTOPped past the heartbeat
 timeout that must not acknowledge anything after SIGCONT, the controller leader SIGKILLed during a
 failover, and two of three controllers down (no election, and a status that says why).
@@ -20,31 +20,24 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketq.client.admin_controller import AsyncControllerAdmin
-from rocketq.client.api import BlockingMQClientAPI
+from rocketq.client.admin import Admin
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketq.client.errors import RocketQError
-from rocketq.client.launcher import restart_controller, spawn_controllers
 from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.controller import ControllerMetadata, ReplicasInfo
 from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
-from rocketq.client.remoting.lenient_json import loads
 from rocketq.client.testing import (
-    ServerProcess,
-    free_port,
+    FAST_FAILOVER_BROKER_CONF,
+    ControllerGroup,
     pull_header,
-    spawn_broker,
-    spawn_namesrv,
     wait_for,
 )
 
@@ -53,169 +46,26 @@ pytestmark = pytest.mark.slow
 BROKER = "broker-f"
 TOPIC = "FailoverT"
 QUEUES = 4
-HEARTBEAT_TIMEOUT_MS = 3000
-#: docs/failover.md, "Settings that trade failover time against false elections"
-BROKER_CONF: dict[str, Any] = {
-    "brokerName": BROKER,
-    "enableControllerMode": True,
-    "brokerHeartbeatInterval": 1000,
-    "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
-    "syncBrokerMetadataPeriod": 1000,
-    "checkSyncStateSetPeriod": 1000,
-    "allAckInSyncStateSet": True,
-    "flushDiskType": "ASYNC_FLUSH",
-    "haListenPort": 0,
-    "syncFlushTimeout": 1000,
-    "haHousekeepingInterval": 2000,
-    "haSendHeartbeatInterval": 500,
-    "slaveSyncInterval": 1000,
-    "mappedFileSizeCommitLog": 8 << 20,
-    "maxMessageSize": 1 << 20,
-    "mappedFileSizeConsumeQueue": 20 * 50_000,
-    # a shared CI disk may be fuller than RocketMQ's 75/85/90 % thresholds: never clean or refuse here
-    "diskMaxUsedSpaceRatio": 99,
-    "diskSpaceCleanForciblyRatio": 99,
-    "diskSpaceWarningLevelRatio": 99,
-}
-CONTROLLER_CONF: dict[str, object] = {"scanNotActiveBrokerInterval": 1000}
+HEARTBEAT_TIMEOUT_MS = int(FAST_FAILOVER_BROKER_CONF["controllerHeartBeatTimeoutMills"])
 FAST = ClientConfig(
     poll_name_server_interval_ms=1000, heartbeat_broker_interval_ms=1000, mq_client_api_timeout_ms=2000
 )
 WAIT_S = 60.0
 
-
-@dataclass
-class Cluster:
-    """Three controllers, a NameServer and the three brokers of ``BROKER`` (slots 0..2)."""
-
-    tmp: Path
-    controllers: list[ServerProcess]
-    namesrv: ServerProcess
-    ports: list[int]
-    api: BlockingMQClientAPI
-    brokers: list[ServerProcess | None] = field(default_factory=lambda: [None, None, None])
-
-    @property
-    def controller_addr(self) -> str:
-        return ";".join(p.addr for p in self.controllers)
-
-    def addr(self, slot: int) -> str:
-        return f"127.0.0.1:{self.ports[slot]}"
-
-    def slot_of(self, addr: str) -> int:
-        return self.ports.index(int(addr.rpartition(":")[2]))
-
-    def start_broker(self, slot: int) -> ServerProcess:
-        conf = {**BROKER_CONF, "brokerId": slot + 1, "listenPort": self.ports[slot]}
-        proc = spawn_broker(self.tmp, self.namesrv.addr, controllerAddr=self.controller_addr, **conf)
-        self.brokers[slot] = proc
-        return proc
-
-    def broker(self, slot: int) -> ServerProcess:
-        proc = self.brokers[slot]
-        assert proc is not None
-        return proc
-
-    def status(self, addr: str) -> dict[str, Any] | None:
-        """The broker's GET_BROKER_HA_STATUS keys (controller-mode ones included); None if no answer."""
-        cmd = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
-        try:
-            response = self.api.run(self.api.api.invoke(addr, cmd, 2000), 5)
-        except (RocketQError, TimeoutError):
-            return None
-        if response.code != ResponseCode.SUCCESS:
-            return None
-        obj = loads(response.body)
-        return obj if isinstance(obj, dict) else None
-
-    def routed_master(self) -> str | None:
-        try:
-            bd = self.api.get_broker_cluster_info().broker_addr_table.get(BROKER)
-        except RocketQError:
-            return None
-        return bd.master_addr if bd is not None and bd.master_addr else None
-
-    def master(self) -> tuple[str, dict[str, Any]] | None:
-        """The master the NameServer lists, if it says it is an unfenced master."""
-        addr = self.routed_master()
-        st = self.status(addr) if addr else None
-        if addr and st and st.get("master") and not st.get("fenced"):
-            return addr, st
-        return None
-
-    def wait_master(
-        self, *, not_addr: str | None = None, full_set: bool = False
-    ) -> tuple[str, dict[str, Any]]:
-        found: list[tuple[str, dict[str, Any]]] = []
-
-        def ready() -> bool:
-            m = self.master()
-            if m is None or m[0] == not_addr or (full_set and len(m[1].get("syncStateSet") or ()) < 3):
-                return False
-            found.append(m)
-            return True
-
-        wait_for(ready, f"a master{' other than ' + not_addr if not_addr else ''}", WAIT_S)
-        return found[-1]
-
-    def controller_admin(self) -> AsyncControllerAdmin:
-        return AsyncControllerAdmin(self.api.api)
-
-    def metadata(self, proc: ServerProcess) -> ControllerMetadata:
-        return self.api.run(self.controller_admin().get_controller_metadata(proc.addr), 10)
-
-    def leader(self) -> ServerProcess:
-        found: list[ServerProcess] = []
-
-        def has_leader() -> bool:
-            for proc in self.controllers:
-                if proc.is_alive():
-                    try:
-                        if self.metadata(proc).is_leader:
-                            found.append(proc)
-                            return True
-                    except (RocketQError, TimeoutError):
-                        pass
-            return False
-
-        wait_for(has_leader, "a controller leader", WAIT_S)
-        return found[-1]
-
-    def replicas_info(self) -> ReplicasInfo:
-        admin = self.controller_admin()
-        info = self.api.run(admin.get_sync_state_data(self.controller_addr, [BROKER]), 15)
-        return info.replicas_info_table[BROKER]
+Cluster = ControllerGroup
 
 
 @pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    controllers = spawn_controllers(tmp_path / "ctl", 3, controller_conf=CONTROLLER_CONF)
-    procs: list[ServerProcess] = list(controllers)
+def cluster(tmp_path: Path) -> Iterator[ControllerGroup]:
+    c = ControllerGroup(tmp_path, BROKER, client=FAST, wait_s=WAIT_S)
     try:
-        namesrv = spawn_namesrv(tmp_path / "ns")
-        procs.append(namesrv)
-        with BlockingMQClientAPI(namesrv.addr, config=FAST) as api:
-            c = Cluster(tmp_path, controllers, namesrv, [free_port() for _ in range(3)], api)
-            try:
-                for slot in range(3):
-                    c.start_broker(slot)
-                yield c
-            finally:
-                for proc in c.brokers:
-                    if proc is not None:
-                        if proc.is_alive():
-                            os.killpg(proc.pid, signal.SIGCONT)
-                        proc.kill9()
-                        print(f"--- {proc.name} ({proc.log_path}) ---\n{proc.log_tail(25)}")
+        yield c
     finally:
-        for proc in [*procs, *controllers]:
-            proc.kill9()
+        print(c.close())
 
 
 def create_topic(c: Cluster, master_addr: str) -> None:
     """The topic on the master, then on every slave (slave metadata sync) so any can take over."""
-    from rocketq.client.admin import Admin
-
     with Admin(c.namesrv.addr) as admin:
         admin.create_topic(TOPIC, broker_addr=master_addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     for slot in range(3):
@@ -281,7 +131,7 @@ def new_producer(c: Cluster, name: str) -> Producer:
 
 def started_group(c: Cluster) -> tuple[str, dict[str, Any]]:
     """The first master with all three brokers in its SyncStateSet, and the topic created."""
-    addr, st = c.wait_master(full_set=True)
+    addr, st = c.wait_master("a master with all three brokers in its SyncStateSet", c.full_set)
     create_topic(c, addr)
     return addr, st
 
@@ -314,7 +164,7 @@ def test_master_sigkill_elects_a_sync_state_set_member(cluster: Cluster) -> None
         killed = time.monotonic()
         send_ok(producer, b"after-000")
         took = time.monotonic() - killed
-        new_addr, new = c.wait_master(not_addr=old_addr)
+        new_addr, new = c.wait_new_master(old_addr)
         assert new["masterEpoch"] == old["masterEpoch"] + 1, (old, new)
         assert new["brokerControllerId"] in old["syncStateSet"], (old, new)
         info = c.replicas_info()
@@ -357,11 +207,11 @@ def test_old_master_restarts_as_slave_and_truncates_its_divergent_tail(cluster: 
         # stored by the master alone: the SyncStateSet members cannot ack, nothing is SEND_OK
         divergent = [raw_send(c, old_addr, b"divergent-%d" % i, 5000) for i in range(3)]
         assert all(r is not None and r.code != ResponseCode.SUCCESS for r in divergent), divergent
-        tail_end = int(c.status(old_addr)["masterCommitLogMaxOffset"])  # type: ignore[index]
+        tail_end = int(c.status(old_addr)["masterCommitLogMaxOffset"])
         c.broker(old_slot).kill9()
         for proc in slaves:
             os.killpg(proc.pid, signal.SIGCONT)
-        new_addr, new = c.wait_master(not_addr=old_addr)
+        new_addr, new = c.wait_new_master(old_addr)
         assert new["masterEpoch"] > old["masterEpoch"]
         new_end = int(new["masterCommitLogMaxOffset"])
         assert new_end < tail_end, "the divergent tail is not divergent"
@@ -380,7 +230,7 @@ def test_old_master_restarts_as_slave_and_truncates_its_divergent_tail(cluster: 
             )
 
         wait_for(rejoined, "the old master to rejoin as slave and catch up", WAIT_S)
-        end = int(c.status(new_addr)["masterCommitLogMaxOffset"])  # type: ignore[index]
+        end = int(c.status(new_addr)["masterCommitLogMaxOffset"])
         assert commit_log_bytes(c, old_slot, end) == commit_log_bytes(c, c.slot_of(new_addr), end)
         bodies = {m.body for q in range(QUEUES) for m in pull(c, old_addr, q, 0) or ()}
         assert not any(b.startswith(b"divergent-") for b in bodies), "the divergent tail survived"
@@ -403,7 +253,7 @@ def test_stopped_master_steps_down_without_acknowledging(cluster: Cluster) -> No
         sender.start()
         try:
             send_ok(producer, b"through-the-new-master", attempts=120)
-            new_addr, new = c.wait_master(not_addr=old_addr)
+            new_addr, new = c.wait_new_master(old_addr)
             assert new["masterEpoch"] == old["masterEpoch"] + 1
         finally:
             os.killpg(old_proc.pid, signal.SIGCONT)
@@ -434,7 +284,7 @@ def test_controller_leader_killed_during_a_failover(cluster: Cluster) -> None:
         send_ok(producer, b"before")
         c.broker(c.slot_of(old_addr)).kill9()
         leader.kill9()
-        _, new = c.wait_master(not_addr=old_addr)
+        _, new = c.wait_new_master(old_addr)
         assert new["masterEpoch"] == old["masterEpoch"] + 1
         send_ok(producer, b"after", attempts=120)
         assert c.leader() is not leader
@@ -462,6 +312,6 @@ def test_two_controllers_down_no_election_and_a_clear_status(cluster: Cluster) -
         c.api.run(admin.get_sync_state_data(survivor.addr, [BROKER]), 15)
     assert "leader" in str(refused.value).lower() or "quorum" in str(refused.value).lower()
     # a majority again: the election happens
-    c.controllers[1] = restart_controller(c.controllers[1])
-    _, new = c.wait_master(not_addr=old_addr)
+    c.restart_controller(1)
+    _, new = c.wait_new_master(old_addr)
     assert new["masterEpoch"] > old["masterEpoch"]

@@ -3,14 +3,17 @@
 Both brokers register with both NameServers (``namesrvAddr=ns1;ns2``); each NameServer, asked
 alone, has both routes; a producer given ``"ns1;ns2"`` spreads its messages over both broker
 names; a consumer reads all of them; with one NameServer stopped, clients still find the routes
-through the other.
+through the other.  With one broker group lost (SIGKILL, no replica), plain sends go to the other
+group at once and ordered sends to the lost group's queues fail fast with a clear error.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +21,10 @@ import pytest
 from rocketq.client.admin import Admin
 from rocketq.client.config import ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, LitePullConsumer, PushConsumer
-from rocketq.client.errors import NoRouteError
+from rocketq.client.errors import MQClientError, NoRouteError
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
+from rocketq.client.producer.selector import SelectMessageQueueByHash
 from rocketq.client.testing import ServerProcess, drain, spawn_broker, spawn_namesrv, wait_for
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -31,6 +35,7 @@ SMALL: dict[str, Any] = {
     "maxIndexNum": 8000,
 }
 TOPIC = "I4Spread"
+KEYS = tuple(f"key-{i}" for i in range(16))
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +139,54 @@ def test_one_namesrv_down_clients_use_the_other(
     finally:
         consumer.shutdown()
     assert sorted(got) == sorted(b"f-%d" % i for i in range(20))
+
+
+def test_one_group_lost_plain_sends_move_selector_sends_fail_fast(tmp_path: Path) -> None:
+    """Two broker groups, one NameServer; broker-b is SIGKILLed and not replaced.  A producer
+    started before (never restarted, default client settings) sends plain messages to broker-a at
+    once, and a selector send whose key maps to a broker-b queue fails fast, well before its
+    timeout, with an error naming the group and the queue and saying why it is not moved
+    (docs/failover.md, "What clients do during a failover")."""
+    topic = "I4LostGroup"
+    with (
+        spawn_namesrv(tmp_path / "ns") as ns,
+        spawn_broker(tmp_path / "a", ns.addr, brokerName="broker-a", **SMALL),
+        spawn_broker(tmp_path / "b", ns.addr, brokerName="broker-b", **SMALL) as broker_b,
+    ):
+        with Admin(ns.addr) as admin:
+            admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+        wait_for(
+            lambda: _route_brokers(ns.addr, topic) == {"broker-a", "broker-b"}, "the route of both groups"
+        )
+        selector = SelectMessageQueueByHash()
+        timeout_ms = 10_000
+        with Producer(ns.addr, producer_group="pg-lost-group", send_msg_timeout_ms=timeout_ms) as producer:
+            placed = {k: producer.send(Message(topic, b"k"), selector=selector, arg=k) for k in KEYS}
+            key_b = next(k for k in KEYS if placed[k].message_queue.broker_name == "broker-b")
+            key_a = next(k for k in KEYS if placed[k].message_queue.broker_name == "broker-a")
+            lost_queue = placed[key_b].message_queue.queue_id
+            broker_b.kill9()
+            killed = time.monotonic()
+            # round-robin over the 4 queues: at least one of these picks a queue of broker-b first
+            plain = [producer.send(Message(topic, b"plain")) for _ in range(4)]
+            plain_s = time.monotonic() - killed
+            assert {r.message_queue.broker_name for r in plain} == {"broker-a"}
+            began = time.monotonic()
+            with pytest.raises(MQClientError) as lost:
+                producer.send(Message(topic, b"ordered"), selector=selector, arg=key_b)
+            failed_s = time.monotonic() - began
+            text = str(lost.value)
+            assert "broker group broker-b" in text and f"queue {lost_queue}" in text, text
+            assert "order" in text and "no broker of group broker-b" in text, text
+            # keys of broker-a keep their queue; every plain send goes to broker-a
+            assert producer.send(Message(topic, b"a"), selector=selector, arg=key_a).message_queue == (
+                placed[key_a].message_queue
+            )
+            names = {producer.send(Message(topic, b"p")).message_queue.broker_name for _ in range(10)}
+            assert names == {"broker-a"}
+        print(
+            f"\n4 plain sends acknowledged {plain_s:.2f} s after the kill; "
+            f"the selector send to broker-b failed in {failed_s:.2f} s"
+        )
+        assert plain_s < 2.5, "the plain sends after the kill did not move to broker-a at once"
+        assert failed_s < timeout_ms / 1000 / 3, "the selector send did not fail fast"
