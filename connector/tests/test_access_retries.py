@@ -7,24 +7,22 @@ counted on the client side, at MQClientAPI.invoke.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from rocketq.client.admin import Admin
 from rocketq.client.errors import RemotingConnectError, SubscriptionError
 from rocketq.client.model import PullStatus
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import MessageQueue
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv, wait_for
+from rocketq.client.testing import create_topic, free_port, wait_for
+from rocketq.client.testing.restartable import RestartableCluster
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.errors import (
     BrokerUnavailableError,
@@ -139,61 +137,14 @@ def test_a_spent_budget_names_what_where_how_long_and_the_options() -> None:
 # -- against real processes ------------------------------------------------------------------
 
 
-class Servers:
-    """A NameServer and a broker on fixed ports, each restartable on its port and store."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.ns_port = free_port()
-        self.namesrv = self.start_namesrv()
-        self.broker_conf: dict[str, Any] = {
-            **SPARK_BROKER_CONF,
-            "listenPort": free_port(),
-            "registerNameServerPeriod": 10_000,
-        }
-        self.broker = self.start_broker()
-        with Admin(self.ns_addr) as admin:
-            admin.create_topic(
-                TOPIC, broker_addr=self.broker.addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES
-            )
-        wait_for(lambda: self.routed(), f"the route of {TOPIC}", 30)
-
-    @property
-    def ns_addr(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
-
-    def start_namesrv(self) -> ServerProcess:
-        return spawn_namesrv(self.tmp / "ns", "--listen-port", str(self.ns_port))
-
-    def start_broker(self) -> ServerProcess:
-        return spawn_broker(self.tmp / "broker", self.ns_addr, timeout_s=120, **self.broker_conf)
-
-    def routed(self) -> bool:
-        with Admin(self.ns_addr) as admin:
-            return TOPIC in admin.topic_list() and bool(admin.topic_route(TOPIC).queue_datas)
-
-    def restart_later(self, which: str, delay_s: float) -> threading.Thread:
-        def run() -> None:
-            time.sleep(delay_s)
-            if which == "broker":
-                self.broker = self.start_broker()
-            else:
-                self.namesrv = self.start_namesrv()
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        return thread
-
-    def stop(self) -> None:
-        self.broker.kill9()
-        self.namesrv.kill9()
-
-
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    s = Servers(tmp_path)
-    yield s
-    s.stop()
+def servers(tmp_path: Path) -> Iterator[RestartableCluster]:
+    s = RestartableCluster(tmp_path, SPARK_BROKER_CONF)
+    try:
+        create_topic(s.namesrv_addr, TOPIC, QUEUES, broker_addr=s.broker_addr)
+        yield s
+    finally:
+        print(s.close())  # shown when the test failed
 
 
 def counted(
@@ -229,9 +180,9 @@ def stream_reader(ns_addr: str) -> RocketMQStreamReader:
     return RocketMQStreamReader(opts)
 
 
-def test_a_trigger_asks_max_offsets_once_per_broker(servers: Servers) -> None:
-    send(servers.ns_addr, 40)
-    reader = stream_reader(servers.ns_addr)
+def test_a_trigger_asks_max_offsets_once_per_broker(servers: RestartableCluster) -> None:
+    send(servers.namesrv_addr, 40)
+    reader = stream_reader(servers.namesrv_addr)
     start = reader.initialOffset()
     all_in = reader.access.read_queues(TOPIC)
     wait_for(lambda: sum(reader.access.max_offsets(all_in).values()) == 40, "40 messages dispatched", 30)
@@ -246,9 +197,9 @@ def test_a_trigger_asks_max_offsets_once_per_broker(servers: Servers) -> None:
     assert end[TOPIC] == per_queue and sum(per_queue.values()) == 40
 
 
-def test_a_broker_without_topic_stats_is_asked_per_queue(servers: Servers) -> None:
-    send(servers.ns_addr, 10)
-    reader = stream_reader(servers.ns_addr)
+def test_a_broker_without_topic_stats_is_asked_per_queue(servers: RestartableCluster) -> None:
+    send(servers.namesrv_addr, 10)
+    reader = stream_reader(servers.namesrv_addr)
     start = reader.initialOffset()
     all_in = reader.access.read_queues(TOPIC)
     wait_for(lambda: sum(reader.access.max_offsets(all_in).values()) == 10, "10 messages dispatched", 30)
@@ -267,15 +218,15 @@ def test_a_broker_without_topic_stats_is_asked_per_queue(servers: Servers) -> No
     assert first == second and sum(first[TOPIC].values()) == 10
 
 
-def test_look_ups_and_pulls_ride_through_a_broker_restart(servers: Servers) -> None:
-    send(servers.ns_addr, 16)
+def test_look_ups_and_pulls_ride_through_a_broker_restart(servers: RestartableCluster) -> None:
+    send(servers.namesrv_addr, 16)
     slept: list[float] = []
 
     def sleep(s: float) -> None:
         slept.append(s)
         time.sleep(s)
 
-    access = BrokerAccess(servers.ns_addr, timeout_ms=3000, retry=PATIENT, sleep=sleep)
+    access = BrokerAccess(servers.namesrv_addr, timeout_ms=3000, retry=PATIENT, sleep=sleep)
     try:
         queues = access.read_queues(TOPIC)
         # the ConsumeQueues are written behind the CommitLog: wait until every message is in one
@@ -301,8 +252,8 @@ def test_look_ups_and_pulls_ride_through_a_broker_restart(servers: Servers) -> N
         access.close()
 
 
-def test_a_name_server_gone_mid_stream_is_an_outage_not_an_option_error(servers: Servers) -> None:
-    access = BrokerAccess(servers.ns_addr, timeout_ms=2000, retry=RetryPolicy(2, 50))
+def test_a_name_server_gone_mid_stream_is_an_outage_not_an_option_error(servers: RestartableCluster) -> None:
+    access = BrokerAccess(servers.namesrv_addr, timeout_ms=2000, retry=RetryPolicy(2, 50))
     try:
         queues = access.read_queues(TOPIC)
         servers.namesrv.kill9()
@@ -311,9 +262,9 @@ def test_a_name_server_gone_mid_stream_is_an_outage_not_an_option_error(servers:
         assert not isinstance(info.value, OptionError)
         assert isinstance(info.value.__cause__, NameServerUnavailableError)
         text = str(info.value)
-        assert f"NameServer {servers.ns_addr}" in text and "fetchOffset.numRetries" in text
+        assert f"NameServer {servers.namesrv_addr}" in text and "fetchOffset.numRetries" in text
         # restarted: empty until the broker registers again (registerNameServerPeriod), then back
-        servers.namesrv = servers.start_namesrv()
+        servers.start_namesrv()
         access.retry = PATIENT
         assert access.read_queues(TOPIC, missing_ok=True) == queues
     finally:
@@ -330,12 +281,12 @@ def test_before_the_first_route_name_server_trouble_is_an_option_error() -> None
         access.close()
 
 
-def test_the_topic_missing_at_start_names_the_topic_option(servers: Servers) -> None:
-    access = BrokerAccess(servers.ns_addr, timeout_ms=2000, retry=RetryPolicy(3, 10))
+def test_the_topic_missing_at_start_names_the_topic_option(servers: RestartableCluster) -> None:
+    access = BrokerAccess(servers.namesrv_addr, timeout_ms=2000, retry=RetryPolicy(3, 10))
     try:
         with pytest.raises(OptionError) as info:
             access.read_queues("NoSuchTopicHere")
         assert info.value.option == "topic"
-        assert MessageQueue(TOPIC, servers.broker.broker_name or "broker-a", 0) in access.read_queues(TOPIC)
+        assert MessageQueue(TOPIC, servers.broker_name, 0) in access.read_queues(TOPIC)
     finally:
         access.close()
