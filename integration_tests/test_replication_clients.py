@@ -262,6 +262,61 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
         consumer.shutdown()
 
 
+#: the promise for slave reads (docs/failover.md, "What clients do during a failover"): the first
+#: read after a SIGKILL of the master is served by the slave within this bound
+SLAVE_READ_BOUND_S = 3.0
+
+
+def test_first_read_from_the_slave_after_a_master_sigkill_is_prompt(group: Group) -> None:
+    """A lite pull consumer with the default client settings (30 s route poll), reading from the
+    master, then paused on a backlog: after a SIGKILL of the master (no other master appears), a
+    direct pull and the resumed background pulls are served by the slave within the bound."""
+    topic, cg = "ReplFirstRead", "cg-repl-first"
+    create_topic(group.namesrv.addr, topic, broker_addr=group.master.addr)
+    head = [b"h-%03d" % i for i in range(8)]
+    produce(group, topic, head)
+    consumer = LitePullConsumer(
+        group.namesrv.addr, consumer_group=cg, consume_from_where=FIRST, auto_commit=False, pull_batch_size=4,
+        broker_suspend_max_time_ms=1000,
+    )  # fmt: skip
+    consumer.subscribe(topic, "*")
+    got: list[bytes] = []
+
+    def polled(want: list[bytes]) -> bool:
+        got.extend(m.body for m in consumer.poll(200))
+        return set(want) <= set(got)
+
+    try:
+        consumer.start()
+        wait_for(lambda: polled(head), "the first messages, read from the master", 60)
+        queues = consumer.assignment()
+        consumer.pause(queues)
+        time.sleep(2.0)  # the pulls held on the master (1 s long polls) end: none is in flight now
+        backlog = [b"b-%03d" % i for i in range(40)]
+        produce(group, topic, backlog)
+        group.wait_slave_caught_up(topic)
+        mq = min(queues, key=lambda q: q.queue_id)
+        killed = time.monotonic()
+        group.master.kill9()
+        group.dead.append(group.master)
+        pulled = consumer.pull(mq, 0, 4)
+        pull_s = time.monotonic() - killed
+        assert pulled.messages, pulled
+        consumer.resume(queues)
+
+        def backlog_read() -> bool:
+            polled([])
+            return any(b.startswith(b"b-") for b in got)
+
+        wait_for(backlog_read, "a polled backlog message", 60)
+        poll_s = time.monotonic() - killed
+        wait_for(lambda: polled(backlog), "the whole backlog, read from the slave", 60)
+    finally:
+        consumer.shutdown()
+    print(f"\nfirst read after the SIGKILL: direct pull {pull_s:.2f} s, first polled backlog {poll_s:.2f} s")
+    assert pull_s <= SLAVE_READ_BOUND_S and poll_s <= SLAVE_READ_BOUND_S, (pull_s, poll_s)
+
+
 # ---------------------------------------------------------------------------------------- Spark
 
 
