@@ -8,9 +8,9 @@ from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import OffsetMap
 from rocketq.connector.options import (
+    DEFAULT_GROUP_ID_PREFIX,
     DEFAULT_MAX_TRIGGER_DELAY_MS,
     StartMode,
-    default_group,
     parse_duration_ms,
     parse_sink_options,
     parse_source_options,
@@ -32,7 +32,7 @@ def test_defaults_streaming() -> None:
     assert o.fail_on_data_loss is True
     assert o.max_trigger_delay_ms == DEFAULT_MAX_TRIGGER_DELAY_MS
     assert o.max_partitions is None and o.min_partitions is None  # no cap: one task per queue range
-    assert o.group == default_group(("orders",), None, "*") and o.group_is_default
+    assert o.group.startswith(f"{DEFAULT_GROUP_ID_PREFIX}-") and o.group_is_default
 
 
 def test_batch_defaults_to_earliest_and_rejects_latest() -> None:
@@ -123,10 +123,9 @@ def test_durations_and_tags() -> None:
     assert parse_tag_expression("TagA || TagB ") == frozenset({"TagA", "TagB"})
 
 
-def test_group_default_is_stable_and_explicit_wins() -> None:
+def test_group_default_is_generated_per_query_and_explicit_wins() -> None:
     a = parse_source_options(src()).group
-    assert a == parse_source_options(src()).group
-    assert a != parse_source_options(src(subExpression="TagA")).group
+    assert a != parse_source_options(src()).group  # two queries on one topic: two groups
     assert parse_source_options(src(group="g1")).group == "g1"
 
 

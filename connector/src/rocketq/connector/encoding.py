@@ -7,10 +7,14 @@ Entry layout (defined in :mod:`rocketq.client.remoting.batch`, whose sizes are i
 
 Theory of operation.  The properties string of every row is assembled with Arrow string kernels
 (``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``WAIT``, ``__SHARDINGKEY`` and the user's map), never with a
-Python loop; UNIQ_KEYs are produced in bulk with the client's per-process prefix.  The entries of
-all rows are then laid out by one element-wise Arrow binary join of four columns (head and
-PROPLEN as numpy byte matrices, body and properties as they are): a C++ loop of copies, one pass
-over the bytes rather than a per-byte region scatter.  Rows are encoded in the order given, so
+Python loop.  The user's map keeps only user properties: RocketMQ's system property keys
+(:data:`SYSTEM_PROPERTY_KEYS`, the keys Java's ``Message.putUserProperty`` refuses) are dropped
+from it, so a source row's ``properties`` forwarded as they are cannot override the row's own
+columns nor turn a message into a delayed, transactional or timer one.  UNIQ_KEYs are produced
+in bulk with the client's per-process prefix.  The entries of all rows are then laid out by one
+element-wise Arrow binary join of four columns (head and PROPLEN as numpy byte matrices, body and
+properties as they are): a C++ loop of copies, one pass over the bytes rather than a per-byte
+region scatter.  Rows are encoded in the order given, so
 callers sort them by target queue first; :func:`chunk_bounds` cuts the buffer into request-sized
 pieces per queue.
 """
@@ -29,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketq.client.remoting.batch import ENTRY_OVERHEAD
+from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.record_layout import MAX_PROPERTIES_SIZE, PROPERTIES_LENGTH_SIZE
 from rocketq.connector.errors import SinkError
 
@@ -38,6 +43,15 @@ _HEAD_INTS = _ENTRY_HEAD_SIZE // 4
 _TOTALSIZE, _FLAG, _BODYLEN = 0, 3, 4  # int32 columns of the entry head
 assert _HEAD_INTS == 5
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+#: RocketMQ's system property keys (every ``MessageConst`` key, as Java's ``STRING_HASH_SET``):
+#: dropped from a sink row's ``properties`` map, as are keys starting with ``__RMQ.TRANSIENT.``
+SYSTEM_PROPERTY_KEYS: frozenset[str] = frozenset(
+    value
+    for name, value in vars(MessageConst).items()
+    if name.isupper() and isinstance(value, str) and name != "TRANSIENT_PREFIX"
+)
+_SYSTEM_KEYS_ARRAY = pa.array(sorted(SYSTEM_PROPERTY_KEYS), pa.string())
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +111,23 @@ def _entry(name: str, values: pa.Array | None) -> pa.Array | None:
     return pc.if_else(pc.fill_null(empty, True), "", text)
 
 
+def system_keys(keys: pa.Array) -> pa.Array:
+    """Per map key, whether it is a RocketMQ system property key (never null)."""
+    system = pc.or_(
+        pc.is_in(keys, value_set=_SYSTEM_KEYS_ARRAY),
+        pc.starts_with(keys, MessageConst.TRANSIENT_PREFIX),
+    )
+    return pc.fill_null(system, False)
+
+
 def _user_properties(props: pa.Array) -> pa.Array:
-    """``k\\x01v\\x02...`` for a map<string,string> column ("" for null maps)."""
+    """``k\\x01v\\x02...`` of the user properties of a map<string,string> column ("" for null
+    maps); system keys and null values are dropped."""
     flat_keys = pc.cast(props.keys, pa.string())
     flat_items = pc.cast(props.items, pa.string())
     entries = pc.binary_join_element_wise(flat_keys, "\x01", pc.fill_null(flat_items, ""), "\x02", "")
-    entries = pc.if_else(pc.is_null(flat_items), "", entries)
+    dropped = pc.or_(pc.is_null(flat_items), system_keys(flat_keys))
+    entries = pc.if_else(dropped, "", entries)
     offsets = props.offsets
     lists = pa.ListArray.from_arrays(offsets, entries)
     joined = pc.binary_join(lists, "")

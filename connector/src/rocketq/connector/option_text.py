@@ -36,6 +36,14 @@ def get_text(options: Mapping[str, str], key: str) -> str | None:
     return value or None
 
 
+def aliased(options: Mapping[str, str], key: str, alias: str) -> str:
+    """Which of ``key`` and its ``alias`` (a Kafka option name) the options give, so errors name
+    the option the user wrote; both given is an error."""
+    if get_text(options, key) is not None and get_text(options, alias) is not None:
+        raise OptionError(alias, f"is another name for '{key}': give only one of them")
+    return alias if get_text(options, alias) is not None else key
+
+
 def get_int(options: Mapping[str, str], key: str, default: int | None, *, low: int = 0) -> int | None:
     text = get_text(options, key)
     if text is None:
@@ -72,21 +80,52 @@ def parse_duration_ms(key: str, text: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS_MS[(match.group(2) or "ms").lower()]
 
 
+#: the client settings every reader and writer takes (TLS, mutual TLS, ACL)
+CLIENT_KEYS = frozenset(
+    {"tls", "tlstrustcertpath", "tlscertpath", "tlskeypath", "tlskeypassword", "accesskey", "secretkey",
+     "securitytoken"}
+)  # fmt: skip
+
+
+def _readable_file(options: Mapping[str, str], key: str) -> str | None:
+    path = get_text(options, key)
+    if path is not None and not os.path.isfile(path):
+        raise OptionError(key, f"{path!r} is not a readable file")
+    return path
+
+
 def client_config(options: Mapping[str, str]) -> ClientConfig:
-    """The client settings from the ``tls`` and ``tlsTrustCertPath`` options."""
-    trust = get_text(options, "tlsTrustCertPath")
-    if trust is not None and not os.path.isfile(trust):
-        raise OptionError("tlsTrustCertPath", f"{trust!r} is not a readable file")
-    # ACL: options accessKey/secretKey sign every request (docs/security.md "ACL")
+    """The client settings from the ``tls``, ``tlsTrustCertPath``, ``tlsCertPath``/``tlsKeyPath``
+    (mutual TLS: the client's certificate chain and key) and ACL options."""
+    use_tls = get_bool(options, "tls", False)
+    trust = _readable_file(options, "tlsTrustCertPath")
+    cert, key = _readable_file(options, "tlsCertPath"), _readable_file(options, "tlsKeyPath")
+    if (cert is None) != (key is None):
+        given, missing = ("tlsCertPath", "tlsKeyPath") if key is None else ("tlsKeyPath", "tlsCertPath")
+        raise OptionError(missing, f"{given} and {missing} go together (the client's certificate and key)")
+    password = get_text(options, "tlsKeyPassword")
+    if password is not None and key is None:
+        raise OptionError("tlsKeyPassword", "only applies with tlsKeyPath (an encrypted client key)")
+    for name, value in (("tlsTrustCertPath", trust), ("tlsCertPath", cert)):
+        if value is not None and not use_tls:
+            raise OptionError(name, "needs tls=true (TLS connections)")
+    # ACL: options accessKey/secretKey (and securityToken) sign every request (docs/security.md "ACL")
     access_key, secret_key = get_text(options, "accessKey"), get_text(options, "secretKey")
     if (access_key is None) != (secret_key is None):
         missing = "accessKey" if access_key is None else "secretKey"
         raise OptionError(missing, "accessKey and secretKey go together")
+    token = get_text(options, "securityToken")
+    if token is not None and access_key is None:
+        raise OptionError("securityToken", "needs accessKey and secretKey (the token travels with them)")
     return ClientConfig(
-        use_tls=get_bool(options, "tls", False),
+        use_tls=use_tls,
         tls_trust_cert_path=trust,
+        tls_cert_path=cert,
+        tls_key_path=key,
+        tls_key_password=password,
         access_key=access_key,
         secret_key=secret_key,
+        security_token=token,
     )
 
 

@@ -12,20 +12,23 @@ docs/connector.md lists every option with its default.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from rocketq.client.config import ClientConfig
-from rocketq.client.remoting.vocabulary import ExpressionType
+from rocketq.client.remoting.vocabulary import ExpressionType, MessageQueue
 from rocketq.connector.errors import OptionError
+from rocketq.connector.offsets import parse_queue_key
 from rocketq.connector.option_positions import EndSpec, StartMode, StartSpec, parse_ending, parse_starting
 from rocketq.connector.option_text import (
+    CLIENT_KEYS,
     TOPIC_RE,
+    aliased,
     check_unknown,
     client_config,
     get_bool,
@@ -51,6 +54,7 @@ from rocketq.connector.value_types import (
 )
 
 __all__ = [
+    "DEFAULT_GROUP_ID_PREFIX",
     "TOPIC_RE",
     "DeliveryGuarantee",
     "EndSpec",
@@ -59,7 +63,7 @@ __all__ = [
     "StartMode",
     "StartSpec",
     "ValueOptions",
-    "default_group",
+    "generated_group",
     "parse_duration_ms",
     "parse_sink_options",
     "parse_source_options",
@@ -104,8 +108,19 @@ SOURCE_KEYS = frozenset(
         "commitoffsets", "tls", "tlstrustcertpath", "accesskey", "secretkey",
         "sqlfilter", "pushfilters", "enablemsgtrace", "tracetopic",
     }
-) | SOURCE_VALUE_KEYS  # fmt: skip
+) | SOURCE_VALUE_KEYS | CLIENT_KEYS  # fmt: skip
+#: Spark's Kafka source option names accepted as they are (docs/connector.md "Kafka option map")
+KAFKA_SOURCE_KEYS = frozenset(
+    {"subscribe", "subscribepattern", "assign", "maxoffsetspertrigger", "minoffsetspertrigger",
+     "groupidprefix"}
+)  # fmt: skip
+SOURCE_KEYS = SOURCE_KEYS | KAFKA_SOURCE_KEYS
 SOURCE_KEYS = SOURCE_KEYS | RETRY_OPTION_KEYS  # fetchOffset.numRetries, fetchOffset.retryIntervalMs
+#: ``groupIdPrefix``: the generated group of a query without ``group`` is ``<prefix>-<32 hex digits>``
+DEFAULT_GROUP_ID_PREFIX = "spark-rocketmq-source"
+MAX_GROUP_LENGTH = 255
+#: the options naming what a source reads; exactly one of them is given
+_WHAT_TO_READ = ("topic", "subscribe", "topicPattern", "subscribePattern", "assign")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +177,8 @@ class SourceOptions:
     name_server: str
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
+    #: ``assign``: the only queues read (of ``topics``); None reads every queue of the topics
+    assigned: frozenset[MessageQueue] | None = None
     group: str
     group_is_default: bool = True
     starting: StartSpec = field(default_factory=lambda: StartSpec(StartMode.LATEST))
@@ -214,6 +231,12 @@ class SourceOptions:
     @property
     def pull_expression_type(self) -> ExpressionType:
         return ExpressionType.TAG if self.sql_filter is None else ExpressionType.SQL92
+
+    def keep_assigned(self, queues: Mapping[MessageQueue, str]) -> dict[MessageQueue, str]:
+        """``queues`` (discovered queue -> broker address) narrowed to ``assign``, if given."""
+        if self.assigned is None:
+            return dict(queues)
+        return {q: a for q, a in queues.items() if q in self.assigned}
 
     def matches_topic(self, topic: str) -> bool:
         if self.topic_pattern is not None:
@@ -350,41 +373,114 @@ def _property_columns(options: Mapping[str, str]) -> tuple[tuple[str, ...], tupl
 # -- source ----------------------------------------------------------------------------------
 
 
-def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
-    topic_text = get_text(options, "topic")
-    pattern = get_text(options, "topicPattern")
-    if topic_text and pattern:
-        raise OptionError("topic", "give only one of 'topic' and 'topicPattern'")
-    if pattern:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise OptionError("topicPattern", f"not a valid regular expression: {exc}") from None
-        return (), pattern
-    if not topic_text:
-        raise OptionError("topic", "required: a topic, several comma-separated, or use 'topicPattern'")
-    topics = tuple(sorted({t.strip() for t in topic_text.split(",") if t.strip()}))
+def _what_to_read(options: Mapping[str, str]) -> str:
+    """The one option of ``topic``, ``subscribe``, ``topicPattern``, ``subscribePattern`` and
+    ``assign`` that is given (Kafka's rule: exactly one)."""
+    given = [key for key in _WHAT_TO_READ if get_text(options, key) is not None]
+    if len(given) != 1:
+        what = "none of them is" if not given else f"{' and '.join(given)} are"
+        raise OptionError(
+            given[0] if given else "topic",
+            f"give exactly one of {', '.join(_WHAT_TO_READ)} ({what} given): 'topic'/'subscribe' name "
+            "topics (comma-separated), 'topicPattern'/'subscribePattern' a regular expression, 'assign' "
+            'queues as JSON {"topic": ["brokerName:queueId", ...]}',
+        )
+    return given[0]
+
+
+def _topic_list(key: str, text: str) -> tuple[str, ...]:
+    topics = tuple(sorted({t.strip() for t in text.split(",") if t.strip()}))
+    if not topics:
+        raise OptionError(key, "names no topic: give one or several comma-separated topics")
     for topic in topics:
-        if not TOPIC_RE.match(topic) or len(topic) > 127:
-            raise OptionError("topic", f"{topic!r} is not a valid RocketMQ topic name")
-    return topics, None
+        if not is_topic_name(topic):
+            raise OptionError(key, f"{topic!r} is not a valid RocketMQ topic name")
+    return topics
 
 
-def default_group(
-    topics: tuple[str, ...], pattern: str | None, sub_expression: str, sql_filter: str | None = None
-) -> str:
-    """The consumer group used for committed offsets when ``group`` is not given.
+def parse_assign(text: str) -> frozenset[MessageQueue]:
+    """``assign``: ``{"topic": ["brokerName:queueId", ...]}`` -- the queue keys of the offset JSON."""
+    usage = (
+        'expected JSON {"topic": ["brokerName:queueId", ...]}, e.g. {"orders": ["broker-a:0", "broker-a:1"]}'
+    )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError("assign", f"malformed JSON ({exc.msg} at char {exc.pos}); {usage}") from None
+    if not isinstance(data, dict) or not data:
+        raise OptionError("assign", usage)
+    queues: set[MessageQueue] = set()
+    for topic, keys in data.items():
+        if not is_topic_name(str(topic)):
+            raise OptionError("assign", f"{topic!r} is not a valid RocketMQ topic name")
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+            raise OptionError("assign", f"topic {topic!r}: a non-empty list of queue keys; {usage}")
+        for key in keys:
+            try:
+                queues.add(parse_queue_key(str(topic), key))
+            except ValueError as exc:
+                raise OptionError("assign", f"topic {topic!r}: {exc}; {usage}") from None
+    return frozenset(queues)
 
-    Derived from what the query reads (topics or pattern, the tag or SQL92 filter), so a restarted
-    query, and ``startingOffsets=committed`` in a new query over the same topics, use the same
-    group.  Give ``group`` explicitly when several queries read the same topics.
+
+def _topics(
+    options: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None, frozenset[MessageQueue] | None]:
+    """(topics, pattern, assigned queues) from the one option naming what is read."""
+    key = _what_to_read(options)
+    text = get_text(options, key)
+    assert text is not None
+    if key in ("topicPattern", "subscribePattern"):
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise OptionError(key, f"not a valid regular expression: {exc}") from None
+        return (), text, None
+    if key == "assign":
+        assigned = parse_assign(text)
+        return tuple(sorted({q.topic for q in assigned})), None, assigned
+    return _topic_list(key, text), None, None
+
+
+def generated_group(prefix: str = DEFAULT_GROUP_ID_PREFIX) -> str:
+    """A consumer group of its own for a query that names none: ``<prefix>-<uuid hex>``.
+
+    As Spark's Kafka source does (``spark-kafka-source-<uuid>``), every query run gets a fresh
+    group, so two queries over the same topics never commit to one group.  A restarted query keeps
+    its position through its checkpoint, not through the group; ``startingOffsets=committed``
+    therefore needs a ``group`` the user names.
     """
-    read: dict[str, object] = {"topics": list(topics), "pattern": pattern, "sub": sub_expression.strip()}
-    if sql_filter is not None:  # only then, so groups derived before sqlFilter existed keep their name
-        read["sql"] = sql_filter
-    what = json.dumps(read, sort_keys=True)
-    digest = hashlib.sha1(what.encode("utf-8")).hexdigest()[:12]
-    return f"spark-rocketmq-{digest}"
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _group(options: Mapping[str, str], starting: StartSpec, *, batch: bool | None) -> tuple[str, bool]:
+    """(consumer group, whether it was generated): ``group``, else one made with ``groupIdPrefix``."""
+    group, prefix = get_text(options, "group"), get_text(options, "groupIdPrefix")
+    if group is not None:
+        if prefix is not None:
+            raise OptionError("groupIdPrefix", "only applies without 'group' (it prefixes a generated group)")
+        if not TOPIC_RE.match(group) or len(group) > MAX_GROUP_LENGTH:
+            raise OptionError("group", f"{group!r} is not a valid RocketMQ group name")
+        return group, False
+    prefix = prefix or DEFAULT_GROUP_ID_PREFIX
+    if not TOPIC_RE.match(prefix) or len(prefix) > MAX_GROUP_LENGTH - 33:
+        raise OptionError(
+            "groupIdPrefix",
+            f"{prefix!r}: letters, digits, '_', '-', '%' or '|', at most {MAX_GROUP_LENGTH - 33} of them",
+        )
+    if starting.mode is StartMode.COMMITTED:
+        raise OptionError(
+            "startingOffsets",
+            "'committed' reads the offsets a named consumer group committed: set 'group' (a query "
+            "without one commits to a group generated for this run alone)",
+        )
+    if batch is False and get_bool(options, "enableMsgTrace", False):
+        raise OptionError(
+            "enableMsgTrace",
+            "trace records name the consuming group: set 'group' (a streaming query without one "
+            "uses generated groups, which differ between the driver and the executors)",
+        )
+    return generated_group(prefix), True
 
 
 def default_max_partitions() -> int | None:
@@ -404,18 +500,21 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
     options = lower_keys(options)
     check_unknown(options, SOURCE_KEYS, "source")
     name_server = get_name_server(options)
-    topics, pattern = _topics(options)
+    topics, pattern, assigned = _topics(options)
     sub_expression = get_text(options, "subExpression") or "*"
     if "|" in sub_expression.replace("||", "") or sub_expression.strip().startswith("||"):
         raise OptionError("subExpression", f"expected '*' or 'TagA || TagB', got {sub_expression!r}")
-    group = get_text(options, "group")
+    starting = parse_starting(options, batch=batch)
+    group, generated = _group(options, starting, batch=batch)
     max_parts = get_int(options, "maxPartitions", default_max_partitions(), low=1)
     min_parts = get_int(options, "minPartitions", None, low=1)
     delay_text = get_text(options, "maxTriggerDelay")
-    max_rows = get_int(options, "maxMessagesPerTrigger", None, low=1)
-    min_rows = get_int(options, "minMessagesPerTrigger", None, low=1)
+    max_key = aliased(options, "maxMessagesPerTrigger", "maxOffsetsPerTrigger")
+    min_key = aliased(options, "minMessagesPerTrigger", "minOffsetsPerTrigger")
+    max_rows = get_int(options, max_key, None, low=1)
+    min_rows = get_int(options, min_key, None, low=1)
     if max_rows is not None and min_rows is not None and min_rows > max_rows:
-        raise OptionError("minMessagesPerTrigger", f"{min_rows} exceeds maxMessagesPerTrigger={max_rows}")
+        raise OptionError(min_key, f"{min_rows} exceeds {max_key}={max_rows}")
     pull_max_bytes = get_req_int(options, "pullMaxBytes", DEFAULT_PULL_MAX_BYTES, low=1024)
     if pull_max_bytes > MAX_PULL_BYTES:
         raise OptionError("pullMaxBytes", f"must be <= {MAX_PULL_BYTES} (one remoting frame)")
@@ -423,9 +522,10 @@ def parse_source_options(options: Mapping[str, str], *, batch: bool | None = Fal
         name_server=name_server,
         topics=topics,
         topic_pattern=pattern,
-        group=group or default_group(topics, pattern, sub_expression, get_text(options, "sqlFilter")),
-        group_is_default=group is None,
-        starting=parse_starting(options, batch=batch),
+        assigned=assigned,
+        group=group,
+        group_is_default=generated,
+        starting=starting,
         ending=parse_ending(options, batch=batch),
         max_messages_per_trigger=max_rows,
         min_messages_per_trigger=min_rows,

@@ -3,10 +3,10 @@
 Accepted columns (any order; unknown columns are rejected when the query starts)::
 
     body         string | binary              required, not null
-    topic        string                       else the 'topic' option (the column wins when set)
+    topic        string                       ignored when the 'topic' option is set (the option wins)
     tags         string
     keys         string (space-separated) | array<string>
-    properties   map<string,string>           user properties
+    properties   map<string,string>           user properties (system keys are dropped)
     shardingKey  string                       routing key (default: the first key)
     queueId      int | bigint                 explicit queue (index into the writable queues)
 

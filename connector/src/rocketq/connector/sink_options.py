@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from rocketq.client.config import ClientConfig
 from rocketq.connector.errors import OptionError
 from rocketq.connector.option_text import (
+    CLIENT_KEYS,
     TOPIC_RE,
     check_unknown,
     client_config,
@@ -45,7 +46,7 @@ SINK_KEYS = frozenset(
         "transactionalid", "committimeoutms", "tls", "tlstrustcertpath", "accesskey", "secretkey",
         "enablemsgtrace", "tracetopic",
     }
-) | SINK_VALUE_KEYS  # fmt: skip
+) | SINK_VALUE_KEYS | CLIENT_KEYS  # fmt: skip
 
 
 class DeliveryGuarantee(enum.Enum):
@@ -61,6 +62,7 @@ DEFAULT_COMMIT_TIMEOUT_MS = 10_000
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SinkOptions:
     name_server: str
+    #: the topic of every row: wins over a ``topic`` column (as Kafka's sink)
     topic: str | None = None
     producer_group: str = DEFAULT_PRODUCER_GROUP
     send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS

@@ -123,7 +123,8 @@ class _DriverSide:
         return self._access
 
     def discover(self, *, missing_ok: bool) -> dict[MessageQueue, str]:
-        queues = self.access.discover(self.opts.topics, self.opts.topic_pattern, missing_ok=missing_ok)
+        found = self.access.discover(self.opts.topics, self.opts.topic_pattern, missing_ok=missing_ok)
+        queues = self.opts.keep_assigned(found)  # option 'assign': only the queues it names
         self._addrs.update(queues)
         self._check_sql_filter(queues)
         return queues

@@ -370,16 +370,16 @@ def write_batches(
     return state
 
 
-def _split_by_topic(batch: pa.RecordBatch, default_topic: str | None) -> Iterator[tuple[str, pa.RecordBatch]]:
+def _split_by_topic(batch: pa.RecordBatch, option_topic: str | None) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows of each topic: the ``topic`` option wins over a ``topic`` column (as Kafka's sink),
+    so a source row's ``topic`` selected along never sends a copy back into its own topic."""
     topics = _column(batch, "topic")
-    if topics is None:
-        assert default_topic is not None
-        yield default_topic, batch
+    if option_topic is not None or topics is None:
+        assert option_topic is not None
+        yield option_topic, batch
         return
-    if default_topic is not None:
-        topics = pc.fill_null(topics, default_topic)
-    elif pc.any(pc.is_null(topics)).as_py():
-        raise SinkError("column 'topic' has nulls and no 'topic' option gives a default")
+    if pc.any(pc.is_null(topics)).as_py():
+        raise SinkError("column 'topic' has nulls: set the 'topic' option or give every row a topic")
     unique = pc.unique(topics).to_pylist()
     if len(unique) == 1:
         yield str(unique[0]), batch
