@@ -6,9 +6,7 @@ clients (asyncio and blocking), on 127.0.0.1 with a test CA made by ``openssl``;
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from rocketq.client.config import ClientConfig
 from rocketq.client.errors import RemotingConnectError, RemotingError
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.testing import has_openssl, make_server_certs
 from rocketq.client.transport.aio import RemotingClient
 from rocketq.client.transport.blocking import BlockingRemotingClient
 from rocketq.client.transport.channel import Channel
@@ -28,44 +27,11 @@ CODE = 4242
 TIMEOUT_MS = 5_000  # generous: only there so that a regression fails instead of hanging
 
 
-def _openssl(cwd: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    if shutil.which("openssl") is None:
+    if not has_openssl():
         pytest.skip("needs the openssl command")
-    d = tmp_path_factory.mktemp("tls-unit")
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    ca_ext = (
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    )
-    _openssl(
-        d,
-        "req",
-        "-x509",
-        *ec,
-        *ca_ext,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=ca",
-    )
-    _openssl(d, "req", *ec, "-keyout", "s.key", "-out", "s.csr", "-subj", "/CN=127.0.0.1")
-    (d / "s.ext").write_text("subjectAltName=IP:127.0.0.1\n", encoding="utf-8")
-    _openssl(
-        d, "x509", "-req", "-in", "s.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "s.pem", "-days", "1", "-extfile", "s.ext",
-    )  # fmt: skip
-    return {"ca": str(d / "ca.pem"), "cert": str(d / "s.pem"), "key": str(d / "s.key")}
+    return make_server_certs(tmp_path_factory.mktemp("tls-unit"))
 
 
 def _tls_config(certs: dict[str, str], mode: str) -> TlsConfig:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.testing import has_openssl, make_server_certs
 from rocketq.client.transport.aio import RemotingClient
 from rocketq.client.transport.channel import TLS_READ_BUFFER_SIZE, Channel, TlsRemotingProtocol
 from rocketq.client.transport.tls import TlsConfig, client_ssl_context
@@ -24,23 +22,9 @@ TIMEOUT_MS = 20_000
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    if shutil.which("openssl") is None:
+    if not has_openssl():
         pytest.skip("needs the openssl command")
-    d: Path = tmp_path_factory.mktemp("tls-buffered")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    ca_ext = ("-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
-    openssl(
-        "req", "-x509", *ec, *ca_ext, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=ca"
-    )
-    openssl("req", *ec, "-keyout", "s.key", "-out", "s.csr", "-subj", "/CN=127.0.0.1")
-    (d / "s.ext").write_text("subjectAltName=IP:127.0.0.1\n", encoding="utf-8")
-    openssl("x509", "-req", "-in", "s.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "s.pem", "-days", "1", "-extfile", "s.ext")  # fmt: skip
-    return {"ca": str(d / "ca.pem"), "cert": str(d / "s.pem"), "key": str(d / "s.key")}
+    return make_server_certs(tmp_path_factory.mktemp("tls-buffered"))
 
 
 def test_frames_of_every_size_arrive_intact_over_tls(certs: dict[str, str]) -> None:

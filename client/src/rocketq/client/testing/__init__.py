@@ -7,8 +7,8 @@ examples), re-exported here so tests keep one import path.  :mod:`.wait` holds t
 waits, :mod:`.messaging` the topic, produce/consume, send/pull and read helpers over the public
 client API, :mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the
 chaos tests' ledger and load, :mod:`.controllers` the start of one ``mqcontroller`` from a given
-file, and :mod:`.commands` the run of ``mqadmin``.  Nothing here imports pytest: tests wrap these
-helpers in their own fixtures.
+file, :mod:`.commands` the run of ``mqadmin``, and :mod:`.pki` a CA and server certificate.
+Nothing here imports pytest: tests wrap these helpers in their own fixtures.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from rocketq.client.testing.messaging import (
     wait_route,
 )
 from rocketq.client.testing.output import ProcessOutput
+from rocketq.client.testing.pki import has_openssl, make_server_certs
 from rocketq.client.testing.wait import WaitTimeout, async_wait_for, async_wait_value, wait_for, wait_value
 
 __all__ = [
@@ -66,8 +67,10 @@ __all__ = [
     "create_topic",
     "drain",
     "free_port",
+    "has_openssl",
     "has_route",
     "local_cluster",
+    "make_server_certs",
     "produce_and_consume",
     "pull_header",
     "pull_queue",
