@@ -18,7 +18,7 @@ round ends with the first acknowledged send of each producer through the new mas
 time: from the kill to that SEND_OK of a send begun after the kill, told apart by the broker address
 in the offset message id).  That is the product promise, asserted in every round without a
 controller kill: within 3 s of a SIGKILL, within the heartbeat timeout + 2 s of a SIGSTOP
-(docs/failover.md, "What clients do during a failover").  The killed broker is restarted on its
+(docs/failover.md, "Clients during a failover").  The killed broker is restarted on its
 store and must rejoin as a slave (truncating what it wrote and nobody acknowledged).  After the last
 round every queue of the topic is read from the current master and checked: every acknowledged
 message is stored at the queue offset its SEND_OK named (0 lost, and no other message under an
@@ -83,8 +83,8 @@ BROKER_CONF: dict[str, Any] = {
     "maxTransferBytesOnMessageInMemory": 4 << 20,
 }
 CONTROLLER_CONF: dict[str, Any] = {"scanNotActiveBrokerInterval": SCAN_INTERVAL_MS}
-#: the product promise (docs/failover.md, "What clients do"): a selector send begun after the
-#: kill of the master is acknowledged by the new master within these bounds
+#: the product promise (docs/failover.md, "Clients during a failover"): a selector send begun after
+#: the kill of the master is acknowledged by the new master within these bounds
 SIGKILL_BOUND_S = 3.0
 SIGSTOP_BOUND_S = HEARTBEAT_TIMEOUT_MS / 1000 + 2.0
 FAST = ClientConfig(

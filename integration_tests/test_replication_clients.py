@@ -262,7 +262,7 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
         consumer.shutdown()
 
 
-#: the promise for slave reads (docs/failover.md, "What clients do during a failover"): the first
+#: the promise for slave reads (docs/failover.md, "Clients during a failover"): the first
 #: read after a SIGKILL of the master is served by the slave within this bound
 SLAVE_READ_BOUND_S = 3.0
 

@@ -146,7 +146,7 @@ def test_one_group_lost_plain_sends_move_selector_sends_fail_fast(tmp_path: Path
     started before (never restarted, default client settings) sends plain messages to broker-a at
     once, and a selector send whose key maps to a broker-b queue fails fast, well before its
     timeout, with an error naming the group and the queue and saying why it is not moved
-    (docs/failover.md, "What clients do during a failover")."""
+    (docs/failover.md, "Clients during a failover")."""
     topic = "I4LostGroup"
     with (
         spawn_namesrv(tmp_path / "ns") as ns,

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from rocketq.client.api import MQClientAPI
 from rocketq.client.config import ClientConfig, ConsumerConfig
 from rocketq.client.consumer.base import ConsumerBase
 from rocketq.client.consumer.offset_store import InstanceOffsetBroker, RemoteBrokerOffsetStore
@@ -24,10 +25,11 @@ from rocketq.client.consumer.rebalance import RebalanceImpl
 from rocketq.client.consumer.subscription import build_subscription
 from rocketq.client.errors import MQClientError
 from rocketq.client.instance import ClientInstance
-from rocketq.client.model import Message, PullStatus, SendStatus
+from rocketq.client.model import LocalTransactionState, Message, PullStatus, SendStatus
 from rocketq.client.producer import AsyncProducer
 from rocketq.client.producer.routes import PublishRoutes, QueueState, queue_unavailable_error
 from rocketq.client.producer.selector import SelectMessageQueueByHash
+from rocketq.client.producer.transaction_batch import HalfBatchResult, end_transaction_batch
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
@@ -58,6 +60,7 @@ class Node:
             RequestCode.GET_ROUTEINFO_BY_TOPIC,
             RequestCode.SEND_MESSAGE_V2,
             RequestCode.SEND_BATCH_MESSAGE,
+            RequestCode.END_TRANSACTION,
             RequestCode.PULL_MESSAGE,
             RequestCode.LOCK_BATCH_MQ,
         ):
@@ -80,6 +83,8 @@ class Node:
         if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             assert self.route is not None
             return cmd.make_response(ResponseCode.SUCCESS, body=self.route.to_json())
+        if cmd.code == RequestCode.END_TRANSACTION:
+            return cmd.make_response(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.LOCK_BATCH_MQ:
             body = loads(cmd.body)
             return cmd.make_response(ResponseCode.SUCCESS, body=_json({"lockOKMQSet": body["mqSet"]}))
@@ -560,5 +565,27 @@ def test_selector_send_to_a_lost_group_fails_fast_and_plain_sends_use_the_other(
         finally:
             for n in (namesrv, a, b):
                 await n.stop()
+
+    run(scenario())
+
+
+def test_end_transaction_batch_ends_on_the_new_master_after_a_failover() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        api = MQClientAPI(cluster.namesrv.addr, config=_client())
+        handle = HalfBatchResult(
+            broker_addr=a.addr, broker_name=GROUP, topic=TOPIC, queue_id=0, first_half_offset=0, count=2,
+            first_commit_log_offset=0, msg_ids=(encode_offset_msg_id("127.0.0.1", 1, 0),) * 2,
+            transaction_ids=("t1", "t2"),
+        )  # fmt: skip
+        try:
+            await a.stop()  # SIGKILL of the master the halves went to; b elected
+            cluster.publish({0: b, 2: c})
+            await end_transaction_batch(api, "pg", [handle], LocalTransactionState.COMMIT_MESSAGE)
+            assert b.count(RequestCode.END_TRANSACTION) == 1 and not c.count(RequestCode.END_TRANSACTION)
+        finally:
+            await api.close()
+            await stop_cluster(cluster)
 
     run(scenario())

@@ -26,6 +26,7 @@ values, picklable, so halves can be sent on Spark executors and ended by the dri
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,13 @@ from typing import Protocol
 
 from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
 from rocketq.client.config import ProducerConfig
-from rocketq.client.errors import MessageFormatError, MQBrokerError, MQClientError
+from rocketq.client.errors import (
+    MessageFormatError,
+    MQBrokerError,
+    MQClientError,
+    RemotingError,
+    RocketQError,
+)
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import LocalTransactionState, Message, SendResult, SendStatus
 from rocketq.client.producer.core import BatchReply
@@ -401,7 +408,46 @@ async def _end_queue(
     max_messages: int,
     max_bytes: int,
 ) -> None:
-    """End the halves of one (broker, topic, queue), in order."""
+    """End the halves of one (broker, topic, queue), in order; after a failover, on the group's
+    new master (see :func:`_current_master`)."""
+    try:
+        await _end_queue_at(api, group, handles, state, timeout_ms, max_messages, max_bytes)
+    except (RemotingError, MQBrokerError) as exc:
+        if isinstance(exc, MQBrokerError) and not exc.retriable:
+            raise
+        first = handles[0]
+        master = await _current_master(api, first)
+        if master is None or master == first.broker_addr:
+            raise
+        log.info(
+            "END_TRANSACTION of %s-%d: %s failed (%s); ending on the new master %s of %s",
+            first.topic, first.queue_id, first.broker_addr, exc, master, first.broker_name,
+        )  # fmt: skip
+        moved = [dataclasses.replace(hb, broker_addr=master) for hb in handles]
+        await _end_queue_at(api, group, moved, state, timeout_ms, max_messages, max_bytes)
+
+
+async def _current_master(api: MQClientAPI, hb: HalfBatchResult) -> str | None:
+    """The master the NameServer lists now for ``hb``'s broker group (None if none or no answer).
+
+    A master elected in controller mode holds the old master's CommitLog byte for byte up to
+    what was acknowledged, so the half messages are at the same offsets there."""
+    try:
+        route = await api.get_topic_route(hb.topic)
+    except RocketQError:
+        return None
+    return route.master_addr(hb.broker_name)
+
+
+async def _end_queue_at(
+    api: MQClientAPI,
+    group: str,
+    handles: list[HalfBatchResult],
+    state: LocalTransactionState,
+    timeout_ms: int | None,
+    max_messages: int,
+    max_bytes: int,
+) -> None:
     ranged = [hb for hb in handles if hb.ranged and hb.count > 0]
     for part in _split(ranged, max_messages, max_bytes):
         await _end_ranged(api, group, part, state, timeout_ms)
