@@ -336,7 +336,7 @@ class BrokerAccess:
         if queue.broker_name in self._no_stats:
             return None
         api, t, ms = self.api, queue.topic, self.timeout_ms
-        what = f"GET_TOPIC_STATS_INFO of topic {t!r} on broker {queue.broker_name}"
+        what = f"GET_TOPIC_STATS_INFO of topic {t!r}"
         try:
             rows = self._broker_call(
                 what, queue, addr, lambda a: api.run(topic_stats_info(api.api, a, t, ms))
