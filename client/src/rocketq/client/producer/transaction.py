@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from rocketq.client.config import ProducerConfig
-from rocketq.client.errors import MQClientError, RocketQError
+from rocketq.client.errors import MQClientError, RemotingError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import (
     LocalTransactionState,
@@ -300,6 +300,8 @@ class AsyncTransactionProducer(AsyncProducer):
             log.warning(
                 "END_TRANSACTION (%s) for %s failed, the broker will check back: %s", state.value, tid, exc
             )
+            if isinstance(exc, RemotingError):  # the master may be gone: the next one uses the new
+                await self.instance.refresh_route_after_failure(half.topic)
         if self._tracer is not None:
             self._tracer.on_end_transaction(half, result.msg_id, tid, addr, state, from_check=False)
         return TransactionSendResult(
