@@ -23,7 +23,7 @@ from rocketq.client.consumer.offset_store import InstanceOffsetBroker, RemoteBro
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.consumer.rebalance import RebalanceImpl
 from rocketq.client.consumer.subscription import build_subscription
-from rocketq.client.errors import MQClientError
+from rocketq.client.errors import MQBrokerError, MQClientError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import LocalTransactionState, Message, PullStatus, SendStatus
 from rocketq.client.producer import AsyncProducer
@@ -586,6 +586,64 @@ def test_end_transaction_batch_ends_on_the_new_master_after_a_failover() -> None
             assert b.count(RequestCode.END_TRANSACTION) == 1 and not c.count(RequestCode.END_TRANSACTION)
         finally:
             await api.close()
+            await stop_cluster(cluster)
+
+    run(scenario())
+
+
+def test_selector_send_refused_by_a_demoted_master_goes_to_the_same_queue_on_the_new_one() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        mq = MessageQueue(TOPIC, GROUP, 1)
+        try:
+            async with AsyncProducer(cluster.namesrv.addr, producer_group="pg", client=_client()) as producer:
+                await producer.send(Message(TOPIC, b"warm"), queue=mq)
+                a.send_code, a.send_remark = ResponseCode.SERVICE_NOT_AVAILABLE, "broker is a slave"
+                cluster.publish({0: c, 1: a, 2: b})
+                result = await producer.send(Message(TOPIC, b"x"), queue=mq)
+                assert result.send_status is SendStatus.SEND_OK and result.message_queue == mq
+                assert a.count(RequestCode.SEND_MESSAGE_V2) == 2 and c.count(RequestCode.SEND_MESSAGE_V2) == 1
+        finally:
+            await stop_cluster(cluster)
+
+    run(scenario())
+
+
+def test_selector_send_raises_a_non_retriable_refusal_at_once() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, _, _ = cluster.replicas
+        try:
+            async with AsyncProducer(cluster.namesrv.addr, producer_group="pg", client=_client()) as producer:
+                await producer.send(Message(TOPIC, b"warm"), queue=MessageQueue(TOPIC, GROUP, 0))
+                a.send_code, a.send_remark = ResponseCode.MESSAGE_ILLEGAL, "bad message"
+                with pytest.raises(MQBrokerError, match="bad message"):
+                    await producer.send(Message(TOPIC, b"x"), queue=MessageQueue(TOPIC, GROUP, 0))
+                assert a.count(RequestCode.SEND_MESSAGE_V2) == 2  # one attempt, no retry
+        finally:
+            await stop_cluster(cluster)
+
+    run(scenario())
+
+
+def test_a_failed_selector_send_without_a_new_master_waits_then_fails_within_its_timeout() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        try:
+            async with AsyncProducer(cluster.namesrv.addr, producer_group="pg", client=_client()) as producer:
+                await producer.send(Message(TOPIC, b"warm"), queue=MessageQueue(TOPIC, GROUP, 0))
+                await a.stop()
+                cluster.publish({1: b, 2: c})  # replicas, no master: an election may come
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                q0 = MessageQueue(TOPIC, GROUP, 0)
+                with pytest.raises(MQClientError, match="has no master"):
+                    await producer.send(Message(TOPIC, b"x"), queue=q0, timeout_ms=1500)
+                assert 1.0 < loop.time() - began < 5.0  # waited for a master, up to the timeout
+                assert not b.count(RequestCode.SEND_MESSAGE_V2) and not c.count(RequestCode.SEND_MESSAGE_V2)
+        finally:
             await stop_cluster(cluster)
 
     run(scenario())
