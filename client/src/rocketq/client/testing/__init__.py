@@ -7,7 +7,9 @@ examples), re-exported here so tests keep one import path.  :mod:`.wait` holds t
 waits, :mod:`.messaging` the topic, produce/consume, send/pull and read helpers over the public
 client API, :mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the
 chaos tests' ledger and load, :mod:`.controllers` the start of one ``mqcontroller`` from a given
-file, :mod:`.commands` the run of ``mqadmin``, and :mod:`.pki` a CA and server certificate.
+file, :mod:`.cluster` the controller-mode broker group of the failover tests and benchmark
+(:class:`ControllerGroup`), :mod:`.commands` the run of ``mqadmin``, and :mod:`.pki` a CA and
+server certificate.
 Nothing here imports pytest: tests wrap these helpers in their own fixtures.
 """
 
