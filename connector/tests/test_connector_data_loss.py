@@ -33,6 +33,10 @@ class Queues:
     def __init__(self, maxes: dict[int, int]) -> None:
         self.maxes = dict(maxes)
         self.mins = {q: 0 for q in maxes}
+        self.slave = False  # whether a slave (its master down) answers
+
+    def served_by_slave(self, queue: MessageQueue) -> bool:
+        return self.slave
 
     def recreate(self, q: int, max_offset: int, min_offset: int = 0) -> None:
         self.maxes[q], self.mins[q] = max_offset, min_offset
@@ -146,6 +150,18 @@ def test_backwards_respects_the_read_limit() -> None:
     end = r.latestOffset({"t": {"b:0": 10}}, ReadMaxRows(2))
     assert end == {"t": {"b:0": 2}}
     assert spans(r, {"t": {"b:0": 10}}, end) == [(0, 0, 2)]
+
+
+def test_a_lagging_slave_is_not_loss() -> None:
+    """The master is down and its slave (ASYNC replication) lacks the last messages: the queue
+    waits for the master instead of restarting."""
+    queues = Queues({0: 10, 1: 4})
+    r = reader(queues)
+    start = {"t": {"b:0": 10, "b:1": 4}}
+    queues.maxes[0], queues.slave = 8, True
+    assert r.latestOffset(start, ReadAllAvailable()) is start
+    queues.maxes[1] = 6
+    assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"b:0": 10, "b:1": 6}}
 
 
 def test_offsets_at_the_max_are_not_loss() -> None:

@@ -49,7 +49,7 @@ from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.data_loss import Loss, LossKind, report
 from rocketq.connector.errors import OptionError
-from rocketq.connector.offsets import OffsetMap
+from rocketq.connector.offsets import OffsetMap, queue_text
 from rocketq.connector.options import SourceOptions, StartMode, StartSpec, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
 from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
@@ -318,12 +318,30 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
             if queue not in bases:
                 bases[queue] = self._start_of_new(queue, addr)
             elif latest[queue] < bases[queue]:
-                low = self.access.min_offset(queue, addr)
-                found = latest[queue]
-                loss = Loss(LossKind.OFFSETS_BACKWARDS, queue, bases[queue], found, "max offset", None, low)
-                report(self.opts.fail_on_data_loss, loss)
-                bases[queue] = self._rebased[queue] = low
+                bases[queue] = self._restarted(queue, addr, bases[queue])
         return bases
+
+    def _restarted(self, queue: MessageQueue, addr: str, base: int) -> int:
+        """Where a queue whose max offset is below ``base`` goes on: its new min offset when the
+        queue really restarted (data loss), ``base`` when a slave lagging behind its master
+        (down) answered -- the rest is on the master, as in the executor's reads."""
+        found = self.access.max_offset(queue, addr)  # per queue: tells which replica answered
+        if found >= base:
+            return base
+        if self.access.served_by_slave(queue):
+            log.info(
+                "rocketmq source: %s: the slave serving it has offsets up to %d only, the query is "
+                "at %d; waiting for its master",
+                queue_text(queue),
+                found,
+                base,
+            )
+            return base
+        low = self.access.min_offset(queue, addr)
+        loss = Loss(LossKind.OFFSETS_BACKWARDS, queue, base, found, "max offset", None, low)
+        report(self.opts.fail_on_data_loss, loss)
+        self._rebased[queue] = low
+        return low
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_map = OffsetMap.from_json_dict(start)
