@@ -185,6 +185,7 @@ class ClientInstance:
         self._failure_refresh_at: dict[str, float] = {}
         self.members: dict[str, Member] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._watchers: set[asyncio.Task[None]] = set()  # watch_route_while's route refreshes
         self._route_lock = asyncio.Lock()
         self._rebalance_wakeup = asyncio.Event()
         self._waiting_interval_ms = REBALANCE_INTERVAL_MS
@@ -223,7 +224,7 @@ class ClientInstance:
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
+        for task in [*self._tasks, *self._watchers]:
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5.0)  # bounded: shutdown must never hang
@@ -366,17 +367,30 @@ class ClientInstance:
         the connections to the old one are closed (:meth:`update_topic_route`) and ``call``
         fails at once, so its caller can retry on the new master.
         """
-        task = asyncio.ensure_future(call)
+        loop = asyncio.get_running_loop()
         interval = max(self.config.route_refresh_on_failure_interval_ms, MIN_WATCH_INTERVAL_MS) / 1000
+        answered = asyncio.Event()
+
+        def start_watching() -> None:
+            watcher = loop.create_task(self._watch_route(topic, interval, answered), name=f"watch {topic}")
+            self._watchers.add(watcher)
+            watcher.add_done_callback(self._watchers.discard)
+
+        timer = loop.call_later(interval, start_watching)  # only a request still waiting costs a task
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=interval)
-                if done:
-                    return task.result()
-                await self.refresh_route_after_failure(topic)
+            return await call
         finally:
-            if not task.done():
-                task.cancel()
+            timer.cancel()
+            answered.set()
+
+    async def _watch_route(self, topic: str, interval_s: float, answered: asyncio.Event) -> None:
+        """Refresh ``topic``'s route every ``interval_s`` until ``answered``.  A refresh is never
+        cut short (it may be telling the members that a master moved)."""
+        while not answered.is_set():
+            await self.refresh_route_after_failure(topic)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await answered.wait()
 
     async def get_route(self, topic: str) -> TopicRouteData:
         """The cached route, fetched on first use."""
