@@ -9,7 +9,9 @@ GET_BROKER_HA_STATUS (``masterEpoch``, ``syncStateSet``, ``fenced``...) and the 
 CONTROLLER_GET_METADATA_INFO and CONTROLLER_GET_SYNC_STATE_DATA.  The scenarios: a master SIGKILLed,
 its restart as a slave that truncates a divergent tail, a master SIGSTOPped past the heartbeat
 timeout that must not acknowledge anything after SIGCONT, the controller leader SIGKILLed during a
-failover, and two of three controllers down (no election, and a status that says why).
+failover, and two of three controllers down (no election, and a status that says why); and the
+sinks' sends (an encoded batch to a fixed queue, half messages committed with
+end_transaction_batch) across a master SIGKILL.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from rocketq.client.admin import Admin
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketq.client.errors import RocketQError
-from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
-from rocketq.client.producer import Producer
+from rocketq.client.model import LocalTransactionState, Message, MessageExt, PullStatus, SendStatus
+from rocketq.client.producer import Producer, TransactionProducer
+from rocketq.client.producer.transaction_batch import end_transaction_batch_blocking
+from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.client.testing import (
     FAST_FAILOVER_BROKER_CONF,
     ControllerGroup,
@@ -179,6 +184,35 @@ def test_master_sigkill_elects_a_sync_state_set_member(cluster: Cluster) -> None
     finally:
         consumer.shutdown()
         producer.shutdown()
+
+
+def test_sink_sends_and_the_exactly_once_commit_ride_through_a_master_sigkill(cluster: Cluster) -> None:
+    """What the Spark sinks use, across a SIGKILL of the master, with default client settings: an
+    encoded batch to a fixed queue is acknowledged by the new master on that queue, and half
+    messages stored (and acknowledged) by the old master are committed on the new one by
+    end_transaction_batch, which finds the new master itself."""
+    c = cluster
+    old_addr, _ = started_group(c)
+    mq = MessageQueue(TOPIC, BROKER, 2)
+    halves = [Message(TOPIC, b"half-%d" % i) for i in range(3)]
+    with TransactionProducer(c.namesrv.addr, producer_group="pg-sink-fo") as producer:
+        handle = producer.send_half_batch(mq, halves)
+        assert handle.broker_addr == old_addr and handle.count == 3
+        c.broker(c.slot_of(old_addr)).kill9()
+        killed = time.monotonic()
+        body = encode_batch([(0, b"encoded-%d" % i, {"UNIQ_KEY": f"enc-{i}"}) for i in range(2)])
+        sent = producer.send_encoded_batch(mq, body, count=2, timeout_ms=3000)
+        took = time.monotonic() - killed
+        new_addr, _ = c.wait_new_master(old_addr)
+        assert sent.message_queue == mq and sent.offset_msg_id, sent
+        end_transaction_batch_blocking(c.api, "pg-sink-fo", [handle], LocalTransactionState.COMMIT_MESSAGE)
+
+    def committed() -> bool:
+        bodies = {m.body for m in pull(c, new_addr, mq.queue_id, 0) or ()}
+        return {b"half-0", b"half-1", b"half-2", b"encoded-0", b"encoded-1"} <= bodies
+
+    wait_for(committed, "the committed halves and the encoded batch on the new master's queue", WAIT_S)
+    print(f"\nencoded batch acknowledged by the new master {took:.2f} s after the SIGKILL")
 
 
 def commit_log_bytes(c: Cluster, slot: int, upto: int) -> bytes:
