@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +23,18 @@ from typing import Any
 import pytest
 
 from rocketq.client.admin import Admin
+from rocketq.client.config import ClientConfig
 from rocketq.client.model import Message
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import wait_for
+from rocketq.client.testing import spawn_broker, spawn_namesrv, wait_for, wait_route
 from rocketq.connector import lag
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytestmark = pytest.mark.spark
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "streaming_lag.py"
+TLS_TESTS = Path(__file__).with_name("test_tls.py")  # its test CA (made with openssl) is reused
 QUERY_WAIT_S = 300
 
 
@@ -167,10 +170,11 @@ def test_stream_copy_writes_to_the_topic_option_with_user_properties_only(
         assert row.uniqKey not in source_ids and row.properties["UNIQ_KEY"] == row.uniqKey
 
 
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("streaming_lag", EXAMPLE)
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -180,7 +184,7 @@ def test_lag_of_the_example_listener_and_of_the_progress(
 ) -> None:
     topic = "KpLag"
     fill(cluster, topic, per_queue=25)  # 100 messages
-    example = _example()
+    example = _load("streaming_lag", EXAMPLE)
     query, listener = example.start_query(
         spark_session, cluster.namesrv_addr, topic, str(tmp_path / "cp"),
         query_name="kp_lag", max_offsets_per_trigger=30,
@@ -202,3 +206,40 @@ def test_lag_of_the_example_listener_and_of_the_progress(
         assert [s["avgOffsetsBehindLatest"] for s in listener.seen[:4]] == [70 / 4, 40 / 4, 10 / 4, 0.0]
     finally:
         spark_session.streams.removeListener(listener)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_mutual_tls_options_reach_servers_that_require_a_client_certificate(
+    spark_session: Any, tmp_path: Path
+) -> None:
+    tls = _load("tls_helpers", TLS_TESTS)
+    pki = tls.make_test_pki(tmp_path / "pki")
+    # servers that require a client certificate signed by the test CA; their own outgoing
+    # connections (registration) present the server certificate, which is also a client one
+    conf = {
+        **tls.server_tls_conf(pki, "enforcing"),
+        "tls.server.need.client.auth": "require",
+        "tls.server.trustCertPath": str(pki.ca),
+        "tls.client.certPath": str(pki.server_cert),
+        "tls.client.keyPath": str(pki.server_key),
+    }
+    props = tmp_path / "namesrv.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
+    topic = "KpMutualTls"
+    with spawn_namesrv(tmp_path / "ns", "-c", str(props)) as ns, spawn_broker(tmp_path, ns.addr, **conf):
+        client = ClientConfig(
+            use_tls=True, tls_trust_cert_path=str(pki.ca), tls_cert_path=str(pki.server_cert),
+            tls_key_path=str(pki.server_key),
+        )  # fmt: skip
+        with Admin(ns.addr, config=client) as admin:
+            admin.create_topic(topic, cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+            wait_route(admin, topic)
+        options = {"nameServer": ns.addr, "topic": topic, "tls": "true", "tlsTrustCertPath": str(pki.ca)}
+        mutual = {**options, "tlsCertPath": str(pki.server_cert), "tlsKeyPath": str(pki.server_key)}
+        df = spark_session.createDataFrame([(f"t{i}",) for i in range(20)], "body string")
+        df.write.format("rocketmq").options(**mutual).mode("append").save()
+        rows = spark_session.read.format("rocketmq").options(**mutual).load().collect()
+        assert sorted(r.body for r in rows) == sorted(f"t{i}".encode() for i in range(20))
+        without = spark_session.read.format("rocketmq").options(**options, **{"fetchOffset.numRetries": "0"})
+        with pytest.raises(Exception, match="no NameServer of"):  # the handshake fails: no client certificate
+            without.load().count()
