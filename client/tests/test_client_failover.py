@@ -647,3 +647,35 @@ def test_a_failed_selector_send_without_a_new_master_waits_then_fails_within_its
             await stop_cluster(cluster)
 
     run(scenario())
+
+
+def test_a_pull_on_a_hung_master_watches_the_route_and_moves_to_the_new_master() -> None:
+    async def scenario() -> None:
+        cluster = await start_cluster()
+        a, b, c = cluster.replicas
+        consumer = ConsumerBase(
+            cluster.namesrv.addr,
+            consumer_group="cg",
+            consumer_pull_timeout_ms=120_000,  # the pull must not end by timing out
+            client=_client(),
+        )
+        mq = MessageQueue(TOPIC, GROUP, 0)
+        try:
+            await consumer.instance.update_topic_route(TOPIC)
+            a.hang = True  # SIGSTOP
+
+            async def elect() -> None:  # only the NameServer changes: nobody else refreshes
+                while not a.count(RequestCode.PULL_MESSAGE):
+                    await asyncio.sleep(0.05)
+                cluster.publish({0: b, 2: c})
+
+            election = asyncio.create_task(elect())
+            result = await consumer.pull_once(mq, build_subscription(TOPIC, SUB_ALL), 0, 1, block=False)
+            await election
+            assert result.status is PullStatus.NO_NEW_MSG
+            assert b.count(RequestCode.PULL_MESSAGE) == 1
+        finally:
+            await consumer.instance.close()
+            await stop_cluster(cluster)
+
+    run(scenario())

@@ -357,10 +357,12 @@ class ClientInstance:
             log.info("route refresh of %s after a failure did not succeed: %s", topic, exc)
             return self.topic_routes.get(topic)
 
-    async def watch_route_while(self, topic: str, call: Awaitable[_T]) -> _T:
+    async def watch_route_while(self, topic: str, call: Awaitable[_T], *, answer_within_ms: int = 0) -> _T:
         """Await ``call`` (a request to a master of ``topic``), refreshing the topic's route
         (:meth:`refresh_route_after_failure`, rate-limited) every
-        ``route_refresh_on_failure_interval_ms`` while it gets no answer.
+        ``route_refresh_on_failure_interval_ms`` while it gets no answer, from
+        ``answer_within_ms`` (the time a healthy broker may take, e.g. a long-polling pull's
+        suspend time) plus one interval on.
 
         A master that hangs (stopped, or cut off) keeps its connections open, so its requests
         would only fail at their timeout; once a refresh shows that another master took over,
@@ -376,7 +378,8 @@ class ClientInstance:
             self._watchers.add(watcher)
             watcher.add_done_callback(self._watchers.discard)
 
-        timer = loop.call_later(interval, start_watching)  # only a request still waiting costs a task
+        # only a request still waiting then costs a task
+        timer = loop.call_later(answer_within_ms / 1000 + interval, start_watching)
         try:
             return await call
         finally:

@@ -228,8 +228,17 @@ class ConsumerBase:
                 sub_version=sub.sub_version,
                 expression_type=sub.expression_type,
             )
-            api = self.instance.api
-            return await api.pull_message(replica.broker_addr, header, timeout, tags_filter=sub.tags_filter())
+            inst = self.instance
+            request = inst.api.pull_message(
+                replica.broker_addr, header, timeout, tags_filter=sub.tags_filter()
+            )
+            if replica.slave:
+                return await request
+            # a master that hangs holds the pull until its timeout, unless the route shows its
+            # successor meanwhile (the connection is then closed and the pull goes there)
+            return await inst.watch_route_while(
+                mq.topic, request, answer_within_ms=header.suspend_timeout_millis
+            )
 
         broker_id = self._suggested_broker.get(mq, MASTER_ID)
         try:
