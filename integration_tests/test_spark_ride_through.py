@@ -139,7 +139,9 @@ class Queries:
         connect back on a loaded machine) is started again, at most four times in all."""
         for name, start in (("eos", self.start_eos), ("memory", self.start_memory)):
             query = getattr(self, name)
-            if not query.isActive and SPARK_START_FAILURE in str(query.exception()) and self.restarts < 4:
+            failed = query.exception()
+            if failed is not None and SPARK_START_FAILURE in str(failed) and self.restarts < 4:
+                query.stop()
                 self.restarts += 1
                 setattr(self, name, start())
 
@@ -152,7 +154,9 @@ class Queries:
 
     def check_alive(self) -> None:
         for q in (self.eos, self.memory):
-            assert q.isActive and q.exception() is None, q.exception()
+            active = q.isActive  # before the exception: a query may die between the two calls
+            assert q.exception() is None, q.exception()
+            assert active, f"{q.name} stopped"
 
     def stop(self) -> None:
         for q in (self.eos, self.memory):
