@@ -122,10 +122,8 @@ class PublishRoutes:
         """Whether ``mq`` can be written now, after the instance's cached route of its topic."""
         inst = self._instance()
         route = inst.topic_routes.get(mq.topic)
-        if route is None:
-            return (
-                QueueState.NO_MASTER if inst.find_broker_addr(mq.broker_name) is None else QueueState.WRITABLE
-            )
+        if route is None:  # not looked up yet, or sent through the TBW102 template: the send finds out
+            return QueueState.WRITABLE
         qd = next((q for q in route.queue_datas if q.broker_name == mq.broker_name), None)
         listed = any(bd.broker_name == mq.broker_name and bd.broker_addrs for bd in route.broker_datas)
         if qd is None:
