@@ -189,7 +189,10 @@ def main() -> int:
         "controllerHeartBeatTimeoutMills": args.heartbeat_timeout_ms,
         "mappedFileSizeCommitLog": 64 << 20,
     }
-    controller_conf = {"scanNotActiveBrokerInterval": args.scan_interval_ms}
+    controller_conf = {
+        "scanNotActiveBrokerInterval": args.scan_interval_ms,
+        "controllerHeartBeatTimeoutMills": args.heartbeat_timeout_ms,  # also its start-up window
+    }
     rounds: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="rocketq-failover-bench-") as tmp:
         g = ControllerGroup(

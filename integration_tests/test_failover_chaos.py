@@ -82,7 +82,10 @@ BROKER_CONF: dict[str, Any] = {
     "maxTransferCountOnMessageInMemory": 4000,
     "maxTransferBytesOnMessageInMemory": 4 << 20,
 }
-CONTROLLER_CONF: dict[str, Any] = {"scanNotActiveBrokerInterval": SCAN_INTERVAL_MS}
+CONTROLLER_CONF: dict[str, Any] = {
+    "scanNotActiveBrokerInterval": SCAN_INTERVAL_MS,
+    "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
+}
 #: the product promise (docs/failover.md, "Clients during a failover"): a selector send begun after
 #: the kill of the master is acknowledged by the new master within these bounds
 SIGKILL_BOUND_S = 3.0

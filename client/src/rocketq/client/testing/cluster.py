@@ -68,7 +68,12 @@ FAST_FAILOVER_BROKER_CONF: Mapping[str, Any] = {
     "diskSpaceCleanForciblyRatio": 99,
     "diskSpaceWarningLevelRatio": 99,
 }
-FAST_FAILOVER_CONTROLLER_CONF: Mapping[str, Any] = {"scanNotActiveBrokerInterval": 1000}
+#: the controller's own heartbeat timeout matters too: a controller elects nobody for that long
+#: after its start (it cannot tell a dead master from one it has not heard yet)
+FAST_FAILOVER_CONTROLLER_CONF: Mapping[str, Any] = {
+    "scanNotActiveBrokerInterval": 1000,
+    "controllerHeartBeatTimeoutMills": 3000,
+}
 
 #: a broker's address and GET_BROKER_HA_STATUS keys -> whether it is the master waited for
 MasterCheck = Callable[[str, dict[str, Any]], bool]
