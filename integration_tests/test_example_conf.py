@@ -118,6 +118,17 @@ def controller_replicas(namesrv_addr: str) -> list[tuple[str, int, str]]:
     return sorted((name, min(bid, 1), role) for name, bid, role in cluster_list(namesrv_addr))
 
 
+def wait_elected(namesrv_addr: str) -> None:
+    """Wait until clusterList shows a master of broker-a elected and the other replica following."""
+    expected = [("broker-a", 0, "SYNC_MASTER"), ("broker-a", 1, "SLAVE")]
+    wait_for(
+        lambda: controller_replicas(namesrv_addr) == expected,
+        "a controller to elect a master of broker-a and the other replica to follow it",
+        timeout_s=90,
+        interval_s=0.5,
+    )
+
+
 def controller_leader(controller_addr: str) -> str | None:
     """The Raft leader's address in ``mqadmin getControllerMetaData -a controller_addr``'s report."""
     report = mqadmin("getControllerMetaData", "-a", controller_addr)
@@ -173,13 +184,7 @@ def test_controller_quick_start_files_elect_a_master(tmp_path: Path, stack: Exit
     wait_for(lambda: CONTROLLER_BOOT_RE.search(namesrv.log_text()) is not None, "the embedded controller")
     for name in ("broker-n0", "broker-n1"):
         start_broker(stack, local, folder / f"{name}.conf", namesrv)
-    expected = [("broker-a", 0, "SYNC_MASTER"), ("broker-a", 1, "SLAVE")]
-    wait_for(
-        lambda: controller_replicas(namesrv.addr) == expected,
-        "the controller to elect a master of broker-a and the other replica to follow it",
-        timeout_s=90,
-        interval_s=0.5,
-    )
+    wait_elected(namesrv.addr)
     create_topic(namesrv.addr, "ExampleConfController", queues=4)
     produce_and_consume(namesrv.addr, "ExampleConfController", group="example-conf-controller")
 
@@ -199,13 +204,7 @@ def test_controller_three_independent_files_elect_and_fail_over(tmp_path: Path, 
     namesrv = start_namesrv(stack, local)
     replicas = [start_broker(stack, local, folder / f"{n}.conf", namesrv) for n in ("broker-n0", "broker-n1")]
     brokers = {b.addr: b for b in replicas}
-    expected = [("broker-a", 0, "SYNC_MASTER"), ("broker-a", 1, "SLAVE")]
-    wait_for(
-        lambda: controller_replicas(namesrv.addr) == expected,
-        "the controllers to elect a master of broker-a and the other replica to follow it",
-        timeout_s=90,
-        interval_s=0.5,
-    )
+    wait_elected(namesrv.addr)
     create_topic(namesrv.addr, "ExampleConf3n", queues=4)
     produce_and_consume(namesrv.addr, "ExampleConf3n", group="example-conf-3n")
 
