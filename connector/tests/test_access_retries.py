@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from rocketq.client.errors import RemotingConnectError, SubscriptionError
-from rocketq.client.model import PullStatus
+from rocketq.client.model import PullResult, PullStatus
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import MessageQueue
@@ -31,6 +31,8 @@ from rocketq.connector.errors import (
     RetriesExhaustedError,
 )
 from rocketq.connector.options import parse_source_options
+from rocketq.connector.planning import QueueRange
+from rocketq.connector.reader import read_range
 from rocketq.connector.retry import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_RETRY_INTERVAL_MS,
@@ -290,3 +292,55 @@ def test_the_topic_missing_at_start_names_the_topic_option(servers: RestartableC
         assert MessageQueue(TOPIC, servers.broker_name, 0) in access.read_queues(TOPIC)
     finally:
         access.close()
+
+
+# -- an executor reading a slave that lags its (down) master -------------------------------------
+
+
+class SlaveAccess:
+    """What read_range asks of BrokerAccess while a slave serves the queue."""
+
+    def __init__(self) -> None:
+        self.refreshed = 0
+
+    def served_by_slave(self, queue: MessageQueue) -> bool:
+        return True
+
+    def refresh_route(self, topic: str) -> None:
+        self.refreshed += 1
+
+
+class LaggingSlave:
+    """Pull answers of a slave that has nothing at the offset ``lagging`` times, then the rest."""
+
+    def __init__(self, lagging: int, end: int) -> None:
+        self.access = SlaveAccess()
+        self.lagging, self.end = lagging, end
+        self.asked: list[int] = []
+
+    def pull(self, r: QueueRange, offset: int) -> PullResult:
+        self.asked.append(offset)
+        behind = len(self.asked) <= self.lagging
+        return PullResult(PullStatus.NO_MATCHED_MSG, offset if behind else self.end, 0, offset)
+
+    def prefetch(self, r: QueueRange, offset: int) -> None:
+        pass
+
+
+def test_a_task_waits_for_a_lagging_slave_within_the_budget_then_fails() -> None:
+    r = QueueRange(TOPIC, "b", 0, "127.0.0.1:1", 2, 9)
+    opts = parse_source_options(
+        {
+            "nameServer": "127.0.0.1:9876",
+            "topic": TOPIC,
+            "fetchOffset.numRetries": "3",
+            "fetchOffset.retryIntervalMs": "0",
+        }
+    )
+    slave = LaggingSlave(lagging=3, end=9)
+    assert list(read_range(slave, opts, r)) == []  # type: ignore[arg-type]
+    assert slave.asked == [2, 2, 2, 2] and slave.access.refreshed == 3  # the route fetched again each time
+    slave = LaggingSlave(lagging=4, end=9)
+    with pytest.raises(BrokerUnavailableError, match="the rest is on the master"):
+        list(read_range(slave, opts, r))  # type: ignore[arg-type]
+    assert slave.asked == [2, 2, 2, 2]

@@ -112,10 +112,15 @@ class BrokerAccess:
         """``attempt()`` under the retry policy, the route of ``topic`` fetched before each retry."""
 
         def refresh() -> None:
-            with contextlib.suppress(RocketQError):
-                self.replicas.update_topic_route(topic)
+            self.refresh_route(topic)
 
         return call_with_retries(self.retry, what, where, attempt, before_retry=refresh, sleep=self._sleep)
+
+    def refresh_route(self, topic: str) -> None:
+        """Fetch the route of ``topic`` again (best effort): the next read goes to the replicas
+        it names now (a new master after a failover, a restarted broker)."""
+        with contextlib.suppress(RocketQError):
+            self.replicas.update_topic_route(topic)
 
     def _name_server_text(self) -> str:
         return f"NameServer {self.name_server}"

@@ -71,6 +71,14 @@ def _slave_behind(queue: MessageQueue, slave_max: int, end: int) -> str:
     )
 
 
+def _wait_for_replica(access: BrokerAccess, opts: SourceOptions, queue: MessageQueue, behind: int) -> int:
+    """Back off as ``fetchOffset.retryIntervalMs`` says and fetch the route again (a new master may
+    be elected, the old one back), before the lagging slave's range is pulled again."""
+    time.sleep(opts.retry.delay_ms(behind) / 1000)
+    access.refresh_route(queue.topic)
+    return behind + 1
+
+
 class _Puller:
     """Pulls for one partition, with one request prefetched while the previous one is decoded.
 
@@ -126,6 +134,7 @@ def read_range(
     tags = opts.tags
     offset = r.start
     waited_since: float | None = None
+    behind = 0  # waits for a lagging slave's master (or a caught-up replica), within fetchOffset.*
     while offset < r.end:
         res = puller.pull(r, offset)
         if offset < res.min_offset and res.status is not PullStatus.NO_NEW_MSG:
@@ -148,6 +157,9 @@ def read_range(
             waited_since = None
             nxt = res.next_begin_offset
             if nxt <= offset and puller.access.served_by_slave(queue):
+                if behind < opts.retry.num_retries:
+                    behind = _wait_for_replica(puller.access, opts, queue, behind)
+                    continue
                 raise BrokerUnavailableError(_slave_behind(queue, res.max_offset, r.end))
         elif res.status is PullStatus.OFFSET_ILLEGAL:
             if offset >= res.max_offset:
@@ -166,6 +178,9 @@ def read_range(
                     time.sleep(0.05)
                     continue
                 if puller.access.served_by_slave(queue):
+                    if behind < opts.retry.num_retries:
+                        behind = _wait_for_replica(puller.access, opts, queue, behind)
+                        continue
                     raise BrokerUnavailableError(_slave_behind(queue, res.max_offset, r.end))
                 _shrank(opts, queue, offset, res.max_offset, r.end)
                 return
