@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,19 +12,13 @@ import pytest
 from rocketq.client.admin import Admin
 from rocketq.client.errors import RemotingConnectError
 from rocketq.client.launcher import wait_until_answers
-from rocketq.client.testing import ProcessOutput, wait_for
+from rocketq.client.testing import start_rocketq_dev, wait_for
 
 START_TIMEOUT_S = 60
 
 
 def test_rocketq_dev_prints_addresses_and_stops_on_sigterm(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.tools.dev", "dev"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    out = ProcessOutput(proc.stdout)
+    proc, out = start_rocketq_dev(cwd=tmp_path)
     try:
         values = out.values({"NAMESRV_ADDR", "BROKER_ADDR"}, START_TIMEOUT_S)
         seen = out.lines()

@@ -9,31 +9,20 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from rocketq.client.errors import RocketQError
 from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.testing import ProcessOutput
+from rocketq.client.testing import start_rocketq_dev
 
 _START_TIMEOUT_S = 120.0
 
 
 def test_dev_controller_prints_the_group_and_a_send_works(tmp_path: Path) -> None:
-    env = dict(os.environ)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.tools.dev", "dev", "--controller", "--store-dir", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
+    proc, out = start_rocketq_dev("--controller", "--store-dir", str(tmp_path))
     try:
-        assert proc.stdout is not None
-        out = ProcessOutput(proc.stdout)
         out.values({"MASTER_ADDR"}, _START_TIMEOUT_S)
         lines = out.lines()
         text = "\n".join(lines)

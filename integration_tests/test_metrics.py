@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,14 @@ from rocketq.client.admin import Admin
 from rocketq.client.consumer import ConsumeFromWhere, LitePullConsumer
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
-from rocketq.client.testing import LocalCluster, ProcessOutput, drain, local_cluster, spawn_broker, wait_for
+from rocketq.client.testing import (
+    LocalCluster,
+    drain,
+    local_cluster,
+    spawn_broker,
+    start_rocketq_dev,
+    wait_for,
+)
 
 PROM = {"metricsExporterType": "PROM", "metricsPromExporterPort": 0}
 NAMESRV_PROM = ("-o", "metricsExporterType=PROM", "-o", "metricsPromExporterPort=0")
@@ -203,17 +208,7 @@ def test_a_killed_broker_does_not_break_the_namesrv_exporter(cluster: LocalClust
 
 
 def test_rocketq_dev_serves_and_prints_metrics(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.tools.dev", "dev", "--no-dashboard"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=str(tmp_path),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    out = ProcessOutput(proc.stdout)
+    proc, out = start_rocketq_dev("--no-dashboard", cwd=tmp_path)
     try:
         values = out.values({"NAMESRV_METRICS_URL", "BROKER_METRICS_URL"}, 60)
         urls = {key: url for key, url in values.items() if key.endswith("_METRICS_URL")}

@@ -8,8 +8,8 @@ waits, :mod:`.messaging` the topic, produce/consume, send/pull and read helpers 
 client API, :mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the
 chaos tests' ledger and load, :mod:`.controllers` the start of one ``mqcontroller`` from a given
 file, :mod:`.cluster` the controller-mode broker group of the failover tests and benchmark
-(:class:`ControllerGroup`), :mod:`.commands` the run of ``mqadmin``, and :mod:`.pki` a CA and
-server certificate.
+(:class:`ControllerGroup`), :mod:`.commands` the run of ``mqadmin``, :mod:`.pki` a CA and
+server certificate, and :mod:`.jvm` the options of the Spark JVMs tests start.
 Nothing here imports pytest: tests wrap these helpers in their own fixtures.
 """
 
@@ -34,8 +34,9 @@ from rocketq.client.testing.cluster import (
     FAST_FAILOVER_CONTROLLER_CONF,
     ControllerGroup,
 )
-from rocketq.client.testing.commands import run_mqadmin
+from rocketq.client.testing.commands import run_mqadmin, start_rocketq_dev
 from rocketq.client.testing.controllers import spawn_controller
+from rocketq.client.testing.jvm import SHORT_LIVED_JVM_OPTIONS
 from rocketq.client.testing.messaging import (
     create_topic,
     drain,
@@ -57,6 +58,7 @@ __all__ = [
     "FAST_FAILOVER_BROKER_CONF",
     "FAST_FAILOVER_CONTROLLER_CONF",
     "NAMESRV_BOOT_RE",
+    "SHORT_LIVED_JVM_OPTIONS",
     "ControllerGroup",
     "LocalCluster",
     "ProcessOutput",
@@ -82,6 +84,7 @@ __all__ = [
     "spawn_broker",
     "spawn_controller",
     "spawn_namesrv",
+    "start_rocketq_dev",
     "wait_for",
     "wait_route",
     "wait_until_answers",
