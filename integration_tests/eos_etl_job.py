@@ -21,6 +21,8 @@ import os
 import sys
 import time
 
+from rocketq.client.testing import SHORT_LIVED_JVM_OPTIONS
+
 FAIL_BATCHES = frozenset(range(1, 13))
 ROWS_PER_BATCH = 60
 
@@ -69,7 +71,8 @@ def main() -> int:
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.stopTimeout", "5s").config("spark.local.dir", scratch)
-        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}").getOrCreate()
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch} {SHORT_LIVED_JVM_OPTIONS}")
+        .getOrCreate()
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     fn = F.udf(udf_body, StringType())

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from rocketq.client.testing import SHORT_LIVED_JVM_OPTIONS
+from rocketq.client.testing import read_topic as read_messages
 from rocketq.connector.testing import Cluster
 
 BOOT_TIMEOUT_S = 150.0  # a JVM boot on two cores shared with other test runs
@@ -90,6 +92,7 @@ def spark_env(work: Path, **extra: str) -> dict[str, str]:
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOCAL_DIRS=str(scratch),
         SPARK_DAEMON_MEMORY="256m",
+        SPARK_DAEMON_JAVA_OPTS=SHORT_LIVED_JVM_OPTIONS,
         SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
         TMPDIR=str(scratch),
         PYTHONUNBUFFERED="1",
@@ -116,24 +119,5 @@ def deps_only_venv(path: Path) -> Path:
 
 def read_topic(cluster: Cluster, topic: str) -> list[tuple[str, str | None]]:
     """Every (body, KEYS) stored in ``topic``, sorted."""
-    from rocketq.client.model import PullStatus
-    from rocketq.client.remoting.message import iter_stored_messages
-    from rocketq.connector.access import BrokerAccess
-
-    access = BrokerAccess(cluster.namesrv_addr)
-    out: list[tuple[str, str | None]] = []
-    try:
-        for ref, addr in access.read_queues(topic).items():
-            offset = 0
-            while True:
-                res = access.pull(ref, addr, offset, group="deploy-check", max_nums=512, max_bytes=4 << 20,
-                                  sub_expression="*", timeout_ms=3000)  # fmt: skip
-                if res.status is not PullStatus.FOUND:
-                    break
-                out.extend(
-                    (m.body.decode(), m.properties.get("KEYS")) for m in iter_stored_messages(res.body)
-                )
-                offset = res.next_begin_offset
-    finally:
-        access.close()
-    return sorted(out)
+    messages = read_messages(cluster.namesrv_addr, topic, group="deploy-check")
+    return sorted((m.body.decode(), m.properties.get("KEYS")) for m in messages)

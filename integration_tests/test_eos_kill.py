@@ -36,7 +36,7 @@ from rocketq.client.remoting.headers import EndTransactionRequestHeader
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.route import MessageQueue
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, free_port, read_topic, spawn_broker, spawn_namesrv
 from rocketq.connector import commit_log as cl
 from rocketq.connector.access import BrokerAccess
 from rocketq.connector.testing import SPARK_BROKER_CONF, Cluster, create_topic, local_cluster, produce
@@ -80,44 +80,21 @@ class Broker:
         self.proc = spawn_broker(self.tmp, self.ns_addr, timeout_s=BOOT_TIMEOUT_S, **self.conf)  # type: ignore[arg-type]
 
 
-def read_topic(
+def read_eos_topic(
     ns_addr: str,
     topic: str,
-    queues: int,
     start: dict[int, int] | None = None,
     details: dict[tuple[int, int], str] | None = None,
 ) -> list[tuple[int, int, str]]:
     """(queue, offset, body) of everything in ``topic`` from ``start`` (default: the beginning).
 
     ``details`` (if given) receives a one-line description of each message, for failure reports."""
-    access = BrokerAccess(ns_addr, timeout_ms=3000)
-    try:
-        route = access.read_queues(topic)
-        out: list[tuple[int, int, str]] = []
-        for ref, addr in sorted(route.items(), key=lambda kv: kv[0].queue_id):
-            offset = (start or {}).get(ref.queue_id, 0)
-            while True:
-                res = access.pull(
-                    MessageQueue(topic, ref.broker_name, ref.queue_id),
-                    addr,
-                    offset,
-                    group="eos-test-reader",
-                    max_nums=512,
-                    max_bytes=4 << 20,
-                    sub_expression="*",
-                    timeout_ms=3000,
-                )
-                if res.status is not PullStatus.FOUND:
-                    break
-                for m in iter_stored_messages(res.body):
-                    out.append((m.queue_id, m.queue_offset, m.body.decode()))
-                    if details is not None:
-                        details[(m.queue_id, m.queue_offset)] = describe(m)
-                offset = res.next_begin_offset
-        assert len(route) == queues
-        return out
-    finally:
-        access.close()
+    out: list[tuple[int, int, str]] = []
+    for m in read_topic(ns_addr, topic, group="eos-test-reader", max_msg_nums=512, start=start):
+        out.append((m.queue_id, m.queue_offset, m.body.decode()))
+        if details is not None:
+            details[(m.queue_id, m.queue_offset)] = describe(m)
+    return out
 
 
 def describe(m: Any) -> str:
@@ -143,7 +120,7 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         while not self.stop_flag.wait(0.3):
             try:
-                for q, off, body in read_topic(self.ns_addr, "EosB", 3, self.next):
+                for q, off, body in read_eos_topic(self.ns_addr, "EosB", self.next):
                     self.seen.add((q, off, body))
                     self.next[q] = max(self.next.get(q, 0), off + 1)
             except Exception:
@@ -356,7 +333,7 @@ def test_exactly_once_under_kills(tmp_path: Path) -> None:
         watcher.stop_flag.set()
         watcher.join(10)
         details: dict[tuple[int, int], str] = {}
-        final = read_topic(ns.addr, "EosB", 3, details=details)
+        final = read_eos_topic(ns.addr, "EosB", details=details)
         injected = len((tmp_path / "injected.log").read_text().splitlines())
         kill_points = done_kills["driver"] + done_kills["broker"] + injected
         print(

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from rocketq.client.launcher import free_port
+from rocketq.client.testing import SHORT_LIVED_JVM_OPTIONS
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
 _spec = importlib.util.spec_from_file_location("spark_deploy", Path(__file__).parent / "spark_deploy.py")
@@ -112,6 +113,7 @@ def connect_url(work_dir: Path) -> Iterator[str]:
             "--conf", f"spark.connect.grpc.binding.port={port}",
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf", "spark.ui.enabled=false",
+            "--conf", f"spark.driver.extraJavaOptions={SHORT_LIVED_JVM_OPTIONS}",
             "--conf", "spark.sql.shuffle.partitions=2",
             "--conf", f"spark.local.dir={work_dir / 'scratch'}"]  # fmt: skip
     server = deploy.Daemon("connect-server", args, env, work_dir / "connect-server.log")

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from rocketq.client.launcher import free_port
+from rocketq.client.testing import SHORT_LIVED_JVM_OPTIONS
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
 _spec = importlib.util.spec_from_file_location("spark_deploy", Path(__file__).parent / "spark_deploy.py")
@@ -202,6 +203,8 @@ def spark_submit(
     extra = {"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
     submit = [str(deploy.spark_home() / "bin" / "spark-submit"), "--master", master,
               "--conf", "spark.executor.memory=512m", "--conf", "spark.driver.memory=512m",
+              "--conf", f"spark.driver.extraJavaOptions={SHORT_LIVED_JVM_OPTIONS}",
+              "--conf", f"spark.executor.extraJavaOptions={SHORT_LIVED_JVM_OPTIONS}",
               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
               "--conf", "spark.sql.shuffle.partitions=2",
               "--conf", f"spark.local.dir={work / 'scratch'}"]  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from rocketq.client.testing import SHORT_LIVED_JVM_OPTIONS
 from rocketq.connector.deadletter import decode_stats
 from rocketq.connector.testing import Cluster, create_topic, local_cluster, produce
 
@@ -202,7 +203,8 @@ def run_job(name_server: str, work: str) -> int:
         SparkSession.builder.master("local[2]").appName("values-dlq-kill")
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2").config("spark.local.dir", scratch)
-        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}").getOrCreate()
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch} {SHORT_LIVED_JVM_OPTIONS}")
+        .getOrCreate()
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     df = (
