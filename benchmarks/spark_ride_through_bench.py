@@ -10,10 +10,11 @@ a topic of 4 queues, a producer thread sending ``--rate`` messages/s, and a proc
   next to the reference measured in the same run: the broker's own boot time (kill + down time
   excluded), which the user waits for whatever the connector does, and the trigger interval.
   The query keeps the default retry options (the promise is about them).
-* **Steady state.**  The same load read by two queries in turn, one with
-  ``fetchOffset.numRetries=0`` and one with the defaults, ``--steady-s`` seconds each: the median
-  and p90 of the micro-batches' ``latestOffset`` and ``triggerExecution`` times (Spark's
-  progress).  A retry starts only after a failed request, so the two must match within noise.
+* **Steady state.**  The same load read by queries in turn, alternating
+  ``fetchOffset.numRetries=0`` and the defaults (twice each, ``--steady-s`` seconds per query):
+  the median and p90 of the micro-batches' ``latestOffset`` and ``triggerExecution`` times
+  (Spark's progress), pooled per setting.  A retry starts only after a failed request, so the two
+  must match within noise.
 
     python benchmarks/spark_ride_through_bench.py [--rounds 3] [--down-s 8] [--rate 200]
                                                   [--trigger-ms 500] [--steady-s 30]
@@ -159,26 +160,37 @@ def durations(query: Any, key: str) -> Iterator[float]:
             yield float(p["durationMs"][key])
 
 
+STEADY_RUNS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("fetchOffset.numRetries=0", {"fetchOffset.numRetries": "0"}),
+    ("defaults", {}),
+)
+
+
 def steady(spark: Any, cluster: RestartableCluster, args: argparse.Namespace, tmp: Path) -> None:
-    for label, options in (("fetchOffset.numRetries=0", {"fetchOffset.numRetries": "0"}), ("defaults", {})):
-        name = "ride_steady_" + ("none" if options else "default")
+    """Each setting twice, alternating (the first query also warms Spark up), every micro-batch
+    with rows pooled per setting."""
+    pooled: dict[str, dict[str, list[float]]] = {label: {} for label, _ in STEADY_RUNS}
+    for run in range(2 * len(STEADY_RUNS)):
+        label, options = STEADY_RUNS[run % len(STEADY_RUNS)]
+        name = f"ride_steady_{run}"
         query = start_query(spark, cluster.namesrv_addr, name, args.trigger_ms, tmp / name, **options)
         try:
             time.sleep(args.steady_s)
             if query.exception() is not None:
                 raise AssertionError(f"the query failed: {query.exception()}")
-            line = []
             for key in ("latestOffset", "triggerExecution"):
-                ms = sorted(durations(query, key))
-                if ms:
-                    p90 = ms[int(0.9 * (len(ms) - 1))]
-                    line.append(f"{key} median {statistics.median(ms):.0f} ms p90 {p90:.0f} ms")
-            print(
-                f"steady state, {label}: {len(list(durations(query, 'triggerExecution')))} batches; "
-                + "; ".join(line)
-            )
+                pooled[label].setdefault(key, []).extend(durations(query, key))
         finally:
             query.stop()
+    for label, by_key in pooled.items():
+        line = []
+        for key, values in by_key.items():
+            ms = sorted(values)
+            if ms:
+                p90 = ms[int(0.9 * (len(ms) - 1))]
+                line.append(f"{key} median {statistics.median(ms):.0f} ms p90 {p90:.0f} ms")
+        batches = len(by_key.get("triggerExecution", []))
+        print(f"steady state, {label}: {batches} batches; " + "; ".join(line))
 
 
 def main() -> None:
