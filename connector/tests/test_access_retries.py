@@ -7,6 +7,7 @@ counted on the client side, at MQClientAPI.invoke.
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -134,6 +135,8 @@ def test_a_spent_budget_names_what_where_how_long_and_the_options() -> None:
         assert part in text, text
     assert isinstance(err.__cause__, RemotingConnectError)
     assert isinstance(err, BrokerUnavailableError) and not err.retriable
+    copy = pickle.loads(pickle.dumps(err))
+    assert str(copy) == text and copy.attempts == 3 and not copy.retriable
 
 
 # -- against real processes ------------------------------------------------------------------

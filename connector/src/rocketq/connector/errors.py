@@ -74,6 +74,16 @@ class RetriesExhaustedError(BrokerUnavailableError):
         self.where = where
         self.attempts = attempts
         self.elapsed_s = elapsed_s
+        self.policy = policy
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # picklable (a task's error may cross processes): rebuilt from its parts, not its message
+        kwargs = {"attempts": self.attempts, "elapsed_s": self.elapsed_s, "policy": self.policy}
+        return (_rebuild_exhausted, (self.what, self.where, kwargs))
+
+
+def _rebuild_exhausted(what: str, where: str, kwargs: dict[str, object]) -> RetriesExhaustedError:
+    return RetriesExhaustedError(what, where, **kwargs)  # type: ignore[arg-type]
 
 
 class SinkError(ConnectorError):
