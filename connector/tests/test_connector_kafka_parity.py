@@ -153,10 +153,10 @@ def test_committed_needs_a_named_group() -> None:
     assert src(topic="t", group="g", startingOffsets="committed").starting.mode is StartMode.COMMITTED
 
 
-def test_streaming_traces_need_a_named_group() -> None:
-    refused("enableMsgTrace", "set 'group'", topic="t", enableMsgTrace="true")
+def test_traces_work_with_a_generated_group() -> None:
+    assert src(topic="t", enableMsgTrace="true").enable_msg_trace
     assert src(topic="t", group="g", enableMsgTrace="true").enable_msg_trace
-    assert src(True, topic="t", enableMsgTrace="true").enable_msg_trace  # one reader: one group
+    assert src(True, topic="t", enableMsgTrace="true").enable_msg_trace
 
 
 # -- TLS and ACL ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import pickle
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,3 +71,34 @@ def test_plan_covers_every_offset_once(spans: list[tuple[int, int]], max_parts: 
         list(reversed(ranges)), min_partitions=min_parts or None, max_partitions=max(max_parts, min_parts)
     )
     assert again == plan  # deterministic
+
+
+def test_partitions_carry_the_drivers_group_to_the_executors() -> None:
+    parts = plan_partitions([rng(0, 0, 10), rng(1, 0, 5)], min_partitions=None, max_partitions=1, group="g-1")
+    assert [p.group for p in parts] == ["g-1"]
+    assert pickle.loads(pickle.dumps(parts[0])).group == "g-1"
+    assert plan_partitions([rng(0, 0, 3)], min_partitions=None, max_partitions=None)[0].group is None
+
+
+def test_executor_reads_name_the_partitions_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark builds the executors' reader apart from the driver's: a generated group differs
+    there, and the pulls must name the driver's group the partition carries."""
+    from rocketq.connector import reader
+    from rocketq.connector.options import SourceOptions, parse_source_options
+
+    seen: list[str] = []
+
+    class Puller:
+        def __init__(self, access: object, opts: SourceOptions) -> None:
+            seen.append(opts.group)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(reader, "executor_access", lambda *a, **k: None)
+    monkeypatch.setattr(reader, "_Puller", Puller)
+    opts = parse_source_options({"nameServer": "127.0.0.1:1", "topic": "t"})
+    assert opts.group != "driver-group"
+    list(reader.read_partition(opts, RocketMQInputPartition((), "driver-group")))
+    list(reader.read_partition(opts, RocketMQInputPartition(())))
+    assert seen == ["driver-group", opts.group]

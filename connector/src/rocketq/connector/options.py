@@ -474,12 +474,6 @@ def _group(options: Mapping[str, str], starting: StartSpec, *, batch: bool | Non
             "'committed' reads the offsets a named consumer group committed: set 'group' (a query "
             "without one commits to a group generated for this run alone)",
         )
-    if batch is False and get_bool(options, "enableMsgTrace", False):
-        raise OptionError(
-            "enableMsgTrace",
-            "trace records name the consuming group: set 'group' (a streaming query without one "
-            "uses generated groups, which differ between the driver and the executors)",
-        )
     return generated_group(prefix), True
 
 

@@ -50,6 +50,9 @@ class RocketMQInputPartition(InputPartition):
     """One Spark task: a tuple of queue ranges read one after another."""
 
     ranges: tuple[QueueRange, ...]
+    #: the consumer group the driver planned with (a generated group is made once per query run on
+    #: the driver; Spark builds the executors' reader apart from it, so the group travels here)
+    group: str | None = None
 
     def __post_init__(self) -> None:
         # InputPartition.__init__(value) is not called by the dataclass; keep its attribute.
@@ -110,16 +113,20 @@ def _sort_key(r: QueueRange) -> tuple[str, str, int, int]:
 
 
 def plan_partitions(
-    ranges: Sequence[QueueRange], *, min_partitions: int | None, max_partitions: int | None
+    ranges: Sequence[QueueRange],
+    *,
+    min_partitions: int | None,
+    max_partitions: int | None,
+    group: str | None = None,
 ) -> list[RocketMQInputPartition]:
     """The input partitions of one micro-batch (empty ranges dropped; ``max_partitions=None``:
-    one partition per range)."""
+    one partition per range), each naming the consumer ``group`` its pulls use."""
     live = sorted((r for r in ranges if r.size > 0), key=_sort_key)
     if not live:
         return []
     if min_partitions:
         live = split_for_min_partitions(live, min_partitions)
     if max_partitions is None:
-        return [RocketMQInputPartition((r,)) for r in live]
+        return [RocketMQInputPartition((r,), group) for r in live]
     cap = max(max_partitions, min_partitions or 0)
-    return [RocketMQInputPartition(group) for group in group_ranges(live, cap)]
+    return [RocketMQInputPartition(members, group) for members in group_ranges(live, cap)]

@@ -24,6 +24,7 @@ the query restarted from its checkpoint), so nothing is skipped.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -193,7 +194,10 @@ def read_range(
 
 
 def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> Iterator[pa.RecordBatch]:
-    """``read()`` body shared by the stream and batch readers."""
+    """``read()`` body shared by the stream and batch readers.  Pulls and trace records name the
+    group the driver planned with (the partition's), not one generated for the executors' reader."""
+    if partition.group is not None and partition.group != opts.group:
+        opts = dataclasses.replace(opts, group=partition.group)
     puller = _Puller(executor_access(opts.name_server, opts.pull_timeout_ms, opts.client, opts.retry), opts)
     try:
         ranges = partition.ranges

@@ -162,7 +162,10 @@ class _DriverSide:
     ) -> list[RocketMQInputPartition]:
         o = self.opts
         return plan_partitions(
-            self.ranges(start, end), min_partitions=o.min_partitions, max_partitions=o.max_partitions
+            self.ranges(start, end),
+            min_partitions=o.min_partitions,
+            max_partitions=o.max_partitions,
+            group=o.group,
         )
 
 
