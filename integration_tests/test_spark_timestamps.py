@@ -72,6 +72,9 @@ def test_ending_timestamp_bounds_a_batch_read(spark_session: Any, cluster: Clust
     by_queue = f'{{"{topic}": {{"broker-a:0": {middle}}}}}'  # queue 1 not listed: read to latest
     want = {b for b in before | after if b in before or int(b.split(b"-")[1]) % QUEUES == 1}
     assert batch(spark_session, cluster, topic, endingOffsetsByTimestamp=by_queue) == want
+    # a start after the end is a mistake, not an empty read (as Kafka's batch queries)
+    with pytest.raises(PySparkException, match=r"starts at offset \d+, after its ending offset \d+"):
+        batch(spark_session, cluster, topic, startingTimestamp=str(middle), endingTimestamp="1")
 
 
 def test_starting_timestamp_in_the_future(spark_session: Any, cluster: Cluster, tmp_path: Path) -> None:

@@ -214,3 +214,13 @@ def test_ending_offsets_by_timestamp_per_queue_and_unlisted_at_latest() -> None:
     assert ends(broker, endingOffsetsByTimestamp='{"t": {"b:0": 15}}') == {0: 1, 1: 2}
     with pytest.raises(OptionError, match=r"'endingOffsetsByTimestamp'.*queue t/b:7 does not exist"):
         ends(broker, endingOffsetsByTimestamp='{"t": {"b:7": 15}}')
+
+
+def test_a_batch_start_after_its_end_is_refused() -> None:
+    from rocketq.client.remoting.vocabulary import MessageQueue
+    from rocketq.connector.source import check_start_before_end
+
+    q0, q1 = MessageQueue("t", "b", 0), MessageQueue("t", "b", 1)
+    check_start_before_end({q0: 3, q1: 5}, {q0: 3, q1: 9})  # empty and non-empty ranges are fine
+    with pytest.raises(OptionError, match=r"t/b:1 starts at offset 6, after its ending offset 5"):
+        check_start_before_end({q0: 0, q1: 6}, {q0: 3, q1: 5})

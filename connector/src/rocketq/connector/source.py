@@ -169,6 +169,20 @@ class _DriverSide:
         )
 
 
+def check_start_before_end(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> None:
+    """A batch read whose start lies after its end for some queue is a mistake (as Kafka's
+    "beginning offset is after the ending offset"), not an empty result."""
+    for queue, until in end.items():
+        begin = start.get(queue)
+        if begin is not None and begin > until:
+            raise OptionError(
+                "startingOffsets",
+                f"queue {queue_text(queue)} starts at offset {begin}, after its ending offset {until}: "
+                "give a start (startingOffsets, startingOffsetsByTimestamp, startingTimestamp) at or "
+                "before the end (endingOffsets, endingOffsetsByTimestamp, endingTimestamp)",
+            )
+
+
 class RocketMQBatchReader(_DriverSide, DataSourceReader):
     """``spark.read.format("rocketmq")``: from startingOffsets (earliest) to endingOffsets (latest)."""
 
@@ -179,6 +193,7 @@ class RocketMQBatchReader(_DriverSide, DataSourceReader):
         queues = self.discover(missing_ok=False)
         start = resolve_start(self.access, self.opts, self.opts.starting, queues)
         end = resolve_end(self.access, self.opts, self.opts.ending, queues)
+        check_start_before_end(start, end)
         # Spark replaces an empty list by InputPartition(None); an empty partition reads nothing
         return self.plan(start, end) or [RocketMQInputPartition(())]
 
@@ -253,6 +268,7 @@ class RocketMQPushdownReader(RocketMQBatchReader):
         every = self.discover(missing_ok=False)
         start = resolve_start(self.access, self.opts, self.opts.starting, every)
         end = resolve_end(self.access, self.opts, self.opts.ending, every)
+        check_start_before_end(start, end)
         queues = {q: a for q, a in every.items() if self.scan.keeps_queue(q)}
         begins, ends = narrow_ranges(self.access, self.scan, queues, start, end)
         # Spark replaces an empty list by InputPartition(None); an empty partition reads nothing
