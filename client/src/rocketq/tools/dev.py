@@ -167,7 +167,11 @@ DEV_CONTROLLER_BROKER_CONF: dict[str, object] = {
     "brokerHeartbeatInterval": 1000,
     "controllerHeartBeatTimeoutMills": 3000,
 }
-DEV_CONTROLLER_CONF: dict[str, object] = {"scanNotActiveBrokerInterval": 1000}
+DEV_CONTROLLER_CONF: dict[str, object] = {
+    "scanNotActiveBrokerInterval": 1000,
+    # as the brokers: a controller elects nobody for this long after it starts (its start-up window)
+    "controllerHeartBeatTimeoutMills": 3000,
+}
 _MASTER_WAIT_S = 60.0
 
 
