@@ -37,12 +37,12 @@ from rocketq.client.producer.transaction_batch import end_transaction_batch_bloc
 from rocketq.client.remoting.batch import encode_batch
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.client.testing import (
     FAST_FAILOVER_BROKER_CONF,
     ControllerGroup,
     pull_header,
+    send_header,
     wait_for,
 )
 
@@ -74,11 +74,9 @@ def create_topic(c: Cluster, master_addr: str) -> None:
     with Admin(c.namesrv.addr) as admin:
         admin.create_topic(TOPIC, broker_addr=master_addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     for slot in range(3):
-        wait_for(functools.partial(knows_topic, c, slot), f"broker {slot} to know {TOPIC}", WAIT_S)
-
-
-def knows_topic(c: Cluster, slot: int) -> bool:
-    return pull(c, c.addr(slot), 0, 0) is not None
+        wait_for(
+            functools.partial(c.knows_topic, c.addr(slot), TOPIC), f"broker {slot} to know {TOPIC}", WAIT_S
+        )
 
 
 def pull(c: Cluster, addr: str, queue_id: int, offset: int) -> list[MessageExt] | None:
@@ -111,16 +109,7 @@ def send_ok(producer: Producer, body: bytes, attempts: int = 60) -> str:
 
 def raw_send(c: Cluster, addr: str, body: bytes, timeout_ms: int = 10_000) -> RemotingCommand | None:
     """A SEND_MESSAGE_V2 addressed to ``addr`` itself (no route, no retry); None on no answer."""
-    header = SendMessageRequestHeaderV2(
-        producer_group="failover-raw",
-        topic=TOPIC,
-        default_topic="TBW102",
-        default_topic_queue_nums=QUEUES,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-    )
+    header = send_header(TOPIC, default_topic_queue_nums=QUEUES, producer_group="failover-raw")
     cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), body)
     try:
         return c.api.run(c.api.api.invoke(addr, cmd, timeout_ms), timeout_ms / 1000 + 5)

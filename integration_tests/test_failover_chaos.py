@@ -54,7 +54,6 @@ from rocketq.client import testing
 from rocketq.client.admin import Admin
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from rocketq.client.errors import RocketQError
 from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.producer.selector import SelectMessageQueueByHash
@@ -201,14 +200,6 @@ def cluster(tmp_path: Path) -> Iterator[ControllerGroup]:
 def check_header(queue_id: int, offset: int) -> PullMessageRequestHeader:
     """A direct pull of the topic's queue from ``offset``, as the checks read it."""
     return pull_header(TOPIC, queue_id, offset, group="chaos-check", max_msg_nums=4000)
-
-
-def knows_topic(c: Cluster, addr: str) -> bool:
-    try:
-        c.api.pull_message(addr, check_header(0, 0), 3000)
-    except (RocketQError, TimeoutError):
-        return False
-    return True
 
 
 def read_queues(c: Cluster, addr: str) -> dict[tuple[int, int], MessageExt]:
@@ -395,7 +386,7 @@ def test_failover_chaos(cluster: Cluster) -> None:
     with Admin(c.namesrv.addr) as admin:
         admin.create_topic(TOPIC, broker_addr=first, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     for slot in range(3):
-        wait_for(functools.partial(knows_topic, c, c.addr(slot)), f"broker {slot} to know the topic")
+        wait_for(functools.partial(c.knows_topic, c.addr(slot), TOPIC), f"broker {slot} to know the topic")
     print(
         f"\nfailover chaos: {ROUNDS} rounds, seed {SEED}; "
         f"brokerHeartbeatInterval={HEARTBEAT_INTERVAL_MS} controllerHeartBeatTimeoutMills="
@@ -442,7 +433,7 @@ def test_unconfirmed_messages_are_not_readable(cluster: Cluster) -> None:
         admin.create_topic(TOPIC, broker_addr=addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     slave_addrs = [c.addr(s) for s in range(3) if c.addr(s) != addr]
     for a in (addr, *slave_addrs):
-        wait_for(lambda a=a: knows_topic(c, a), f"{a} to know the topic")  # type: ignore[misc]
+        wait_for(functools.partial(c.knows_topic, a, TOPIC), f"{a} to know the topic")
     running, stopped = slave_addrs[0], c.broker(c.slot_of(slave_addrs[1]))
     producer = Producer(
         c.namesrv.addr, producer_group="pg-unconfirmed", send_msg_timeout_ms=5000, client=FAST

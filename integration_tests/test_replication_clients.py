@@ -14,7 +14,6 @@ import functools
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -34,14 +33,13 @@ from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.headers import PullMessageRequestHeader
-from rocketq.client.remoting.vocabulary import ExpressionType, PullSysFlag
 from rocketq.client.testing import (
-    ProcessOutput,
     ServerProcess,
     create_topic,
+    pull_header,
     spawn_broker,
     spawn_namesrv,
+    start_rocketq_dev,
     wait_for,
 )
 from rocketq.client.transport.blocking import BlockingRemotingClient
@@ -113,11 +111,7 @@ class Group:
 
 
 def _serves(api: BlockingMQClientAPI, addr: str, topic: str) -> bool:
-    header = PullMessageRequestHeader(
-        consumer_group="probe", topic=topic, queue_id=0, queue_offset=0, max_msg_nums=1,
-        sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0, suspend_timeout_millis=0,
-        subscription="*", sub_version=0, expression_type=ExpressionType.TAG,
-    )  # fmt: skip
+    header = pull_header(topic, 0, 0, group="probe", max_msg_nums=1)
     try:
         api.pull_message(addr, header, 3000)
     except TopicNotExistError:
@@ -388,27 +382,9 @@ def test_spark_executor_pull_planned_on_a_hung_master_is_served_by_the_slave(gro
 
 
 def test_dev_starts_a_slave_per_master(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rocketq.tools.dev",
-            "dev",
-            "--slaves",
-            "1",
-            "--broker-role",
-            "SYNC_MASTER",
-            "--enable-property-filter",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=str(tmp_path),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
+    proc, out = start_rocketq_dev(
+        "--slaves", "1", "--broker-role", "SYNC_MASTER", "--enable-property-filter", cwd=tmp_path
     )
-    assert proc.stdout is not None
-    out = ProcessOutput(proc.stdout)
     try:
         out.values({"SLAVE_ADDRS"}, 90)
         text = out.text()

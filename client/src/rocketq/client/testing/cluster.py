@@ -37,6 +37,7 @@ from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.controller import ControllerMetadata, ReplicasInfo
 from rocketq.client.remoting.lenient_json import loads
+from rocketq.client.testing.messaging import pull_header
 from rocketq.client.testing.wait import wait_for
 
 __all__ = [
@@ -164,6 +165,17 @@ class ControllerGroup:
             return {}
         obj = loads(response.body) if response.code == ResponseCode.SUCCESS else {}
         return obj if isinstance(obj, dict) else {}
+
+    def knows_topic(self, addr: str, topic: str) -> bool:
+        """Whether the broker at ``addr`` answers a pull of ``topic``'s queue 0 (a broker that does
+        not know the topic, or does not answer, refuses it)."""
+        try:
+            self.api.pull_message(
+                addr, pull_header(topic, 0, 0, group="knows-topic-check", max_msg_nums=1), 3000
+            )
+        except (RocketQError, TimeoutError):
+            return False
+        return True
 
     def routed_master(self) -> str | None:
         """The master address the NameServer lists for the group, None when it lists none."""
