@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from rocketq.client.config import ClientConfig
-from rocketq.client.remoting.vocabulary import ExpressionType, MessageQueue
+from rocketq.client.remoting.vocabulary import MAX_GROUP_LENGTH, ExpressionType, MessageQueue
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import parse_queue_key
 from rocketq.connector.option_positions import EndSpec, StartMode, StartSpec, parse_ending, parse_starting
@@ -118,7 +118,6 @@ SOURCE_KEYS = SOURCE_KEYS | KAFKA_SOURCE_KEYS
 SOURCE_KEYS = SOURCE_KEYS | RETRY_OPTION_KEYS  # fetchOffset.numRetries, fetchOffset.retryIntervalMs
 #: ``groupIdPrefix``: the generated group of a query without ``group`` is ``<prefix>-<32 hex digits>``
 DEFAULT_GROUP_ID_PREFIX = "spark-rocketmq-source"
-MAX_GROUP_LENGTH = 255
 #: the options naming what a source reads; exactly one of them is given
 _WHAT_TO_READ = ("topic", "subscribe", "topicPattern", "subscribePattern", "assign")
 
