@@ -28,7 +28,15 @@ from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.testing import ServerProcess, free_port, spawn_broker, spawn_namesrv, wait_for
+from rocketq.client.testing import (
+    ServerProcess,
+    broker_store_dir,
+    free_port,
+    ha_max_offset,
+    spawn_broker,
+    spawn_namesrv,
+    wait_for,
+)
 from rocketq.client.transport.blocking import BlockingRemotingClient
 
 SEGMENT = 1 << 20  # small CommitLog segments so that a load crosses segment ends
@@ -67,7 +75,7 @@ def _slave(tmp: Path, ns: ServerProcess, broker_id: int = 1, **extra: Any) -> Se
 
 
 def _commit_log(tmp: Path, broker_id: int) -> Path:
-    return tmp / f"store-broker-r-{broker_id}" / "commitlog"
+    return broker_store_dir(tmp, "broker-r", broker_id) / "commitlog"
 
 
 def _invoke(addr: str, code: int) -> RemotingCommand:
@@ -93,10 +101,7 @@ def _runtime_info(addr: str) -> dict[str, str]:
 
 
 def _max_offset(addr: str) -> int:
-    status = _ha_status(addr)
-    if status["master"]:
-        return int(status["masterCommitLogMaxOffset"])
-    return int(status["haClientRuntimeInfo"]["maxOffset"])
+    return ha_max_offset(_ha_status(addr))
 
 
 def _assert_identical(tmp: Path, master: ServerProcess, slave: ServerProcess, slave_id: int = 1) -> None:

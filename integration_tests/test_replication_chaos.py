@@ -40,6 +40,7 @@ from rocketq.client.model import Message, PullStatus, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.testing import (
     ServerProcess,
+    broker_store_dir,
     free_port,
     pull_header,
     spawn_broker,
@@ -264,7 +265,7 @@ def test_master_sigkill_rounds_lose_no_acknowledged_message(group: Group) -> Non
 
 
 def _commit_log(tmp: Path, broker_id: int) -> Path:
-    return tmp / f"store-{BROKER}-{broker_id}" / "commitlog"
+    return broker_store_dir(tmp, BROKER, broker_id) / "commitlog"
 
 
 def _assert_identical_commit_logs(tmp: Path, upto: int) -> None:

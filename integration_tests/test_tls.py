@@ -33,6 +33,7 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
+    ha_max_offset,
     produce_and_consume,
     spawn_broker,
     spawn_namesrv,
@@ -244,10 +245,7 @@ def _invoke_tls(addr: str, pki: Pki, code: int) -> RemotingCommand:
 
 
 def _max_offset(addr: str, pki: Pki) -> int:
-    status = json.loads(_invoke_tls(addr, pki, RequestCode.GET_BROKER_HA_STATUS).body or b"{}")
-    if status["master"]:
-        return int(status["masterCommitLogMaxOffset"])
-    return int(status["haClientRuntimeInfo"]["maxOffset"])
+    return ha_max_offset(json.loads(_invoke_tls(addr, pki, RequestCode.GET_BROKER_HA_STATUS).body or b"{}"))
 
 
 def test_replication_over_tls_is_byte_identical(tmp_path: Path, pki: Pki) -> None:

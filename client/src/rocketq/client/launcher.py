@@ -46,6 +46,7 @@ __all__ = [
     "ServerProcess",
     "ServerStartError",
     "broker_conf_text",
+    "broker_store_dir",
     "controller_conf_text",
     "free_port",
     "local_cluster",
@@ -355,6 +356,11 @@ def spawn_broker(
     return _spawn_broker(tmp_path, namesrv_addr, broker_conf, env, timeout_s, extra_args, python_args)
 
 
+def broker_store_dir(tmp_path: Path | str, broker_name: str = "broker-a", broker_id: int | str = 0) -> Path:
+    """The store directory :func:`spawn_broker` gives a broker in ``tmp_path``."""
+    return Path(tmp_path) / f"store-{broker_name}-{broker_id}"
+
+
 def _spawn_broker(
     tmp_path: Path | str,
     namesrv_addr: str,
@@ -368,7 +374,7 @@ def _spawn_broker(
     tmp.mkdir(parents=True, exist_ok=True)
     name = str(broker_conf.get("brokerName", "broker-a"))
     broker_id = str(broker_conf.get("brokerId", 0))
-    store_dir = tmp / f"store-{name}-{broker_id}"
+    store_dir = broker_store_dir(tmp, name, broker_id)
     conf_path = tmp / f"broker-{name}-{broker_id}.conf"
     conf_path.write_text(broker_conf_text(namesrv_addr, store_dir, **broker_conf), encoding="utf-8")
     args = [*python_args, "-m", "rocketq.broker", "-c", str(conf_path), *extra_args]

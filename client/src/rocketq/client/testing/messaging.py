@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from rocketq.client.admin import Admin
 from rocketq.client.api import BlockingMQClientAPI
@@ -33,6 +34,7 @@ from rocketq.client.testing.wait import DEFAULT_WAIT_S, wait_for
 __all__ = [
     "create_topic",
     "drain",
+    "ha_max_offset",
     "has_route",
     "produce_and_consume",
     "pull_header",
@@ -227,3 +229,11 @@ def read_topic(
                 )  # fmt: skip
                 out.extend(batch)
         return out
+
+
+def ha_max_offset(status: Mapping[str, Any]) -> int:
+    """A broker's CommitLog max offset from its GET_BROKER_HA_STATUS answer: the master's own, a
+    slave's as its HA client reports it."""
+    if status["master"]:
+        return int(status["masterCommitLogMaxOffset"])
+    return int(status["haClientRuntimeInfo"]["maxOffset"])
