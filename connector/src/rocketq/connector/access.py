@@ -149,15 +149,16 @@ class BrokerAccess:
                 "registered with the NameServer yet)"
             ) from exc
         except RocketQError as exc:
-            if not self.started:
-                raise OptionError(
-                    "nameServer", f"cannot get the route of {topic!r} from {ns}: {exc}"
-                ) from exc
-            raise NameServerUnavailableError(
-                f"cannot get the route of {topic!r} from {ns}: {exc}", retriable=is_retriable(exc)
-            ) from exc
+            raise self._name_server_failure(f"cannot get the route of {topic!r} from {ns}", exc) from exc
         self.started = True
         return route
+
+    def _name_server_failure(self, what: str, exc: RocketQError) -> OptionError | NameServerUnavailableError:
+        """A NameServer request that failed: an option error before the query first reached the
+        NameServer, a (possibly retriable) unavailability afterwards."""
+        if not self.started:
+            return OptionError("nameServer", f"{what}: {exc}")
+        return NameServerUnavailableError(f"{what}: {exc}", retriable=is_retriable(exc))
 
     def route(self, topic: str, *, missing_ok: bool = False) -> TopicRouteData | None:
         """The route of ``topic`` (None when it has none and ``missing_ok``)."""
@@ -281,13 +282,7 @@ class BrokerAccess:
             try:
                 listed = self.api.get_all_topic_list(self.timeout_ms)
             except RocketQError as exc:
-                if not self.started:
-                    raise OptionError(
-                        "nameServer", f"cannot list topics on {self.name_server}: {exc}"
-                    ) from exc
-                raise NameServerUnavailableError(
-                    f"cannot list topics on {self.name_server}: {exc}", retriable=is_retriable(exc)
-                ) from exc
+                raise self._name_server_failure(f"cannot list topics on {self.name_server}", exc) from exc
             self.started = True
             return listed
 
