@@ -128,6 +128,19 @@ BROKER: Sections = [
         },
     ),
     (
+        "Timer messages and recall (docs/rocketmq5.md)",
+        {
+            "timerWheelEnable": "accept timer messages (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,"
+            " `TIMER_DELAY_MS`)",
+            "timerPrecisionMs": "ms per wheel slot, snapped down to 100, 200, 500 or 1000",
+            "timerMaxDelaySec": "longest delay a timer message may ask for, in seconds",
+            "timerRollWindowSlot": "slots ahead the wheel holds; longer delays are parked and rolled",
+            "mappedFileSizeTimerLog": "bytes per timerlog segment",
+            "timerFlushIntervalMs": "ms between flushes of the timer files and config/timercheck",
+            "recallMessageEnable": "answer RECALL_MESSAGE (false: NO_PERMISSION)",
+        },
+    ),
+    (
         "Slave reads and metadata",
         {
             "slaveReadEnable": "pull responses may suggest a slave to lagging consumers",

@@ -108,6 +108,14 @@ class BrokerConfig:
     reject_transaction_message: bool = False
     transaction_batch_max_messages: int = 100_000
     transaction_batch_max_bytes: int = 64 * 1024 * 1024
+    # timer messages and recall (RocketMQ 5's timer keys and recallMessageEnable; docs/rocketmq5.md)
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1_000
+    timer_max_delay_sec: int = 259_200
+    timer_roll_window_slot: int = 172_800
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    timer_flush_interval_ms: int = 1_000
+    recall_message_enable: bool = False
     # slave duties and slave reads (docs/replication.md "Slave metadata and reads")
     access_message_in_memory_max_ratio_percent: int = 40
     offset_check_in_slave: bool = False
@@ -177,6 +185,11 @@ class BrokerConfig:
             ("transactionBatchMaxMessages", self.transaction_batch_max_messages),
             ("transactionBatchMaxBytes", self.transaction_batch_max_bytes),
             ("slaveSyncInterval", self.slave_sync_interval_ms),
+            ("timerPrecisionMs", self.timer_precision_ms),
+            ("timerMaxDelaySec", self.timer_max_delay_sec),
+            ("timerRollWindowSlot", self.timer_roll_window_slot),
+            ("mappedFileSizeTimerLog", self.mapped_file_size_timer_log),
+            ("timerFlushIntervalMs", self.timer_flush_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
         _check(

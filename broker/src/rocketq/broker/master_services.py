@@ -15,6 +15,9 @@ import logging
 from rocketq.broker.broker_to_client import Broker2Client
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.schedule.service import ScheduleMessageService
+from rocketq.broker.timer.config import timer_config_of
+from rocketq.broker.timer.service import TimerMessageService
+from rocketq.broker.timer.store import TimerMessageStore
 from rocketq.broker.topic_manager import TRANS_CHECK_MAX_TIME_TOPIC
 from rocketq.broker.transaction.check_service import TransactionCheckService
 from rocketq.broker.transaction.config import TransactionConfig
@@ -34,6 +37,7 @@ class MasterServices:
         self._config_dir = config_dir
         self._to_client = to_client
         self._txn_checker: TransactionCheckService | None = None
+        self.timer: TimerMessageService | None = None
 
     async def start(self) -> None:
         """Start delayed delivery, rebuild the half-message state and start the check-back thread."""
@@ -45,7 +49,18 @@ class MasterServices:
             flush_interval_ms=ctx.config.flush_delay_offset_interval_ms,
         )
         await asyncio.to_thread(schedule.start)
+        await self._start_timer()
         await self._start_transactions()
+
+    async def _start_timer(self) -> None:
+        """Timer messages (docs/rocketmq5.md): recover the wheel from config/timercheck and deliver."""
+        ctx = self._ctx
+        timer = timer_config_of(ctx.config)
+        if not timer.wheel_enable:
+            return
+        root = ctx.store.config.store_path_root_dir
+        self.timer = TimerMessageService(TimerMessageStore(ctx.store, timer, root))
+        await asyncio.to_thread(self.timer.start)
 
     async def _start_transactions(self) -> None:
         ctx = self._ctx
@@ -88,6 +103,12 @@ class MasterServices:
     async def stop_schedule(self) -> None:
         """Stop delayed delivery and persist its offsets (a failure to persist is logged)."""
         schedule, self._ctx.schedule = self._ctx.schedule, None
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            try:
+                await asyncio.to_thread(timer.shutdown)
+            except Exception:
+                log.exception("cannot flush the timer wheel")
         if schedule is not None:
             try:
                 await asyncio.to_thread(schedule.shutdown)

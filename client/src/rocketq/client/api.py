@@ -250,7 +250,16 @@ class MQClientAPI:
             transaction_id=rh.transaction_id,
             region_id=rh.msg_region,
             trace_on=rh.trace_on is not False,
+            recall_handle=rh.recall_handle,
         )
+
+    async def recall_message(
+        self, addr: str, header: h.RecallMessageRequestHeader, timeout_ms: int | None = None
+    ) -> str:
+        """RECALL_MESSAGE (370): cancel a timer message; the recalled message's id."""
+        cmd = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_ext_fields())
+        response = self.check(await self.invoke(addr, cmd, timeout_ms), addr)
+        return h.RecallMessageResponseHeader.from_ext_fields(response.ext_fields).msg_id
 
     async def end_transaction(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cached_property
 
 from rocketq.client.errors import ClientError
@@ -66,6 +67,10 @@ class Message:
     ``keys`` are business keys (indexed by the broker for ``queryMsgByKey``); ``tags`` is the one
     tag consumers filter on; ``delay_time_level`` 1..18 delays delivery (1s ... 2h);
     ``sharding_key`` is the default argument of the hash selector for ordered sends.
+    ``deliver_at`` (epoch ms or an aware/naive-local ``datetime``) or ``delay`` (seconds or a
+    ``timedelta``) make a timer message (RocketMQ 5: ``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` for
+    whole seconds, else ``TIMER_DELAY_MS``); the broker delivers it at that time, to a precision of
+    its ``timerPrecisionMs``, and answers a ``SendResult.recall_handle``.
     ``properties`` (user properties) is a dict made on first access: a message without any
     allocates none.  An application sending in bulk builds many messages, and a dict each made
     CPython's collector run over the whole heap every few thousand of them.
@@ -74,7 +79,9 @@ class Message:
     __slots__ = (
         "_properties",
         "body",
+        "delay",
         "delay_time_level",
+        "deliver_at",
         "flag",
         "keys",
         "sharding_key",
@@ -91,6 +98,8 @@ class Message:
     delay_time_level: int
     wait_store_msg_ok: bool
     sharding_key: str | None
+    deliver_at: int | datetime | None
+    delay: float | timedelta | None
     properties: dict[str, str]  # a property over the ``_properties`` slot (set below the class)
 
     def __init__(
@@ -104,6 +113,8 @@ class Message:
         wait_store_msg_ok: bool = True,
         sharding_key: str | None = None,
         properties: dict[str, str] | None = None,
+        deliver_at: int | datetime | None = None,
+        delay: float | timedelta | None = None,
     ) -> None:
         # (the usual message, bytes and no delay, takes two comparisons: bulk sends build many)
         if type(body) is not bytes:
@@ -123,6 +134,10 @@ class Message:
         self.wait_store_msg_ok = wait_store_msg_ok
         self.sharding_key = sharding_key
         self._properties = properties
+        self.deliver_at = deliver_at
+        self.delay = delay
+        if deliver_at is not None or delay is not None:
+            timer_properties(deliver_at, delay, delay_time_level)  # validates
 
     @property
     def has_user_properties(self) -> bool:
@@ -157,7 +172,45 @@ class Message:
         if self.sharding_key:
             props[MessageConst.SHARDING_KEY] = self.sharding_key
         props[MessageConst.WAIT_STORE_MSG_OK] = "true" if self.wait_store_msg_ok else "false"
+        if self.deliver_at is not None or self.delay is not None:
+            props.update(timer_properties(self.deliver_at, self.delay, self.delay_time_level))
         return props
+
+
+def timer_properties(
+    deliver_at: int | datetime | None, delay: float | timedelta | None, delay_time_level: int = 0
+) -> dict[str, str]:
+    """The timer property of a delivery time or a delay (Java's ``setDeliverTimeMs``,
+    ``setDelayTimeSec`` and ``setDelayTimeMs``); ClientError when both are given, with a delay
+    level, or negative."""
+    if deliver_at is not None and delay is not None:
+        raise ClientError("give either deliver_at or delay, not both")
+    if delay_time_level > 0:
+        raise ClientError(
+            "delay_time_level and deliver_at/delay exclude each other (the broker would keep the level)"
+        )
+    if deliver_at is not None:
+        if isinstance(deliver_at, datetime):
+            ms = int(deliver_at.timestamp() * 1000)
+        elif isinstance(deliver_at, int) and not isinstance(deliver_at, bool):
+            ms = deliver_at
+        else:
+            raise ClientError(f"deliver_at must be epoch milliseconds or a datetime, got {deliver_at!r}")
+        if ms < 0:
+            raise ClientError(f"deliver_at must not be negative, got {ms}")
+        return {MessageConst.TIMER_DELIVER_MS: str(ms)}
+    assert delay is not None
+    if isinstance(delay, timedelta):
+        delay_ms = round(delay.total_seconds() * 1000)
+    elif isinstance(delay, (int, float)) and not isinstance(delay, bool):
+        delay_ms = round(delay * 1000)
+    else:
+        raise ClientError(f"delay must be seconds or a timedelta, got {delay!r}")
+    if delay_ms < 0:
+        raise ClientError(f"delay must not be negative, got {delay!r}")
+    if delay_ms % 1000 == 0:
+        return {MessageConst.TIMER_DELAY_SEC: str(delay_ms // 1000)}
+    return {MessageConst.TIMER_DELAY_MS: str(delay_ms)}
 
 
 def _get_properties(msg: Message) -> dict[str, str]:
@@ -197,6 +250,8 @@ class SendResult:
     transaction_id: str | None = None
     region_id: str | None = None
     trace_on: bool = True
+    #: a timer message's handle for ``producer.recall(topic, handle)`` (RocketMQ 5.3.2 brokers)
+    recall_handle: str | None = None
 
 
 class LocalTransactionState(enum.Enum):

@@ -37,6 +37,7 @@ from rocketq.broker.processor.send_checks import FAQ, check_send, check_sizes
 from rocketq.broker.processor.send_put import SendPutter
 from rocketq.broker.schedule.delay import apply_delay_level
 from rocketq.broker.store.record_batch import MessageBatchToStore, MessageToStore
+from rocketq.broker.timer.send_hook import recall_ext, route_for_send
 from rocketq.broker.topic_manager import RETRY_GROUP_TOPIC_PREFIX
 from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC
 from rocketq.broker.transaction.ranged import check_half_batch, half_properties
@@ -126,7 +127,8 @@ class SendMessageProcessor:
             born_timestamps=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
         )
-        return await self._put_batch(request, batch, queue_id=queue_id, topic=header.topic)
+        ext = recall_ext(self.ctx.config, request.code, topic, properties)  # timer messages
+        return await self._put_batch(request, batch, queue_id=queue_id, ext=ext, topic=header.topic)
 
     def _route(
         self,
@@ -154,6 +156,10 @@ class SendMessageProcessor:
                 return topic, queue_id, encode_properties(props)
         if not delay:
             return topic, queue_id, properties
+        timed = route_for_send(self.ctx.config, request, topic, queue_id, properties)  # timer messages
+        if isinstance(timed, RemotingCommand) or timed[0] != topic:
+            return timed
+        topic, queue_id, properties = timed
         return apply_delay_level(topic, queue_id, properties, len(self.ctx.delay_levels_ms))
 
     def _hosts(self, header: SendMessageRequestHeader, channel: Channel) -> tuple[int, tuple[str, int]]:

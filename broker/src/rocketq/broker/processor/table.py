@@ -20,6 +20,7 @@ from rocketq.broker.processor.offsets import OffsetQueryProcessor
 from rocketq.broker.processor.pull import PullMessageProcessor
 from rocketq.broker.processor.query import QueryMessageProcessor
 from rocketq.broker.processor.rebalance import RebalanceProcessor
+from rocketq.broker.processor.recall import RecallMessageProcessor
 from rocketq.broker.processor.send import SendMessageProcessor
 from rocketq.broker.processor.send_back import SendMessageBackProcessor
 from rocketq.broker.processor.stats import StatsProcessor
@@ -88,6 +89,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.LOCK_BATCH_MQ: rebalance.lock_batch_mq,
         rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,
         rc.GET_BROKER_HA_STATUS: _get_broker_ha_status(ctx, replication),
+        rc.RECALL_MESSAGE: RecallMessageProcessor(ctx).process,
     }
     for code in SLAVE_REFUSED_CODES:
         table[code] = _slave_refuses(ctx, table[code])

@@ -99,6 +99,7 @@ class Producer:
     # The blocking twins of AsyncProducer's methods: same parameters, same docstrings.
     send = blocking_method(AsyncProducer.send, "_producer")
     send_oneway = blocking_method(AsyncProducer.send_oneway, "_producer")
+    recall = blocking_method(AsyncProducer.recall, "_producer")
     send_batch = blocking_method(AsyncProducer.send_batch, "_producer")
     send_encoded_batch = blocking_method(AsyncProducer.send_encoded_batch, "_producer")
     fetch_publish_message_queues = blocking_method(AsyncProducer.fetch_publish_message_queues, "_producer")

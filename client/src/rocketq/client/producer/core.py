@@ -35,6 +35,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from rocketq.client.config import ProducerConfig
@@ -53,8 +54,10 @@ from rocketq.client.producer.request import WAIT_STORE_OK, check_topic, prepare_
 from rocketq.client.producer.routes import PublishRoutes, QueueState, queue_unavailable_error
 from rocketq.client.producer.selector import MessageQueueSelector
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import RecallMessageRequestHeader
 from rocketq.client.remoting.message import SysFlag
 from rocketq.client.remoting.msgid import UniqKeyGenerator
+from rocketq.client.remoting.recall_handle import RecallHandleError, decode_recall_handle
 from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import (
     MASTER_ID,
@@ -200,8 +203,13 @@ class AsyncProducer:
         selector: MessageQueueSelector | None = None,
         arg: Any = None,
         timeout_ms: int | None = None,
+        deliver_at: int | datetime | None = None,
+        delay: float | timedelta | None = None,
     ) -> SendResult:
-        """Send and wait for the broker's answer.  ``queue`` or ``selector`` fix the queue."""
+        """Send and wait for the broker's answer.  ``queue`` or ``selector`` fix the queue.
+        ``deliver_at``/``delay`` send ``msg`` as a timer message (see :class:`Message`)."""
+        if deliver_at is not None or delay is not None:
+            msg = dataclasses.replace(msg, deliver_at=deliver_at, delay=delay)
         return await self._send_routed(
             msg, queue, selector, arg, timeout_ms, self.config.retry_times_when_send_failed
         )
@@ -229,6 +237,28 @@ class AsyncProducer:
         if on_success is not None or on_exception is not None:
             task.add_done_callback(lambda t: _dispatch(t, on_success, on_exception))
         return task
+
+    async def recall(self, topic: str, recall_handle: str, *, timeout_ms: int | None = None) -> str:
+        """Cancel a timer message not yet delivered (RECALL_MESSAGE, RocketMQ 5.3.2): ``recall_handle``
+        is its ``SendResult.recall_handle``.  Returns the message id.  ClientError when the handle
+        is not one; MQBrokerError with the broker's answer otherwise (NO_PERMISSION while the broker
+        runs with ``recallMessageEnable=false``, ILLEGAL_OPERATION when the message is due or past)."""
+        self.check_running()
+        try:
+            handle = decode_recall_handle(recall_handle)
+        except RecallHandleError:
+            raise MQClientError(
+                f"{recall_handle!r} is not a recall handle (use SendResult.recall_handle)"
+            ) from None
+        addr = await self.instance.find_master_addr_or_refresh(handle.broker_name, topic)
+        header = RecallMessageRequestHeader(
+            producer_group=self.group,
+            topic=topic,
+            recall_handle=recall_handle,
+            broker_name=handle.broker_name,
+        )
+        timeout = timeout_ms if timeout_ms is not None else self.config.send_msg_timeout_ms
+        return await self.instance.api.recall_message(addr, header, timeout)
 
     async def send_oneway(
         self,

@@ -231,6 +231,21 @@ class SendMessageResponseHeader(CommandHeader):
     trace_on: bool | None = jbool("TRACE_ON", default=None)
 
 
+@command_header
+class RecallMessageRequestHeader(CommandHeader):
+    """RECALL_MESSAGE (370, RocketMQ 5.3.2): cancel a timer message by the handle its send answered."""
+
+    producer_group: str | None = jstr("producerGroup", default=None)
+    topic: str = jstr("topic")
+    recall_handle: str = jstr("recallHandle")
+    broker_name: str | None = jstr("brokerName", default=None)
+
+
+@command_header
+class RecallMessageResponseHeader(CommandHeader):
+    msg_id: str = jstr("msgId")
+
+
 # --------------------------------------------------------------------------- pull and offsets
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "SUB_ALL",
     "SYSTEM_GROUPS",
     "SYSTEM_TOPIC_PREFIX",
+    "TIMER_TOPIC",
     "TOOLS_CONSUMER_GROUP",
     "TRACE_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
@@ -140,6 +141,8 @@ TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+#: ``TimerMessageStore.TIMER_TOPIC``: timer messages wait here (queue 0) until they are due.
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 #: Topics starting with this (any case) are system topics too (``TopicValidator.isSystemTopic``).
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"

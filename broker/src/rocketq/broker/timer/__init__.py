@@ -1,0 +1,1 @@
+"""Timer messages (RocketMQ 5): the send-path rewrite, the timer wheel, its log and checkpoint, delivery."""
