@@ -1,4 +1,5 @@
-"""Consumers: lite pull (assign/subscribe, seek, poll, commit) and push (listeners), asyncio and blocking."""
+"""Consumers: lite pull (assign/subscribe, seek, poll, commit), push (listeners) and simple (POP:
+receive, ack, change invisible duration), asyncio and blocking."""
 
 from rocketq.client.config import AllocateStrategy, ConsumeFromWhere, ConsumerConfig, MessageModel
 from rocketq.client.consumer.allocate import (
@@ -14,7 +15,9 @@ from rocketq.client.consumer.listener import (
     ConsumeOrderlyStatus,
 )
 from rocketq.client.consumer.lite_pull import AsyncLitePullConsumer
+from rocketq.client.consumer.pop_rpc import PopNotSupportedError
 from rocketq.client.consumer.push import AsyncPushConsumer
+from rocketq.client.consumer.simple import AsyncSimpleConsumer, InvalidReceiptHandleError, SimpleConsumer
 from rocketq.client.consumer.subscription import ExpressionType, MessageSelector, SubscriptionRefusedError
 from rocketq.client.model import MessageExt, PullResult, PullStatus
 
@@ -25,6 +28,7 @@ __all__ = [
     "AllocateStrategy",
     "AsyncLitePullConsumer",
     "AsyncPushConsumer",
+    "AsyncSimpleConsumer",
     "ConsumeConcurrentlyContext",
     "ConsumeConcurrentlyStatus",
     "ConsumeFromWhere",
@@ -32,12 +36,15 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ConsumerConfig",
     "ExpressionType",
+    "InvalidReceiptHandleError",
     "LitePullConsumer",
     "MessageExt",
     "MessageModel",
     "MessageSelector",
+    "PopNotSupportedError",
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "SimpleConsumer",
     "SubscriptionRefusedError",
 ]
