@@ -20,11 +20,15 @@ import pytest
 
 from rocketq.client.consumer.pop_rpc import PopNotSupportedError
 from rocketq.client.consumer.simple import AsyncSimpleConsumer, InvalidReceiptHandleError, SimpleConsumer
-from rocketq.client.errors import MQClientError, NoRouteError, SubscriptionGroupNotExistError
-from rocketq.client.model import MessageExt
+from rocketq.client.errors import ClientError, MQClientError, NoRouteError, SubscriptionGroupNotExistError
+from rocketq.client.model import Message, MessageExt
+from rocketq.client.producer import AsyncProducer
+from rocketq.client.producer.selector import SelectMessageQueueByHash
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.headers import SendMessageRequestHeaderV2
 from rocketq.client.remoting.message import encode_stored_message
+from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -56,7 +60,12 @@ class PopServer:
         self.requests: list[RemotingCommand] = []
         self.pop_code: int | None = None  # a canned failure answer to POP_MESSAGE
         self.polls: list[int] = []
-        codes = [RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT]
+        codes = [
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            RequestCode.HEART_BEAT,
+            RequestCode.UNREGISTER_CLIENT,
+            RequestCode.SEND_MESSAGE_V2,
+        ]
         if pop:
             codes += [
                 RequestCode.POP_MESSAGE,
@@ -70,7 +79,7 @@ class PopServer:
         host, port = await self.server.start()
         self.addr = f"{host}:{port}"
 
-    def put(self, topic: str, queue_id: int, body: bytes) -> None:
+    def put(self, topic: str, queue_id: int, body: bytes, properties: str = "") -> int:
         records = self.store.setdefault((topic, queue_id), [])
         host, _, port = self.addr.rpartition(":")
         records.append(
@@ -78,9 +87,10 @@ class PopServer:
                 topic=topic, queue_id=queue_id, born_timestamp=1, born_host=("10.0.0.9", 5),
                 store_host=(host, int(port)), body=body, queue_offset=len(records),
                 physical_offset=1000 + len(records), store_timestamp=int(time.time() * 1000),
-                properties=f"{MessageConst.UNIQ_KEY}\x01{topic}-{queue_id}-{len(records)}\x02",
+                properties=properties or f"{MessageConst.UNIQ_KEY}\x01{topic}-{queue_id}-{len(records)}\x02",
             )
         )  # fmt: skip
+        return len(records) - 1
 
     async def _handle(self, cmd: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         self.requests.append(cmd)
@@ -97,9 +107,18 @@ class PopServer:
         )
         return cmd.make_response(ResponseCode.SUCCESS, None, None, route.to_json())
 
+    def _on_send_message_v2(self, cmd: RemotingCommand) -> RemotingCommand:
+        hd = SendMessageRequestHeaderV2.from_ext_fields(cmd.ext_fields)
+        offset = self.put(hd.topic, hd.queue_id, cmd.body, hd.properties or "")
+        host, _, port = self.addr.rpartition(":")
+        ext = {"msgId": encode_offset_msg_id(host, int(port), offset), "queueId": str(hd.queue_id),
+               "queueOffset": str(offset)}  # fmt: skip
+        return cmd.make_response(ResponseCode.SUCCESS, None, ext)
+
     def _on_heart_beat(self, cmd: RemotingCommand) -> RemotingCommand:
         data = json.loads(cmd.body)
-        assert data["consumerDataSet"][0]["consumeType"] == "CONSUME_POP"
+        for consumer in data["consumerDataSet"]:
+            assert consumer["consumeType"] == "CONSUME_POP"
         return cmd.make_response(ResponseCode.SUCCESS, None)
 
     def _on_unregister_client(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -324,3 +343,34 @@ def test_blocking_twin() -> None:
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)
+
+
+def test_message_group_picks_the_queue_by_the_group_hash_and_keeps_order() -> None:
+    async def main() -> None:
+        async with pop_cluster(2) as (a, b):
+            groups = [f"order-{i}" for i in range(8)]
+            async with AsyncProducer(a.addr, producer_group="pg") as producer:
+                queues = list(producer.routes.selector_queues(await producer.routes.get("T")))
+                for n in range(3):
+                    for g in groups:
+                        msg = Message("T", f"{g}:{n}".encode(), message_group=g)
+                        assert msg.sharding_key == g and msg.wire_properties()[MessageConst.SHARDING_KEY] == g
+                        result = await producer.send(msg)
+                        assert result.message_queue == SelectMessageQueueByHash()(queues, msg, None)
+                await producer.send_oneway(Message("T", b"order-0:3", message_group="order-0"))
+                plain = {(await producer.send(Message("T", b"plain"))).message_queue for _ in range(6)}
+                assert len(plain) > 1  # no group: the queues take turns as before
+            used = {(s.name, q) for s in (a, b) for (t, q), recs in s.store.items() if t == "T" and recs}
+            assert len(used) > 1  # the groups spread over queues and brokers
+            for g in groups:
+                bodies = [
+                    rec for s in (a, b) for (t, q), recs in s.store.items() if t == "T"
+                    for rec in recs if f"{g}:".encode() in rec
+                ]  # fmt: skip
+                sent = 4 if g == "order-0" else 3
+                assert len(bodies) == sent  # all in one queue (checked above per send), in order:
+                assert [int(r.split(f"{g}:".encode())[1][:1]) for r in bodies] == list(range(sent))
+        with pytest.raises(ClientError, match="same"):
+            Message("T", b"x", message_group="a", sharding_key="b")
+
+    run(main())

@@ -66,7 +66,10 @@ class Message:
 
     ``keys`` are business keys (indexed by the broker for ``queryMsgByKey``); ``tags`` is the one
     tag consumers filter on; ``delay_time_level`` 1..18 delays delivery (1s ... 2h);
-    ``sharding_key`` is the default argument of the hash selector for ordered sends.
+    ``sharding_key`` is the default argument of the hash selector for ordered sends;
+    ``message_group`` (RocketMQ 5's FIFO message group, ``__SHARDINGKEY`` on the wire) is the same
+    value under its 5.x name: a producer sending it without a queue or selector picks the queue by
+    the group's hash, so the messages of one group keep their order.
     ``deliver_at`` (epoch ms or an aware/naive-local ``datetime``) or ``delay`` (seconds or a
     ``timedelta``) make a timer message (RocketMQ 5: ``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` for
     whole seconds, else ``TIMER_DELAY_MS``); the broker delivers it at that time, to a precision of
@@ -115,6 +118,7 @@ class Message:
         properties: dict[str, str] | None = None,
         deliver_at: int | datetime | None = None,
         delay: float | timedelta | None = None,
+        message_group: str | None = None,
     ) -> None:
         # (the usual message, bytes and no delay, takes two comparisons: bulk sends build many)
         if type(body) is not bytes:
@@ -132,12 +136,28 @@ class Message:
         self.flag = flag
         self.delay_time_level = delay_time_level
         self.wait_store_msg_ok = wait_store_msg_ok
+        if message_group is not None:
+            if sharding_key is not None and sharding_key != message_group:
+                raise ClientError(
+                    f"message_group {message_group!r} and sharding_key {sharding_key!r} are the same"
+                    " property (__SHARDINGKEY); give one of them"
+                )
+            sharding_key = message_group
         self.sharding_key = sharding_key
         self._properties = properties
         self.deliver_at = deliver_at
         self.delay = delay
         if deliver_at is not None or delay is not None:
             timer_properties(deliver_at, delay, delay_time_level)  # validates
+
+    @property
+    def message_group(self) -> str | None:
+        """RocketMQ 5's message group: the ``sharding_key`` under its 5.x name."""
+        return self.sharding_key
+
+    @message_group.setter
+    def message_group(self, value: str | None) -> None:
+        self.sharding_key = value
 
     @property
     def has_user_properties(self) -> bool:

@@ -12,9 +12,12 @@ latency with the fault strategy (a failure isolates the broker), which avoids sl
 ``send_latency_fault_enable`` is on.  Sends to an explicit queue or through a selector (and
 encoded batches) keep their queue: after a failure they refresh the route at once and retry on the
 queue's new master within the same timeout, and fail at once when the queue's broker group is gone
-(``_on_queue``; see :mod:`.routes`).  While a request waits for its answer the route is looked up
-again every ``route_refresh_on_failure_interval_ms``, so a hung master that another one replaced
-does not hold a send until its timeout (:meth:`ClientInstance.watch_route_while`).
+(``_on_queue``; see :mod:`.routes`).  A message with a ``message_group`` (``sharding_key``) and
+no queue or selector goes through :class:`~.selector.SelectMessageQueueByHash` on the group, so
+one group keeps one queue and its order (RocketMQ 5's FIFO message groups).  While a request
+waits for its answer the route is looked up again every ``route_refresh_on_failure_interval_ms``,
+so a hung master that another one replaced does not hold a send until its timeout
+(:meth:`ClientInstance.watch_route_while`).
 
 Bodies over ``compress_msg_body_over_howmuch`` bytes are compressed (zlib level 5 by default, LZ4
 with ``compression_type``) and flagged in the sysFlag; batches are never compressed.  Each
@@ -36,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from rocketq.client.config import ProducerConfig
 from rocketq.client.errors import (
@@ -52,7 +55,7 @@ from rocketq.client.producer.batch import EncodedBatch, prepare_batches
 from rocketq.client.producer.fault import MQFaultStrategy, TopicPublishInfo
 from rocketq.client.producer.request import WAIT_STORE_OK, check_topic, prepare_send, send_header
 from rocketq.client.producer.routes import PublishRoutes, QueueState, queue_unavailable_error
-from rocketq.client.producer.selector import MessageQueueSelector
+from rocketq.client.producer.selector import MessageQueueSelector, SelectMessageQueueByHash
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import RecallMessageRequestHeader
 from rocketq.client.remoting.message import SysFlag
@@ -71,6 +74,8 @@ from rocketq.client.trace.hooks import ProducerTracer, now_ms, producer_tracer
 __all__ = ["AsyncProducer", "BatchReply", "check_topic", "trace_sender"]
 
 _R = TypeVar("_R")
+#: The queue of a message group: Java's hash of the group over the topic's writable queues.
+_BY_MESSAGE_GROUP: Final = SelectMessageQueueByHash()
 
 #: a bound on the attempts of one send to a fixed queue (besides its timeout; the retries after
 #: a failure wait for the route refresh windows, so the timeout ends the loop long before)
@@ -441,6 +446,8 @@ class AsyncProducer:
             if mq is None:
                 raise MQClientError("the selector returned no message queue")
             return mq
+        if msg.sharding_key:
+            return _BY_MESSAGE_GROUP(list(self.routes.selector_queues(info)), msg, None)
         return self.fault_strategy.select_one_message_queue(info, None)
 
     async def _send_routed(
@@ -455,7 +462,7 @@ class AsyncProducer:
         """A two-way send: one attempt to the queue ``queue`` or ``selector`` fixes, if given,
         else :meth:`_send_default` with up to ``retry_times`` retries."""
         timeout = timeout_ms or self.config.send_msg_timeout_ms
-        if queue is not None or selector is not None:
+        if queue is not None or selector is not None or msg.sharding_key:
             return await self._send_to_chosen_queue(msg, queue, selector, arg, timeout)
         return await self._send_default(msg, retry_times, timeout)
 
