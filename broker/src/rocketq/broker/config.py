@@ -101,6 +101,15 @@ class BrokerConfig:
     # delay levels, retry, filters (the levels themselves are the store key messageDelayLevel)
     flush_delay_offset_interval_ms: int = 10_000
     enable_property_filter: bool = False
+    # POP consumption (RocketMQ 5's BrokerConfig keys; docs/rocketmq5.md "POP consumption")
+    revive_queue_num: int = 8
+    revive_interval_ms: int = 1_000
+    enable_retry_topic_v2: bool = False
+    retrieve_message_from_pop_retry_topic_v1: bool = True
+    pop_from_retry_probability: int = 20
+    max_pop_polling_size: int = 100_000
+    init_pop_offset_by_check_msg_in_mem: bool = True
+    pop_response_return_actual_retry_topic: bool = False
     # transactional messages (half messages, check-back; see docs/transactions.md)
     transaction_timeout_ms: int = 6_000
     transaction_check_max: int = 15
@@ -192,6 +201,17 @@ class BrokerConfig:
             ("timerFlushIntervalMs", self.timer_flush_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
+        for key, value in (
+            ("reviveQueueNum", self.revive_queue_num),
+            ("reviveInterval", self.revive_interval_ms),
+            ("maxPopPollingSize", self.max_pop_polling_size),
+        ):
+            _check(value >= 1, key, f"must be >= 1, got {value}")
+        _check(
+            0 <= self.pop_from_retry_probability <= 100,
+            "popFromRetryProbability",
+            f"must be 0..100 (percent), got {self.pop_from_retry_probability}",
+        )
         _check(
             0 <= self.access_message_in_memory_max_ratio_percent <= 100,
             "accessMessageInMemoryMaxRatio",

@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from rocketq.broker.broker_to_client import Broker2Client
+from rocketq.broker.pop.revive import ReviveService
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.schedule.service import ScheduleMessageService
 from rocketq.broker.timer.config import timer_config_of
@@ -37,6 +38,8 @@ class MasterServices:
         self._config_dir = config_dir
         self._to_client = to_client
         self._txn_checker: TransactionCheckService | None = None
+        #: POP consumption's revive service (docs/rocketmq5.md "POP consumption")
+        self.revive: ReviveService | None = None
         self.timer: TimerMessageService | None = None
 
     async def start(self) -> None:
@@ -51,6 +54,8 @@ class MasterServices:
         await asyncio.to_thread(schedule.start)
         await self._start_timer()
         await self._start_transactions()
+        self.revive = ReviveService(ctx)
+        await self.revive.start()
 
     async def _start_timer(self) -> None:
         """Timer messages (docs/rocketmq5.md): recover the wheel from config/timercheck and deliver."""
@@ -92,7 +97,14 @@ class MasterServices:
     async def stop(self) -> None:
         """Both services, as when the broker becomes a slave."""
         await self.stop_check_back()
+        await self.stop_revive()
         await self.stop_schedule()
+
+    async def stop_revive(self) -> None:
+        """Stop reviving POP messages; its progress is committed to the consumer offsets."""
+        revive, self.revive = self.revive, None
+        if revive is not None:
+            await revive.stop()
 
     async def stop_check_back(self) -> None:
         """Stop the transaction check-back thread; the processors see no transaction service."""

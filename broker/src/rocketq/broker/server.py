@@ -139,6 +139,7 @@ class BrokerController:
         self.ctx = ctx
         self._master = MasterServices(ctx, self._config_dir, to_client)
         store.add_arrival_listener(ctx.hold.arrival_listener)
+        store.add_arrival_listener(ctx.pop_polling.arrival_listener)
         if self.config.is_master:
             await self._master.start()
         return ctx
@@ -311,6 +312,7 @@ class BrokerController:
                 await asyncio.wait_for(self.registrar.unregister_all(), 5.0)
         if ctx is not None:
             ctx.hold.shutdown()
+            ctx.pop_polling.shutdown()
         if self.server is not None:
             await self.server.stop(grace_s)
         if self.metrics is not None:
@@ -326,6 +328,7 @@ class BrokerController:
             await self.slave_sync.close()
         if self._master is not None:
             await self._master.stop_check_back()
+            await self._master.stop_revive()  # before the last persist: its progress is an offset
         if ctx is not None:
             with contextlib.suppress(Exception):
                 await self.persist_offsets()

@@ -29,6 +29,7 @@ from rocketq.broker.metadata import (
 )
 from rocketq.broker.metrics.recorder import BrokerMetricsRecorder
 from rocketq.broker.offset_manager import ConsumerOffsetManager
+from rocketq.broker.pop.polling import PopLongPolling
 from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.schedule.service import ScheduleMessageService
@@ -93,6 +94,8 @@ class BrokerContext:
     producers: ProducerManager
     locks: RebalanceLockManager
     hold: PullRequestHoldService
+    #: POP requests and notifications waiting for messages (rocketq.broker.pop)
+    pop_polling: PopLongPolling
     send_executor: BoundedExecutor
     pull_executor: BoundedExecutor
     query_executor: BoundedExecutor
@@ -169,6 +172,7 @@ def build_context(
         producers=ProducerManager(channel_expired_timeout_ms=config.channel_expired_timeout_ms),
         locks=RebalanceLockManager(max_live_time_ms=config.rebalance_lock_max_live_time_ms),
         hold=PullRequestHoldService(loop, max_suspended=config.max_suspended_pulls),
+        pop_polling=PopLongPolling(loop, max_polling=config.max_pop_polling_size),
         send_executor=BoundedExecutor(
             "send",
             threads=config.send_message_thread_pool_nums,

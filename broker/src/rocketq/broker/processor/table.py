@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from rocketq.broker.ha.replication import Replication
+from rocketq.broker.pop.processors import pop_processors
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
@@ -91,6 +92,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.GET_BROKER_HA_STATUS: _get_broker_ha_status(ctx, replication),
         rc.RECALL_MESSAGE: RecallMessageProcessor(ctx).process,
     }
+    table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
     for code in SLAVE_REFUSED_CODES:
         table[code] = _slave_refuses(ctx, table[code])
     return table

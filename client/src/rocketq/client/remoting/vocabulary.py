@@ -41,6 +41,8 @@ __all__ = [
     "OFFSET_MOVED_EVENT",
     "PERM_RW",
     "RETRY_GROUP_TOPIC_PREFIX",
+    "REVIVE_GROUP",
+    "REVIVE_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
     "SUB_ALL",
@@ -73,6 +75,7 @@ __all__ = [
     "parse_expression_type",
     "perm_to_string",
     "retry_topic",
+    "revive_topic",
     "validate_group",
     "validate_topic",
 ]
@@ -147,6 +150,10 @@ TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+#: ``PopAckConstants.REVIVE_TOPIC``: POP checkpoints and acks go to ``<prefix><brokerClusterName>``.
+REVIVE_TOPIC_PREFIX: Final = "rmq_sys_REVIVE_LOG_"
+#: ``PopAckConstants.REVIVE_GROUP``: its consumer offsets are the revive service's progress.
+REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 
 #: ``MixAll.TOOLS_CONSUMER_GROUP``: the group of admin tools that browse a topic.
 TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
@@ -207,6 +214,11 @@ def retry_topic(group: str) -> str:
 def dlq_topic(group: str) -> str:
     """``MixAll.getDLQTopic``: the dead-letter topic of a consumer group."""
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def revive_topic(cluster: str) -> str:
+    """``KeyBuilder.buildClusterReviveTopic``: the revive log of a broker cluster's POP state."""
+    return REVIVE_TOPIC_PREFIX + cluster
 
 
 # --------------------------------------------------------------------------- name rules

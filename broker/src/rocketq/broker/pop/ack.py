@@ -1,0 +1,260 @@
+"""ACK_MESSAGE (200051), BATCH_ACK_MESSAGE (200151) and CHANGE_MESSAGE_INVISIBLETIME (200053).
+
+Theory of operation (RocketMQ 5's ``AckMessageProcessor`` and ``ChangeInvisibleTimeProcessor``,
+non-orderly).  An ack names the message by its real topic (the POP retry topic for a retried
+message), queue id and queue offset, and its checkpoint by the handle (``extraInfo``: the
+checkpoint's start offset, popTime, invisibleTime, revive queue and broker name).  The broker
+writes an ack record (:class:`~.records.AckMsg`) to that revive queue; the revive service
+(:mod:`.revive`) matches it with the checkpoint, so the message is not revived.  A batch ack
+carries, per checkpoint, a bit set of acked offsets relative to its start and is written as one
+``BatchAckMsg``.  Acks of a message already revived or acked are written all the same and
+answered SUCCESS, as Java does (the revive service ignores them).
+
+A change of invisible time first writes a new checkpoint of that one message (starting at its own
+offset, ``popTime`` = now, the new ``invisibleTime``, the same revive queue), then acks it in the
+old checkpoint; the response carries the new ``popTime``/``invisibleTime``/``reviveQid`` from
+which the client builds the new handle.  Orderly handles (``reviveQid`` 999) are answered
+SYSTEM_ERROR "not supported yet" until the FIFO rules plug in here.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rocketq.broker.executor import Busy
+from rocketq.broker.pop.records import AckMsg, PopCheckPoint, ack_message, ck_message
+from rocketq.broker.processor.context import BrokerContext, parse_header
+from rocketq.broker.store.record_batch import MessageToStore
+from rocketq.client.errors import HeaderError
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.pop import (
+    POP_ORDER_REVIVE_QUEUE,
+    AckMessageRequestHeader,
+    BatchAck,
+    BatchAckMessageRequestBody,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    ExtraInfo,
+    real_topic,
+)
+from rocketq.client.remoting.vocabulary import revive_topic
+from rocketq.server import Channel
+
+__all__ = ["AckMessageProcessor"]
+
+_ORDERLY_NOT_SUPPORTED = (
+    "acking an orderly POP (reviveQid 999 in extraInfo) is not supported yet by this broker; "
+    "orderly pops are refused, so this handle was not issued here"
+)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AckMessageProcessor:
+    """Registered for ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.revive_topic = revive_topic(ctx.config.broker_cluster_name)
+
+    def _check_queue(
+        self, request: RemotingCommand, topic: str, queue_id: int, offset: int, *, inclusive_max: bool
+    ) -> RemotingCommand | None:
+        ctx = self.ctx
+        if not ctx.config.is_master:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] is a slave: ack on the master"
+            )
+        tc = ctx.topics.select(topic)
+        if tc is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not 0 <= queue_id < tc.read_queue_nums:
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        low = ctx.store.get_min_offset_in_queue(topic, queue_id)
+        high = ctx.store.get_max_offset_in_queue(topic, queue_id)
+        if offset < low or offset > high or (offset == high and not inclusive_max):
+            return request.make_response(
+                ResponseCode.NO_MESSAGE,
+                f"offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{low}~{high}",
+            )
+        return None
+
+    def _revive_qid_ok(self, request: RemotingCommand, revive_qid: int) -> RemotingCommand | None:
+        if 0 <= revive_qid < self.ctx.config.revive_queue_num:
+            return None
+        return request.make_response(
+            ResponseCode.INVALID_PARAMETER,
+            f"reviveQid {revive_qid} of the handle is outside 0..{self.ctx.config.revive_queue_num - 1} "
+            "(reviveQueueNum): pass the handle a pop returned, unchanged",
+        )
+
+    async def _put(self, request: RemotingCommand, msgs: list[MessageToStore]) -> RemotingCommand | None:
+        """Store the records; None when stored, else the error response."""
+        ctx = self.ctx
+        try:
+            results = await ctx.send_executor.run(lambda: [ctx.store.put_message(m) for m in msgs])
+        except Busy as busy:
+            ctx.stats.busy_rejects += 1
+            return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
+        for result in results:
+            if not result.is_ok:
+                return request.make_response(
+                    ResponseCode.SYSTEM_ERROR, f"put ack/checkpoint failed: {result.status.name}"
+                )
+        return None
+
+    def _ack_record(self, ack: AckMsg, invisible_time: int, revive_qid: int) -> MessageToStore:
+        return ack_message(
+            ack,
+            invisible_time=invisible_time,
+            revive_topic=self.revive_topic,
+            revive_qid=revive_qid,
+            now_ms=_now_ms(),
+            store_host=self.ctx.store_host,
+        )
+
+    # -- ACK_MESSAGE / BATCH_ACK_MESSAGE ---------------------------------------------------------
+    async def process(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        if request.code == RequestCode.BATCH_ACK_MESSAGE:
+            return await self._batch_ack(request)
+        header = parse_header(request, AckMessageRequestHeader)
+        if isinstance(header, RemotingCommand):
+            return header
+        refused = self._check_queue(request, header.topic, header.queue_id, header.offset, inclusive_max=True)
+        if refused is not None:
+            return refused
+        try:
+            info = ExtraInfo.parse(header.extra_info)
+        except HeaderError as exc:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
+        if info.is_order:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, _ORDERLY_NOT_SUPPORTED)
+        bad = self._revive_qid_ok(request, info.revive_qid)
+        if bad is not None:
+            return bad
+        ack = AckMsg(
+            ack_offset=header.offset,
+            start_offset=info.ck_queue_offset,
+            consumer_group=header.consumer_group,
+            topic=header.topic,
+            queue_id=header.queue_id,
+            pop_time=info.pop_time,
+            broker_name=info.broker_name,
+        )
+        failed = await self._put(request, [self._ack_record(ack, info.invisible_time, info.revive_qid)])
+        return failed or request.make_response(ResponseCode.SUCCESS)
+
+    async def _batch_ack(self, request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = BatchAckMessageRequestBody.decode(request.body) if request.body else None
+        except HeaderError as exc:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
+        if body is None or not body.acks:
+            return request.make_response(ResponseCode.NO_MESSAGE, "BATCH_ACK_MESSAGE without acks")
+        if not self.ctx.config.is_master:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.ctx.broker_addr}] is a slave: ack on the master",
+            )
+        msgs: list[MessageToStore] = []
+        for back in body.acks:
+            if back.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
+                return request.make_response(ResponseCode.SYSTEM_ERROR, _ORDERLY_NOT_SUPPORTED)
+            bad = self._revive_qid_ok(request, back.revive_queue_id)
+            if bad is not None:
+                return bad
+            record = self._batch_record(back, body.broker_name)
+            if record is not None:
+                msgs.append(record)
+        failed = await self._put(request, msgs) if msgs else None
+        return failed or request.make_response(ResponseCode.SUCCESS)
+
+    def _batch_record(self, back: BatchAck, broker_name: str | None) -> MessageToStore | None:
+        """``appendAck`` of one BatchAck: its offsets inside the queue's range, as one record."""
+        topic = real_topic(back.topic, back.consumer_group, back.retry_flag)
+        store = self.ctx.store
+        low = store.get_min_offset_in_queue(topic, back.queue_id)
+        high = store.get_max_offset_in_queue(topic, back.queue_id)
+        offsets = tuple(
+            back.start_offset + i for i in back.ack_indexes if low <= back.start_offset + i <= high
+        )
+        if not offsets:
+            return None
+        ack = AckMsg(
+            ack_offset=-1,
+            start_offset=back.start_offset,
+            consumer_group=back.consumer_group,
+            topic=topic,
+            queue_id=back.queue_id,
+            pop_time=back.pop_time,
+            broker_name=broker_name,
+            ack_offsets=offsets,
+        )
+        return self._ack_record(ack, back.invisible_time, back.revive_queue_id)
+
+    # -- CHANGE_MESSAGE_INVISIBLETIME ------------------------------------------------------------
+    async def change_invisible_time(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
+        header = parse_header(request, ChangeInvisibleTimeRequestHeader)
+        if isinstance(header, RemotingCommand):
+            return header
+        refused = self._check_queue(
+            request, header.topic, header.queue_id, header.offset, inclusive_max=False
+        )
+        if refused is not None:
+            return refused
+        try:
+            info = ExtraInfo.parse(header.extra_info)
+        except HeaderError as exc:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
+        if info.is_order:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, _ORDERLY_NOT_SUPPORTED)
+        bad = self._revive_qid_ok(request, info.revive_qid)
+        if bad is not None:
+            return bad
+        now = _now_ms()
+        ck = PopCheckPoint(
+            start_offset=header.offset,
+            pop_time=now,
+            invisible_time=header.invisible_time,
+            queue_id=header.queue_id,
+            topic=header.topic,
+            cid=header.consumer_group,
+            queue_offset_diff=(0,),
+            broker_name=info.broker_name,
+        )
+        ack = AckMsg(
+            ack_offset=header.offset,
+            start_offset=info.ck_queue_offset,
+            consumer_group=header.consumer_group,
+            topic=header.topic,
+            queue_id=header.queue_id,
+            pop_time=info.pop_time,
+            broker_name=info.broker_name,
+        )
+        ck_msg = ck_message(
+            ck,
+            revive_topic=self.revive_topic,
+            revive_qid=info.revive_qid,
+            now_ms=now,
+            store_host=self.ctx.store_host,
+        )
+        failed = await self._put(
+            request, [ck_msg, self._ack_record(ack, info.invisible_time, info.revive_qid)]
+        )
+        if failed is not None:
+            return failed
+        response_header = ChangeInvisibleTimeResponseHeader(
+            pop_time=now, invisible_time=header.invisible_time, revive_qid=info.revive_qid
+        )
+        return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header.to_ext_fields())
