@@ -154,3 +154,16 @@ def test_checkpoint_bytes(tmp_path: Path) -> None:
     )
     assert (again.master_timer_queue_offset, again.data_counter) == (18, 9)
     again.close()
+
+
+def test_segments_whose_messages_left_the_commit_log_are_deleted(tmp_path: Path) -> None:
+    log = TimerLog(str(tmp_path / "timerlog"), 4096)
+    assert log.last_unit_pos == 4004  # 4096 - (4096 - 16) % 52 - 16 - 52
+    for i in range(79 * 2):  # two full segments and a third one started
+        log.append(TimerRecord(-1, 1, 1000, 2000, offset_py=i * 100, size_py=10, topic_hash=0))
+    assert len(log.queue.files) == 3
+    assert log.delete_expired(7700) == 0  # the first segment's last record names 7700 (record 77)
+    assert log.delete_expired(7701) == 1
+    assert log.delete_expired(10**9) == 1  # never the segment being written
+    assert [mf.file_from_offset for mf in log.queue.files] == [8192]
+    log.close()

@@ -20,6 +20,8 @@ __all__ = ["TimerMessageService"]
 log = logging.getLogger(__name__)
 
 ERROR_WAIT_S = 1.0
+#: how often timer-log segments whose messages left the CommitLog are deleted (Java: 30 s)
+CLEAN_INTERVAL_MS = 30_000
 
 
 class TimerMessageService:
@@ -52,7 +54,7 @@ class TimerMessageService:
         timer = self.timer
         precision = timer.precision_ms
         flush_interval = timer.config.flush_interval_ms
-        last_flush = timer.clock()
+        last_flush = last_clean = timer.clock()
         while not self._stop.is_set():
             self._wake.clear()
             try:
@@ -63,6 +65,9 @@ class TimerMessageService:
                 if now - last_flush >= flush_interval:
                     timer.flush()
                     last_flush = now
+                if now - last_clean >= CLEAN_INTERVAL_MS:
+                    timer.timer_log.delete_expired(timer.store.min_phy_offset)
+                    last_clean = now
             except Exception:
                 log.exception("timer round failed")
                 self._stop.wait(ERROR_WAIT_S)

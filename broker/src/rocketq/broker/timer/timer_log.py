@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rocketq.broker.store.mapped_file import MappedFile
 from rocketq.broker.store.mapped_file_queue import MappedFileQueue
 from rocketq.broker.timer.layout import (
     BLANK,
@@ -165,6 +166,22 @@ class TimerLog:
         self.queue.set_max_offset(check_offset)
         self.queue.flushed_where = check_offset
         return check_offset
+
+    @property
+    def last_unit_pos(self) -> int:
+        """Where the last record of a full segment lies (``TimerLog.getOffsetForLastUnit``)."""
+        size = self.file_size
+        return size - (size - MIN_BLANK_LEN) % RECORD_SIZE - MIN_BLANK_LEN - RECORD_SIZE
+
+    def delete_expired(self, min_offset_py: int) -> int:
+        """Delete the full segments whose last record names a CommitLog offset below
+        ``min_offset_py`` (its messages are gone); how many (``deleteExpiredFileByOffsetForTimerLog``)."""
+
+        def expired(mf: MappedFile) -> bool:
+            record = self.read(mf.file_from_offset + self.last_unit_pos)
+            return record is not None and record.offset_py < min_offset_py
+
+        return self.queue.delete_files_if(expired, max_count=len(self.queue.files))
 
     def flush(self) -> None:
         self.queue.flush(0)
