@@ -6,15 +6,16 @@ from rocketq.broker.pop.ack import AckMessageProcessor
 from rocketq.broker.pop.notification import NotificationProcessor
 from rocketq.broker.pop.pop_message import PopMessageProcessor
 from rocketq.broker.processor.context import BrokerContext
-from rocketq.client.remoting.codes import RequestCode
-from rocketq.server import Processor
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.server import Channel, Processor
 
 __all__ = ["pop_processors"]
 
 
 def pop_processors(ctx: BrokerContext) -> dict[int, Processor]:
     """POP_MESSAGE, PEEK_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME,
-    NOTIFICATION and POLLING_INFO, sharing the context's POP long polling."""
+    NOTIFICATION, POLLING_INFO (sharing the context's POP long polling) and POP_ROLLBACK."""
     pop = PopMessageProcessor(ctx, ctx.pop_polling)
     ack = AckMessageProcessor(ctx)
     notification = NotificationProcessor(ctx, ctx.pop_polling)
@@ -27,4 +28,11 @@ def pop_processors(ctx: BrokerContext) -> dict[int, Processor]:
         rc.CHANGE_MESSAGE_INVISIBLETIME: ack.change_invisible_time,
         rc.NOTIFICATION: notification.notification,
         rc.POLLING_INFO: notification.polling_info,
+        rc.POP_ROLLBACK: _pop_rollback,
     }
+
+
+async def _pop_rollback(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+    """POP_ROLLBACK: Java moves POP records from its RocksDB store back to the revive log
+    (``transferToFsStore``); rocketq keeps them in the revive log only, so there is nothing to move."""
+    return request.make_response(ResponseCode.SUCCESS)

@@ -164,7 +164,12 @@ class ReviveService:
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Create the revive topic, replay every revive queue from its committed offset, run."""
+        """Replay the revive log (:meth:`recover`), then revive every ``reviveInterval`` ms."""
+        await self.recover()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="pop-revive")
+
+    async def recover(self) -> None:
+        """Create the revive topic and replay every revive queue from its committed offset."""
         n = self.ctx.config.revive_queue_num
         self.ctx.topics.create_retry_topic(self.topic, n)
         for qid in range(n):
@@ -173,7 +178,6 @@ class ReviveService:
             self.queues[qid] = _ReviveQueue(read_offset=start)
         for qid in range(n):
             await self._read_queue(qid, replay=True)
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="pop-revive")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
