@@ -68,17 +68,17 @@ def test_receive_ack_change_invisible_duration_round_trip(
             consumer.change_invisible_duration(first[b"shortened"], 1)
 
             # the shortened one comes back (from the pop retry topic), nothing else does
-            back = _receive_until(consumer, 1, 25, invisible_s=2)
+            back = _receive_until(consumer, 1, 25, invisible_s=5)
             assert [m.body for m in back] == [b"shortened"]
             again = back[0]
             assert again.topic == topic and again.reconsume_times >= 1
             assert ExtraInfo.parse(again.properties[MessageConst.POP_CK]).retry_flag is not RetryFlag.NORMAL
-            consumer.ack(again)  # acked through the retry topic, before its 2 s are over
+            consumer.ack(again)  # acked through the retry topic, before its 5 s are over
             consumer.ack(first[b"extended"])  # with the handle the change returned
 
             with pytest.raises(InvalidReceiptHandleError, match="expired"):
                 consumer.ack(first[b"shortened"])  # its first handle ran out long ago
-            time.sleep(3)  # past the 2 s of the retried message: an ack that failed would show now
+            time.sleep(5.5)  # past the 5 s of the retried message: an ack that failed would show now
             assert _receive_until(consumer, 1, 4, invisible_s=2) == []
 
 

@@ -209,12 +209,12 @@ def test_receive_ack_and_redelivery_after_the_invisible_time() -> None:
             for i in range(3):
                 a.put("T", i % QUEUES, b"m%d" % i)
             async with _consumer(a.addr) as c:
-                got = await c.receive(16, invisible_duration_s=0.3)
+                got = await c.receive(16, invisible_duration_s=1.5)
                 assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2"]
                 assert all(m.topic == "T" and m.properties[MessageConst.POP_CK] for m in got)
-                assert await c.receive(16, 0.3) == []  # all leased
+                assert await c.receive(16, 1.5) == []  # all leased
                 await c.ack(got[0])
-                await asyncio.sleep(0.4)
+                await asyncio.sleep(1.7)
                 again = await c.receive(16, 10)
                 assert sorted(m.body for m in again) == sorted(m.body for m in got[1:])
                 with pytest.raises(InvalidReceiptHandleError, match="expired"):
@@ -231,7 +231,7 @@ def test_change_invisible_duration_returns_the_new_handle_that_acks() -> None:
         async with pop_cluster() as (a,):
             a.put("T", 1, b"x")
             async with _consumer(a.addr) as c:
-                (m,) = await c.receive(1, 0.3)
+                (m,) = await c.receive(1, 1.5)
                 old = m.properties[MessageConst.POP_CK]
                 new = await c.change_invisible_duration(m, 30)
                 assert new != old and m.properties[MessageConst.POP_CK] == new
@@ -239,7 +239,7 @@ def test_change_invisible_duration_returns_the_new_handle_that_acks() -> None:
                 assert (info.ck_queue_offset, info.queue_offset, info.invisible_time, info.revive_qid) == (
                     0, 0, 30000, 5,
                 )  # fmt: skip
-                await asyncio.sleep(0.4)  # past the first invisible time: extended, still hidden
+                await asyncio.sleep(1.7)  # past the first invisible time: extended, still hidden
                 assert await c.receive(1, 10) == []
                 await c.ack(m)
                 assert ("T", 1, 0) in a.acked
