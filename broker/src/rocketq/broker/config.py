@@ -22,13 +22,22 @@ from rocketq.client.transport import channel as limits_defaults
 from rocketq.client.transport.channel import ConnectionLimits
 from rocketq.client.transport.tls import TlsConfig
 
-__all__ = ["BrokerConfig", "BrokerRole", "is_host_port"]
+__all__ = ["BrokerConfig", "BrokerRole", "PopOrderBlockScope", "is_host_port"]
 
 
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
+
+
+class PopOrderBlockScope(enum.Enum):
+    """What an un-acked, still invisible orderly (FIFO) pop blocks (docs/rocketmq5.md "FIFO message groups")."""
+
+    #: RocketMQ's rule: the whole queue, every message group hashed to it.
+    QUEUE = "queue"
+    #: rocketq: only the later messages of its own message group (``__SHARDINGKEY``) in that queue.
+    GROUP = "group"
 
 
 def _default_broker_name() -> str:
@@ -110,6 +119,7 @@ class BrokerConfig:
     max_pop_polling_size: int = 100_000
     init_pop_offset_by_check_msg_in_mem: bool = True
     pop_response_return_actual_retry_topic: bool = False
+    pop_order_block_scope: PopOrderBlockScope = PopOrderBlockScope.QUEUE
     # transactional messages (half messages, check-back; see docs/transactions.md)
     transaction_timeout_ms: int = 6_000
     transaction_check_max: int = 15

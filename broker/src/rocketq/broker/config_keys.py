@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rocketq.broker.config import BrokerConfig, BrokerRole, is_host_port
+from rocketq.broker.config import BrokerConfig, BrokerRole, PopOrderBlockScope, is_host_port
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.config import METRICS_KEYS, MetricsConfig
 from rocketq.broker.store.config import FlushDiskType, store_conf_defaults
@@ -140,6 +140,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "maxPopPollingSize": ("max_pop_polling_size", _parse_int),
     "initPopOffsetByCheckMsgInMem": ("init_pop_offset_by_check_msg_in_mem", _parse_bool),
     "popResponseReturnActualRetryTopic": ("pop_response_return_actual_retry_topic", _parse_bool),
+    "popOrderBlockScope": ("pop_order_block_scope", _enum_parser(PopOrderBlockScope)),
     "transactionTimeOut": ("transaction_timeout_ms", _parse_int),
     "transactionCheckMax": ("transaction_check_max", _parse_int),
     "transactionCheckInterval": ("transaction_check_interval_ms", _parse_int),

@@ -81,8 +81,12 @@ def load_json_file(path: str) -> Any | None:
 
 def persist_json_file(path: str, data: Any) -> None:
     """Write ``data`` as JSON atomically, keeping the previous version as ``.bak``."""
+    persist_text_file(path, json.dumps(data, indent=4, sort_keys=False, ensure_ascii=False))
+
+
+def persist_text_file(path: str, text: str) -> None:
+    """Write ``text`` atomically, keeping the previous version as ``.bak`` (fastjson-shaped files)."""
     directory = os.path.dirname(path) or "."
-    text = json.dumps(data, indent=4, sort_keys=False, ensure_ascii=False)
     tmp = path + ".tmp"
     try:
         os.makedirs(directory, exist_ok=True)
@@ -272,4 +276,5 @@ __all__ = [
     "TopicConfigTable",
     "load_json_file",
     "persist_json_file",
+    "persist_text_file",
 ]

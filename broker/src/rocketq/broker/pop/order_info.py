@@ -1,0 +1,659 @@
+"""Orderly (FIFO) POP state: RocketMQ 5's ConsumerOrderInfoManager, ``config/consumerOrderInfo.json``.
+
+Theory of operation.  An orderly pop (``order=true``) of a queue reads from the group's consumer
+offset C.  What it may deliver, and how far C moves on an ack, depends on ``popOrderBlockScope``.
+
+``queue`` (default, RocketMQ's rule, kept exactly).  Per ``topic@group`` and queue one
+:class:`OrderInfo` remembers the *last* orderly batch: its popTime, invisibleTime, offsets
+(``[first, diff1, …]``), per-offset next visible times (set by CHANGE_INVISIBLETIME), per-offset
+consumed counts and a bitmap of acked indices.
+- Blocked: the queue delivers nothing while any un-acked offset of that batch is still invisible
+  (its next visible time, else popTime + invisibleTime, is in the future).  A pop carrying the
+  batch's attemptId is never blocked and, reading from C again, gets the same batch.
+- Pop: once not blocked the pop reads up to maxNums messages from C and the batch is replaced.  An
+  offset that was in the previous batch too gets consumedCount + 1 (unchanged for the same
+  attemptId); the counts go to the client as orderCountInfo.
+- Ack (``commit_and_next``): an ack whose popTime is not the batch's is stale and ignored (-2); an
+  offset outside the batch is illegal (-1); otherwise its bit is set and the answer is the first
+  un-acked offset of the batch (last + 1 when all are acked), which becomes C.  So C never passes
+  an un-acked message, but messages acked after an un-acked one are delivered again with it (Java).
+  With no state for the queue Java answers offset + 1; this is kept for ``queue``.
+
+``group`` (rocketq).  Each message carries its message group (``__SHARDINGKEY``; a message without
+one is a group of its own).  The manager keeps, per queue, every offset ≥ C that was ever popped:
+its popTime, next visible time, attemptId, consumedCount, group and whether it is acked (filtered
+out messages count as acked).
+- Blocked: a message group is blocked while one of its popped, un-acked messages is invisible; a
+  blocked group delivers none of its messages, other groups keep flowing.
+- Pop: candidates are the queue's messages from C in offset order; a candidate is delivered when
+  it is not acked, not in flight and its group is not blocked, up to maxNums.  Within a group the
+  pop therefore delivers a prefix of its un-acked messages, in order, and nothing of a group while
+  any of its messages is held by a consumer: each group is consumed in strict order.  A pop
+  repeating an attemptId gets that attempt's un-acked messages again, whatever else happened.
+- Ack: stale popTime (of that offset's last delivery) -2, unknown offset -1; otherwise the offset
+  is marked acked and C moves over the acked run starting at C; it stops at the first message that
+  is un-acked *or was never popped* (a message of a blocked group), so C never passes one.  Acked
+  messages above C are remembered and never delivered again.  No state at all: -2 (no commit).
+
+Restart.  The table is saved with :meth:`ConsumerOrderInfoManager.persist` (the broker does it with
+the consumer offsets, every ``flushConsumerOffsetInterval`` and at shutdown) and loaded at start;
+both scopes keep their rules across a clean restart.  After a crash the last saved state applies,
+as in Java: acks after the save are forgotten, so those messages come back (at least once).  The
+file is Java's shape; under ``group`` each queue's OrderInfo is Java-readable (``cm`` holds the
+first 63 acked bits) and rocketq's extra state sits under ``rq``, which Java ignores.  Switching the
+scope between restarts converts the entries (a Java entry's offsets keep their popTime, visibility,
+counts and acks; their groups are learned from the next pop's candidates).  Entries untouched for
+24 h are dropped when the table is saved (Java's autoClean).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from rocketq.broker.config import PopOrderBlockScope
+from rocketq.broker.metadata import load_json_file, persist_text_file
+from rocketq.client.remoting import pop as pop_wire
+
+__all__ = [
+    "CLEAN_SPAN_FROM_LAST_MS",
+    "COMMIT_ILLEGAL",
+    "COMMIT_NOT_NEEDED",
+    "CONSUMER_ORDER_INFO_JSON",
+    "Candidate",
+    "ConsumerOrderInfoManager",
+    "OrderCountInfo",
+    "OrderInfo",
+    "OrderlySelection",
+]
+
+log = logging.getLogger(__name__)
+
+CONSUMER_ORDER_INFO_JSON = "consumerOrderInfo.json"
+CLEAN_SPAN_FROM_LAST_MS = 24 * 3600 * 1000
+#: ``commit_and_next`` answers: the offset is not part of the orderly state (MESSAGE_ILLEGAL) ...
+COMMIT_ILLEGAL = -1
+#: ... or the ack is stale or needs no commit (answer OK, commit nothing).
+COMMIT_NOT_NEEDED = -2
+_JAVA_BITS = 63
+_TOPIC_GROUP_SEPARATOR = "@"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ----------------------------------------------------------------------------- Java's OrderInfo
+@dataclass(slots=True)
+class OrderInfo:
+    """Java's ``ConsumerOrderInfoManager.OrderInfo``: the last orderly batch of one queue."""
+
+    pop_time: int = 0
+    invisible_time: int | None = None
+    offset_list: list[int] = field(default_factory=list)
+    offset_next_visible_time: dict[int, int] | None = None
+    offset_consumed_count: dict[int, int] | None = None
+    last_consume_timestamp: int = 0
+    commit_offset_bit: int = 0
+    attempt_id: str | None = None
+
+    @classmethod
+    def build(
+        cls, attempt_id: str | None, pop_time: int, invisible_time: int, offsets: Sequence[int], now: int
+    ) -> OrderInfo:
+        first = offsets[0]
+        simple = [first] + [o - first for o in offsets[1:]]
+        return cls(
+            pop_time=pop_time,
+            invisible_time=invisible_time,
+            offset_list=simple,
+            last_consume_timestamp=now,
+            attempt_id=attempt_id,
+        )
+
+    def queue_offset(self, index: int) -> int:
+        return self.offset_list[0] if index == 0 else self.offset_list[0] + self.offset_list[index]
+
+    def queue_offsets(self) -> list[int]:
+        return [self.queue_offset(i) for i in range(len(self.offset_list))]
+
+    def is_not_ack(self, index: int) -> bool:
+        return not (self.commit_offset_bit >> index) & 1
+
+    def _next_visible(self, index: int) -> int:
+        explicit = (self.offset_next_visible_time or {}).get(self.queue_offset(index))
+        return explicit if explicit is not None else self.pop_time + (self.invisible_time or 0)
+
+    def need_block(self, attempt_id: str | None, current_invisible_time: int, now: int) -> bool:
+        """True while an un-acked offset of the batch is invisible; never for the batch's attemptId."""
+        if not self.offset_list:
+            return False
+        if self.attempt_id is not None and self.attempt_id == attempt_id:
+            return False
+        if self.invisible_time is None or self.invisible_time <= 0:
+            self.invisible_time = current_invisible_time
+        return any(self.is_not_ack(i) and now < self._next_visible(i) for i in range(len(self.offset_list)))
+
+    def lock_free_timestamp(self, now: int) -> int | None:
+        """When the queue unblocks (Java's ``getLockFreeTimestamp``): None if unknown, ``now`` if free."""
+        if not self.offset_list:
+            return None
+        for i in range(len(self.offset_list)):
+            if self.is_not_ack(i):
+                if self.invisible_time is None or self.invisible_time <= 0:
+                    return None
+                if now < (visible := self._next_visible(i)):
+                    return visible
+        return now
+
+    def next_offset(self) -> int:
+        """The first un-acked offset, or last + 1 when all are acked; -2 for an empty batch."""
+        if not self.offset_list:
+            return COMMIT_NOT_NEEDED
+        for i in range(len(self.offset_list)):
+            if self.is_not_ack(i):
+                return self.queue_offset(i)
+        return self.queue_offset(len(self.offset_list) - 1) + 1
+
+    def merge_offset_consumed_count(
+        self, pre_attempt_id: str | None, pre_offsets: Iterable[int], prev_counts: Mapping[int, int] | None
+    ) -> None:
+        """Carry consumed counts over from the previous batch: +1 for each offset popped again."""
+        prev = dict(prev_counts or {})
+        if pre_attempt_id is not None and pre_attempt_id == self.attempt_id:
+            self.offset_consumed_count = prev
+            return
+        before = set(pre_offsets)
+        self.offset_consumed_count = {o: prev.get(o, 0) + 1 for o in self.queue_offsets() if o in before}
+
+    def to_json(self) -> dict[Any, Any]:
+        """fastjson's bean order (names sorted), nulls left out."""
+        out: dict[Any, Any] = {}
+        if self.attempt_id is not None:
+            out["a"] = self.attempt_id
+        out["cm"] = self.commit_offset_bit
+        if self.invisible_time is not None:
+            out["i"] = self.invisible_time
+        out["l"] = self.last_consume_timestamp
+        out["o"] = list(self.offset_list)
+        if self.offset_consumed_count is not None:
+            out["oc"] = dict(self.offset_consumed_count)
+        if self.offset_next_visible_time is not None:
+            out["ot"] = dict(self.offset_next_visible_time)
+        out["popTime"] = self.pop_time
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> OrderInfo:
+        def int_map(v: Any) -> dict[int, int] | None:
+            return None if v is None else {int(k): int(x) for k, x in v.items()}
+
+        inv = d.get("i", d.get("invisibleTime"))
+        return cls(
+            pop_time=int(d.get("popTime", 0)),
+            invisible_time=None if inv is None else int(inv),
+            offset_list=[int(x) for x in d.get("o", d.get("offsetList")) or []],
+            offset_next_visible_time=int_map(d.get("ot", d.get("offsetNextVisibleTime"))),
+            offset_consumed_count=int_map(d.get("oc", d.get("offsetConsumedCount"))),
+            last_consume_timestamp=int(d.get("l", d.get("lastConsumeTimestamp", 0))),
+            commit_offset_bit=int(d.get("cm", d.get("commitOffsetBit", 0))),
+            attempt_id=d.get("a", d.get("attemptId")),
+        )
+
+
+# ----------------------------------------------------------------------------- group scope
+@dataclass(slots=True)
+class _Popped:
+    """One popped offset under ``group`` scope."""
+
+    pop_time: int
+    next_visible: int
+    attempt_id: str | None
+    consumed_count: int = 0
+    message_group: str | None = None
+    acked: bool = False
+
+
+@dataclass(slots=True)
+class _GroupQueue:
+    """A queue under ``group`` scope: C as the manager knows it and every popped offset ≥ C."""
+
+    base: int
+    entries: dict[int, _Popped] = field(default_factory=dict)
+    pop_time: int = 0
+    invisible_time: int = 0
+    attempt_id: str | None = None
+    last_consume_timestamp: int = 0
+
+    def in_flight(self, e: _Popped, now: int) -> bool:
+        return not e.acked and now < e.next_visible
+
+    def move_base(self, base: int) -> None:
+        self.base = base
+        while (e := self.entries.get(self.base)) is not None and e.acked:
+            self.base += 1
+        for o in [o for o in self.entries if o < self.base]:
+            del self.entries[o]
+
+    def to_json(self) -> dict[Any, Any]:
+        offsets = sorted(self.entries)
+        info = OrderInfo(
+            pop_time=self.pop_time,
+            invisible_time=self.invisible_time,
+            attempt_id=self.attempt_id,
+            last_consume_timestamp=self.last_consume_timestamp,
+            offset_list=[offsets[0]] + [o - offsets[0] for o in offsets[1:]] if offsets else [],
+            offset_next_visible_time={o: self.entries[o].next_visible for o in offsets},
+            offset_consumed_count={o: n for o in offsets if (n := self.entries[o].consumed_count)},
+            commit_offset_bit=sum(
+                1 << i for i, o in enumerate(offsets[:_JAVA_BITS]) if self.entries[o].acked
+            ),
+        )
+        out = info.to_json()
+        out["rq"] = {
+            "b": self.base,
+            "ak": [o for o in offsets if self.entries[o].acked],
+            "g": {o: e.message_group for o in offsets if (e := self.entries[o]).message_group is not None},
+            "pt": {o: e.pop_time for o in offsets if (e := self.entries[o]).pop_time != self.pop_time},
+            "pa": {o: e.attempt_id for o in offsets if (e := self.entries[o]).attempt_id != self.attempt_id},
+        }
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> _GroupQueue:
+        info = OrderInfo.from_json(d)
+        rq = d.get("rq") or {}
+        offsets = info.queue_offsets()
+        ot = info.offset_next_visible_time or {}
+        oc = info.offset_consumed_count or {}
+        groups = {int(k): v for k, v in (rq.get("g") or {}).items()}
+        pts = {int(k): int(v) for k, v in (rq.get("pt") or {}).items()}
+        pas = {int(k): v for k, v in (rq.get("pa") or {}).items()}
+        acked = (
+            {int(o) for o in rq["ak"]}
+            if "ak" in rq
+            else {o for i, o in enumerate(offsets) if not info.is_not_ack(i)}
+        )
+        q = cls(
+            base=int(rq.get("b", offsets[0] if offsets else 0)),
+            pop_time=info.pop_time,
+            invisible_time=info.invisible_time or 0,
+            attempt_id=info.attempt_id,
+            last_consume_timestamp=info.last_consume_timestamp,
+        )
+        for o in offsets:
+            pt = pts.get(o, info.pop_time)
+            q.entries[o] = _Popped(
+                pop_time=pt,
+                next_visible=ot.get(o, pt + (info.invisible_time or 0)),
+                attempt_id=pas.get(o, info.attempt_id),
+                consumed_count=oc.get(o, 0),
+                message_group=groups.get(o),
+                acked=o in acked,
+            )
+        q.move_base(q.base)
+        return q
+
+    def to_order_info(self) -> OrderInfo:
+        return OrderInfo.from_json({k: v for k, v in self.to_json().items() if k != "rq"})
+
+
+# ----------------------------------------------------------------------------- the API
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A message of the queue offered to an orderly pop, in offset order from the consumer offset."""
+
+    offset: int
+    #: ``__SHARDINGKEY``; None: the message is a group of its own.
+    message_group: str | None = None
+    #: False when the pop's filter (tag or SQL92) rejects it: never delivered, counts as consumed.
+    matches: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class OrderlySelection:
+    """What an orderly pop may deliver now, in order, and the filtered offsets it passed over."""
+
+    candidates: tuple[Candidate, ...]
+    filtered: tuple[int, ...] = ()
+    #: True when the queue is blocked as a whole (``queue`` scope): nothing was read into it.
+    blocked: bool = False
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        return tuple(c.offset for c in self.candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class OrderCountInfo:
+    """Consumed counts of one orderly pop: per offset (count > 0) and the minimum for the queue."""
+
+    offset_counts: tuple[tuple[int, int], ...]
+    min_count: int
+
+    def entries(self, topic: str, queue_id: int) -> list[str]:
+        """``orderCountInfo`` entries as Java's PopMessageProcessor appends them."""
+        out = [pop_wire.queue_offset_order_count_entry(topic, queue_id, o, n) for o, n in self.offset_counts]
+        out.append(pop_wire.order_count_info_entry(topic, queue_id, self.min_count))
+        return out
+
+
+class ConsumerOrderInfoManager:
+    """The orderly-pop state of every ``topic@group`` and queue; see the module docstring for the rules.
+
+    Not thread-safe: the broker calls it on its event loop thread (Java holds the queue lock).
+    """
+
+    def __init__(
+        self,
+        *,
+        scope: PopOrderBlockScope = PopOrderBlockScope.QUEUE,
+        path: str | None = None,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.scope = scope
+        self.path = path
+        self._clock = clock_ms
+        self._java: dict[str, dict[int, OrderInfo]] = {}
+        self._group: dict[str, dict[int, _GroupQueue]] = {}
+        self.dirty = False
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}{_TOPIC_GROUP_SEPARATOR}{group}"
+
+    # -- queries ------------------------------------------------------------------------------
+    def check_block(
+        self, attempt_id: str | None, topic: str, group: str, queue_id: int, invisible_time: int
+    ) -> bool:
+        """Java's ``checkBlock``: is the whole queue blocked?  Never under ``group`` scope."""
+        if self.scope is PopOrderBlockScope.GROUP:
+            return False
+        info = self._java.get(self.key(topic, group), {}).get(queue_id)
+        return info is not None and info.need_block(attempt_id, invisible_time, self._clock())
+
+    def select(
+        self,
+        *,
+        attempt_id: str | None,
+        topic: str,
+        group: str,
+        queue_id: int,
+        invisible_time: int,
+        consumer_offset: int,
+        candidates: Sequence[Candidate],
+        max_nums: int,
+    ) -> OrderlySelection:
+        """Which of ``candidates`` (the queue's messages from ``consumer_offset`` on) to deliver now."""
+        if self.scope is PopOrderBlockScope.QUEUE:
+            if self.check_block(attempt_id, topic, group, queue_id, invisible_time):
+                return OrderlySelection(candidates=(), blocked=True)
+            return OrderlySelection(candidates=tuple([c for c in candidates if c.matches][:max_nums]))
+        return self._select_group(
+            attempt_id, self.key(topic, group), queue_id, consumer_offset, candidates, max_nums
+        )
+
+    def _select_group(
+        self,
+        attempt_id: str | None,
+        key: str,
+        queue_id: int,
+        consumer_offset: int,
+        candidates: Sequence[Candidate],
+        max_nums: int,
+    ) -> OrderlySelection:
+        now = self._clock()
+        q = self._group.get(key, {}).get(queue_id)
+        if q is None:
+            q = _GroupQueue(base=consumer_offset)
+        elif q.base != consumer_offset:
+            q.move_base(consumer_offset)
+        by_offset = {c.offset: c for c in candidates}
+        for o, e in q.entries.items():
+            if (c := by_offset.get(o)) is not None:
+                e.message_group = c.message_group
+        if attempt_id is not None:
+            again = [o for o, e in sorted(q.entries.items()) if not e.acked and e.attempt_id == attempt_id]
+            if again:
+                same = [by_offset.get(o, Candidate(o, q.entries[o].message_group)) for o in again]
+                return OrderlySelection(candidates=tuple(same))
+        blocked = {e.message_group for e in q.entries.values() if q.in_flight(e, now)}
+        blocked.discard(None)
+        chosen: list[Candidate] = []
+        filtered: list[int] = []
+        for c in sorted(candidates, key=lambda c: c.offset):
+            if len(chosen) >= max_nums:
+                break
+            if not c.matches:
+                filtered.append(c.offset)
+                continue
+            popped = q.entries.get(c.offset)
+            if popped is not None and (popped.acked or q.in_flight(popped, now)):
+                continue
+            if c.message_group is not None and c.message_group in blocked:
+                continue
+            chosen.append(c)
+        return OrderlySelection(candidates=tuple(chosen), filtered=tuple(filtered))
+
+    def lock_free_timestamp(self, topic: str, group: str, queue_id: int) -> int | None:
+        """When a blocked queue (or, under ``group``, its first blocked group) frees; None if unknown."""
+        now = self._clock()
+        if self.scope is PopOrderBlockScope.QUEUE:
+            info = self._java.get(self.key(topic, group), {}).get(queue_id)
+            return None if info is None else info.lock_free_timestamp(now)
+        q = self._group.get(self.key(topic, group), {}).get(queue_id)
+        times = [e.next_visible for e in q.entries.values() if q.in_flight(e, now)] if q is not None else []
+        return min(times) if times else None
+
+    # -- changes ------------------------------------------------------------------------------
+    def update(
+        self,
+        *,
+        attempt_id: str | None,
+        topic: str,
+        group: str,
+        queue_id: int,
+        pop_time: int,
+        invisible_time: int,
+        popped: Sequence[Candidate],
+        filtered: Sequence[int] = (),
+    ) -> OrderCountInfo:
+        """Record an orderly pop of ``popped`` (Java's ``update``); the counts go out as orderCountInfo."""
+        if not popped:
+            raise ValueError("an orderly pop records at least one message; record nothing for an empty pop")
+        self.dirty = True
+        now = self._clock()
+        key = self.key(topic, group)
+        if self.scope is PopOrderBlockScope.QUEUE:
+            queues = self._java.setdefault(key, {})
+            info = OrderInfo.build(attempt_id, pop_time, invisible_time, [c.offset for c in popped], now)
+            old = queues.get(queue_id)
+            if old is not None:
+                info.merge_offset_consumed_count(
+                    old.attempt_id, old.queue_offsets(), old.offset_consumed_count
+                )
+            queues[queue_id] = info
+            counts = info.offset_consumed_count or {}
+            low = 0 if len(counts) != len(info.offset_list) else min(counts.values(), default=0)
+            return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low)
+        gq = self._group.setdefault(key, {})
+        q = gq.setdefault(queue_id, _GroupQueue(base=min([c.offset for c in popped] + list(filtered))))
+        q.pop_time, q.invisible_time, q.attempt_id = pop_time, invisible_time, attempt_id
+        q.last_consume_timestamp = now
+        for o in filtered:
+            if o >= q.base:
+                q.entries[o] = _Popped(pop_time=pop_time, next_visible=pop_time, attempt_id=None, acked=True)
+        for c in popped:
+            e = q.entries.get(c.offset)
+            if e is None:
+                e = q.entries[c.offset] = _Popped(pop_time=pop_time, next_visible=0, attempt_id=attempt_id)
+            elif attempt_id is None or e.attempt_id != attempt_id:
+                e.consumed_count += 1
+            e.pop_time, e.next_visible, e.attempt_id = pop_time, pop_time + invisible_time, attempt_id
+            e.message_group = c.message_group
+        q.move_base(q.base)
+        counts = {c.offset: n for c in popped if (n := q.entries[c.offset].consumed_count)}
+        low = min((q.entries[c.offset].consumed_count for c in popped), default=0)
+        return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low)
+
+    def commit_and_next(self, topic: str, group: str, queue_id: int, queue_offset: int, pop_time: int) -> int:
+        """An orderly ack: the consumer offset to commit (≥ 0), COMMIT_ILLEGAL or COMMIT_NOT_NEEDED."""
+        key = self.key(topic, group)
+        if self.scope is PopOrderBlockScope.GROUP:
+            q = self._group.get(key, {}).get(queue_id)
+            if q is None:
+                return COMMIT_NOT_NEEDED
+            e = q.entries.get(queue_offset)
+            if e is None:
+                return COMMIT_ILLEGAL
+            if e.pop_time != pop_time:
+                return COMMIT_NOT_NEEDED
+            e.acked = True
+            q.move_base(q.base)
+            self.dirty = True
+            return q.base
+        info = self._java.get(key, {}).get(queue_id)
+        if info is None:
+            return queue_offset + 1
+        if not info.offset_list:
+            return COMMIT_ILLEGAL
+        if pop_time != info.pop_time:
+            return COMMIT_NOT_NEEDED
+        offsets = info.queue_offsets()
+        if queue_offset not in offsets:
+            return COMMIT_ILLEGAL
+        info.commit_offset_bit |= 1 << offsets.index(queue_offset)
+        self.dirty = True
+        return info.next_offset()
+
+    def update_next_visible_time(
+        self, topic: str, group: str, queue_id: int, queue_offset: int, pop_time: int, next_visible_time: int
+    ) -> bool:
+        """Orderly CHANGE_INVISIBLETIME: False (and nothing changes) for a stale popTime or unknown queue."""
+        key = self.key(topic, group)
+        if self.scope is PopOrderBlockScope.GROUP:
+            q = self._group.get(key, {}).get(queue_id)
+            e = q.entries.get(queue_offset) if q is not None else None
+            if e is None or e.pop_time != pop_time:
+                return False
+            e.next_visible = next_visible_time
+        else:
+            info = self._java.get(key, {}).get(queue_id)
+            if info is None or info.pop_time != pop_time:
+                return False
+            if info.offset_next_visible_time is None:
+                info.offset_next_visible_time = {}
+            info.offset_next_visible_time[queue_offset] = next_visible_time
+        self.dirty = True
+        return True
+
+    def clear_block(self, topic: str, group: str, queue_id: int) -> None:
+        """Forget the queue's state (Java does it when the consumer offset is reset)."""
+        key = self.key(topic, group)
+        java = self._java.get(key, {}).pop(queue_id, None)
+        grouped = self._group.get(key, {}).pop(queue_id, None)
+        if java is not None or grouped is not None:
+            self.dirty = True
+
+    def auto_clean(
+        self,
+        *,
+        read_queue_nums: Callable[[str], int | None] | None = None,
+        group_exists: Callable[[str], bool] | None = None,
+    ) -> None:
+        """Java's ``autoClean``: drop gone topics, groups and queues, and queues untouched for 24 h."""
+        now = self._clock()
+        _clean(self._java, now, read_queue_nums, group_exists)
+        _clean(self._group, now, read_queue_nums, group_exists)
+
+    # -- persistence --------------------------------------------------------------------------
+    def encode(self) -> str:
+        """The file text: ``{"table":{"topic@group":{queueId:{OrderInfo}}}}``, integer keys unquoted."""
+        self.auto_clean()
+        table: dict[str, dict[int, dict[Any, Any]]] = {}
+        for key, queues in self._java.items():
+            table.setdefault(key, {}).update({q: info.to_json() for q, info in queues.items()})
+        for key, gqueues in self._group.items():
+            table.setdefault(key, {}).update({q: gq.to_json() for q, gq in gqueues.items()})
+        return _fastjson({"table": table})
+
+    def decode(self, text_or_obj: Any) -> None:
+        """Load Java's file (or rocketq's), converting entries to this manager's scope."""
+        data = json.loads(text_or_obj) if isinstance(text_or_obj, str) else text_or_obj
+        table = data.get("table") if isinstance(data, Mapping) else None
+        self._java, self._group = {}, {}
+        if not isinstance(table, Mapping):
+            return
+        for key, queues in table.items():
+            for qid, entry in (queues or {}).items():
+                if not isinstance(entry, Mapping):
+                    raise ValueError(f"consumerOrderInfo entry {key} queue {qid} is not an object: {entry!r}")
+                gq = _GroupQueue.from_json(entry)
+                if self.scope is PopOrderBlockScope.GROUP:
+                    self._group.setdefault(key, {})[int(qid)] = gq
+                else:
+                    info = OrderInfo.from_json(entry) if "rq" not in entry else gq.to_order_info()
+                    self._java.setdefault(key, {})[int(qid)] = info
+
+    def load(self) -> None:
+        """Read ``path`` (or its ``.bak``) if it exists; an unreadable file is a MetadataError."""
+        if self.path is None:
+            return
+        data = load_json_file(self.path)
+        if data is not None:
+            try:
+                self.decode(data)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                raise ValueError(
+                    f"{self.path}: not a consumerOrderInfo.json table ({exc}); move it away"
+                ) from exc
+
+    def persist(self) -> None:
+        """Write the table to ``path`` atomically (the previous version stays as ``.bak``)."""
+        if self.path is None:
+            return
+        persist_text_file(self.path, self.encode())
+        self.dirty = False
+
+
+def _bits(flags: Sequence[bool]) -> int:
+    return sum(1 << i for i, flag in enumerate(flags) if flag)
+
+
+class _Stamped(Protocol):
+    last_consume_timestamp: int
+
+
+_S = TypeVar("_S", bound=_Stamped)
+
+
+def _clean(
+    table: dict[str, dict[int, _S]],
+    now: int,
+    read_queue_nums: Callable[[str], int | None] | None,
+    group_exists: Callable[[str], bool] | None,
+) -> None:
+    for key in list(table):
+        topic, _, group = key.partition(_TOPIC_GROUP_SEPARATOR)
+        nums = read_queue_nums(topic) if read_queue_nums is not None else -1
+        if nums is None or (group_exists is not None and not group_exists(group)) or not table[key]:
+            del table[key]
+            continue
+        queues = table[key]
+        for qid in list(queues):
+            if 0 <= nums <= qid or now - queues[qid].last_consume_timestamp > CLEAN_SPAN_FROM_LAST_MS:
+                del queues[qid]
+
+
+def _fastjson(value: Any) -> str:
+    """JSON as fastjson writes beans and maps: integer map keys unquoted."""
+    if isinstance(value, dict):
+        items = (f"{k if isinstance(k, int) else json.dumps(k)}:{_fastjson(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_fastjson(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
