@@ -18,9 +18,16 @@ from typing import Any
 
 import pytest
 
+from rocketq.client.config import ClientConfig
 from rocketq.client.consumer.pop_rpc import PopNotSupportedError
 from rocketq.client.consumer.simple import AsyncSimpleConsumer, InvalidReceiptHandleError, SimpleConsumer
-from rocketq.client.errors import ClientError, MQClientError, NoRouteError, SubscriptionGroupNotExistError
+from rocketq.client.errors import (
+    ClientError,
+    MQClientError,
+    NoRouteError,
+    RemotingError,
+    SubscriptionGroupNotExistError,
+)
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import AsyncProducer
 from rocketq.client.producer.selector import SelectMessageQueueByHash
@@ -60,6 +67,8 @@ class PopServer:
         self.requests: list[RemotingCommand] = []
         self.pop_code: int | None = None  # a canned failure answer to POP_MESSAGE
         self.polls: list[int] = []
+        self.pop_headers: list[PopMessageRequestHeader] = []
+        self.stall_pops = 0  # pops left to answer too late (the client's answer is lost)
         codes = [
             RequestCode.GET_ROUTEINFO_BY_TOPIC,
             RequestCode.HEART_BEAT,
@@ -127,6 +136,11 @@ class PopServer:
     async def _on_pop_message(self, cmd: RemotingCommand) -> RemotingCommand:
         hd = PopMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         self.polls.append(hd.poll_time)
+        self.pop_headers.append(hd)
+        if self.stall_pops:  # answered after the client gave up (and leasing nothing)
+            self.stall_pops -= 1
+            await asyncio.sleep(1.0)
+            return cmd.make_response(ResponseCode.PULL_NOT_FOUND, "too late")
         if self.pop_code is not None:
             return cmd.make_response(self.pop_code, f"canned {self.pop_code}")
         now = int(time.time() * 1000)
@@ -372,5 +386,28 @@ def test_message_group_picks_the_queue_by_the_group_hash_and_keeps_order() -> No
                 assert [int(r.split(f"{g}:".encode())[1][:1]) for r in bodies] == list(range(sent))
         with pytest.raises(ClientError, match="same"):
             Message("T", b"x", message_group="a", sharding_key="b")
+
+    run(main())
+
+
+def test_fifo_pops_are_orderly_and_a_lost_answer_is_asked_again_with_its_attempt_id() -> None:
+    async def main() -> None:
+        async with pop_cluster() as (a,):
+            a.put("T", 0, b"f0")
+            config = ClientConfig(mq_client_api_timeout_ms=300)
+            async with _consumer(a.addr, fifo=True, config=config) as c:
+                a.stall_pops = 1
+                with pytest.raises(RemotingError):
+                    await c.receive(4, 10)
+                (m,) = await c.receive(4, 10)
+                assert m.body == b"f0"
+                await c.receive(4, 10)
+            first, retried, fresh = a.pop_headers[:3]
+            assert first.order and first.attempt_id
+            assert retried.attempt_id == first.attempt_id  # the same batch is asked for again
+            assert fresh.attempt_id not in (None, first.attempt_id)
+            async with _consumer(a.addr) as plain:
+                await plain.receive(4, 10)
+            assert not a.pop_headers[-1].order and a.pop_headers[-1].attempt_id is None
 
     run(main())

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
@@ -122,6 +123,9 @@ class AsyncSimpleConsumer:
         self._own_instance = instance is None
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._next_target = 0
+        # fifo: the attemptId of a pop whose answer was lost, reused by the next pop of that
+        # target so the broker hands out the same orderly batch again (RocketMQ 5 SDKs do this)
+        self._attempt_ids: dict[tuple[str, str], str] = {}
         self.running = False
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
@@ -275,6 +279,9 @@ class AsyncSimpleConsumer:
             exp_type=str(sub.expression_type),
             exp=sub.sub_string,
             order=self.fifo,
+            attempt_id=self._attempt_ids.setdefault((topic, broker_name), uuid.uuid4().hex)
+            if self.fifo
+            else None,
             broker_name=broker_name,
         )
         inst = self.instance
@@ -283,7 +290,9 @@ class AsyncSimpleConsumer:
         try:
             result = await pop_message(inst.api, addr, broker_name, header, timeout_ms)
         except MQBrokerError as exc:
+            self._attempt_ids.pop((topic, broker_name), None)
             raise (subscription_refused(exc, sub) or exc) from None
+        self._attempt_ids.pop((topic, broker_name), None)
         if result.status is PopStatus.POLLING_FULL:
             log.debug("broker %s holds too many long polls of %s; returning no message", broker_name, topic)
         return result
