@@ -348,7 +348,9 @@ def test_blocking_twin() -> None:
     while not out and time.monotonic() < deadline:
         time.sleep(0.02)
     try:
-        with SimpleConsumer(out[0].addr, "g", {"T": "*"}, await_duration_s=0.1) as c:
+        consumer = SimpleConsumer(out[0].addr, "g", await_duration_s=0.1)
+        consumer.subscribe("T", "*")
+        with consumer as c:
             (m,) = c.receive(2, 10)
             assert m.body == b"b1"
             c.change_invisible_duration(m, 20)

@@ -396,7 +396,12 @@ class SimpleConsumer:
         return self._consumer
 
     def subscribe(self, topic: str, expression: Subscribable = SUB_ALL) -> None:
-        self._consumer.subscribe(topic, expression)
+        """Receive from ``topic`` too (a tag expression or a :class:`MessageSelector`)."""
+
+        async def run() -> None:  # on the loop, which reads the subscriptions
+            self._consumer.subscribe(topic, expression)
+
+        self._loop.run(run())
 
     start = blocking_method(AsyncSimpleConsumer.start, "_consumer")
     receive = blocking_method(AsyncSimpleConsumer.receive, "_consumer")
