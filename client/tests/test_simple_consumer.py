@@ -413,3 +413,23 @@ def test_fifo_pops_are_orderly_and_a_lost_answer_is_asked_again_with_its_attempt
             assert not a.pop_headers[-1].order and a.pop_headers[-1].attempt_id is None
 
     run(main())
+
+
+def test_receive_passes_over_a_broker_that_is_down() -> None:
+    async def main() -> None:
+        async with pop_cluster(2) as (a, b):
+            b.put("T", 1, b"alive")
+            async with _consumer(a.addr) as c:
+                await a.server.stop(0)  # broker-a (also the NameServer) goes away; routes are cached
+                for _ in range(2):  # whichever broker the rotation starts with
+                    got = await c.receive(4, 10)
+                    if got:
+                        break
+                assert [m.body for m in got] == [b"alive"]
+                await c.ack(got[0])
+                assert ("T", 1, 0) in b.acked
+                await b.server.stop(0)
+                with pytest.raises(RemotingError):  # every broker down: the transport error
+                    await c.receive(4, 10)
+
+    run(main())
