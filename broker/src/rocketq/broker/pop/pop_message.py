@@ -45,7 +45,7 @@ from rocketq.broker.pop.reading import (
 )
 from rocketq.broker.pop.records import PopCheckPoint, ck_message
 from rocketq.broker.processor.context import BrokerContext, parse_header
-from rocketq.broker.processor.pull import compile_sql92_subscription
+from rocketq.broker.processor.pull import compile_sql92_subscription, readable_max_offset
 from rocketq.broker.store.status import GetMessageStatus
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import V5_POLLING_FULL, V5_POLLING_TIMEOUT, ResponseCode
@@ -227,6 +227,7 @@ class PopMessageProcessor:
                 return self._respond(request, header, popped, polling_full=True)
             if not await asyncio.shield(future):
                 return self._respond(request, header, popped)
+            await asyncio.sleep(0)  # woken at once by the recheck: let the other requests run first
 
     def _recheck(self, header: PopMessageRequestHeader, topics: list[str]) -> Callable[[], bool]:
         return lambda: self._has_new(header, topics)
@@ -243,8 +244,10 @@ class PopMessageProcessor:
                 else [header.queue_id]
             )
             for qid in queue_ids:
+                if (topic, header.consumer_group, qid) in self._busy:
+                    continue  # the pop reading it takes what is there
                 offset = ctx.offsets.query_offset(header.consumer_group, topic, qid)
-                if offset < ctx.store.get_max_offset_in_queue(topic, qid):
+                if offset < readable_max_offset(ctx.store, topic, qid):
                     return True
         return False
 
