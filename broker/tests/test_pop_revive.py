@@ -96,9 +96,14 @@ def checkpoint(
         props = dict(msg.properties) if not isinstance(msg.properties, str) else {}
         props[MessageConst.TIMER_OUT_MS] = props[MessageConst.TIMER_DELIVER_MS]
         msg = MessageToStore(
-            topic=msg.topic, queue_id=0, body=msg.body, properties=props, born_timestamp=T0,
-            born_host=HOST, store_host=HOST,
-        )  # fmt: skip
+            topic=msg.topic,
+            queue_id=0,
+            body=msg.body,
+            properties=props,
+            born_timestamp=T0,
+            born_host=HOST,
+            store_host=HOST,
+        )
     put(ctx.store, msg)
     return ck
 

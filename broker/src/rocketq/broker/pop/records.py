@@ -143,9 +143,16 @@ class PopCheckPoint:
     def unique_id(self) -> str:
         """``genCkUniqueId``: ``topic@queueId@startOffset@cid@popTime@brokerName@ck``."""
         return _SPLIT.join(
-            (self.topic, str(self.queue_id), str(self.start_offset), self.cid, str(self.pop_time),
-             str(self.broker_name), CK_TAG)
-        )  # fmt: skip
+            (
+                self.topic,
+                str(self.queue_id),
+                str(self.start_offset),
+                self.cid,
+                str(self.pop_time),
+                str(self.broker_name),
+                CK_TAG,
+            )
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,9 +222,14 @@ class AckMsg:
             )
         else:
             parts = (
-                self.topic, str(self.queue_id), str(self.ack_offset), self.consumer_group,
-                str(self.pop_time), str(self.broker_name), ACK_TAG,
-            )  # fmt: skip
+                self.topic,
+                str(self.queue_id),
+                str(self.ack_offset),
+                self.consumer_group,
+                str(self.pop_time),
+                str(self.broker_name),
+                ACK_TAG,
+            )
         return _SPLIT.join(parts)
 
 
