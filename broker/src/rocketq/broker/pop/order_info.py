@@ -57,6 +57,7 @@ from typing import Any, Protocol, TypeVar
 
 from rocketq.broker.config import PopOrderBlockScope
 from rocketq.broker.metadata import load_json_file, persist_text_file
+from rocketq.client.remoting import lenient_json
 from rocketq.client.remoting import pop as pop_wire
 
 __all__ = [
@@ -410,7 +411,7 @@ class ConsumerOrderInfoManager:
         q = self._group.get(key, {}).get(queue_id)
         if q is None:
             q = _GroupQueue(base=consumer_offset)
-        elif q.base != consumer_offset:
+        elif consumer_offset > q.base:
             q.move_base(consumer_offset)
         by_offset = {c.offset: c for c in candidates}
         for o, e in q.entries.items():
@@ -428,6 +429,8 @@ class ConsumerOrderInfoManager:
         for c in sorted(candidates, key=lambda c: c.offset):
             if len(chosen) >= max_nums:
                 break
+            if c.offset < q.base:
+                continue  # consumed; an offset reset backwards calls clear_block first, as Java's
             if not c.matches:
                 filtered.append(c.offset)
                 continue
@@ -583,7 +586,7 @@ class ConsumerOrderInfoManager:
 
     def decode(self, text_or_obj: Any) -> None:
         """Load Java's file (or rocketq's), converting entries to this manager's scope."""
-        data = json.loads(text_or_obj) if isinstance(text_or_obj, str) else text_or_obj
+        data = lenient_json.loads(text_or_obj) if isinstance(text_or_obj, str) else text_or_obj
         table = data.get("table") if isinstance(data, Mapping) else None
         self._java, self._group = {}, {}
         if not isinstance(table, Mapping):
