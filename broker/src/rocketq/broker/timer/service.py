@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 ERROR_WAIT_S = 1.0
 #: how often timer-log segments whose messages left the CommitLog are deleted (Java: 30 s)
 CLEAN_INTERVAL_MS = 30_000
+ENQUEUE_READS_PER_ROUND = 16
 
 
 class TimerMessageService:
@@ -58,8 +59,11 @@ class TimerMessageService:
         while not self._stop.is_set():
             self._wake.clear()
             try:
-                while timer.enqueue() and not self._stop.is_set():
-                    pass
+                more = True  # after this many reads, deliver: arrivals never starve due slots
+                for _ in range(ENQUEUE_READS_PER_ROUND):
+                    if not timer.enqueue() or self._stop.is_set():
+                        more = False
+                        break
                 timer.dequeue()
                 now = timer.clock()
                 if now - last_flush >= flush_interval:
@@ -72,6 +76,8 @@ class TimerMessageService:
                 log.exception("timer round failed")
                 self._stop.wait(ERROR_WAIT_S)
                 continue
+            if more:
+                continue  # more arrived than one round enqueues
             now = timer.clock()
             wait_ms = min(precision - now % precision, flush_interval) + 1
             self._wake.wait(wait_ms / 1000)
