@@ -61,7 +61,7 @@ from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.testing import FAST_FAILOVER_BROKER_CONF, ControllerGroup, pull_header
 from rocketq.client.testing.chaos import SEND_ERRORS, Acked, Ledger, Load, broker_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 BROKER = "broker-x"
 TOPIC = "FailoverChaosT"

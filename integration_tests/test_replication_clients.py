@@ -261,6 +261,7 @@ def test_lite_pull_consumer_reads_from_the_slave_while_the_master_hangs(group: G
 SLAVE_READ_BOUND_S = 3.0
 
 
+@pytest.mark.serial  # asserts a time bound: runs alone on the machine
 def test_first_read_from_the_slave_after_a_master_sigkill_is_prompt(group: Group) -> None:
     """A lite pull consumer with the default client settings (30 s route poll), reading from the
     master, then paused on a backlog: after a SIGKILL of the master (no other master appears), a
