@@ -151,8 +151,8 @@ BROKER: Sections = [
             "maxPopPollingSize": "pops and notifications that may wait (long polling) at once",
             "initPopOffsetByCheckMsgInMem": "initMode MAX starts at 0 while the whole queue is in memory",
             "popResponseReturnActualRetryTopic": "hand out retried messages under their retry topic",
-            "popOrderBlockScope": "what a stuck orderly (FIFO) message holds back: `queue` (its whole queue, as"
-            " RocketMQ) or `group` (only its own message group) (rocketq key)",
+            "popOrderBlockScope": "what a stuck orderly (FIFO) message holds back: `queue` (its whole"
+            " queue, as RocketMQ) or `group` (only its own message group) (rocketq key)",
         },
     ),
     (
