@@ -4,7 +4,6 @@ for the broker's queue offsets) and the executor's (read_range against scripted 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from rocketq.connector.options import parse_source_options
 from rocketq.connector.planning import QueueRange
 from rocketq.connector.reader import read_range
 from rocketq.connector.source import RocketMQStreamReader
+from rocketq.connector.testing import InMemoryQueues, stream_reader
 
 ADDR = "127.0.0.1:10911"
 TOPIC = "t"
@@ -25,48 +25,6 @@ TOPIC = "t"
 
 def mq(q: int) -> MessageQueue:
     return MessageQueue(TOPIC, "b", q)
-
-
-class Queues:
-    """The queues of one topic with their min and max offsets, as the broker reports them."""
-
-    def __init__(self, maxes: dict[int, int]) -> None:
-        self.maxes = dict(maxes)
-        self.mins = {q: 0 for q in maxes}
-        self.slave = False  # whether a slave (its master down) answers
-
-    def served_by_slave(self, queue: MessageQueue) -> bool:
-        return self.slave
-
-    def recreate(self, q: int, max_offset: int, min_offset: int = 0) -> None:
-        self.maxes[q], self.mins[q] = max_offset, min_offset
-
-    def discover(
-        self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
-    ) -> dict[MessageQueue, str]:
-        return {mq(q): ADDR for q in sorted(self.maxes)}
-
-    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[MessageQueue, str]:
-        return self.discover([topic], None, missing_ok=missing_ok)
-
-    def max_offset(self, queue: MessageQueue, addr: str) -> int:
-        return self.maxes[queue.queue_id]
-
-    def max_offsets(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        return {q: self.maxes[q.queue_id] for q in queues}
-
-    def min_offset(self, queue: MessageQueue, addr: str) -> int:
-        return self.mins[queue.queue_id]
-
-    def commit_offset(self, queue: MessageQueue, addr: str, group: str, offset: int) -> None:
-        pass
-
-
-def reader(queues: Queues, **options: str) -> RocketMQStreamReader:
-    opts = parse_source_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC, "group": "g", **options})
-    r = RocketMQStreamReader(opts)
-    r._access = queues  # type: ignore[assignment]
-    return r
 
 
 def spans(r: RocketMQStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[tuple[int, int, int]]:
@@ -96,8 +54,8 @@ def test_error_names_topic_broker_queue_offsets_and_what_to_do() -> None:
 
 
 def test_backwards_fails_by_default() -> None:
-    queues = Queues({0: 10, 1: 4})
-    r = reader(queues, startingOffsets="earliest")
+    queues = InMemoryQueues({0: 10, 1: 4})
+    r = stream_reader(queues, startingOffsets="earliest")
     start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     assert start == {"t": {"b:0": 10, "b:1": 4}}
     queues.recreate(0, 3)  # recreated: offsets restart at 0, three new messages
@@ -110,8 +68,8 @@ def test_backwards_fails_by_default() -> None:
 def test_backwards_with_fail_false_warns_and_reads_the_new_queue_from_its_min(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    queues = Queues({0: 10, 1: 4})
-    r = reader(queues, startingOffsets="earliest", failOnDataLoss="false")
+    queues = InMemoryQueues({0: 10, 1: 4})
+    r = stream_reader(queues, startingOffsets="earliest", failOnDataLoss="false")
     start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     queues.recreate(0, 3)
     with caplog.at_level(logging.WARNING, "rocketq.connector"):
@@ -128,15 +86,15 @@ def test_backwards_with_fail_false_warns_and_reads_the_new_queue_from_its_min(
 def test_backwards_replayed_after_a_restart_asks_the_broker_for_the_min() -> None:
     """A batch planned before a driver restart (end below start in the offset log) is read again
     from the queue's min offset, without a latestOffset call to remember it."""
-    queues = Queues({0: 3})
+    queues = InMemoryQueues({0: 3})
     queues.mins[0] = 1
-    r = reader(queues, failOnDataLoss="false")
+    r = stream_reader(queues, failOnDataLoss="false")
     assert spans(r, {"t": {"b:0": 10}}, {"t": {"b:0": 3}}) == [(0, 1, 3)]
 
 
 def test_backwards_to_an_empty_queue_records_the_restart() -> None:
-    queues = Queues({0: 10})
-    r = reader(queues, startingOffsets="earliest", failOnDataLoss="false", minMessagesPerTrigger="5")
+    queues = InMemoryQueues({0: 10})
+    r = stream_reader(queues, startingOffsets="earliest", failOnDataLoss="false", minMessagesPerTrigger="5")
     start = {"t": {"b:0": 10}}
     queues.recreate(0, 0)
     end = r.latestOffset(start, ReadAllAvailable())
@@ -144,8 +102,8 @@ def test_backwards_to_an_empty_queue_records_the_restart() -> None:
 
 
 def test_backwards_respects_the_read_limit() -> None:
-    queues = Queues({0: 10})
-    r = reader(queues, failOnDataLoss="false", maxMessagesPerTrigger="2")
+    queues = InMemoryQueues({0: 10})
+    r = stream_reader(queues, failOnDataLoss="false", maxMessagesPerTrigger="2")
     queues.recreate(0, 5)
     end = r.latestOffset({"t": {"b:0": 10}}, ReadMaxRows(2))
     assert end == {"t": {"b:0": 2}}
@@ -155,8 +113,8 @@ def test_backwards_respects_the_read_limit() -> None:
 def test_a_lagging_slave_is_not_loss() -> None:
     """The master is down and its slave (ASYNC replication) lacks the last messages: the queue
     waits for the master instead of restarting."""
-    queues = Queues({0: 10, 1: 4})
-    r = reader(queues)
+    queues = InMemoryQueues({0: 10, 1: 4})
+    r = stream_reader(queues)
     start = {"t": {"b:0": 10, "b:1": 4}}
     queues.maxes[0], queues.slave = 8, True
     assert r.latestOffset(start, ReadAllAvailable()) is start
@@ -165,8 +123,8 @@ def test_a_lagging_slave_is_not_loss() -> None:
 
 
 def test_offsets_at_the_max_are_not_loss() -> None:
-    queues = Queues({0: 10})
-    r = reader(queues)
+    queues = InMemoryQueues({0: 10})
+    r = stream_reader(queues)
     start = {"t": {"b:0": 10}}
     assert r.latestOffset(start, ReadAllAvailable()) is start
 
@@ -175,8 +133,8 @@ def test_offsets_at_the_max_are_not_loss() -> None:
 
 
 def test_new_queue_starting_at_zero_is_not_loss() -> None:
-    queues = Queues({0: 4})
-    r = reader(queues)
+    queues = InMemoryQueues({0: 4})
+    r = stream_reader(queues)
     start = r.initialOffset()
     queues.recreate(1, 6)
     end = r.latestOffset(start, ReadAllAvailable())
@@ -184,8 +142,8 @@ def test_new_queue_starting_at_zero_is_not_loss() -> None:
 
 
 def test_new_queue_above_zero_fails() -> None:
-    queues = Queues({0: 4})
-    r = reader(queues)
+    queues = InMemoryQueues({0: 4})
+    r = stream_reader(queues)
     start = r.initialOffset()
     queues.recreate(1, 6, min_offset=2)
     with pytest.raises(DataLossError) as info:
@@ -195,8 +153,8 @@ def test_new_queue_above_zero_fails() -> None:
 
 
 def test_new_queue_above_zero_with_fail_false_starts_at_its_min(caplog: pytest.LogCaptureFixture) -> None:
-    queues = Queues({0: 4})
-    r = reader(queues, failOnDataLoss="false")
+    queues = InMemoryQueues({0: 4})
+    r = stream_reader(queues, failOnDataLoss="false")
     start = r.initialOffset()
     queues.recreate(1, 6, min_offset=2)
     with caplog.at_level(logging.WARNING, "rocketq.connector"):
@@ -206,9 +164,9 @@ def test_new_queue_above_zero_with_fail_false_starts_at_its_min(caplog: pytest.L
 
 
 def test_queues_known_at_the_start_may_begin_above_zero() -> None:
-    queues = Queues({0: 9})
+    queues = InMemoryQueues({0: 9})
     queues.mins[0] = 5  # retention ran before the query started: not loss, earliest is 5
-    r = reader(queues, startingOffsets="earliest")
+    r = stream_reader(queues, startingOffsets="earliest")
     start = r.initialOffset()
     assert start == {"t": {"b:0": 5}}
     assert spans(r, start, r.latestOffset(start, ReadAllAvailable())) == [(0, 5, 9)]
@@ -218,8 +176,8 @@ def test_queues_known_at_the_start_may_begin_above_zero() -> None:
 
 
 def test_vanished_queue_fails_naming_it() -> None:
-    queues = Queues({0: 4, 1: 7})
-    r = reader(queues)
+    queues = InMemoryQueues({0: 4, 1: 7})
+    r = stream_reader(queues)
     start = r.initialOffset()
     del queues.maxes[1]
     with pytest.raises(DataLossError) as info:
@@ -228,8 +186,8 @@ def test_vanished_queue_fails_naming_it() -> None:
 
 
 def test_vanished_queue_with_fail_false_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
-    queues = Queues({0: 4, 1: 7})
-    r = reader(queues, failOnDataLoss="false")
+    queues = InMemoryQueues({0: 4, 1: 7})
+    r = stream_reader(queues, failOnDataLoss="false")
     start = r.initialOffset()
     del queues.maxes[1]
     with caplog.at_level(logging.WARNING, "rocketq.connector"):

@@ -3,71 +3,29 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.connector.errors import DataLossError
-from rocketq.connector.options import parse_source_options
 from rocketq.connector.planning import RocketMQInputPartition
-from rocketq.connector.source import RocketMQStreamReader
+from rocketq.connector.testing import InMemoryQueues, stream_reader
 
 ADDR = "127.0.0.1:10911"
 
 
-class FakeAccess:
-    """Queues with min/max offsets; records committed offsets."""
-
-    def __init__(self, maxes: dict[int, int]) -> None:
-        self.maxes = dict(maxes)
-        self.mins = {q: 0 for q in maxes}
-        self.committed: dict[tuple[str, int], int] = {}
-
-    def ref(self, q: int) -> MessageQueue:
-        return MessageQueue("t", "b", q)
-
-    def discover(
-        self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
-    ) -> dict[MessageQueue, str]:
-        return {self.ref(q): ADDR for q in sorted(self.maxes)}
-
-    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[MessageQueue, str]:
-        return self.discover([topic], None, missing_ok=missing_ok)
-
-    def max_offset(self, queue: MessageQueue, addr: str) -> int:
-        return self.maxes[queue.queue_id]
-
-    def max_offsets(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        return {q: self.maxes[q.queue_id] for q in queues}
-
-    def min_offset(self, queue: MessageQueue, addr: str) -> int:
-        return self.mins[queue.queue_id]
-
-    def commit_offset(self, queue: MessageQueue, addr: str, group: str, offset: int) -> None:
-        self.committed[(group, queue.queue_id)] = offset
-
-
-def reader(access: FakeAccess, **options: str) -> RocketMQStreamReader:
-    opts = parse_source_options({"nameServer": "127.0.0.1:9876", "topic": "t", "group": "g", **options})
-    r = RocketMQStreamReader(opts)
-    r._access = access  # type: ignore[assignment]
-    return r
-
-
 def test_initial_offset_is_memoised() -> None:
-    access = FakeAccess({0: 5, 1: 7})
-    r = reader(access)  # latest
+    access = InMemoryQueues({0: 5, 1: 7})
+    r = stream_reader(access)  # latest
     first = r.initialOffset()
     access.maxes[0] = 99
     assert r.initialOffset() == first == {"t": {"b:0": 5, "b:1": 7}}
 
 
 def test_idle_returns_start_object_unchanged() -> None:
-    access = FakeAccess({0: 5, 1: 7})
-    r = reader(access, startingOffsets="earliest")
+    access = InMemoryQueues({0: 5, 1: 7})
+    r = stream_reader(access, startingOffsets="earliest")
     start = r.initialOffset()
     end = r.latestOffset(start, ReadAllAvailable())
     assert end == {"t": {"b:0": 5, "b:1": 7}}
@@ -76,8 +34,8 @@ def test_idle_returns_start_object_unchanged() -> None:
 
 
 def test_read_limit_and_partitions() -> None:
-    access = FakeAccess({0: 30, 1: 10})
-    r = reader(access, startingOffsets="earliest", maxMessagesPerTrigger="8")
+    access = InMemoryQueues({0: 30, 1: 10})
+    r = stream_reader(access, startingOffsets="earliest", maxMessagesPerTrigger="8")
     assert r.getDefaultReadLimit() == ReadMaxRows(8)
     start = r.initialOffset()
     end = r.latestOffset(start, ReadMaxRows(8))
@@ -91,8 +49,8 @@ def test_read_limit_and_partitions() -> None:
 
 
 def test_available_now_never_passes_its_snapshot() -> None:
-    access = FakeAccess({0: 10})
-    r = reader(access, startingOffsets="earliest", maxMessagesPerTrigger="4")
+    access = InMemoryQueues({0: 10})
+    r = stream_reader(access, startingOffsets="earliest", maxMessagesPerTrigger="4")
     start = r.initialOffset()
     r.prepareForTriggerAvailableNow()
     access.maxes[0] = 1000
@@ -107,22 +65,24 @@ def test_available_now_never_passes_its_snapshot() -> None:
 
 
 def test_min_messages_wait_for_more_or_the_delay() -> None:
-    access = FakeAccess({0: 3})
-    r = reader(access, startingOffsets="earliest", minMessagesPerTrigger="5", maxTriggerDelay="1h")
+    access = InMemoryQueues({0: 3})
+    r = stream_reader(access, startingOffsets="earliest", minMessagesPerTrigger="5", maxTriggerDelay="1h")
     start = r.initialOffset()
     assert r.latestOffset(start, ReadAllAvailable()) is start
     access.maxes[0] = 6
     assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"b:0": 6}}
-    impatient = reader(
-        FakeAccess({0: 1}), startingOffsets="earliest", minMessagesPerTrigger="5", maxTriggerDelay="0"
+    impatient = stream_reader(
+        InMemoryQueues({0: 1}), startingOffsets="earliest", minMessagesPerTrigger="5", maxTriggerDelay="0"
     )
     s = impatient.initialOffset()
     assert impatient.latestOffset(s, ReadAllAvailable()) == {"t": {"b:0": 1}}
 
 
 def test_new_queue_joins_at_earliest() -> None:
-    access = FakeAccess({0: 4})
-    r = reader(access, failOnDataLoss="false")  # a new queue above 0 is data loss: test_connector_data_loss
+    access = InMemoryQueues({0: 4})
+    r = stream_reader(
+        access, failOnDataLoss="false"
+    )  # a new queue above 0 is data loss: test_connector_data_loss
     start = r.initialOffset()
     access.maxes[1] = 6
     access.mins[1] = 2
@@ -133,8 +93,8 @@ def test_new_queue_joins_at_earliest() -> None:
 
 @pytest.mark.parametrize("fail", ["true", "false"])
 def test_vanished_queue(fail: str) -> None:
-    access = FakeAccess({0: 4, 1: 4})
-    r = reader(access, failOnDataLoss=fail)
+    access = InMemoryQueues({0: 4, 1: 4})
+    r = stream_reader(access, failOnDataLoss=fail)
     start: dict[str, Any] = r.initialOffset()
     del access.maxes[1]
     if fail == "true":

@@ -5,13 +5,15 @@
 (:mod:`rocketq.client.launcher`), with broker settings suited to Spark reads (large pull batches);
 :func:`produce` writes messages to chosen queues with the client producer, and
 :func:`produce_fast` writes large volumes through the connector's bulk sink path (no Spark).
+:class:`InMemoryQueues` stands in for the broker's queue offsets under a driver's stream reader
+(:func:`stream_reader`), for unit tests of offset planning without a broker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +26,8 @@ from rocketq.client.model import Message
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.testing import wait_for
-from rocketq.connector.options import parse_sink_options
+from rocketq.connector.options import parse_sink_options, parse_source_options
+from rocketq.connector.source import RocketMQStreamReader
 from rocketq.connector.writer import AtLeastOnceStrategy, write_batches
 
 #: Broker settings that matter for Spark throughput (see docs/connector.md).
@@ -91,3 +94,55 @@ def produce_fast(namesrv_addr: str, topic: str, batches: Iterator[pa.RecordBatch
     """Write Arrow batches (sink columns: body, keys, tags, queueId ...) with the bulk sink path."""
     opts = parse_sink_options({"nameServer": namesrv_addr, "topic": topic})
     return write_batches(opts, batches, AtLeastOnceStrategy(opts)).rows
+
+
+class InMemoryQueues:
+    """The queues of one topic (broker ``b`` at ``addr``) with their min and max offsets as the
+    broker reports them, in place of the stream reader's broker access; committed offsets are
+    recorded, and ``slave`` says whether a slave (its master down) answers."""
+
+    def __init__(self, maxes: dict[int, int], *, topic: str = "t", addr: str = "127.0.0.1:10911") -> None:
+        self.topic, self.addr = topic, addr
+        self.maxes = dict(maxes)
+        self.mins = {q: 0 for q in maxes}
+        self.slave = False
+        self.committed: dict[tuple[str, int], int] = {}
+
+    def ref(self, q: int) -> MessageQueue:
+        return MessageQueue(self.topic, "b", q)
+
+    def recreate(self, q: int, max_offset: int, min_offset: int = 0) -> None:
+        """Queue ``q`` now spans ``[min_offset, max_offset)`` (a topic deleted and created again)."""
+        self.maxes[q], self.mins[q] = max_offset, min_offset
+
+    def served_by_slave(self, queue: MessageQueue) -> bool:
+        return self.slave
+
+    def discover(
+        self, topics: Iterable[str], pattern: str | None, *, missing_ok: bool
+    ) -> dict[MessageQueue, str]:
+        return {self.ref(q): self.addr for q in sorted(self.maxes)}
+
+    def read_queues(self, topic: str, *, missing_ok: bool = False) -> dict[MessageQueue, str]:
+        return self.discover([topic], None, missing_ok=missing_ok)
+
+    def max_offset(self, queue: MessageQueue, addr: str) -> int:
+        return self.maxes[queue.queue_id]
+
+    def max_offsets(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        return {q: self.maxes[q.queue_id] for q in queues}
+
+    def min_offset(self, queue: MessageQueue, addr: str) -> int:
+        return self.mins[queue.queue_id]
+
+    def commit_offset(self, queue: MessageQueue, addr: str, group: str, offset: int) -> None:
+        self.committed[(group, queue.queue_id)] = offset
+
+
+def stream_reader(queues: InMemoryQueues, **options: str) -> RocketMQStreamReader:
+    """A driver's stream reader over ``queues``' topic (group ``g``) reading ``queues`` instead of
+    a broker; ``options`` are source options."""
+    base = {"nameServer": "127.0.0.1:9876", "topic": queues.topic, "group": "g"}
+    reader = RocketMQStreamReader(parse_source_options({**base, **options}))
+    reader._access = queues  # type: ignore[assignment]
+    return reader
