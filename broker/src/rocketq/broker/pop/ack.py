@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 
 from rocketq.broker.executor import Busy
+from rocketq.broker.pop.appender import put_records
 from rocketq.broker.pop.records import AckMsg, PopCheckPoint, ack_message, ck_message
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.store.record_batch import MessageToStore
@@ -101,7 +102,7 @@ class AckMessageProcessor:
         """Store the records; None when stored, else the error response."""
         ctx = self.ctx
         try:
-            results = await ctx.send_executor.run(lambda: [ctx.store.put_message(m) for m in msgs])
+            results = await put_records(ctx, msgs)
         except Busy as busy:
             ctx.stats.busy_rejects += 1
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)

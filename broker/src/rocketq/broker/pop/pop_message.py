@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketq.broker.executor import Busy
+from rocketq.broker.pop.appender import put_records
 from rocketq.broker.pop.polling import PopLongPolling
 from rocketq.broker.pop.reading import (
     Filter,
@@ -403,7 +404,7 @@ class PopMessageProcessor:
             now_ms=_now_ms(),
             store_host=ctx.store_host,
         )
-        result = await ctx.send_executor.run(lambda: ctx.store.put_message(msg))
+        (result,) = await put_records(ctx, [msg])
         return result.is_ok
 
     def _add(
