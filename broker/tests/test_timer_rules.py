@@ -139,4 +139,7 @@ def test_broker_conf_timer_keys() -> None:
     with pytest.raises(BrokerConfigError, match="timerWheelEnable"):
         load_broker_config(None, overrides={"timerWheelEnable": "maybe"})
     with pytest.raises(BrokerConfigError, match="timerRollWindowSlot"):
-        TimerConfig.of(roll_window_slots=1)
+        load_broker_config(None, overrides={"timerRollWindowSlot": "0"})
+    with pytest.raises(BrokerConfigError, match="mappedFileSizeTimerLog: must be >= 4096"):
+        load_broker_config(None, overrides={"mappedFileSizeTimerLog": "100"})
+    assert TimerConfig.of(roll_window_slots=1).roll_window_slots == 1

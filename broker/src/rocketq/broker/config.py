@@ -211,6 +211,8 @@ class BrokerConfig:
             ("timerFlushIntervalMs", self.timer_flush_interval_ms),
         ):
             _check(value >= 1, key, f"must be >= 1, got {value}")
+        timer_log = self.mapped_file_size_timer_log
+        _check(timer_log >= 4096, "mappedFileSizeTimerLog", f"must be >= 4096 bytes, got {timer_log}")
         for key, value in (
             ("reviveQueueNum", self.revive_queue_num),
             ("reviveInterval", self.revive_interval_ms),

@@ -44,8 +44,8 @@ class TimerConfig:
             raise BrokerConfigError("timerPrecisionMs", f"must be one of {PRECISION_CANDIDATES_MS}")
         if self.max_delay_sec <= 0:
             raise BrokerConfigError("timerMaxDelaySec", f"must be > 0, got {self.max_delay_sec}")
-        if self.roll_window_slots < 2:
-            raise BrokerConfigError("timerRollWindowSlot", f"must be >= 2, got {self.roll_window_slots}")
+        if self.roll_window_slots < 1:
+            raise BrokerConfigError("timerRollWindowSlot", f"must be >= 1, got {self.roll_window_slots}")
         if self.timer_log_file_size < 4096:
             raise BrokerConfigError(
                 "mappedFileSizeTimerLog", f"must be >= 4096 bytes, got {self.timer_log_file_size}"
