@@ -158,8 +158,10 @@ def test_change_invisible_time_extends_and_shortens_and_ignores_stale_handles() 
     clock.now += 20_000
     assert m.check_block("o", T, G, 0, 10_000)  # 0 extended to 30 s
     assert m.lock_free_timestamp(T, G, 0) == pt + 30_000
+    assert m.lock_free_times() == [(T, G, 0, pt + 30_000)]
     assert m.update_next_visible_time(T, G, 0, 0, pt, clock.now)  # shortened: visible now
     assert not m.check_block("o", T, G, 0, 10_000)
+    assert m.lock_free_times() == []
     assert m.lock_free_timestamp(T, G, 0) == clock.now
 
 
@@ -303,6 +305,7 @@ def test_group_scope_stuck_group_does_not_hold_back_the_others() -> None:
     assert m.commit_and_next(T, G, 0, 3, clock.now) == 0
     assert m.commit_and_next(T, G, 0, 1, clock.now) == 0  # 0 still un-acked: the offset stays
     assert m.lock_free_timestamp(T, G, 0) == clock.now + 10_000
+    assert m.lock_free_times() == [(T, G, 0, clock.now + 10_000)]
     assert m.commit_and_next(T, G, 0, 0, clock.now) == 2  # stops at 2: never popped
     assert _select(m, 2, cands) == [2]
     _pop(m, clock, [2], attempt="c3", groups={2: "A"})

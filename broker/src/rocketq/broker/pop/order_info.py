@@ -346,6 +346,23 @@ class OrderCountInfo:
 class ConsumerOrderInfoManager:
     """The orderly-pop state of every ``topic@group`` and queue; see the module docstring for the rules.
 
+    How the POP processor uses it (under the queue's pop lock, as Java):
+
+    - orderly POP: :meth:`check_block` first (``queue`` scope: nothing to read while blocked);
+      read the queue from the consumer offset (all messages, ``matches`` False for those the
+      filter rejects, several times ``maxNums`` under ``group`` so held groups can be passed);
+      :meth:`select`; answer its ``candidates``; :meth:`update` with them and ``filtered`` (it
+      returns the orderCountInfo entries); commit the consumer offset read from.  When nothing
+      matched at all, commit the read's next offset yourself, as Java does.
+    - orderly ACK: ignore offsets below the consumer offset; :meth:`commit_and_next`; commit an
+      answer ≥ 0, answer MESSAGE_ILLEGAL for COMMIT_ILLEGAL, OK for COMMIT_NOT_NEEDED; then wake
+      long-polling pops of the queue when it is no longer blocked.
+    - orderly CHANGE_INVISIBLETIME: :meth:`update_next_visible_time` with now + invisibleTime;
+      answer popTime unchanged and invisibleTime = next visible time - popTime.
+    - consumer offset reset: :meth:`clear_block`.  Long polling: :meth:`lock_free_timestamp`
+      (and :meth:`lock_free_times` after :meth:`load`) says when to wake pops of a held queue.
+    - :meth:`persist` with the consumer offsets; :meth:`load` at start.
+
     Not thread-safe: the broker calls it on its event loop thread (Java holds the queue lock).
     """
 
@@ -451,6 +468,20 @@ class ConsumerOrderInfoManager:
         q = self._group.get(self.key(topic, group), {}).get(queue_id)
         times = [e.next_visible for e in q.entries.values() if q.in_flight(e, now)] if q is not None else []
         return min(times) if times else None
+
+    def lock_free_times(self) -> list[tuple[str, str, int, int]]:
+        """``(topic, group, queue_id, free_at)`` of every queue held now (Java's lock manager recover)."""
+        now = self._clock()
+        out = []
+        for key in sorted(set(self._java) | set(self._group)):
+            parts = key.split(_TOPIC_GROUP_SEPARATOR)
+            if len(parts) != 2:
+                continue
+            for qid in sorted(set(self._java.get(key, {})) | set(self._group.get(key, {}))):
+                free_at = self.lock_free_timestamp(parts[0], parts[1], qid)
+                if free_at is not None and free_at > now:
+                    out.append((parts[0], parts[1], qid, free_at))
+        return out
 
     # -- changes ------------------------------------------------------------------------------
     def update(
