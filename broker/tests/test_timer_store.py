@@ -201,6 +201,28 @@ def test_restart_without_flush_delivers_everything_due_once(tmp_path: Path) -> N
     store.shutdown()
 
 
+def test_restart_before_the_checkpoint_caught_up_delivers_nothing_twice(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = open_store(root)
+    clock = Clock(T0 + 400)
+    timer = timer_store(store, clock)
+    timer.flush()
+    send(store, clock, "early", {"TIMER_DELAY_SEC": "1", "UNIQ_KEY": "UE"})
+    send(store, clock, "later", {"TIMER_DELAY_SEC": "9", "UNIQ_KEY": "UL"})
+    run_until(timer, clock, T0 + 3000)
+    assert [m.body for m in delivered(store)] == [b"early"]
+    store.halt()  # killed before the next flush: the checkpoint still says nothing was read
+    store = open_store(root)
+    clock.now = T0 + 12_000
+    timer = timer_store(store, clock)
+    assert timer.curr_read_time_ms == T0
+    run_until(timer, clock, T0 + 12_200)
+    assert [m.body for m in delivered(store)] == [b"early", b"later"]
+    assert timer.stats.redelivery_skipped == 1
+    timer.close()
+    store.shutdown()
+
+
 def test_clean_restart_keeps_progress(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = open_store(root)

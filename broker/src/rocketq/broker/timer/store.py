@@ -19,7 +19,12 @@ Restart: the timer log is recovered from the last flushed position (every good r
 its wheel slot), the enqueue resumes after the queue offset of the message of the last record
 (or the checkpoint's, whichever is later: messages delivered at once leave no record), and the
 read time resumes at the checkpoint's, so every slot due during an outage is read.  What was
-delivered after the last checkpoint is delivered again: at least once, as in RocketMQ.
+delivered after the last checkpoint would be delivered again (RocketMQ does so: at least once); a
+message due before this run started (``started_at_ms``) is therefore first looked up by its
+``UNIQ_KEY`` in the index of its real topic, and not delivered again when a copy with its
+``TIMER_OUT_MS`` is there.  The same covers a slave promoted by the controller, whose timer files
+start empty or stale: the old master's deliveries were replicated.  (Without the index,
+``messageIndexEnable=false``, such messages are delivered again.)
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class TimerStats:
     rolled: int = 0
     recalled: int = 0
     dropped: int = 0
+    redelivery_skipped: int = 0
 
 
 class TimerMessageStore:
@@ -96,6 +102,8 @@ class TimerMessageStore:
         self.curr_queue_offset = 0
         self.curr_read_time_ms = 0
         self.stats = TimerStats()
+        #: slots before this time may have been delivered by a previous run: checked before delivery
+        self.started_at_ms = 0
         self._committed = (-1, -1)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -123,6 +131,7 @@ class TimerMessageStore:
         oldest = now - (self.config.slots_total - TIMER_BLANK_SLOTS) * self.precision_ms
         read = self._floor(cp.last_read_time_ms) if cp.existed and cp.last_read_time_ms > 0 else now
         self.curr_read_time_ms = max(read, oldest)
+        self.started_at_ms = now
         log.info(
             "timer store recovered: read time %d, timer queue offset %d, timer log end %d",
             self.curr_read_time_ms,
@@ -270,6 +279,9 @@ class TimerMessageStore:
         props = dict(msg.properties)
         if not roll and MessageConst.TIMER_DEL_UNIQKEY in props:
             return  # a tombstone is never delivered
+        if not roll and self._delivered_before(msg):
+            self.stats.redelivery_skipped += 1
+            return
         props[MessageConst.TIMER_ENQUEUE_MS] = str(enqueue_time)
         if roll:
             props[MessageConst.TIMER_ROLL_TIMES] = str(_int(props.get(MessageConst.TIMER_ROLL_TIMES)) + 1)
@@ -314,6 +326,27 @@ class TimerMessageStore:
             "timer message %s could not be put into %s; dropped", props.get(MessageConst.UNIQ_KEY), topic
         )
         self.stats.dropped += 1
+
+    def _delivered_before(self, msg: StoredMessage) -> bool:
+        """Whether a message due before this run started is already in its real topic."""
+        props = msg.properties
+        uniq = props.get(MessageConst.UNIQ_KEY)
+        real = props.get(MessageConst.REAL_TOPIC)
+        out = props.get(MessageConst.TIMER_OUT_MS)
+        if not uniq or not real or out is None or _int(out) >= self.started_at_ms:
+            return False
+        found = self.store.query_message(real, uniq, 32, msg.store_timestamp, (1 << 63) - 1)
+        try:
+            for buf in found.buffers:
+                try:
+                    copy = decode_stored_message(buf, decompress=False)
+                except MessageFormatError:
+                    continue
+                if copy.topic == real and copy.properties.get(MessageConst.TIMER_OUT_MS) == out:
+                    return True
+        finally:
+            found.release()
+        return False
 
     # -- helpers -----------------------------------------------------------------------------
     def _read(self, offset_py: int) -> StoredMessage | None:
