@@ -8,8 +8,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.metadata import SubscriptionGroupConfig
+from rocketq.broker.pop import revive
 from rocketq.broker.pop.records import AckMsg, PopCheckPoint, ack_message, ck_message
 from rocketq.broker.pop.revive import ACK_GRACE_MS, TIMER_ACK_GRACE_MS, ReviveService
 from rocketq.broker.processor.context import BrokerContext, build_context
@@ -237,5 +240,27 @@ def test_replay_revives_nothing_twice_and_raises_pop_offsets(tmp_path: Path) -> 
         assert await round_at(again, clock, T0 + 2 * IT + ACK_GRACE_MS) == 3
         assert [m.body for m in queue(store, RETRY)] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
         assert first.end_offset == 2
+
+    run(tmp_path, scenario)
+
+
+def test_replay_reads_past_the_per_round_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(revive, "READ_BATCH_MSGS", 2)
+    monkeypatch.setattr(revive, "MAX_RECORDS_PER_ROUND", 2)  # a round reads one batch of two
+
+    async def scenario(ctx: BrokerContext, store: MessageStore) -> None:
+        put_messages(store, 6)
+        for start in range(6):
+            checkpoint(ctx, start, 1)
+        service = ReviveService(ctx, clock=Clock())
+        await service.recover()
+        assert ctx.offsets.query_offset(GROUP, TOPIC, 0) == 6
+        assert service.pending_count() == 6
+        fresh = ReviveService(ctx, clock=Clock())
+        fresh.queues = {}
+        ctx.offsets.remove_group(REVIVE_GROUP)
+        await fresh.recover()
+        await fresh.run_round()
+        assert fresh.pending_count() == 6
 
     run(tmp_path, scenario)

@@ -222,8 +222,12 @@ class ReviveService:
 
     # -- reading ---------------------------------------------------------------------------------
     async def _read_queue(self, qid: int, *, replay: bool) -> None:
+        """Read the queue to its end; a round stops after ``MAX_RECORDS_PER_ROUND`` records (the
+        next round goes on), a replay does not: every POP offset must be raised before pops are served."""
         rq = self.queues[qid]
-        for _ in range(MAX_RECORDS_PER_ROUND // READ_BATCH_MSGS):
+        batches = 0
+        while replay or batches < MAX_RECORDS_PER_ROUND // READ_BATCH_MSGS:
+            batches += 1
             records, next_offset = await asyncio.to_thread(self._read_batch, qid, rq.read_offset)
             for rec in records:
                 self._apply(rq, rec, replay=replay)
