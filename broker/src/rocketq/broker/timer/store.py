@@ -105,6 +105,7 @@ class TimerMessageStore:
         #: slots before this time may have been delivered by a previous run: checked before delivery
         self.started_at_ms = 0
         self._committed = (-1, -1)
+        self._skips_logged = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -141,6 +142,12 @@ class TimerMessageStore:
 
     def flush(self) -> None:
         """Sync the timer log and the wheel, then the checkpoint."""
+        if self.stats.redelivery_skipped != self._skips_logged:
+            self._skips_logged = self.stats.redelivery_skipped
+            log.info(
+                "timer: %d message(s) due before this start were already in their topic: not delivered again",
+                self._skips_logged,
+            )
         self.timer_log.flush()
         self.wheel.flush()
         cp = self.checkpoint
