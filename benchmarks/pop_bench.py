@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from consume_bench import QUEUES, TOPIC, lite_pull_rate, preload
+from consume_bench import QUEUES, TOPIC, lite_pull_rate, preload  # type: ignore[import-not-found]  # benchmarks/ is on sys.path
 
 from rocketq.client.admin import Admin
 from rocketq.client.consumer import AsyncSimpleConsumer
@@ -133,8 +133,10 @@ def main() -> int:
     total = args.messages - args.messages % QUEUES
     work = Path(tempfile.mkdtemp(prefix="rocketq-pop-bench-"))
     try:
-        conf = {"flushDiskType": "ASYNC_FLUSH", "brokerName": BROKER}
-        with spawn_namesrv(work / "ns") as ns, spawn_broker(work / "b", ns.addr, **conf) as broker:
+        with (
+            spawn_namesrv(work / "ns") as ns,
+            spawn_broker(work / "b", ns.addr, flushDiskType="ASYNC_FLUSH", brokerName=BROKER) as broker,
+        ):
             with Admin(ns.addr) as admin:
                 admin.create_topic(
                     TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES, cluster="DefaultCluster"
