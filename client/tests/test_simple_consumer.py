@@ -9,6 +9,7 @@ real-process round trip lives in integration_tests/test_simple_consumer.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -38,11 +39,13 @@ from rocketq.client.remoting.message import encode_stored_message
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.pop import (
     AckMessageRequestHeader,
+    BatchAckMessageRequestBody,
     ChangeInvisibleTimeRequestHeader,
     ExtraInfo,
     PopMessageRequestHeader,
     join_info,
     msg_offset_info_entry,
+    real_topic,
     start_offset_info_entry,
 )
 from rocketq.client.remoting.properties import MessageConst
@@ -56,7 +59,7 @@ QUEUES = 2
 class PopServer:
     """NameServer + POP broker double: per (topic, queue) message lists, leases by offset."""
 
-    def __init__(self, name: str, *, pop: bool = True) -> None:
+    def __init__(self, name: str, *, pop: bool = True, batch_ack: bool = True) -> None:
         self.name = name
         self.server = RemotingServer()
         self.addr = ""
@@ -81,6 +84,8 @@ class PopServer:
                 RequestCode.ACK_MESSAGE,
                 RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
             ]
+        if pop and batch_ack:
+            codes.append(RequestCode.BATCH_ACK_MESSAGE)
         for code in codes:
             self.server.register(code, self._handle)
 
@@ -184,6 +189,15 @@ class PopServer:
         self.acked.add(key)
         return cmd.make_response(ResponseCode.SUCCESS, None)
 
+    def _on_batch_ack_message(self, cmd: RemotingCommand) -> RemotingCommand:
+        body = BatchAckMessageRequestBody.decode(cmd.body)
+        assert body.broker_name == self.name
+        for ack in body.acks:
+            topic = real_topic(ack.topic, ack.consumer_group, ack.retry_flag)
+            for index in ack.ack_indexes:
+                self.acked.add((topic, ack.queue_id, ack.start_offset + index))
+        return cmd.make_response(ResponseCode.SUCCESS, None)
+
     def _on_change_message_invisibletime(self, cmd: RemotingCommand) -> RemotingCommand:
         hd = ChangeInvisibleTimeRequestHeader.from_ext_fields(cmd.ext_fields)
         key = (hd.topic, hd.queue_id, hd.offset)
@@ -196,8 +210,10 @@ class PopServer:
 
 
 @asynccontextmanager
-async def pop_cluster(n: int = 1, *, pop: bool = True) -> AsyncIterator[list[PopServer]]:
-    servers = [PopServer(f"broker-{chr(97 + i)}", pop=pop) for i in range(n)]
+async def pop_cluster(
+    n: int = 1, *, pop: bool = True, batch_ack: bool = True
+) -> AsyncIterator[list[PopServer]]:
+    servers = [PopServer(f"broker-{chr(97 + i)}", pop=pop, batch_ack=batch_ack) for i in range(n)]
     for s in servers:
         await s.start()
     servers[0].topics["T"] = servers
@@ -431,5 +447,38 @@ def test_receive_passes_over_a_broker_that_is_down() -> None:
                 await b.server.stop(0)
                 with pytest.raises(RemotingError):  # every broker down: the transport error
                     await c.receive(4, 10)
+
+    run(main())
+
+
+@pytest.mark.parametrize("batch_ack", [True, False])
+def test_ack_many_batches_per_broker_and_names_the_handles_it_could_not_use(batch_ack: bool) -> None:
+    async def main() -> None:
+        async with pop_cluster(2, batch_ack=batch_ack) as (a, b):
+            for s in (a, b):
+                for i in range(4):
+                    s.put("T", i % QUEUES, b"%s-%d" % (s.name.encode(), i))
+            s.put("%RETRY%g_T", 0, b"retried")
+            async with _consumer(a.addr) as c:
+                got: list[MessageExt] = []
+                for _ in range(4):
+                    got += await c.receive(32, 10)
+                assert len(got) == 9
+                expired = got[0]
+                expired.properties[MessageConst.POP_CK] = str(
+                    dataclasses.replace(ExtraInfo.parse(expired.properties[MessageConst.POP_CK]), pop_time=1)
+                )
+                with pytest.raises(InvalidReceiptHandleError, match="1 of 9 messages were not acked"):
+                    await c.ack_many(got)
+                assert len(a.acked) + len(b.acked) == 8
+                assert ("%RETRY%g_T", 0, 0) in b.acked
+                codes = [r.code for s in (a, b) for r in s.requests]
+                if batch_ack:
+                    assert (
+                        codes.count(RequestCode.BATCH_ACK_MESSAGE) == 2
+                        and RequestCode.ACK_MESSAGE not in codes
+                    )
+                else:
+                    assert codes.count(RequestCode.ACK_MESSAGE) == 8
 
     run(main())

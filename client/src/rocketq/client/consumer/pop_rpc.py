@@ -7,7 +7,8 @@ decoded, every message gets its receipt handle (``POP_CK``) and ``1ST_POP_TIME``
 response header (:func:`rocketq.client.remoting.pop.mark_popped_messages`), and its topic is the
 one the pop asked for, also for messages read from the pop retry topic.  "Nothing to pop" is a
 :class:`PopStatus`, not an error.  A broker that does not know the request codes (Apache
-RocketMQ 4.x answers "request type not supported") raises :class:`PopNotSupportedError`.
+RocketMQ 4.x answers "request type not supported") raises :class:`PopNotSupportedError`; so does
+BATCH_ACK_MESSAGE on a 5.x broker older than batch acks (the caller then acks one by one).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rocketq.client.remoting.headers import CommandHeader
 from rocketq.client.remoting.message import iter_stored_messages
 from rocketq.client.remoting.pop import (
     AckMessageRequestHeader,
+    BatchAckMessageRequestBody,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
     PopMessageRequestHeader,
@@ -37,6 +39,7 @@ __all__ = [
     "PopResult",
     "PopStatus",
     "ack_message",
+    "batch_ack_message",
     "change_invisible_time",
     "pop_message",
     "process_pop_response",
@@ -137,3 +140,9 @@ async def change_invisible_time(
     """CHANGE_MESSAGE_INVISIBLETIME: the new checkpoint's pop time, invisible time and revive queue."""
     response = _check(await _invoke(api, addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header), addr)
     return ChangeInvisibleTimeResponseHeader.from_ext_fields(response.ext_fields)
+
+
+async def batch_ack_message(api: MQClientAPI, addr: str, body: BatchAckMessageRequestBody) -> None:
+    """BATCH_ACK_MESSAGE: the acks of several checkpoints in one request (no header)."""
+    request = RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {}, body.encode())
+    _check(await api.invoke(addr, request), addr)

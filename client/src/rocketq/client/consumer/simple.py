@@ -35,9 +35,11 @@ from typing import Any, Self
 from rocketq.client.blocking_facade import blocking_method
 from rocketq.client.config import ClientConfig
 from rocketq.client.consumer.pop_rpc import (
+    PopNotSupportedError,
     PopResult,
     PopStatus,
     ack_message,
+    batch_ack_message,
     change_invisible_time,
     pop_message,
 )
@@ -54,6 +56,8 @@ from rocketq.client.loop import BackgroundLoop, acquire_loop, release_loop
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting.pop import (
     AckMessageRequestHeader,
+    BatchAck,
+    BatchAckMessageRequestBody,
     ChangeInvisibleTimeRequestHeader,
     ConsumeInitMode,
     ExtraInfo,
@@ -335,6 +339,65 @@ class AsyncSimpleConsumer:
         addr = await inst.find_master_addr_or_refresh(handle.broker_name, msg.topic)
         await ack_message(inst.api, addr, header)
 
+    async def ack_many(self, msgs: Sequence[MessageExt]) -> None:
+        """Acknowledge several messages with one BATCH_ACK_MESSAGE per broker group (a broker
+        without batch acks gets one ACK_MESSAGE each).  Messages with a valid handle are acked
+        even when others' handles are missing or expired; those then raise one
+        InvalidReceiptHandleError that names them."""
+        by_broker: dict[str, dict[tuple[Any, ...], list[tuple[MessageExt, int]]]] = {}
+        invalid: list[str] = []
+        for msg in msgs:
+            try:
+                handle = self._handle(msg)
+            except InvalidReceiptHandleError as exc:
+                invalid.append(str(exc))
+                continue
+            offset = handle.queue_offset if handle.queue_offset is not None else msg.queue_offset
+            key = (msg.topic, handle.retry_flag, handle.queue_id, handle.ck_queue_offset, handle.pop_time,
+                   handle.invisible_time, handle.revive_qid)  # fmt: skip
+            by_broker.setdefault(handle.broker_name, {}).setdefault(key, []).append((msg, offset))
+        for broker_name, checkpoints in by_broker.items():
+            await self._batch_ack(broker_name, checkpoints)
+        if invalid:
+            raise InvalidReceiptHandleError(
+                f"{len(invalid)} of {len(msgs)} messages were not acked: " + "; ".join(invalid)
+            )
+
+    async def _batch_ack(
+        self, broker_name: str, checkpoints: dict[tuple[Any, ...], list[tuple[MessageExt, int]]]
+    ) -> None:
+        acks = []
+        for (
+            topic,
+            flag,
+            queue_id,
+            start,
+            pop_time,
+            invisible_time,
+            revive_qid,
+        ), entries in checkpoints.items():
+            acks.append(
+                BatchAck(
+                    consumer_group=self.group,
+                    topic=topic,  # the message's topic: the broker adds the retry flag's prefix
+                    retry_flag=flag,
+                    start_offset=start,
+                    queue_id=queue_id,
+                    revive_queue_id=revive_qid,
+                    pop_time=pop_time,
+                    invisible_time=invisible_time,
+                    ack_indexes=tuple(offset - start for _, offset in entries),
+                )
+            )
+        inst = self.instance
+        addr = await inst.find_master_addr_or_refresh(broker_name, acks[0].topic)
+        try:
+            await batch_ack_message(inst.api, addr, BatchAckMessageRequestBody(broker_name, tuple(acks)))
+        except PopNotSupportedError:  # a 5.x broker from before batch acks
+            for entries in checkpoints.values():
+                for msg, _ in entries:
+                    await self.ack(msg)
+
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_s: float) -> str:
         """Make ``msg`` visible again ``invisible_duration_s`` from now (longer or shorter than
         before).  Returns the new receipt handle and stores it in ``msg`` (the old one no longer
@@ -406,6 +469,7 @@ class SimpleConsumer:
     start = blocking_method(AsyncSimpleConsumer.start, "_consumer")
     receive = blocking_method(AsyncSimpleConsumer.receive, "_consumer")
     ack = blocking_method(AsyncSimpleConsumer.ack, "_consumer")
+    ack_many = blocking_method(AsyncSimpleConsumer.ack_many, "_consumer")
     change_invisible_duration = blocking_method(AsyncSimpleConsumer.change_invisible_duration, "_consumer")
 
     def shutdown(self) -> None:
