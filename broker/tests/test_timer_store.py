@@ -223,6 +223,25 @@ def test_restart_before_the_checkpoint_caught_up_delivers_nothing_twice(tmp_path
     store.shutdown()
 
 
+def test_crash_before_the_first_flush_loses_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = open_store(root)
+    clock = Clock(T0 + 400)
+    timer = timer_store(store, clock)  # a first start: no checkpoint yet
+    send(store, clock, "soon", {"TIMER_DELAY_SEC": "5"})
+    clock.now += 200
+    timer.enqueue()
+    store.halt()  # killed before the first timerFlushIntervalMs
+    store = open_store(root)
+    clock.now = T0 + 10_000
+    timer = timer_store(store, clock)
+    assert timer.curr_read_time_ms == T0  # where the first start began, not the restart's time
+    run_until(timer, clock, T0 + 10_200)
+    assert [m.body for m in delivered(store)] == [b"soon"]
+    timer.close()
+    store.shutdown()
+
+
 def test_clean_restart_keeps_progress(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = open_store(root)

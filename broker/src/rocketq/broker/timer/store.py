@@ -133,6 +133,7 @@ class TimerMessageStore:
         read = self._floor(cp.last_read_time_ms) if cp.existed and cp.last_read_time_ms > 0 else now
         self.curr_read_time_ms = max(read, oldest)
         self.started_at_ms = now
+        self.flush()  # a crash before the first interval's flush must resume from here, not from now
         log.info(
             "timer store recovered: read time %d, timer queue offset %d, timer log end %d",
             self.curr_read_time_ms,
