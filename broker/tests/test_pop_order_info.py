@@ -353,14 +353,23 @@ def test_group_scope_filtered_messages_count_as_consumed() -> None:
     assert m.commit_and_next(T, G, 1, 0, clock.now) == COMMIT_NOT_NEEDED  # no state for the queue
 
 
-def test_empty_update_is_refused() -> None:
+def test_update_with_only_filtered_messages_moves_the_group_scope_offset() -> None:
     m, clock = _manager(GROUP)
-    with pytest.raises(ValueError, match="at least one message"):
-        _pop(m, clock, [])
+    assert _pop(m, clock, []).min_count == 0
+    assert m.consumer_offset(T, G, 0) is None
+    m.update(attempt_id="c1", topic=T, group=G, queue_id=0, pop_time=clock.now, invisible_time=1_000,
+             popped=[], filtered=[0, 1])  # fmt: skip
+    assert m.consumer_offset(T, G, 0) == 2
+    q, qclock = _manager(QUEUE)
+    q.update(attempt_id="c1", topic=T, group=G, queue_id=0, pop_time=qclock.now, invisible_time=1_000,
+             popped=[], filtered=[0, 1])  # fmt: skip
+    assert q.encode() == '{"table":{}}' and q.consumer_offset(T, G, 0) is None
 
 
 # ------------------------------------------------------------------ state machines against a model
-MESSAGES = ["A", "B", "A", None, "C", "B", "A", "C", None, "B", "A", "C"]
+MESSAGES = ["A", "B", "A", None, "C", "B", "A", "C", None, "B", "A", "C", "B"]
+#: offsets the consumers' filter rejects (Java's pop skips them; group scope records them consumed)
+FILTERED = {4, 9, 12}
 
 
 class _Model:
@@ -369,6 +378,7 @@ class _Model:
     def __init__(self) -> None:
         self.latest: dict[int, tuple[int, int, str]] = {}  # offset -> (popTime, nextVisible, attempt)
         self.acked: set[int] = set()  # group scope: every accepted ack; queue scope: acked in batch
+        self.done: set[int] = set()  # group scope: acked or filtered out
         self.ever_acked: set[int] = set()
         self.batch: list[int] = []  # queue scope: the last orderly batch
         self.batch_pop_time = -1
@@ -405,17 +415,24 @@ class OrderInfoMachine(RuleBasedStateMachine):
             return False
         return self.clock.now < self.model.latest[o][1]
 
+    def _mine(self, attempt: str) -> list[int]:
+        """Group scope: the un-acked messages last delivered to ``attempt``."""
+        latest, acked = self.model.latest, self.model.acked
+        return [o for o in sorted(latest) if latest[o][2] == attempt and o not in acked]
+
+    def _next_offset(self) -> int:
+        nxt = self.offset
+        while nxt in self.model.done:
+            nxt += 1
+        return nxt
+
     def _expected(self, attempt: str, max_nums: int) -> list[int]:
-        rest = list(range(self.offset, len(MESSAGES)))
+        rest = [o for o in range(self.offset, len(MESSAGES)) if o not in FILTERED]
         if self.scope is QUEUE:
             if attempt != self.model.batch_attempt and any(self._in_flight(o) for o in self.model.batch):
                 return []
             return rest[:max_nums]
-        mine = [
-            o
-            for o in sorted(self.model.latest)
-            if self.model.latest[o][2] == attempt and o not in self.model.acked
-        ]
+        mine = self._mine(attempt)
         if mine:
             return mine
         busy = {MESSAGES[o] for o in self.model.latest if self._in_flight(o)} - {None}
@@ -427,17 +444,25 @@ class OrderInfoMachine(RuleBasedStateMachine):
         return free[:max_nums]
 
     def _pop(self, attempt: str, max_nums: int, inv: int) -> None:
-        cands = [Candidate(o, MESSAGES[o]) for o in range(self.offset, len(MESSAGES))]
+        cands = [Candidate(o, MESSAGES[o], o not in FILTERED) for o in range(self.offset, len(MESSAGES))]
         sel = self.m.select(attempt_id=attempt, topic=T, group=G, queue_id=0, invisible_time=inv,
                             consumer_offset=self.offset, candidates=cands, max_nums=max_nums)  # fmt: skip
         got = list(sel.offsets)
+        retried = self.scope is GROUP and bool(self._mine(attempt))
         assert got == self._expected(attempt, max_nums)
         self._check_delivery(got, attempt)
-        if not got:
-            return
         counts = self.m.update(attempt_id=attempt, topic=T, group=G, queue_id=0, pop_time=self.clock.now,
-                               invisible_time=inv, popped=sel.candidates)  # fmt: skip
-        self._record(got, attempt, inv, dict(counts.offset_counts))
+                               invisible_time=inv, popped=sel.candidates, filtered=sel.filtered)  # fmt: skip
+        if self.scope is GROUP:
+            self.model.done |= set(sel.filtered)
+            scanned = {o for o in FILTERED if o >= self.offset and (len(got) < max_nums or o < got[-1])}
+            assert set(sel.filtered) == (set() if retried else scanned)
+            self.offset = self._next_offset()
+            assert self.m.consumer_offset(T, G, 0) == self.offset
+        elif not got and not sel.blocked and all(c.offset in FILTERED for c in cands):
+            self.offset = len(MESSAGES)  # nothing matched: Java's processor commits the read's end
+        if got:
+            self._record(got, attempt, inv, dict(counts.offset_counts))
 
     def _check_delivery(self, got: list[int], attempt: str) -> None:
         retry = attempt == self.last_attempt
@@ -455,7 +480,7 @@ class OrderInfoMachine(RuleBasedStateMachine):
             if g is None:
                 continue
             assert not any(self._in_flight(p) for p in self.model.latest if MESSAGES[p] == g)
-            earlier = [p for p in range(self.offset, o) if MESSAGES[p] == g]
+            earlier = [p for p in range(self.offset, o) if MESSAGES[p] == g and p not in FILTERED]
             assert all(p in self.model.acked or p in got[:i] for p in earlier)  # strict group order
         if retry and got and not self.acked_since_last_pop:
             assert got == self.last_offsets
@@ -517,10 +542,8 @@ class OrderInfoMachine(RuleBasedStateMachine):
                 assert got == COMMIT_NOT_NEEDED
                 return
             model.acked.add(o)
-            nxt = self.offset
-            while nxt in model.acked:
-                nxt += 1
-            assert got == nxt
+            model.done.add(o)
+            assert got == self._next_offset()
         model.ever_acked.add(o)
         self.offset = got
         self.acked_since_last_pop = True
@@ -549,7 +572,7 @@ class OrderInfoMachine(RuleBasedStateMachine):
 
     @invariant()
     def offset_never_passes_an_unacked_message(self) -> None:
-        assert all(o in self.model.ever_acked for o in range(self.offset))
+        assert all(o in self.model.ever_acked or o in FILTERED for o in range(self.offset))
 
 
 class GroupScopeMachine(OrderInfoMachine):

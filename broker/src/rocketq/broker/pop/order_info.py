@@ -352,8 +352,9 @@ class ConsumerOrderInfoManager:
       read the queue from the consumer offset (all messages, ``matches`` False for those the
       filter rejects, several times ``maxNums`` under ``group`` so held groups can be passed);
       :meth:`select`; answer its ``candidates``; :meth:`update` with them and ``filtered`` (it
-      returns the orderCountInfo entries); commit the consumer offset read from.  When nothing
-      matched at all, commit the read's next offset yourself, as Java does.
+      returns the orderCountInfo entries); commit the consumer offset read from, or under
+      ``group`` scope :meth:`consumer_offset`.  ``queue`` scope: when nothing matched at all,
+      commit the read's next offset yourself, as Java does.
     - orderly ACK: ignore offsets below the consumer offset; :meth:`commit_and_next`; commit an
       answer ≥ 0, answer MESSAGE_ILLEGAL for COMMIT_ILLEGAL, OK for COMMIT_NOT_NEEDED; then wake
       long-polling pops of the queue when it is no longer blocked.
@@ -496,9 +497,14 @@ class ConsumerOrderInfoManager:
         popped: Sequence[Candidate],
         filtered: Sequence[int] = (),
     ) -> OrderCountInfo:
-        """Record an orderly pop of ``popped`` (Java's ``update``); the counts go out as orderCountInfo."""
-        if not popped:
-            raise ValueError("an orderly pop records at least one message; record nothing for an empty pop")
+        """Record an orderly pop of ``popped`` (Java's ``update``); the counts go out as orderCountInfo.
+
+        Under ``group`` scope ``filtered`` offsets are recorded as consumed, also when nothing was
+        popped; afterwards :meth:`consumer_offset` is the offset to commit.
+        """
+        nothing = OrderCountInfo(offset_counts=(), min_count=0)
+        if not popped and (not filtered or self.scope is PopOrderBlockScope.QUEUE):
+            return nothing
         self.dirty = True
         now = self._clock()
         key = self.key(topic, group)
@@ -516,7 +522,8 @@ class ConsumerOrderInfoManager:
             return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low)
         gq = self._group.setdefault(key, {})
         q = gq.setdefault(queue_id, _GroupQueue(base=min([c.offset for c in popped] + list(filtered))))
-        q.pop_time, q.invisible_time, q.attempt_id = pop_time, invisible_time, attempt_id
+        if popped:
+            q.pop_time, q.invisible_time, q.attempt_id = pop_time, invisible_time, attempt_id
         q.last_consume_timestamp = now
         for o in filtered:
             if o >= q.base:
@@ -533,6 +540,11 @@ class ConsumerOrderInfoManager:
         counts = {c.offset: n for c in popped if (n := q.entries[c.offset].consumed_count)}
         low = min((q.entries[c.offset].consumed_count for c in popped), default=0)
         return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low)
+
+    def consumer_offset(self, topic: str, group: str, queue_id: int) -> int | None:
+        """Under ``group`` scope the consumer offset the state implies (commit it after a pop); else None."""
+        q = self._group.get(self.key(topic, group), {}).get(queue_id)
+        return None if q is None else q.base
 
     def commit_and_next(self, topic: str, group: str, queue_id: int, queue_offset: int, pop_time: int) -> int:
         """An orderly ack: the consumer offset to commit (≥ 0), COMMIT_ILLEGAL or COMMIT_NOT_NEEDED."""
