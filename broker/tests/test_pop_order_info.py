@@ -262,6 +262,19 @@ def test_group_scope_file_stays_java_readable_and_round_trips(tmp_path: Path) ->
     assert java_view.commit_and_next(T, G, 0, 0, clock.now) == 2
 
 
+def test_group_scope_file_keeps_cm_a_java_long_and_all_acks_in_rq(tmp_path: Path) -> None:
+    path = str(tmp_path / "consumerOrderInfo.json")
+    m, clock = _manager(GROUP, path=path)
+    _pop(m, clock, list(range(70)))
+    for o in range(1, 70):
+        assert m.commit_and_next(T, G, 0, o, clock.now) == 0
+    m.persist()
+    assert f'"cm":{2**63 - 2},' in Path(path).read_text()
+    java_view, _ = _manager(QUEUE, path=path, clock=clock)
+    java_view.load()
+    assert java_view.commit_and_next(T, G, 0, 0, clock.now) == 70
+
+
 def test_java_file_loads_under_group_scope(tmp_path: Path) -> None:
     m, _ = _manager(GROUP, clock=Clock(1_700_000_001_000))
     m.decode(GOLDEN)

@@ -300,7 +300,10 @@ class _GroupQueue:
         return q
 
     def to_order_info(self) -> OrderInfo:
-        return OrderInfo.from_json({k: v for k, v in self.to_json().items() if k != "rq"})
+        """The Java view, with every acked bit (not only the 63 a Java long holds)."""
+        info = OrderInfo.from_json({k: v for k, v in self.to_json().items() if k != "rq"})
+        info.commit_offset_bit = _bits([self.entries[o].acked for o in sorted(self.entries)])
+        return info
 
 
 # ----------------------------------------------------------------------------- the API
@@ -638,12 +641,12 @@ class ConsumerOrderInfoManager:
             for qid, entry in (queues or {}).items():
                 if not isinstance(entry, Mapping):
                     raise ValueError(f"consumerOrderInfo entry {key} queue {qid} is not an object: {entry!r}")
-                gq = _GroupQueue.from_json(entry)
                 if self.scope is PopOrderBlockScope.GROUP:
-                    self._group.setdefault(key, {})[int(qid)] = gq
+                    self._group.setdefault(key, {})[int(qid)] = _GroupQueue.from_json(entry)
+                elif "rq" in entry:  # written under group scope: its Java view, acks of all offsets
+                    self._java.setdefault(key, {})[int(qid)] = _GroupQueue.from_json(entry).to_order_info()
                 else:
-                    info = OrderInfo.from_json(entry) if "rq" not in entry else gq.to_order_info()
-                    self._java.setdefault(key, {})[int(qid)] = info
+                    self._java.setdefault(key, {})[int(qid)] = OrderInfo.from_json(entry)
 
     def load(self) -> None:
         """Read ``path`` (or its ``.bak``) if it exists; an unreadable file is a MetadataError."""
