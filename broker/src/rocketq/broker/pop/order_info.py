@@ -34,9 +34,13 @@ out messages count as acked).
   is marked acked and C moves over the acked run starting at C; it stops at the first message that
   is un-acked *or was never popped* (a message of a blocked group), so C never passes one.  Acked
   messages above C are remembered and never delivered again.  No state at all: -2 (no commit).
+- Filtered: candidates the pop's filter rejects, up to where the pop stopped scanning, are
+  recorded as consumed, so C moves over them (:meth:`ConsumerOrderInfoManager.consumer_offset`).
+- The consumer offset a pop passes in moves C forward only; an offset reset backwards must call
+  :meth:`ConsumerOrderInfoManager.clear_block` first, as Java's pop does on a reset.
 
-Restart.  The table is saved with :meth:`ConsumerOrderInfoManager.persist` (the broker does it with
-the consumer offsets, every ``flushConsumerOffsetInterval`` and at shutdown) and loaded at start;
+Restart.  The table is saved with :meth:`ConsumerOrderInfoManager.persist` (meant to run with the
+consumer offsets, every ``flushConsumerOffsetInterval`` and at shutdown) and loaded at start;
 both scopes keep their rules across a clean restart.  After a crash the last saved state applies,
 as in Java: acks after the save are forgotten, so those messages come back (at least once).  The
 file is Java's shape; under ``group`` each queue's OrderInfo is Java-readable (``cm`` holds the
