@@ -10,7 +10,8 @@ then times, each from start until every message was handed out (and, for POP, ac
   remoting client (one connection), ``--consumers`` pops in flight, the acks built from the
   response header's offset strings with the records left undecoded: the broker's POP path;
 * ``AsyncSimpleConsumer.receive(32)`` + ``ack`` of each message, ``--consumers`` consumers: the
-  user-facing path (one ACK_MESSAGE per message, as the 5.x SDKs do).
+  user-facing path (one ACK_MESSAGE per message, as the 5.x SDKs do), and the same with
+  ``ack_many`` (one BATCH_ACK_MESSAGE per receive).
 
 Target (issue 31): POP + ack at least 50 % of lite pull.
 
@@ -107,18 +108,22 @@ async def raw_pop_rate(addr: str, total: int, consumers: int) -> float:
     return done / (time.perf_counter() - start)
 
 
-async def simple_consumer_rate(ns_addr: str, total: int, consumers: int) -> float:
+async def simple_consumer_rate(ns_addr: str, total: int, consumers: int, *, batch_ack: bool) -> float:
     done = 0
     start = time.perf_counter()
+    group = "bench-pop-simple-batch" if batch_ack else "bench-pop-simple"
 
     async def consume() -> None:
         nonlocal done
         async with AsyncSimpleConsumer(
-            ns_addr, "bench-pop-simple", {TOPIC: "*"}, await_duration_s=1, init_mode=ConsumeInitMode.MIN
+            ns_addr, group, {TOPIC: "*"}, await_duration_s=1, init_mode=ConsumeInitMode.MIN
         ) as consumer:
             while done < total:
                 msgs = await consumer.receive(32, 60)
-                await asyncio.gather(*(consumer.ack(m) for m in msgs))
+                if batch_ack:
+                    await consumer.ack_many(msgs)
+                else:
+                    await asyncio.gather(*(consumer.ack(m) for m in msgs))
                 done += len(msgs)
 
     await asyncio.gather(*(consume() for _ in range(consumers)))
@@ -146,16 +151,18 @@ def main() -> int:
             print(f"preloaded {total:,} messages of 100 B at {produced:,.0f} msg/s")
             lite = lite_pull_rate(ns.addr, total, 32)
             raw = asyncio.run(raw_pop_rate(broker.addr, total, args.consumers))
-            simple = asyncio.run(simple_consumer_rate(ns.addr, total, args.consumers))
+            simple = asyncio.run(simple_consumer_rate(ns.addr, total, args.consumers, batch_ack=False))
+            simple_batch = asyncio.run(simple_consumer_rate(ns.addr, total, args.consumers, batch_ack=True))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{'case':44} {'msg/s':>10}  vs lite pull (target >= {TARGET_RATIO:.0%})")
-    print(f"{'lite pull, 32 per pull (reference)':44} {lite:10,.0f}")
+    print(f"\n{'case':50} {'msg/s':>10}  vs lite pull (target >= {TARGET_RATIO:.0%})")
+    print(f"{'lite pull, 32 per pull (reference)':50} {lite:10,.0f}")
     for name, rate in (
         (f"raw POP 32 + BATCH_ACK, {args.consumers} in flight", raw),
         (f"SimpleConsumer receive(32) + ack, {args.consumers} consumers", simple),
+        (f"SimpleConsumer receive(32) + ack_many, {args.consumers} consumers", simple_batch),
     ):
-        print(f"{name:44} {rate:10,.0f}  {rate / lite:6.0%}")
+        print(f"{name:50} {rate:10,.0f}  {rate / lite:6.0%}")
     return 0
 
 
