@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from rocketq.client.admin import Admin
 from rocketq.client.consumer import InvalidReceiptHandleError, SimpleConsumer
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.pop import ConsumeInitMode, ExtraInfo, RetryFlag
 from rocketq.client.remoting.properties import MessageConst
-from rocketq.client.testing import ServerProcess, create_topic, spawn_broker, spawn_namesrv
+from rocketq.client.testing import ServerProcess, create_topic, spawn_broker, spawn_namesrv, wait_for
 
 
 @pytest.fixture
@@ -89,9 +90,12 @@ def test_three_consumers_of_one_group_receive_2000_once_each(
     topic, n = "sc-many", 2000
     with (
         spawn_broker(tmp_path, namesrv_proc.addr, brokerName="broker-a"),
-        spawn_broker(tmp_path, namesrv_proc.addr, brokerName="broker-b"),
+        spawn_broker(tmp_path, namesrv_proc.addr, brokerName="broker-b") as broker_b,
     ):
-        create_topic(namesrv_proc.addr, topic, 4)
+        create_topic(namesrv_proc.addr, topic, 4)  # on the masters the NameServer knows yet
+        create_topic(namesrv_proc.addr, topic, 4, broker_addr=broker_b.addr)  # b registers late
+        with Admin(namesrv_proc.addr) as admin:
+            wait_for(lambda: len(admin.topic_route(topic).broker_datas) == 2, f"{topic} on both brokers")
         with Producer(namesrv_proc.addr, producer_group="pg-sc-many") as producer:
             for i in range(0, n, 50):
                 producer.send_batch([Message(topic, f"m{j}".encode()) for j in range(i, i + 50)])

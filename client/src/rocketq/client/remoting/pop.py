@@ -500,18 +500,27 @@ def mark_popped_messages(
     order_counts = parse_order_count_info(response.order_count_info)
     first_pop_time = str(response.pop_time)
     marks: list[PopCheckpointMark] = []
+    # one handle prefix per checkpoint (a pop answers up to 32 messages of a few queues)
+    prefixes: dict[tuple[str, int], str] = {}
     if start is None:
-        first_offsets: dict[tuple[str, int], int] = {}
         for m in messages:
-            ck = first_offsets.setdefault((m.topic, m.queue_id), m.queue_offset)
-            handle = _handle(response, ck, m.topic, broker_name, m.queue_id, m.queue_offset)
-            marks.append(PopCheckpointMark(str(handle), _first_pop(m, first_pop_time), m.reconsume_times))
+            prefix = prefixes.get((m.topic, m.queue_id))
+            if prefix is None:
+                flag = retry_flag_of(m.topic)
+                prefix = prefixes[(m.topic, m.queue_id)] = _prefix(
+                    response, m.queue_offset, flag, broker_name, m.queue_id
+                )
+            pop_ck = prefix + str(m.queue_offset)
+            marks.append(PopCheckpointMark(pop_ck, _first_pop(m, first_pop_time), m.reconsume_times))
         return marks
-    seen: dict[str, list[int]] = {}
+    # Java's indexOf in the offsets of each checkpoint key, in body order
+    positions: dict[str, dict[int, int]] = {}
+    ck_prefixes: dict[str, str] = {}
     for m in messages:
         existing = m.properties.get(MessageConst.POP_CK)
         flag = ExtraInfo.parse(existing).retry_flag if existing else retry_flag_of(m.topic)
-        seen.setdefault(start_offset_map_key(flag, m.queue_id), []).append(m.queue_offset)
+        offsets_seen = positions.setdefault(start_offset_map_key(flag, m.queue_id), {})
+        offsets_seen.setdefault(m.queue_offset, len(offsets_seen))
     for m in messages:
         existing = m.properties.get(MessageConst.POP_CK)
         if existing:
@@ -525,10 +534,12 @@ def mark_popped_messages(
                 f" (startOffsetInfo={response.start_offset_info!r},"
                 f" msgOffsetInfo={response.msg_offset_info!r})"
             )
-        index = seen[key].index(m.queue_offset)
+        index = positions[key][m.queue_offset]
         offsets = msg_offsets[key]
         queue_offset = offsets[index] if index < len(offsets) else m.queue_offset
-        handle = _handle(response, start[key], m.topic, broker_name, m.queue_id, queue_offset)
+        prefix = ck_prefixes.get(key)
+        if prefix is None:
+            prefix = ck_prefixes[key] = _prefix(response, start[key], flag, broker_name, m.queue_id)
         reconsume = m.reconsume_times
         if order and order_counts is not None:
             count = order_counts.get(queue_offset_map_key(flag, m.queue_id, m.queue_offset))
@@ -536,27 +547,17 @@ def mark_popped_messages(
                 count = order_counts.get(key)
             if count is not None and count > 0:
                 reconsume = count
-        marks.append(PopCheckpointMark(str(handle), _first_pop(m, first_pop_time), reconsume))
+        marks.append(PopCheckpointMark(prefix + str(queue_offset), _first_pop(m, first_pop_time), reconsume))
     return marks
 
 
-def _handle(
-    response: PopMessageResponseHeader,
-    ck_offset: int,
-    topic: str,
-    broker_name: str,
-    queue_id: int,
-    offset: int,
-) -> ExtraInfo:
-    return ExtraInfo.build(
-        ck_queue_offset=ck_offset,
-        pop_time=response.pop_time,
-        invisible_time=response.invisible_time,
-        revive_qid=response.revive_qid,
-        topic=topic,
-        broker_name=broker_name,
-        queue_id=queue_id,
-        queue_offset=offset,
+def _prefix(
+    response: PopMessageResponseHeader, ck_offset: int, flag: RetryFlag, broker_name: str, queue_id: int
+) -> str:
+    """``buildExtraInfo`` without the message's own offset (the handle's last field)."""
+    return (
+        f"{ck_offset} {response.pop_time} {response.invisible_time} {response.revive_qid}"
+        f" {flag.value} {broker_name} {queue_id} "
     )
 
 
