@@ -262,10 +262,12 @@ def test_three_consumers_pop_and_ack_10000_once_each(tmp_path: Path, namesrv_pro
             client.close()
 
 
+@pytest.mark.parametrize("v2", [False, True], ids=["retry-v1", "retry-v2"])
 def test_unacked_come_back_with_attempts_raised_then_dead_letter(
-    tmp_path: Path, namesrv_proc: ServerProcess
+    tmp_path: Path, namesrv_proc: ServerProcess, v2: bool
 ) -> None:
-    with start_broker(tmp_path, namesrv_proc) as broker:
+    retry_topic = "%RETRY%g-retry+pop-retry" if v2 else "%RETRY%g-retry_pop-retry"
+    with spawn_broker(tmp_path, namesrv_proc.addr, brokerName=BROKER, enableRetryTopicV2=v2) as broker:
         create_topic(namesrv_proc.addr, "pop-retry", 2)
         set_group(broker.addr, "g-retry", retryMaxTimes=2)
         send(namesrv_proc.addr, "pop-retry", [b"r0", b"r1", b"r2"])
@@ -281,7 +283,7 @@ def test_unacked_come_back_with_attempts_raised_then_dead_letter(
                 assert {p.reconsume_times for p in again} == {attempt}
                 for p in again:
                     assert p.message.topic == "pop-retry"  # re-encoded with the original topic
-                    assert p.topic == "%RETRY%g-retry_pop-retry"  # ... and acked on the retry topic
+                    assert p.topic == retry_topic  # ... and acked on the retry topic
                     assert p.message.properties[MessageConst.FIRST_POP_TIME] == str(first[0].handle.pop_time)
             r1 = next(p for p in again if p.body == b"r1")
             assert client.ack(r1) == ResponseCode.SUCCESS

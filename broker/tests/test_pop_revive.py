@@ -39,11 +39,14 @@ class Clock:
         return self.now
 
 
-def run(tmp_path: Path, scenario: Callable[[BrokerContext, MessageStore], Awaitable[None]]) -> None:
+def run(
+    tmp_path: Path, scenario: Callable[[BrokerContext, MessageStore], Awaitable[None]], **conf: str
+) -> None:
     async def main() -> None:
         store = small_store(tmp_path / "store")
         store.start()
-        config = load_broker_config(None, overrides={**SMALL_STORE_CONF, "storePathRootDir": str(tmp_path)})
+        overrides = {**SMALL_STORE_CONF, "storePathRootDir": str(tmp_path), **conf}
+        config = load_broker_config(None, overrides=overrides)
         ctx = build_context(config, store, asyncio.get_running_loop())
         ctx.topics.update(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
         try:
@@ -264,3 +267,17 @@ def test_replay_reads_past_the_per_round_limit(tmp_path: Path, monkeypatch: pyte
         assert fresh.pending_count() == 6
 
     run(tmp_path, scenario)
+
+
+def test_retry_topic_v2_naming(tmp_path: Path) -> None:
+    async def scenario(ctx: BrokerContext, store: MessageStore) -> None:
+        put_messages(store, 1)
+        checkpoint(ctx, 0, 1)
+        clock = Clock()
+        service = ReviveService(ctx, clock=clock)
+        await service.recover()
+        assert await round_at(service, clock, T0 + IT + ACK_GRACE_MS) == 1
+        assert queue(store, RETRY) == []
+        assert [m.body for m in queue(store, f"%RETRY%{GROUP}+{TOPIC}")] == [b"m0"]
+
+    run(tmp_path, scenario, enableRetryTopicV2="true")

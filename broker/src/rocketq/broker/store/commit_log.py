@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 #: user topic), so scanning and indexing its records was pure cost on the exactly-once path.
 UNSCANNED_TOPICS = frozenset({TRANS_HALF_TOPIC})
 TOPIC_PATTERN = re.compile(NAME_PATTERN)
+#: RocketMQ 5's V2 POP retry topics, ``%RETRY%group+topic``: the broker writes them itself (clients
+#: cannot send to a name with "+", as in Java, whose store does not check names at all)
+POP_RETRY_V2_PATTERN = re.compile(r"^%RETRY%[%|a-zA-Z0-9_-]+\+[%|a-zA-Z0-9_-]+$")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _PORT = struct.Struct(">i")
@@ -73,7 +76,9 @@ def _handed_over(prep: PreparedBatch) -> tuple[I64 | list[int] | None, list[list
 
 
 def check_topic(topic: str, max_length: int) -> bool:
-    return 0 < len(topic) <= max_length and TOPIC_PATTERN.match(topic) is not None
+    if not 0 < len(topic) <= max_length:
+        return False
+    return TOPIC_PATTERN.match(topic) is not None or POP_RETRY_V2_PATTERN.match(topic) is not None
 
 
 def offset_msg_id_prefix(store_host: tuple[str, int]) -> str:
