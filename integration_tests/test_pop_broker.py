@@ -33,6 +33,7 @@ from rocketq.client.remoting.pop import (
     ExtraInfo,
     NotificationRequestHeader,
     PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     mark_popped_messages,
@@ -449,7 +450,14 @@ def test_filters_long_polling_peek_and_notification(tmp_path: Path, namesrv_proc
             result: list[list[Popped]] = []
             poller = threading.Thread(target=lambda: result.append(waiter.pop(32, poll_ms=20_000)))
             poller.start()
-            time.sleep(1.0)
+            info = PollingInfoRequestHeader(consumer_group="g-wait", topic="pop-filter", queue_id=-1)
+
+            def polling_num() -> int | None:
+                answer = peek.invoke(RequestCode.POLLING_INFO, info.to_ext_fields())
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+                return int(answer.ext_fields["pollingNum"]) or None
+
+            assert wait_value(polling_num, "the waiting pop in POLLING_INFO", 10) == 1
             with Producer(namesrv_proc.addr, producer_group="pg-filter") as producer:
                 producer.send(Message("pop-filter", b"late"))
             poller.join(30)
