@@ -44,7 +44,12 @@ from rocketq.client.remoting.record_layout import (
     SYSFLAG_POS,
     store_timestamp_pos,
 )
-from rocketq.client.remoting.vocabulary import NAME_PATTERN, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketq.client.remoting.vocabulary import (
+    NAME_PATTERN,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +61,8 @@ UNSCANNED_TOPICS = frozenset({TRANS_HALF_TOPIC})
 TOPIC_PATTERN = re.compile(NAME_PATTERN)
 #: RocketMQ 5's V2 POP retry topics, ``%RETRY%group+topic``: the broker writes them itself (clients
 #: cannot send to a name with "+", as in Java, whose store does not check names at all)
-POP_RETRY_V2_PATTERN = re.compile(r"^%RETRY%[%|a-zA-Z0-9_-]+\+[%|a-zA-Z0-9_-]+$")
+_NAME_CHARS = r"[%|a-zA-Z0-9_-]+"
+POP_RETRY_V2_PATTERN = re.compile(f"^{re.escape(RETRY_GROUP_TOPIC_PREFIX)}{_NAME_CHARS}\\+{_NAME_CHARS}$")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _PORT = struct.Struct(">i")
