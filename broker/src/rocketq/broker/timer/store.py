@@ -180,29 +180,38 @@ class TimerMessageStore:
         if units is None:
             self.curr_queue_offset = offset
             return 0
-        done = 0
+        due_now: list[StoredMessage] = []
         for phy, size in zip(units["offset"].tolist(), units["size"].tolist(), strict=True):
-            self._enqueue_one(int(phy), int(size))
-            offset += 1
-            done += 1
-            self.curr_queue_offset = offset
-        return done
+            msg = self._enqueue_one(int(phy), int(size))
+            if msg is not None:
+                due_now.append(msg)
+        # Already due (the service was behind, or a rolled copy came back late): delivered at once,
+        # except what a tombstone read in the same batch recalls (both rolled with the same time).
+        deleted = {m.properties[MessageConst.TIMER_DEL_UNIQKEY] for m in due_now if _is_tombstone(m)}
+        for msg in due_now:
+            if not _is_tombstone(msg) and _delete_key_of(msg) in deleted:
+                self.stats.recalled += 1
+            else:
+                self._put_back(msg, NEVER_ENQUEUED, roll=False)
+        self.curr_queue_offset = offset + len(units)
+        return len(units)
 
-    def _enqueue_one(self, offset_py: int, size_py: int) -> None:
+    def _enqueue_one(self, offset_py: int, size_py: int) -> StoredMessage | None:
+        """Park one message of the timer topic in the wheel; the message if it is already due."""
         msg = self._read(offset_py)
         if msg is None:
             log.error("timer message at commit log offset %d is unreadable; skipped", offset_py)
-            return
+            return None
         try:
             delayed = int(msg.properties.get(MessageConst.TIMER_OUT_MS, ""))
         except ValueError:
             log.error("timer message at commit log offset %d has no TIMER_OUT_MS; skipped", offset_py)
-            return
+            return None
         write_time = self._floor(self.clock())
         if delayed < write_time:
-            self._put_back(msg, NEVER_ENQUEUED, roll=False)
-            return
+            return msg
         self._do_enqueue(offset_py, size_py, delayed, msg, write_time)
+        return None
 
     def _do_enqueue(
         self, offset_py: int, size_py: int, delayed: int, msg: StoredMessage, write_time: int
@@ -273,12 +282,9 @@ class TimerMessageStore:
                 log.error("timer message at commit log offset %d is gone; skipped", record.offset_py)
                 continue
             roll = bool(record.magic & MAGIC_ROLL)
-            if not roll:
-                uniq = msg.properties.get(MessageConst.UNIQ_KEY)
-                real = msg.properties.get(MessageConst.REAL_TOPIC, "")
-                if uniq is not None and delete_key(real, uniq) in deleted:
-                    self.stats.recalled += 1
-                    continue
+            if not roll and _delete_key_of(msg) in deleted:
+                self.stats.recalled += 1
+                continue
             self._put_back(msg, record.curr_write_time_ms, roll=roll)
 
     # -- putting messages back ---------------------------------------------------------------
@@ -374,6 +380,18 @@ class TimerMessageStore:
         """Messages of the timer topic not yet enqueued."""
         cq = self.store.find_consume_queue(TIMER_TOPIC, 0)
         return 0 if cq is None else max(cq.max_offset_in_queue - self.curr_queue_offset, 0)
+
+
+def _is_tombstone(msg: StoredMessage) -> bool:
+    return MessageConst.TIMER_DEL_UNIQKEY in msg.properties
+
+
+def _delete_key_of(msg: StoredMessage) -> str | None:
+    """The key a tombstone of this message names (None without UNIQ_KEY)."""
+    uniq = msg.properties.get(MessageConst.UNIQ_KEY)
+    if uniq is None:
+        return None
+    return delete_key(msg.properties.get(MessageConst.REAL_TOPIC, ""), uniq)
 
 
 def _int(text: str | None) -> int:
