@@ -136,17 +136,15 @@ class SendMessageBackProcessor:
         sys_flag = msg.sys_flag & ~int(SysFlag.STOREHOST_V6)
         if ":" in ctx.store_host[0]:
             sys_flag |= int(SysFlag.STOREHOST_V6)
-        to_store = MessageToStore(
+        to_store = MessageToStore.copy_of(
+            msg,
             topic=topic,
             queue_id=queue_id,
-            flag=msg.flag,
-            body=msg.body,
             properties=properties,
             sys_flag=sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
             store_host=ctx.store_host,
             reconsume_times=msg.reconsume_times + 1,
+            prepared_transaction_offset=0,
         )
         try:
             result = await ctx.send_executor.run(lambda: ctx.store.put_message(to_store))

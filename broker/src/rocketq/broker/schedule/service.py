@@ -202,19 +202,7 @@ class ScheduleMessageService:
             return True
         topic, queue_id, props = restored
         result = self.store.put_message(
-            MessageToStore(
-                topic=topic,
-                queue_id=queue_id,
-                flag=msg.flag,
-                body=msg.body,
-                properties=encode_properties(props),
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=msg.store_host,
-                reconsume_times=msg.reconsume_times,
-                prepared_transaction_offset=msg.prepared_transaction_offset,
-            )
+            MessageToStore.copy_of(msg, topic=topic, queue_id=queue_id, properties=encode_properties(props))
         )
         status = result.status
         if result.is_ok:

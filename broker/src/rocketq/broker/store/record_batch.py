@@ -39,7 +39,7 @@ from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.props_scan import Buffer, PropsColumn
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.client.errors import MessageFormatError, RocketQError
-from rocketq.client.remoting.message import encode_stored_message
+from rocketq.client.remoting.message import StoredMessage, encode_stored_message
 from rocketq.client.remoting.msgid import ip_to_bytes
 from rocketq.client.remoting.properties import encode_properties
 from rocketq.client.remoting.record_layout import (
@@ -102,6 +102,41 @@ class MessageToStore:
     def properties_text(self) -> str:
         props = self.properties
         return props if isinstance(props, str) else encode_properties(props)
+
+    @classmethod
+    def copy_of(
+        cls,
+        msg: StoredMessage | MessageToStore,
+        *,
+        topic: str,
+        queue_id: int,
+        properties: Mapping[str, str] | str,
+        sys_flag: int | None = None,
+        born_host: tuple[str, int] | None = None,
+        store_host: tuple[str, int] | None = None,
+        reconsume_times: int | None = None,
+        prepared_transaction_offset: int | None = None,
+    ) -> MessageToStore:
+        """A message put again under ``topic``/``queue_id`` with ``properties`` (a delayed, timed,
+        sent-back or transactional message moving between topics): flag, body and born timestamp
+        as in ``msg``, the other fields too unless given."""
+        return cls(
+            topic=topic,
+            queue_id=queue_id,
+            flag=msg.flag,
+            body=msg.body,
+            properties=properties,
+            sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host if born_host is None else born_host,
+            store_host=msg.store_host if store_host is None else store_host,
+            reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+            prepared_transaction_offset=(
+                msg.prepared_transaction_offset
+                if prepared_transaction_offset is None
+                else prepared_transaction_offset
+            ),
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)

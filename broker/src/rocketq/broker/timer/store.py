@@ -312,17 +312,12 @@ class TimerMessageStore:
                 self.stats.dropped += 1
                 return
             queue_id = int(qid)
-        to_store = MessageToStore(
+        to_store = MessageToStore.copy_of(
+            msg,
             topic=topic,
             queue_id=queue_id,
-            flag=msg.flag,
-            body=msg.body,
             properties=encode_properties(props),
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=msg.store_host,
-            reconsume_times=msg.reconsume_times,
+            prepared_transaction_offset=0,
         )
         for attempt in range(PUT_ATTEMPTS):
             status = self.store.put_message(to_store).status

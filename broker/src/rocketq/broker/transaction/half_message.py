@@ -90,18 +90,12 @@ def to_half_message(msg: MessageToStore) -> MessageToStore:
         props.pop(key, None)
     props[MessageConst.REAL_TOPIC] = msg.topic
     props[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
-    return MessageToStore(
+    return MessageToStore.copy_of(
+        msg,
         topic=HALF_TOPIC,
         queue_id=HALF_QUEUE_ID,
-        flag=msg.flag,
-        body=msg.body,
         properties=props,
         sys_flag=_reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE),
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        store_host=msg.store_host,
-        reconsume_times=msg.reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset,
     )
 
 
@@ -170,17 +164,12 @@ def restore_real_message(
     props.pop(MessageConst.REAL_TOPIC, None)
     props.pop(MessageConst.REAL_QUEUE_ID, None)
     props[MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET] = str(prepared_queue_offset)
-    return MessageToStore(
+    return MessageToStore.copy_of(
+        half,
         topic=real[0],
         queue_id=real[1],
-        flag=half.flag,
-        body=half.body,
         properties=props,
         sys_flag=_reset_transaction_value(half.sys_flag, _COMMIT),
-        born_timestamp=half.born_timestamp,
-        born_host=half.born_host,
-        store_host=half.store_host,
-        reconsume_times=half.reconsume_times,
         prepared_transaction_offset=commit_log_offset,
     )
 
@@ -204,19 +193,7 @@ def to_parked_message(half: StoredMessage, *, origin: int) -> MessageToStore:
 def _half_copy(half: StoredMessage, topic: str, queue_id: int, props: dict[str, str]) -> MessageToStore:
     """``half`` re-stored unchanged but for topic, queue and properties (WAIT_STORE_MSG_OK off)."""
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-    return MessageToStore(
-        topic=topic,
-        queue_id=queue_id,
-        flag=half.flag,
-        body=half.body,
-        properties=props,
-        sys_flag=half.sys_flag,
-        born_timestamp=half.born_timestamp,
-        born_host=half.born_host,
-        store_host=half.store_host,
-        reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.prepared_transaction_offset,
-    )
+    return MessageToStore.copy_of(half, topic=topic, queue_id=queue_id, properties=props)
 
 
 def check_request_body(copy: MessageToStore, stored: AppendMessageResult) -> bytes:
