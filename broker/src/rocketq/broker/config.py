@@ -17,6 +17,7 @@ from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.config import MetricsConfig
 from rocketq.broker.store.config import FlushDiskType  # one FlushDiskType for broker and store
 from rocketq.client.errors import ClientError
+from rocketq.client.remoting.assignment import MessageRequestMode
 from rocketq.client.remoting.vocabulary import PERM_RW, TRACE_TOPIC, validate_topic
 from rocketq.client.transport import channel as limits_defaults
 from rocketq.client.transport.channel import ConnectionLimits
@@ -120,6 +121,10 @@ class BrokerConfig:
     init_pop_offset_by_check_msg_in_mem: bool = True
     pop_response_return_actual_retry_topic: bool = False
     pop_order_block_scope: PopOrderBlockScope = PopOrderBlockScope.QUEUE
+    # server-side rebalance (QUERY_ASSIGNMENT; docs/rocketmq5.md "Assignment and request modes")
+    server_load_balancer_enable: bool = True
+    default_message_request_mode: MessageRequestMode = MessageRequestMode.PULL
+    default_pop_share_queue_num: int = -1
     # transactional messages (half messages, check-back; see docs/transactions.md)
     transaction_timeout_ms: int = 6_000
     transaction_check_max: int = 15

@@ -24,6 +24,7 @@ from rocketq.broker.config import BrokerConfig, BrokerRole, PopOrderBlockScope, 
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.config import METRICS_KEYS, MetricsConfig
 from rocketq.broker.store.config import FlushDiskType, store_conf_defaults
+from rocketq.client.remoting.assignment import MessageRequestMode
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig
 
 __all__ = [
@@ -141,6 +142,9 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "initPopOffsetByCheckMsgInMem": ("init_pop_offset_by_check_msg_in_mem", _parse_bool),
     "popResponseReturnActualRetryTopic": ("pop_response_return_actual_retry_topic", _parse_bool),
     "popOrderBlockScope": ("pop_order_block_scope", _enum_parser(PopOrderBlockScope)),
+    "serverLoadBalancerEnable": ("server_load_balancer_enable", _parse_bool),
+    "defaultMessageRequestMode": ("default_message_request_mode", _enum_parser(MessageRequestMode)),
+    "defaultPopShareQueueNum": ("default_pop_share_queue_num", _parse_int),
     "transactionTimeOut": ("transaction_timeout_ms", _parse_int),
     "transactionCheckMax": ("transaction_check_max", _parse_int),
     "transactionCheckInterval": ("transaction_check_interval_ms", _parse_int),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from rocketq.broker.ha.replication import Replication
+from rocketq.broker.pop.assignment import assignment_processors
 from rocketq.broker.pop.processors import pop_processors
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
@@ -93,6 +94,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.RECALL_MESSAGE: RecallMessageProcessor(ctx).process,
     }
     table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
+    table.update(assignment_processors(ctx))  # server-side rebalance (rocketq.broker.pop.assignment)
     for code in SLAVE_REFUSED_CODES:
         table[code] = _slave_refuses(ctx, table[code])
     return table
