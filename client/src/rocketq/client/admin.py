@@ -34,7 +34,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from rocketq.client import admin_groups
+from rocketq.client import admin_assignment, admin_groups
 from rocketq.client.admin_groups import (
     ConsumerConnection,
     GroupConnections,
@@ -56,6 +56,7 @@ from rocketq.client.loop import acquire_loop, release_loop
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.admin_bodies import parse_offset_table
+from rocketq.client.remoting.assignment import MessageRequestMode, QueryAssignmentResponseBody
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.ha_status import HAClientInfo, HAConnectionInfo, HAStatus, slave_lag
@@ -343,6 +344,19 @@ class AsyncAdmin:
             result.append(QueueProgress(mq, broker_offset, -1 if committed is None else committed))
         return result
 
+    async def query_assignment(
+        self, broker_addr: str, topic: str, group: str, client_id: str, **kwargs: Any
+    ) -> QueryAssignmentResponseBody:
+        """QUERY_ASSIGNMENT at one broker (:func:`rocketq.client.admin_assignment.query_assignment`)."""
+        api = self.api
+        return await admin_assignment.query_assignment(api, broker_addr, topic, group, client_id, **kwargs)
+
+    async def set_message_request_mode(
+        self, broker_addr: str, topic: str, group: str, mode: MessageRequestMode, **kwargs: Any
+    ) -> None:
+        """SET_MESSAGE_REQUEST_MODE at one broker (:mod:`rocketq.client.admin_assignment`)."""
+        await admin_assignment.set_message_request_mode(self.api, broker_addr, topic, group, mode, **kwargs)
+
     async def group_list(self) -> list[str]:
         """The consumer groups the masters know (configs and committed offsets), system groups left out."""
         return await admin_groups.group_list(self.api, await self._master_addrs(None))
@@ -543,6 +557,16 @@ class Admin:
 
     def consumer_connections(self, group: str) -> GroupConnections:
         return self._run(self.async_admin.consumer_connections(group))
+
+    def query_assignment(
+        self, broker_addr: str, topic: str, group: str, client_id: str, **kwargs: Any
+    ) -> QueryAssignmentResponseBody:
+        return self._run(self.async_admin.query_assignment(broker_addr, topic, group, client_id, **kwargs))
+
+    def set_message_request_mode(
+        self, broker_addr: str, topic: str, group: str, mode: MessageRequestMode, **kwargs: Any
+    ) -> None:
+        self._run(self.async_admin.set_message_request_mode(broker_addr, topic, group, mode, **kwargs))
 
     def consume_stats(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         return self._run(self.async_admin.consume_stats(group, topic))
