@@ -153,6 +153,12 @@ BROKER: Sections = [
             "popResponseReturnActualRetryTopic": "hand out retried messages under their retry topic",
             "popOrderBlockScope": "what a stuck orderly (FIFO) message holds back: `queue` (its whole"
             " queue, as RocketMQ) or `group` (only its own message group) (rocketq key)",
+            "serverLoadBalancerEnable": "QUERY_ASSIGNMENT allocates queues among a group's consumers"
+            " (`false`: every consumer gets every queue)",
+            "defaultMessageRequestMode": "the request mode (`PULL` or `POP`) QUERY_ASSIGNMENT hands out for a"
+            " topic and group without a mode set by SET_MESSAGE_REQUEST_MODE",
+            "defaultPopShareQueueNum": "with `defaultMessageRequestMode=POP`: how many following consumers'"
+            " queues a POP consumer also reads (`-1`: every queue, queue id -1)",
         },
     ),
     (
