@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from rocketq.broker.broker_to_client import Broker2Client
+from rocketq.broker.metrics.pop import timer_figures
 from rocketq.broker.pop.revive import ReviveService
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.schedule.service import ScheduleMessageService
@@ -66,6 +67,8 @@ class MasterServices:
         root = ctx.store.config.store_path_root_dir
         self.timer = TimerMessageService(TimerMessageStore(ctx.store, timer, root))
         await asyncio.to_thread(self.timer.start)
+        if ctx.metrics is not None:  # rocketmq_timer_* gauges (metrics/pop.py)
+            ctx.metrics.pop.timer = timer_figures(self.timer.timer)
 
     async def _start_transactions(self) -> None:
         ctx = self._ctx
@@ -116,6 +119,8 @@ class MasterServices:
         """Stop delayed delivery and persist its offsets (a failure to persist is logged)."""
         schedule, self._ctx.schedule = self._ctx.schedule, None
         timer, self.timer = self.timer, None
+        if self._ctx.metrics is not None:
+            self._ctx.metrics.pop.timer = None
         if timer is not None:
             try:
                 await asyncio.to_thread(timer.shutdown)

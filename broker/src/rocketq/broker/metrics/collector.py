@@ -213,6 +213,7 @@ class BrokerCollector(Collector):
         self._connections(f, snap)
         self._lag(f, snap)
         self._transactions(f, snap.recorder)
+        self._pop(f, snap.recorder)
         self._store(f, snap)
         yield from f.out
 
@@ -298,6 +299,8 @@ class BrokerCollector(Collector):
             labels,
         )
         ready = f.gauge("rocketmq_consumer_ready_messages", "Stored messages not yet pulled", labels)
+        # POP groups: popped, not yet acked or revived (PopInflightMessageCounter), added to the pulls'
+        pop_inflight = dict(snap.recorder.pop.in_flight) if snap.recorder.pop is not None else {}
         for row in calculate_lag(self.store, snap.lag_items, self.clock_ms()):
             values = f.values(
                 row.group,
@@ -307,9 +310,13 @@ class BrokerCollector(Collector):
             )
             lag.add_metric(values, row.lag_messages)
             latency.add_metric(values, row.lag_latency_ms)
-            inflight.add_metric(values, row.inflight_messages)
+            inflight.add_metric(values, row.inflight_messages + pop_inflight.pop((row.group, row.topic), 0))
             queueing.add_metric(values, row.queueing_latency_ms)
             ready.add_metric(values, row.ready_messages)
+        for (group, topic), count in sorted(pop_inflight.items()):  # POP groups without a lag row
+            system = is_system_topic(topic) or is_system_group(group)
+            values = f.values(group, topic, _bool(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)), _bool(system))
+            inflight.add_metric(values, count)
 
     def _transactions(self, f: _Families, rec: RecorderSnapshot) -> None:
         dlq = f.counter(
@@ -325,6 +332,47 @@ class BrokerCollector(Collector):
         f.counter(
             "rocketmq_rollback_messages_total", "Half messages rolled back by END_TRANSACTION"
         ).add_metric(f.values(), rec.rollbacks)
+
+    def _pop(self, f: _Families, rec: RecorderSnapshot) -> None:
+        """RocketMQ 5's PopMetricsManager counters and the store's rocketmq_timer_* figures."""
+        pop = rec.pop
+        if pop is not None:
+            revive_in = f.counter(
+                "rocketmq_pop_revive_in_message_total",
+                "POP checkpoints (CK) and acks (ACK) put into the revive log",
+                ["consumer_group", "topic", "revive_message_type", "put_status"],
+            )
+            for (group, topic, kind, status), n in sorted(pop.revive_in.items()):
+                revive_in.add_metric(f.values(group, topic, kind, status), n)
+            revive_out = f.counter(
+                "rocketmq_pop_revive_out_message_total",
+                "POP checkpoints and acks read by the revive service",
+                ["consumer_group", "topic", "queue_id", "revive_message_type"],
+            )
+            for (group, topic, qid, kind), n in sorted(pop.revive_out.items()):
+                revive_out.add_metric(f.values(group, topic, str(qid), kind), n)
+            retry = f.counter(
+                "rocketmq_pop_revive_retry_messages_total",
+                "Un-acked POP messages put back (POP retry topic or DLQ) by the revive service",
+                ["consumer_group", "topic", "put_status"],
+            )
+            for (group, topic, status), n in sorted(pop.revive_retry.items()):
+                retry.add_metric(f.values(group, topic, status), n)
+        timer = rec.timer
+        if timer is not None:
+            f.gauge(
+                "rocketmq_timer_enqueue_lag", "Timer messages stored but not yet in the timer wheel"
+            ).add_metric(f.values(), timer.enqueue_lag)
+            f.gauge(
+                "rocketmq_timer_dequeue_latency",
+                "How far the timer wheel's read time is behind now (milliseconds)",
+            ).add_metric(f.values(), timer.dequeue_latency_ms)
+            f.counter("rocketmq_timer_enqueue_total", "Timer messages put into the wheel").add_metric(
+                f.values(), timer.enqueued
+            )
+            f.counter("rocketmq_timer_dequeue_total", "Timer messages delivered from the wheel").add_metric(
+                f.values(), timer.delivered
+            )
 
     def _store(self, f: _Families, snap: BrokerSnapshot) -> None:
         store = self.store

@@ -17,6 +17,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rocketq.broker.metrics.pop import PopMetricsRecorder, PopSnapshot, TimerFigures
 from rocketq.client.remoting.vocabulary import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -131,6 +132,8 @@ class RecorderSnapshot:
     reads_hot: int
     reads_cold: int
     flush: Buckets
+    pop: PopSnapshot | None = None
+    timer: TimerFigures | None = None
 
 
 class BrokerMetricsRecorder:
@@ -149,6 +152,8 @@ class BrokerMetricsRecorder:
         self.reads_hot = 0
         self.reads_cold = 0
         self.flush = Buckets(FLUSH_LATENCY_BOUNDS_S)
+        #: POP revive-log traffic, in-flight counts and the timer's figures (``metrics/pop.py``)
+        self.pop = PopMetricsRecorder()
 
     def record_send(self, topic: str, stored_topic: str, count: int, wrote_bytes: int) -> None:
         """A send to ``topic`` stored ``count`` messages (``wrote_bytes``) in ``stored_topic``: the
@@ -256,4 +261,6 @@ class BrokerMetricsRecorder:
             reads_hot=self.reads_hot,
             reads_cold=self.reads_cold,
             flush=self.flush.copy(),
+            pop=self.pop.snapshot(),
+            timer=self.pop.timer() if self.pop.timer is not None else None,
         )

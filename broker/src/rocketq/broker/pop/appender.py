@@ -22,6 +22,13 @@ __all__ = ["put_records"]
 
 async def put_records(ctx: BrokerContext, msgs: Sequence[MessageToStore]) -> list[PutMessageResult]:
     """Store each record; raises :class:`~rocketq.broker.executor.Busy` when the executor is full."""
+    results = await _put_records(ctx, msgs)
+    if ctx.metrics is not None:  # revive-log traffic and POP in-flight counts (metrics/pop.py)
+        ctx.metrics.pop.record_revive_puts(msgs, results)
+    return results
+
+
+async def _put_records(ctx: BrokerContext, msgs: Sequence[MessageToStore]) -> list[PutMessageResult]:
     store = ctx.store
     if store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
         return await ctx.send_executor.run(lambda: [store.put_message(m) for m in msgs])
