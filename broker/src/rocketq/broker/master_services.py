@@ -67,8 +67,7 @@ class MasterServices:
         root = ctx.store.config.store_path_root_dir
         self.timer = TimerMessageService(TimerMessageStore(ctx.store, timer, root))
         await asyncio.to_thread(self.timer.start)
-        if ctx.metrics is not None:  # rocketmq_timer_* gauges (metrics/pop.py)
-            ctx.metrics.pop.timer = timer_figures(self.timer.timer)
+        ctx.pop_stats.timer = timer_figures(self.timer.timer)  # rocketmq_timer_* (metrics/pop.py)
 
     async def _start_transactions(self) -> None:
         ctx = self._ctx
@@ -119,8 +118,7 @@ class MasterServices:
         """Stop delayed delivery and persist its offsets (a failure to persist is logged)."""
         schedule, self._ctx.schedule = self._ctx.schedule, None
         timer, self.timer = self.timer, None
-        if self._ctx.metrics is not None:
-            self._ctx.metrics.pop.timer = None
+        self._ctx.pop_stats.timer = None
         if timer is not None:
             try:
                 await asyncio.to_thread(timer.shutdown)

@@ -107,7 +107,7 @@ class BrokerMetrics:
         self.config = config
         self.ctx = ctx
         self.replication = replication
-        self.recorder = BrokerMetricsRecorder()
+        self.recorder = BrokerMetricsRecorder(pop=ctx.pop_stats)
         ctx.metrics = self.recorder
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: WSGIServer | None = None

@@ -14,9 +14,10 @@ The POP side follows RocketMQ 5's ``PopMetricsManager`` and ``PopInflightMessage
   the revived ones.  As Java, records of pops made before this broker started are ignored (the
   count starts at zero with the process), so the figure never goes below zero.
 
-Records are classified by their tag and decoded from the JSON the POP processors wrote, only when
-metrics are on (``BrokerContext.metrics``).  Everything runs on the broker's event loop; the
-exporter's thread reads :meth:`PopMetricsRecorder.snapshot` copies.
+Records are classified by their tag and decoded from the JSON the POP processors wrote, with
+metrics on or off (``BrokerContext.pop_stats``: ``mqadmin popStatus`` reads the in-flight counts
+too).  Everything runs on the broker's event loop; the exporter's thread reads
+:meth:`PopMetricsRecorder.snapshot` copies.
 
 The timer side is a :class:`TimerFigures` read when Prometheus scrapes (plain ints the timer
 thread writes; a torn read is impossible for a Python int).
@@ -98,7 +99,7 @@ def timer_figures(timer: TimerStoreView) -> Callable[[], TimerFigures]:
 
 
 class PopMetricsRecorder:
-    """Counters since boot; ``ctx.metrics.pop``."""
+    """Counters since boot; ``BrokerContext.pop_stats`` (and ``ctx.metrics.pop`` with metrics on)."""
 
     def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.started_ms = clock_ms()

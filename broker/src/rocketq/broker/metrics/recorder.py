@@ -139,7 +139,7 @@ class RecorderSnapshot:
 class BrokerMetricsRecorder:
     """Counters since boot; one per broker, on ``BrokerContext.metrics`` when metrics are on."""
 
-    def __init__(self) -> None:
+    def __init__(self, pop: PopMetricsRecorder | None = None) -> None:
         self.messages_in: dict[tuple[str, str], InStats] = {}
         self._normal_in: dict[str, InStats] = {}  # the same objects, for record_send's fast path
         self.messages_out: dict[tuple[str, str], OutStats] = {}
@@ -153,7 +153,7 @@ class BrokerMetricsRecorder:
         self.reads_cold = 0
         self.flush = Buckets(FLUSH_LATENCY_BOUNDS_S)
         #: POP revive-log traffic, in-flight counts and the timer's figures (``metrics/pop.py``)
-        self.pop = PopMetricsRecorder()
+        self.pop = pop if pop is not None else PopMetricsRecorder()
 
     def record_send(self, topic: str, stored_topic: str, count: int, wrote_bytes: int) -> None:
         """A send to ``topic`` stored ``count`` messages (``wrote_bytes``) in ``stored_topic``: the

@@ -23,8 +23,7 @@ __all__ = ["put_records"]
 async def put_records(ctx: BrokerContext, msgs: Sequence[MessageToStore]) -> list[PutMessageResult]:
     """Store each record; raises :class:`~rocketq.broker.executor.Busy` when the executor is full."""
     results = await _put_records(ctx, msgs)
-    if ctx.metrics is not None:  # revive-log traffic and POP in-flight counts (metrics/pop.py)
-        ctx.metrics.pop.record_revive_puts(msgs, results)
+    ctx.pop_stats.record_revive_puts(msgs, results)  # POP in-flight counts (metrics/pop.py)
     return results
 
 

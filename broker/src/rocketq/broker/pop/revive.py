@@ -231,9 +231,9 @@ class ReviveService:
             records, next_offset = await asyncio.to_thread(self._read_batch, qid, rq.read_offset)
             for rec in records:
                 self._apply(rq, rec, replay=replay)
-            if self.ctx.metrics is not None and not replay:
+            if not replay:
                 for rec in records:
-                    self.ctx.metrics.pop.record_revive_read(rec.record, qid)
+                    self.ctx.pop_stats.record_revive_read(rec.record, qid)
             if next_offset == rq.read_offset:
                 return
             rq.read_offset = next_offset
@@ -320,8 +320,7 @@ class ReviveService:
                 continue
             to_store, dead = self._retry_message(ck, msg, group)
             result = await asyncio.to_thread(self.ctx.store.put_message, to_store)
-            if self.ctx.metrics is not None:
-                self.ctx.metrics.pop.record_revived(ck, result.status.name, ok=result.is_ok)
+            self.ctx.pop_stats.record_revived(ck, result.status.name, ok=result.is_ok)
             if not result.is_ok:
                 log.warning("revive: put to %s failed (%s); retried", to_store.topic, result.status.name)
                 return None

@@ -27,6 +27,7 @@ from rocketq.broker.metadata import (
     load_json_file,
     persist_json_file,
 )
+from rocketq.broker.metrics.pop import PopMetricsRecorder
 from rocketq.broker.metrics.recorder import BrokerMetricsRecorder
 from rocketq.broker.offset_manager import ConsumerOffsetManager
 from rocketq.broker.pop.polling import PopLongPolling
@@ -109,6 +110,9 @@ class BrokerContext:
     txn: TransactionalMessageService | None = None
     #: the metrics counters (metricsExporterType=PROM; None when metrics are off)
     metrics: BrokerMetricsRecorder | None = None
+    #: POP in-flight counts, revive-log traffic and the timer's figures, kept with metrics off too
+    #: (mqadmin popStatus, the metrics exporter; rocketq.broker.metrics.pop)
+    pop_stats: PopMetricsRecorder = field(default_factory=PopMetricsRecorder)
 
     @property
     def store_host(self) -> tuple[str, int]:
