@@ -34,7 +34,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from rocketq.client import admin_assignment, admin_groups
+from rocketq.client import admin_assignment, admin_groups, admin_pop
 from rocketq.client.admin_groups import (
     ConsumerConnection,
     GroupConnections,
@@ -357,6 +357,13 @@ class AsyncAdmin:
         """SET_MESSAGE_REQUEST_MODE at one broker (:mod:`rocketq.client.admin_assignment`)."""
         await admin_assignment.set_message_request_mode(self.api, broker_addr, topic, group, mode, **kwargs)
 
+    async def pop_status(
+        self, group: str, topic: str | None = None, *, broker_addr: str | None = None
+    ) -> list[admin_pop.BrokerPopStatus]:
+        """POP in-flight counts and retry backlog of ``group`` on every master (or one broker)."""
+        masters = {broker_addr: broker_addr} if broker_addr else await self._master_addrs(None)
+        return await admin_pop.pop_status(self.api, masters, group, topic)
+
     async def group_list(self) -> list[str]:
         """The consumer groups the masters know (configs and committed offsets), system groups left out."""
         return await admin_groups.group_list(self.api, await self._master_addrs(None))
@@ -567,6 +574,11 @@ class Admin:
         self, broker_addr: str, topic: str, group: str, mode: MessageRequestMode, **kwargs: Any
     ) -> None:
         self._run(self.async_admin.set_message_request_mode(broker_addr, topic, group, mode, **kwargs))
+
+    def pop_status(
+        self, group: str, topic: str | None = None, *, broker_addr: str | None = None
+    ) -> list[admin_pop.BrokerPopStatus]:
+        return self._run(self.async_admin.pop_status(group, topic, broker_addr=broker_addr))
 
     def consume_stats(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         return self._run(self.async_admin.consume_stats(group, topic))

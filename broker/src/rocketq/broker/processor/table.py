@@ -13,6 +13,7 @@ import json
 from rocketq.broker.ha.replication import Replication
 from rocketq.broker.pop.assignment import assignment_processors
 from rocketq.broker.pop.processors import pop_processors
+from rocketq.broker.pop.status import PopStatusProcessor
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
@@ -28,6 +29,7 @@ from rocketq.broker.processor.send_back import SendMessageBackProcessor
 from rocketq.broker.processor.stats import StatsProcessor
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.pop_status import GET_POP_STATUS
 from rocketq.server import Channel, Processor
 
 __all__ = ["processor_table"]
@@ -95,6 +97,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
     }
     table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
     table.update(assignment_processors(ctx))  # server-side rebalance (rocketq.broker.pop.assignment)
+    table[GET_POP_STATUS] = PopStatusProcessor(ctx).get_pop_status  # rocketq's code (mqadmin popStatus)
     for code in SLAVE_REFUSED_CODES:
         table[code] = _slave_refuses(ctx, table[code])
     return table

@@ -1,8 +1,10 @@
-"""mqadmin's consumer-group commands: consumerProgress and resetOffsetByTime.
+"""mqadmin's consumer-group commands: consumerProgress, popStatus and resetOffsetByTime.
 
 ``consumerProgress`` prints, per queue of the topic, the broker's and the group's offsets and the
 difference, then the total; ``resetOffsetByTime`` moves the group to the first message stored at
 or after a timestamp (live consumers are told by the broker) and prints the new offsets.
+``popStatus`` (rocketq's, RocketMQ's mqadmin has no POP view) prints, per broker and topic, a POP
+group's in-flight messages (popped, not acked or revived) and its POP retry topics' backlog.
 """
 
 from __future__ import annotations
@@ -31,6 +33,30 @@ async def _consumer_progress(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     out(f"Diff Total: {total}")
 
 
+async def _pop_status(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    answers = await admin.pop_status(a.group, a.topic, broker_addr=a.broker_addr)
+    rows: list[Sequence[object]] = [
+        ("#Topic", "#Broker Name", "#InFlight", "#Retry Topic", "#Retry Backlog", "#Retry InFlight")
+    ]
+    in_flight = backlog = 0
+    for answer in answers:
+        if answer.status is None:
+            out(f"{answer.broker_name} ({answer.broker_addr}): {answer.error}")
+            continue
+        for t in answer.status.topics:
+            in_flight += t.in_flight + t.retry_in_flight
+            backlog += t.retry_backlog
+            name = answer.broker_name
+            if not t.retry_topics:
+                rows.append((t.topic, name, t.in_flight, "-", 0, 0))
+            for i, r in enumerate(t.retry_topics):  # the topic's own in-flight on its first row
+                rows.append((t.topic, name, t.in_flight if i == 0 else "", r.topic, r.backlog, r.in_flight))
+    table(rows)
+    out()
+    out(f"InFlight Total: {in_flight}")
+    out(f"Retry Backlog Total: {backlog}")
+
+
 async def _reset_offset_by_time(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     offsets = await admin.reset_offset_by_time(a.group, a.topic, a.timestamp, force=a.force)
     rows: list[Sequence[object]] = [("#Broker Name", "#QID", "#Offset")]
@@ -39,6 +65,13 @@ async def _reset_offset_by_time(admin: AsyncAdmin, a: argparse.Namespace) -> Non
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "popStatus":
+        p.add_argument("-g", "--group", required=True, help="consumer group")
+        p.add_argument("-t", "--topic", help="topic name (default: every topic the group pops)")
+        p.add_argument(
+            "-b", "--brokerAddr", dest="broker_addr", help="ask this broker only (default: every master)"
+        )
+        return
     p.add_argument("-t", "--topic", required=True, help="topic name")
     p.add_argument("-g", "--group", required=True, help="consumer group")
     if name == "resetOffsetByTime":
@@ -54,6 +87,7 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
 
 _COMMANDS: dict[str, tuple[Handler, str]] = {
     "consumerProgress": (_consumer_progress, "Query consumers's progress, speed"),
+    "popStatus": (_pop_status, "POP consumers' in-flight messages and retry backlog (rocketq)"),
     "resetOffsetByTime": (_reset_offset_by_time, "Reset consumer offset by timestamp"),
 }
 

@@ -49,6 +49,7 @@ LISTING: tuple[str, ...] = (
     "clusterList",
     "haStatus",
     "consumerProgress",
+    "popStatus",
     "queryMsgByKey",
     "queryMsgById",
     "resetOffsetByTime",
