@@ -32,11 +32,12 @@ import pytest
 
 from rocketq.client.admin import Admin
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
-from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer, SimpleConsumer
 from rocketq.client.errors import RocketQError
 from rocketq.client.launcher import ServerProcess, spawn_broker, spawn_namesrv
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
+from rocketq.client.remoting.pop import ConsumeInitMode
 from rocketq.client.testing import wait_value
 from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
@@ -367,3 +368,16 @@ def test_read_only_mode_refuses_state_changes(env: Env, browser: WebDriver) -> N
     browser.find_element(By.ID, "create-topic-btn").click()
     assert "read-only" in _wait_text(browser, "#status", "403")
     assert "dash_ro" not in env.admin.topic_list()
+
+
+def test_group_page_shows_pop_in_flight(env: Env) -> None:
+    pop_group = "dash-pop"
+    settings: dict[str, Any] = {"await_duration_s": 1.0, "init_mode": ConsumeInitMode.MIN}
+    with SimpleConsumer(env.namesrv.addr, pop_group, {TOPIC: "*"}, **settings) as consumer:
+        got = wait_value(lambda: consumer.receive(1, 120) or None, "one popped message")
+        status, doc = _http(env.url + f"api/groups/{pop_group}")
+        assert status == 200, doc
+        assert [(r["topic"], r["in_flight"]) for r in doc["pop"]] == [(TOPIC, 1)], doc
+        consumer.ack(got[0])
+    status, doc = _http(env.url + f"api/groups/{pop_group}")
+    assert [(r["topic"], r["in_flight"]) for r in doc["pop"]] == [(TOPIC, 0)], doc

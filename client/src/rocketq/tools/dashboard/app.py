@@ -15,7 +15,7 @@ GET      /api/topics/{topic}                         route and queue min/max off
 POST     /api/topics                                 create ``{topic, read_queue_nums, write_queue_nums}``
 POST     /api/topics/{topic}/messages                send a test message ``{body, tags, keys}``
 GET      /api/groups                                 groups with members and total lag
-GET      /api/groups/{group}                         connections, subscriptions, lag per queue
+GET      /api/groups/{group}                         connections, subscriptions, lag per queue, POP in flight
 POST     /api/groups/{group}/reset-offset            ``{topic, timestamp_ms}``
 GET      /api/messages?topic=&key=                   by key (also ``?msg_id=[&topic=]``,
                                                      ``?topic=&begin_ms=&end_ms=&max=``)

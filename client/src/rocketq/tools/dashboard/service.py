@@ -242,6 +242,7 @@ class DashboardService:
     async def group(self, group: str) -> Json:
         conns = await self.admin.consumer_connections(group)
         stats = await self.admin.consume_stats(group)
+        pop = await self.admin.pop_status(group)
         return {
             "group": group,
             "online": conns.online,
@@ -252,6 +253,19 @@ class DashboardService:
             "subscriptions": [{"topic": t, "expression": e} for t, e in conns.subscriptions],
             "queues": [progress_json(q) for q in stats],
             "lag": sum(q.lag for q in stats),
+            # POP consumption (mqadmin popStatus): in flight and retry backlog per broker and topic
+            "pop": [
+                {
+                    "broker_name": b.broker_name,
+                    "topic": t.topic,
+                    "in_flight": t.in_flight,
+                    "retry_backlog": t.retry_backlog,
+                    "retry_in_flight": t.retry_in_flight,
+                }
+                for b in pop
+                if b.status is not None
+                for t in b.status.topics
+            ],
         }
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> Json:

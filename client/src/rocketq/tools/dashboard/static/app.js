@@ -298,6 +298,14 @@ async function showGroup(group, box) {
       { title: "Lag", get: r => r.lag, num: true },
       { title: "Last consumed", get: r => time(r.last_timestamp) },
     ], doc.queues),
+    doc.pop.length ? el("h3", {}, "POP in flight") : null,
+    doc.pop.length ? table("group-pop", [
+      { title: "Topic", get: r => r.topic },
+      { title: "Broker", get: r => r.broker_name },
+      { title: "In flight", get: r => r.in_flight, num: true },
+      { title: "Retry backlog", get: r => r.retry_backlog, num: true },
+      { title: "Retry in flight", get: r => r.retry_in_flight, num: true },
+    ], doc.pop) : null,
     form));
 }
 
