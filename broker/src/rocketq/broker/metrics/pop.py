@@ -113,28 +113,32 @@ class PopMetricsRecorder:
 
     # -- the revive log --------------------------------------------------------------------------
     def record_revive_puts(self, msgs: Sequence[MessageToStore], results: Sequence[PutMessageResult]) -> None:
-        """Checkpoints and acks put by a pop, an ack or a change of invisible time."""
+        """Checkpoints and acks put by a pop, an ack or a change of invisible time.
+
+        Reads the few fields it needs from the records' JSON (the short keys the POP processors
+        write) instead of building PopCheckPoint / AckMsg objects: this runs on every pop and ack."""
         for msg, result in zip(msgs, results, strict=False):
             props = msg.properties
             tag = props.get(MessageConst.TAGS) if not isinstance(props, str) else None
-            try:
-                doc = json.loads(bytes(msg.body))
-            except ValueError:
-                continue
             if tag == CK_TAG:
-                ck = PopCheckPoint.from_doc(doc)
-                self._count_in(ck.cid, ck.topic, ReviveRecordType.CK, result)
-                if result.is_ok and ck.pop_time >= self.started_ms:
-                    self._add_in_flight(ck.cid, ck.topic, ck.queue_id, len(ck.queue_offset_diff))
+                kind = ReviveRecordType.CK
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
-                ack = AckMsg.from_doc(doc)
-                self._count_in(ack.consumer_group, ack.topic, ReviveRecordType.ACK, result)
-                if result.is_ok and ack.pop_time >= self.started_ms:
-                    self._add_in_flight(ack.consumer_group, ack.topic, ack.queue_id, -len(ack.offsets))
-
-    def _count_in(self, group: str, topic: str, kind: str, result: PutMessageResult) -> None:
-        key = (group, topic, kind, result.status.name)
-        self.revive_in[key] = self.revive_in.get(key, 0) + 1
+                kind = ReviveRecordType.ACK
+            else:
+                continue
+            try:
+                doc = json.loads(msg.body)
+                group, topic, queue_id, pop_time = str(doc["c"]), str(doc["t"]), int(doc["q"]), int(doc["pt"])
+                if kind == ReviveRecordType.CK:
+                    delta = len(doc.get("d") or ())
+                else:
+                    delta = -len(doc["aol"]) if doc.get("aol") else -1
+            except (ValueError, KeyError, TypeError):
+                continue
+            key = (group, topic, kind, result.status.name)
+            self.revive_in[key] = self.revive_in.get(key, 0) + 1
+            if result.is_ok and pop_time >= self.started_ms:
+                self._add_in_flight(group, topic, queue_id, delta)
 
     def record_revive_read(self, record: PopCheckPoint | AckMsg, revive_qid: int) -> None:
         """The revive service read one record of revive queue ``revive_qid``."""
