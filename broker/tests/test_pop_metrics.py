@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq.broker.metrics.collector import BrokerCollector, BrokerSnapshot
+from rocketq.broker.metrics.lag import GroupTopic
 from rocketq.broker.metrics.pop import PopMetricsRecorder, TimerFigures, timer_figures
 from rocketq.broker.metrics.recorder import BrokerMetricsRecorder
 from rocketq.broker.pop.records import AckMsg, PopCheckPoint, ack_message, ck_message
@@ -137,10 +138,10 @@ class NoStore:
         self.root_dir = root
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        return 0
+        return 5 if topic == "rmq_sys_REVIVE_LOG_C" and queue_id == 0 else 0
 
     def get_store_time(self, topic: str, queue_id: int, offset: int) -> int:
-        return 0
+        return NOW - 1_500 if (topic, queue_id, offset) == ("rmq_sys_REVIVE_LOG_C", 0, 2) else 0
 
 
 def test_collector_exposes_pop_and_timer_names(tmp_path: Path) -> None:
@@ -158,12 +159,12 @@ def test_collector_exposes_pop_and_timer_names(tmp_path: Path) -> None:
         watermarks={},
         producer_connections={},
         consumer_connections={},
-        lag_items=[],
+        lag_items=[GroupTopic("CID_RMQ_SYS_REVIVE_GROUP", "rmq_sys_REVIVE_LOG_C", 2, {0: 2, 1: 0}, {})],
         replicas=[],
     )
     registry = CollectorRegistry(auto_describe=False)
     node = {"cluster": "C", "node_type": "broker", "node_id": "b"}
-    registry.register(BrokerCollector(node, lambda: snapshot, NoStore(str(tmp_path))))
+    registry.register(BrokerCollector(node, lambda: snapshot, NoStore(str(tmp_path)), clock_ms=lambda: NOW))
     samples = parse(generate_latest(registry).decode())
     assert pick(samples, "rocketmq_consumer_inflight_messages", consumer_group="G", topic="T") == [2]
     assert pick(
@@ -175,6 +176,9 @@ def test_collector_exposes_pop_and_timer_names(tmp_path: Path) -> None:
     assert pick(
         samples, "rocketmq_pop_revive_retry_messages_total", consumer_group="G", put_status="PUT_OK"
     ) == [1]
+    assert pick(samples, "rocketmq_pop_revive_lag", queue_id="0") == [3]
+    assert pick(samples, "rocketmq_pop_revive_latency", queue_id="0") == [1_500]
+    assert pick(samples, "rocketmq_pop_revive_lag", queue_id="1") == [0]
     assert pick(samples, "rocketmq_timer_enqueue_lag") == [5]
     assert pick(samples, "rocketmq_timer_dequeue_latency") == [2_000]
     assert pick(samples, "rocketmq_timer_enqueue_total") == [9]

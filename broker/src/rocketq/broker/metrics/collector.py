@@ -27,7 +27,13 @@ from rocketq.broker.metrics.recorder import Buckets, RecorderSnapshot
 from rocketq.broker.offset_manager import TOPIC_GROUP_SEPARATOR
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.store.clean import disk_usage_percent
-from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, SYSTEM_TOPIC_PREFIX, is_system_topic
+from rocketq.client.remoting.vocabulary import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    REVIVE_GROUP,
+    REVIVE_TOPIC_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    is_system_topic,
+)
 
 __all__ = ["BrokerCollector", "BrokerSnapshot", "ReplicaLag", "StoreView", "take_snapshot"]
 
@@ -214,6 +220,7 @@ class BrokerCollector(Collector):
         self._lag(f, snap)
         self._transactions(f, snap.recorder)
         self._pop(f, snap.recorder)
+        self._revive_lag(f, snap)
         self._store(f, snap)
         yield from f.out
 
@@ -332,6 +339,28 @@ class BrokerCollector(Collector):
         f.counter(
             "rocketmq_rollback_messages_total", "Half messages rolled back by END_TRANSACTION"
         ).add_metric(f.values(), rec.rollbacks)
+
+    def _revive_lag(self, f: _Families, snap: BrokerSnapshot) -> None:
+        """rocketmq_pop_revive_lag / _latency per revive queue: records of the revive log past the
+        revive service's committed offset (checkpoints still waiting or not yet read), and the age
+        of the oldest of them (PopReviveService.getReviveBehindMessages / getReviveBehindMillis)."""
+        lag = f.gauge(
+            "rocketmq_pop_revive_lag", "Revive-log records the revive service has not finished", ["queue_id"]
+        )
+        latency = f.gauge(
+            "rocketmq_pop_revive_latency",
+            "Age of the oldest unfinished revive-log record (milliseconds)",
+            ["queue_id"],
+        )
+        now = self.clock_ms()
+        for item in snap.lag_items:
+            if item.group != REVIVE_GROUP or not item.topic.startswith(REVIVE_TOPIC_PREFIX):
+                continue
+            for queue_id, committed in sorted(item.committed.items()):
+                behind = max(int(self.store.get_max_offset_in_queue(item.topic, queue_id)) - committed, 0)
+                stored = self.store.get_store_time(item.topic, queue_id, committed) if behind else 0
+                lag.add_metric(f.values(str(queue_id)), behind)
+                latency.add_metric(f.values(str(queue_id)), max(now - stored, 0) if stored > 0 else 0)
 
     def _pop(self, f: _Families, rec: RecorderSnapshot) -> None:
         """RocketMQ 5's PopMetricsManager counters and the store's rocketmq_timer_* figures."""
