@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq.client.admin import Admin
 from rocketq.client.consumer import ConsumeFromWhere, LitePullConsumer
@@ -29,10 +28,10 @@ from rocketq.client.testing import (
     start_rocketq_dev,
     wait_for,
 )
+from rocketq.client.testing.metrics import Samples, parse_samples, total
 
 PROM = {"metricsExporterType": "PROM", "metricsPromExporterPort": 0}
 NAMESRV_PROM = ("-o", "metricsExporterType=PROM", "-o", "metricsPromExporterPort=0")
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(addr: str | None) -> Samples:
@@ -41,17 +40,7 @@ def scrape(addr: str | None) -> Samples:
     with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as response:
         assert response.status == 200
         text = response.read().decode()
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``labels`` (0 when there is none)."""
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
+    return parse_samples(text)
 
 
 @pytest.fixture(scope="module")
@@ -70,39 +59,39 @@ def test_messages_in_grows_by_exactly_the_sent_messages(cluster: LocalCluster) -
         for body in bodies:
             producer.send(Message(topic, body))
     after = scrape(cluster.broker.metrics_addr)
-    grown = value(after, "rocketmq_messages_in_total", topic=topic) - value(
+    grown = total(after, "rocketmq_messages_in_total", topic=topic) - total(
         before, "rocketmq_messages_in_total", topic=topic
     )
     assert grown == len(bodies), f"messages_in grew by {grown}, {len(bodies)} messages were sent"
     assert (
-        value(after, "rocketmq_messages_in_total", topic=topic, message_type="normal", is_system="false") > 0
+        total(after, "rocketmq_messages_in_total", topic=topic, message_type="normal", is_system="false") > 0
     )
     # rocketmq_throughput_in_total counts stored record bytes (RocketMQ's wroteBytes): read them back
     stored = {m.body: m.total_size for m in _read_all(cluster, topic, "metrics-reader", len(bodies) + 1)}
-    bytes_grown = value(after, "rocketmq_throughput_in_total", topic=topic) - value(
+    bytes_grown = total(after, "rocketmq_throughput_in_total", topic=topic) - total(
         before, "rocketmq_throughput_in_total", topic=topic
     )
     assert bytes_grown == sum(stored[b] for b in bodies)
     assert bytes_grown > sum(map(len, bodies))  # bodies plus each record's header, topic, properties
-    sizes = value(after, "rocketmq_message_size_count", topic=topic) - value(
+    sizes = total(after, "rocketmq_message_size_count", topic=topic) - total(
         before, "rocketmq_message_size_count", topic=topic
     )
     assert sizes == len(bodies)
-    sends = value(after, "rocketmq_rpc_latency_count", request_code="310", response_code="0") - value(
+    sends = total(after, "rocketmq_rpc_latency_count", request_code="310", response_code="0") - total(
         before, "rocketmq_rpc_latency_count", request_code="310", response_code="0"
     )
     assert sends >= len(bodies)
     out = scrape(cluster.broker.metrics_addr)
     assert (
-        value(out, "rocketmq_messages_out_total", topic=topic, consumer_group="metrics-reader")
+        total(out, "rocketmq_messages_out_total", topic=topic, consumer_group="metrics-reader")
         == len(bodies) + 1
     )
     wait_for(
-        lambda: value(scrape(cluster.broker.metrics_addr), "rocketq_store_flush_latency_seconds_count") > 0,
+        lambda: total(scrape(cluster.broker.metrics_addr), "rocketq_store_flush_latency_seconds_count") > 0,
         "a CommitLog flush to be observed",
     )
-    assert value(out, "rocketq_store_commitlog_size_bytes") > 0
-    assert 0 < value(out, "rocketq_store_disk_usage_ratio") <= 1
+    assert total(out, "rocketq_store_commitlog_size_bytes") > 0
+    assert 0 < total(out, "rocketq_store_disk_usage_ratio") <= 1
 
 
 def _read_all(cluster: LocalCluster, topic: str, group: str, expected: int) -> list[MessageExt]:
@@ -136,13 +125,13 @@ def test_stopped_consumer_lag_equals_the_backlog(cluster: LocalCluster) -> None:
     assert backlog == 5
     samples = scrape(cluster.broker.metrics_addr)
     labels = {"consumer_group": group, "topic": topic}
-    assert value(samples, "rocketmq_consumer_lag_messages", **labels) == backlog
+    assert total(samples, "rocketmq_consumer_lag_messages", **labels) == backlog
     # a pull the stopped consumer left parked may still be answered (to nobody) when the backlog
     # arrives: the broker then counts those messages pulled, in flight rather than ready
-    ready = value(samples, "rocketmq_consumer_ready_messages", **labels)
-    inflight = value(samples, "rocketmq_consumer_inflight_messages", **labels)
+    ready = total(samples, "rocketmq_consumer_ready_messages", **labels)
+    inflight = total(samples, "rocketmq_consumer_inflight_messages", **labels)
     assert ready + inflight == backlog, f"ready {ready} + in flight {inflight} != backlog {backlog}"
-    assert value(samples, "rocketmq_consumer_lag_latency", **labels) >= 0
+    assert total(samples, "rocketmq_consumer_lag_latency", **labels) >= 0
     assert (
         "rocketmq_consumer_lag_messages",
         frozenset({*labels.items(), ("is_retry", "false"), ("is_system", "false"), *_node(cluster)}),
@@ -155,9 +144,9 @@ def _node(cluster: LocalCluster) -> set[tuple[str, str]]:
 
 def test_namesrv_metrics_show_the_broker(cluster: LocalCluster) -> None:
     samples = scrape(cluster.namesrv.metrics_addr)
-    assert value(samples, "rocketq_namesrv_broker_number", cluster="DefaultCluster") == 1
-    assert value(samples, "rocketq_namesrv_broker_registrations_total") >= 1
-    assert value(samples, "rocketq_namesrv_topic_number") >= 1
+    assert total(samples, "rocketq_namesrv_broker_number", cluster="DefaultCluster") == 1
+    assert total(samples, "rocketq_namesrv_broker_registrations_total") >= 1
+    assert total(samples, "rocketq_namesrv_topic_number") >= 1
 
 
 def _raw(addr: str, payload: bytes) -> bytes:
@@ -196,11 +185,11 @@ def test_a_killed_broker_does_not_break_the_namesrv_exporter(cluster: LocalClust
     )
     try:
         samples = scrape(cluster.namesrv.metrics_addr)
-        assert value(samples, "rocketq_namesrv_broker_number", cluster="DefaultCluster") == 2
+        assert total(samples, "rocketq_namesrv_broker_number", cluster="DefaultCluster") == 2
         assert scrape(extra.metrics_addr)
         extra.kill9()
         wait_for(
-            lambda: value(scrape(cluster.namesrv.metrics_addr), "rocketq_namesrv_broker_number") == 1,
+            lambda: total(scrape(cluster.namesrv.metrics_addr), "rocketq_namesrv_broker_number") == 1,
             "the NameServer to drop the killed broker",
         )
     finally:
@@ -217,7 +206,7 @@ def test_rocketq_dev_serves_and_prints_metrics(tmp_path: Path) -> None:
             assert url.startswith("http://") and url.endswith("/metrics"), url
             samples = scrape(url.removeprefix("http://").removesuffix("/metrics"))
             assert samples, f"{url} served no samples"
-        assert value(scrape(urls["BROKER_METRICS_URL"][7:-8]), "rocketmq_topic_number") > 0
+        assert total(scrape(urls["BROKER_METRICS_URL"][7:-8]), "rocketmq_topic_number") > 0
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)

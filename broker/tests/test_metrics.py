@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.config_keys import broker_properties
@@ -24,24 +23,9 @@ from rocketq.broker.testing import run_broker
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketq.client.testing.metrics import parse_samples, pick
 from rocketq.client.transport.aio import RemotingClient
 from rocketq.server.metrics import MetricsExporterType
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def parse(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def pick(samples: Samples, name: str, **labels: str) -> list[float]:
-    wanted = set(labels.items())
-    return [v for (n, ls), v in samples.items() if n == name and wanted <= ls]
-
 
 # ----------------------------------------------------------------------------- config
 
@@ -199,7 +183,7 @@ def test_collector_exposes_rocketmq_names_and_labels(tmp_path: Path) -> None:
     registry.register(
         BrokerCollector(node, lambda: snapshot, FakeStore(str(tmp_path)), clock_ms=lambda: 3_000)
     )
-    samples = parse(generate_latest(registry).decode())
+    samples = parse_samples(generate_latest(registry).decode())
     node_labels = frozenset(node.items())
     in_labels = node_labels | {("topic", "Orders"), ("message_type", "delay"), ("is_system", "false")}
     assert samples[("rocketmq_messages_in_total", in_labels)] == 2
@@ -242,7 +226,7 @@ def test_in_process_broker_serves_its_metrics_over_http(tmp_path: Path) -> None:
             with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
                 return str(response.read().decode())
 
-        samples = parse(await asyncio.to_thread(get))  # the scrape hops back to this loop
+        samples = parse_samples(await asyncio.to_thread(get))  # the scrape hops back to this loop
         assert controller.ctx is not None
         assert pick(samples, "rocketmq_topic_number") == [len(controller.ctx.topics)]
         assert pick(

@@ -9,7 +9,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq.broker.metrics.collector import BrokerCollector, BrokerSnapshot
 from rocketq.broker.metrics.lag import GroupTopic
@@ -25,25 +24,12 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import SendMessageRequestHeader
 from rocketq.client.remoting.pop import PopMessageRequestHeader
 from rocketq.client.remoting.vocabulary import TopicConfig
+from rocketq.client.testing.metrics import parse_samples, pick
 from rocketq.client.transport.aio import RemotingClient
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 HOST = ("127.0.0.1", 10911)
 OK = PutMessageResult(status=PutMessageStatus.PUT_OK)
 NOW = 1_700_000_000_000
-
-
-def parse(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def pick(samples: Samples, name: str, **labels: str) -> list[float]:
-    wanted = set(labels.items())
-    return [v for (n, ls), v in samples.items() if n == name and wanted <= ls]
 
 
 def ck(pop_time: int, offsets: int = 3, queue_id: int = 1) -> PopCheckPoint:
@@ -165,7 +151,7 @@ def test_collector_exposes_pop_and_timer_names(tmp_path: Path) -> None:
     registry = CollectorRegistry(auto_describe=False)
     node = {"cluster": "C", "node_type": "broker", "node_id": "b"}
     registry.register(BrokerCollector(node, lambda: snapshot, NoStore(str(tmp_path)), clock_ms=lambda: NOW))
-    samples = parse(generate_latest(registry).decode())
+    samples = parse_samples(generate_latest(registry).decode())
     assert pick(samples, "rocketmq_consumer_inflight_messages", consumer_group="G", topic="T") == [2]
     assert pick(
         samples, "rocketmq_pop_revive_in_message_total", revive_message_type="CK", put_status="PUT_OK"
@@ -223,7 +209,7 @@ def test_in_process_broker_counts_pop_in_flight_on_a_scrape(tmp_path: Path) -> N
             with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
                 return str(response.read().decode())
 
-        samples = parse(await asyncio.to_thread(get))
+        samples = parse_samples(await asyncio.to_thread(get))
         assert pick(samples, "rocketmq_consumer_inflight_messages", consumer_group="PopG", topic="PopT") == [
             3
         ]
