@@ -1,0 +1,120 @@
+"""Push consumer on POP against the scripted POP server of test_simple_consumer (a wire double)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import pathlib
+import time
+
+from rocketq.client.consumer.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+)
+from rocketq.client.consumer.pop_push import AsyncPopPushConsumer
+from rocketq.client.model import MessageExt
+
+# the scripted POP server lives in test_simple_consumer (loaded by path: the tests are no package)
+_spec = importlib.util.spec_from_file_location(
+    "_scripted_pop", pathlib.Path(__file__).with_name("test_simple_consumer.py")
+)
+assert _spec is not None and _spec.loader is not None
+_scripted = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_scripted)
+QUEUES, pop_cluster, run = _scripted.QUEUES, _scripted.pop_cluster, _scripted.run
+
+
+def test_concurrent_acks_success_and_redelivers_reconsume_later_with_backoff() -> None:
+    async def main() -> None:
+        async with pop_cluster(2) as (a, b):
+            for i in range(20):
+                (a if i % 2 else b).put("T", i % QUEUES, b"m%d" % i)
+            seen: list[bytes] = []
+            failed_once: set[bytes] = set()
+
+            def listener(
+                msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext
+            ) -> ConsumeConcurrentlyStatus:
+                for m in msgs:
+                    seen.append(m.body)
+                    if m.body in (b"m3", b"m4") and m.body not in failed_once:
+                        failed_once.add(m.body)
+                        return ConsumeConcurrentlyStatus.RECONSUME_LATER
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+            c = AsyncPopPushConsumer(a.addr, "g", {"T": "*"}, await_duration_s=0.1, retry_backoff_s=[0.5])
+            c.register_message_listener_concurrently(listener)
+            async with c:
+                deadline = time.monotonic() + 10
+                while len(a.acked) + len(b.acked) < 20 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            assert len(a.acked) + len(b.acked) == 20
+            assert sorted(seen) == sorted([b"m%d" % i for i in range(20)] + [b"m3", b"m4"])
+
+    run(main())
+
+
+def test_flow_control_keeps_at_most_the_threshold_in_flight() -> None:
+    async def main() -> None:
+        async with pop_cluster() as (a,):
+            for i in range(30):
+                a.put("T", i % QUEUES, b"m%d" % i)
+            gate = asyncio.Event()
+            peak = 0
+
+            async def listener(
+                msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext
+            ) -> ConsumeConcurrentlyStatus:
+                nonlocal peak
+                peak = max(peak, c.in_flight)
+                await gate.wait()
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+            c = AsyncPopPushConsumer(a.addr, "g", {"T": "*"}, await_duration_s=0.1, batch_nums=4,
+                                     pop_threshold_for_queue=8)  # fmt: skip
+            c.register_message_listener_concurrently(listener)
+            async with c:
+                await asyncio.sleep(1.0)
+                leased = len(a.visible_at)
+                gate.set()
+                deadline = time.monotonic() + 10
+                while len(a.acked) < 30 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            assert leased == 8 and peak <= 8
+            assert len(a.acked) == 30
+
+    run(main())
+
+
+def test_orderly_hands_each_queue_in_order_and_suspend_changes_invisible_time() -> None:
+    async def main() -> None:
+        async with pop_cluster() as (a,):
+            for i in range(10):
+                a.put("T", 0, b"%d" % i)
+            order: list[int] = []
+            suspended = False
+
+            def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+                nonlocal suspended
+                n = int(msgs[0].body)
+                if n == 4 and not suspended:
+                    suspended = True
+                    ctx.suspend_current_queue_time_ms = 300
+                    return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                order.append(n)
+                return ConsumeOrderlyStatus.SUCCESS
+
+            c = AsyncPopPushConsumer(a.addr, "g", {"T": "*"}, await_duration_s=0.1)
+            c.register_message_listener_orderly(listener)
+            async with c:
+                deadline = time.monotonic() + 10
+                while len(a.acked) < 10 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            assert order == list(range(10))
+            assert all(h.order for h in a.pop_headers)
+            changes = [r for r in a.requests if r.code == 200053]
+            assert len(changes) == 6  # message 4 and the rest of its batch
+
+    run(main())
