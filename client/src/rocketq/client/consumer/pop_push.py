@@ -36,7 +36,7 @@ from rocketq.client.consumer.subscription import SUB_ALL, Subscribable
 from rocketq.client.errors import MQClientError
 from rocketq.client.loop import BackgroundLoop, acquire_loop, release_loop
 from rocketq.client.model import MessageExt, MessageQueue
-from rocketq.client.remoting.pop import ExtraInfo
+from rocketq.client.remoting.pop import ConsumeInitMode, ExtraInfo
 from rocketq.client.remoting.properties import MessageConst
 
 __all__ = ["RETRY_BACKOFF_S", "AsyncPopPushConsumer", "PopPushConsumer"]
@@ -73,6 +73,7 @@ class AsyncPopPushConsumer:
         await_duration_s: float = 20.0,
         retry_backoff_s: Sequence[float] = RETRY_BACKOFF_S,
         suspend_time_s: float = 1.0,
+        init_mode: ConsumeInitMode = ConsumeInitMode.MAX,
         config: ClientConfig | None = None,
     ) -> None:
         if not 1 <= batch_nums <= 32:
@@ -82,7 +83,11 @@ class AsyncPopPushConsumer:
         if not retry_backoff_s or min(retry_backoff_s) <= 0:
             raise MQClientError("retry_backoff_s must be a non-empty list of positive seconds")
         self._args: tuple[Any, ...] = (namesrv_addr, consumer_group, subscriptions)
-        self._settings: dict[str, Any] = {"await_duration_s": await_duration_s, "config": config}
+        self._settings: dict[str, Any] = {
+            "await_duration_s": await_duration_s,
+            "init_mode": init_mode,
+            "config": config,
+        }
         self.invisible_time_s = invisible_time_s
         self.batch_nums = batch_nums
         self.pop_threshold_for_queue = pop_threshold_for_queue
