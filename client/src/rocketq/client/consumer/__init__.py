@@ -15,6 +15,7 @@ from rocketq.client.consumer.listener import (
     ConsumeOrderlyStatus,
 )
 from rocketq.client.consumer.lite_pull import AsyncLitePullConsumer
+from rocketq.client.consumer.pop_push import AsyncPopPushConsumer, PopPushConsumer
 from rocketq.client.consumer.pop_rpc import PopNotSupportedError
 from rocketq.client.consumer.push import AsyncPushConsumer
 from rocketq.client.consumer.simple import AsyncSimpleConsumer, InvalidReceiptHandleError, SimpleConsumer
@@ -27,6 +28,7 @@ __all__ = [
     "AllocateMessageQueueConsistentHash",
     "AllocateStrategy",
     "AsyncLitePullConsumer",
+    "AsyncPopPushConsumer",
     "AsyncPushConsumer",
     "AsyncSimpleConsumer",
     "ConsumeConcurrentlyContext",
@@ -42,6 +44,7 @@ __all__ = [
     "MessageModel",
     "MessageSelector",
     "PopNotSupportedError",
+    "PopPushConsumer",
     "PullResult",
     "PullStatus",
     "PushConsumer",
