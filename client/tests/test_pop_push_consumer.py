@@ -7,6 +7,8 @@ import importlib.util
 import pathlib
 import time
 
+import pytest
+
 from rocketq.client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -14,7 +16,9 @@ from rocketq.client.consumer.listener import (
     ConsumeOrderlyStatus,
 )
 from rocketq.client.consumer.pop_push import AsyncPopPushConsumer
+from rocketq.client.errors import MQClientError
 from rocketq.client.model import MessageExt
+from rocketq.client.remoting.codes import RequestCode
 
 # the scripted POP server lives in test_simple_consumer (loaded by path: the tests are no package)
 _spec = importlib.util.spec_from_file_location(
@@ -114,7 +118,38 @@ def test_orderly_hands_each_queue_in_order_and_suspend_changes_invisible_time() 
                     await asyncio.sleep(0.05)
             assert order == list(range(10))
             assert all(h.order for h in a.pop_headers)
-            changes = [r for r in a.requests if r.code == 200053]
+            changes = [r for r in a.requests if r.code == RequestCode.CHANGE_MESSAGE_INVISIBLETIME]
             assert len(changes) == 6  # message 4 and the rest of its batch
+
+    run(main())
+
+
+def test_an_exception_counts_as_reconsume_later_and_bad_settings_are_named() -> None:
+    async def main() -> None:
+        async with pop_cluster() as (a,):
+            a.put("T", 0, b"boom")
+            calls: list[int] = []
+
+            def listener(
+                msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext
+            ) -> ConsumeConcurrentlyStatus:
+                calls.append(len(msgs))
+                if len(calls) == 1:
+                    raise RuntimeError("listener bug")
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+            c = AsyncPopPushConsumer(a.addr, "g", {"T": "*"}, await_duration_s=0.1, retry_backoff_s=[0.3])
+            with pytest.raises(MQClientError, match="register a listener"):
+                await c.start()
+            c.register_message_listener_concurrently(listener)
+            async with c:
+                deadline = time.monotonic() + 10
+                while not a.acked and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            assert calls == [1, 1] and len(a.acked) == 1
+            assert any(r.code == RequestCode.CHANGE_MESSAGE_INVISIBLETIME for r in a.requests)
+        for bad, match in (({"batch_nums": 33}, "batch_nums"), ({"retry_backoff_s": []}, "retry_backoff_s")):
+            with pytest.raises(MQClientError, match=match):
+                AsyncPopPushConsumer("127.0.0.1:1", "g", {"T": "*"}, **bad)
 
     run(main())

@@ -17,6 +17,7 @@ did not finish become visible again after their invisible time.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -74,12 +75,15 @@ class AsyncPopPushConsumer:
         retry_backoff_s: Sequence[float] = RETRY_BACKOFF_S,
         suspend_time_s: float = 1.0,
         init_mode: ConsumeInitMode = ConsumeInitMode.MAX,
+        consume_thread_nums: int = 20,
         config: ClientConfig | None = None,
     ) -> None:
         if not 1 <= batch_nums <= 32:
             raise MQClientError(f"batch_nums must be 1..32, got {batch_nums!r}")
         if pop_threshold_for_queue < 1:
             raise MQClientError(f"pop_threshold_for_queue must be >= 1, got {pop_threshold_for_queue!r}")
+        if consume_thread_nums < 1:
+            raise MQClientError(f"consume_thread_nums must be >= 1, got {consume_thread_nums!r}")
         if not retry_backoff_s or min(retry_backoff_s) <= 0:
             raise MQClientError("retry_backoff_s must be a non-empty list of positive seconds")
         self._args: tuple[Any, ...] = (namesrv_addr, consumer_group, subscriptions)
@@ -93,6 +97,9 @@ class AsyncPopPushConsumer:
         self.pop_threshold_for_queue = pop_threshold_for_queue
         self.retry_backoff_s = tuple(retry_backoff_s)
         self.suspend_time_s = suspend_time_s
+        self.consume_thread_nums = consume_thread_nums
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._semaphore: asyncio.Semaphore | None = None
         self._concurrently: MessageListenerConcurrently | None = None
         self._orderly: MessageListenerOrderly | None = None
         self._simple: AsyncSimpleConsumer | None = None
@@ -125,6 +132,10 @@ class AsyncPopPushConsumer:
             simple.subscribe(topic, expression)
         await simple.start()
         self._simple = simple
+        self._semaphore = asyncio.Semaphore(self.consume_thread_nums)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            self.consume_thread_nums, thread_name_prefix=f"rocketq-pop-consume-{simple.group}"
+        )
         self._room = asyncio.Condition()
         self._task = asyncio.create_task(self._pop_loop())
 
@@ -138,6 +149,9 @@ class AsyncPopPushConsumer:
         if self._simple is not None:
             await self._simple.shutdown()
             self._simple = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -175,8 +189,14 @@ class AsyncPopPushConsumer:
             self._room.notify_all()
 
     async def _call(self, listener: Callable[..., Any], msgs: list[MessageExt], ctx: Any) -> Any:
-        result = listener(msgs, ctx)
-        return await result if inspect.isawaitable(result) else result
+        """Run the listener: awaited if async, else in the consume thread pool; at most
+        ``consume_thread_nums`` calls at once."""
+        assert self._semaphore is not None
+        async with self._semaphore:
+            if inspect.iscoroutinefunction(listener):
+                return await listener(msgs, ctx)
+            result = await asyncio.get_running_loop().run_in_executor(self._executor, listener, msgs, ctx)
+            return await result if inspect.isawaitable(result) else result
 
     async def _consume_concurrently(self, msgs: list[MessageExt]) -> None:
         assert self._simple is not None and self._concurrently is not None
