@@ -36,7 +36,7 @@ from rocketq.broker.controller_mode.replicas_manager import ReplicasManager
 from rocketq.broker.errors import BrokerError
 from rocketq.broker.ha.replication import Replication
 from rocketq.broker.master_services import MasterServices
-from rocketq.broker.metadata import CONSUMER_OFFSET_JSON, persist_json_file
+from rocketq.broker.metadata import CONSUMER_OFFSET_JSON, persist_json_file, persist_text_file
 from rocketq.broker.metrics.exporter import BrokerMetrics
 from rocketq.broker.namesrv_registration import NamesrvRegistrar
 from rocketq.broker.processor.acl import AclAdminProcessor
@@ -282,8 +282,16 @@ class BrokerController:
         ctx.locks.scan_expired()
 
     async def persist_offsets(self) -> None:
-        """Write consumerOffset.json if it changed (the JSON is built on the loop, written off it)."""
+        """Write consumerOffset.json and consumerOrderInfo.json if changed (JSON built on the loop)."""
         ctx = self.ctx
+        if ctx is not None and ctx.pop_order.dirty and ctx.pop_order.path is not None:
+            text = ctx.pop_order.encode()  # built on the loop (the table is the loop's), written off it
+            ctx.pop_order.dirty = False
+            try:
+                await asyncio.to_thread(persist_text_file, ctx.pop_order.path, text)
+            except OSError:
+                ctx.pop_order.dirty = True
+                raise
         if ctx is None or not ctx.offsets.dirty:
             return
         doc = ctx.offsets.encode()

@@ -13,8 +13,15 @@ answered SUCCESS, as Java does (the revive service ignores them).
 A change of invisible time first writes a new checkpoint of that one message (starting at its own
 offset, ``popTime`` = now, the new ``invisibleTime``, the same revive queue), then acks it in the
 old checkpoint; the response carries the new ``popTime``/``invisibleTime``/``reviveQid`` from
-which the client builds the new handle.  Orderly handles (``reviveQid`` 999) are answered
-SYSTEM_ERROR "not supported yet" until the FIFO rules plug in here.
+which the client builds the new handle.
+
+Orderly handles (``reviveQid`` 999, :mod:`.orderly`) write no revive record: an ack of an offset
+below the consumer offset is answered SUCCESS; otherwise ``commit_and_next`` of the order table
+answers the consumer offset to commit (then pops waiting on the topic are woken when the queue is
+no longer blocked), COMMIT_NOT_NEEDED (a stale popTime: SUCCESS, nothing committed) or
+COMMIT_ILLEGAL (MESSAGE_ILLEGAL).  A batch ack does the same per offset.  A change of invisible
+time sets the offset's next visible time in the order table (no checkpoint) and answers popTime
+unchanged with invisibleTime = next visible time - popTime, as Java's ChangeInvisibleTimeProcessor.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import time
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.pop.appender import put_records
+from rocketq.broker.pop.order_info import COMMIT_ILLEGAL
+from rocketq.broker.pop.orderly import settle_ack
 from rocketq.broker.pop.records import AckMsg, PopCheckPoint, ack_message, ck_message
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.store.record_batch import MessageToStore
@@ -43,11 +52,6 @@ from rocketq.client.remoting.vocabulary import revive_topic
 from rocketq.server import Channel
 
 __all__ = ["AckMessageProcessor"]
-
-_ORDERLY_NOT_SUPPORTED = (
-    "acking an orderly POP (reviveQid 999 in extraInfo) is not supported yet by this broker; "
-    "orderly pops are refused, so this handle was not issued here"
-)
 
 
 def _now_ms() -> int:
@@ -138,7 +142,9 @@ class AckMessageProcessor:
         except HeaderError as exc:
             return request.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
         if info.is_order:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, _ORDERLY_NOT_SUPPORTED)
+            return self._orderly_ack(
+                request, header.consumer_group, header.topic, header.queue_id, [header.offset], info.pop_time
+            )
         bad = self._revive_qid_ok(request, info.revive_qid)
         if bad is not None:
             return bad
@@ -169,7 +175,14 @@ class AckMessageProcessor:
         msgs: list[MessageToStore] = []
         for back in body.acks:
             if back.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
-                return request.make_response(ResponseCode.SYSTEM_ERROR, _ORDERLY_NOT_SUPPORTED)
+                topic = real_topic(back.topic, back.consumer_group, back.retry_flag)
+                offsets = [back.start_offset + i for i in back.ack_indexes]
+                illegal = self._orderly_ack(
+                    request, back.consumer_group, topic, back.queue_id, offsets, back.pop_time
+                )
+                if illegal.code != ResponseCode.SUCCESS:
+                    return illegal
+                continue
             bad = self._revive_qid_ok(request, back.revive_queue_id)
             if bad is not None:
                 return bad
@@ -178,6 +191,27 @@ class AckMessageProcessor:
                 msgs.append(record)
         failed = await self._put(request, msgs) if msgs else None
         return failed or request.make_response(ResponseCode.SUCCESS)
+
+    def _orderly_ack(
+        self,
+        request: RemotingCommand,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offsets: list[int],
+        pop_time: int,
+    ) -> RemotingCommand:
+        """Orderly acks of ``offsets`` (one handle's popTime): commit as the order table says."""
+        ctx = self.ctx
+        for offset in offsets:
+            if settle_ack(ctx, group, topic, queue_id, offset, pop_time) == COMMIT_ILLEGAL:
+                return request.make_response(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"offset is illegal, key:{topic}@{group}, queueId:{queue_id}, offset:{offset}",
+                )
+        if not ctx.pop_order.check_block(None, topic, group, queue_id, 0):
+            ctx.pop_polling.notify(topic)
+        return request.make_response(ResponseCode.SUCCESS)
 
     def _batch_record(self, back: BatchAck, broker_name: str | None) -> MessageToStore | None:
         """``appendAck`` of one BatchAck: its offsets inside the queue's range, as one record."""
@@ -219,7 +253,7 @@ class AckMessageProcessor:
         except HeaderError as exc:
             return request.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
         if info.is_order:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, _ORDERLY_NOT_SUPPORTED)
+            return self._orderly_change(request, header, info)
         bad = self._revive_qid_ok(request, info.revive_qid)
         if bad is not None:
             return bad
@@ -259,3 +293,28 @@ class AckMessageProcessor:
             pop_time=now, invisible_time=header.invisible_time, revive_qid=info.revive_qid
         )
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header.to_ext_fields())
+
+    def _orderly_change(
+        self, request: RemotingCommand, header: ChangeInvisibleTimeRequestHeader, info: ExtraInfo
+    ) -> RemotingCommand:
+        """CHANGE_MESSAGE_INVISIBLETIME of an orderly handle: the order table, no checkpoint."""
+        ctx = self.ctx
+        group, topic, qid = header.consumer_group, header.topic, header.queue_id
+        if header.offset < ctx.offsets.query_offset(group, topic, qid):
+            return request.make_response(
+                ResponseCode.SUCCESS, ext_fields=self._orderly_times(info, info.pop_time)
+            )
+        next_visible = _now_ms() + header.invisible_time
+        ctx.pop_order.update_next_visible_time(topic, group, qid, header.offset, info.pop_time, next_visible)
+        if header.invisible_time <= 0:
+            ctx.pop_polling.notify(topic)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields=self._orderly_times(info, next_visible))
+
+    @staticmethod
+    def _orderly_times(info: ExtraInfo, next_visible: int) -> dict[str, str]:
+        response_header = ChangeInvisibleTimeResponseHeader(
+            pop_time=info.pop_time,
+            invisible_time=max(next_visible - info.pop_time, 0),
+            revive_qid=info.revive_qid,
+        )
+        return response_header.to_ext_fields()

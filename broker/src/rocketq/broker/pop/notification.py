@@ -5,8 +5,8 @@ topic (or the named queue), or of the group's POP retry topics, has messages pas
 offset; with ``pollTime`` > 0 and nothing there it waits in the same long polling as POP until
 an arrival or ``bornTime + pollTime``.  A full polling table answers ``pollingFull``.
 POLLING_INFO answers ``pollingNum``: the pops and notifications of the group waiting on the topic.
-Orderly notifications (``order=true``) are answered like others for now: the FIFO blocking rules
-are not applied to them yet.
+Orderly notifications (``order=true``) look at the topic only, and a queue the order table blocks
+(Java's ``checkBlock`` with the request's attemptId) has no message for them.
 """
 
 from __future__ import annotations
@@ -69,15 +69,20 @@ class NotificationProcessor:
     def _has_msg(self, header: NotificationRequestHeader) -> bool:
         ctx = self.ctx
         group = header.consumer_group
-        for topic in [*all_retry_topics(ctx.config, header.topic, group), header.topic]:
+        retry = [] if header.order else all_retry_topics(ctx.config, header.topic, group)
+        for topic in [*retry, header.topic]:
             tc = ctx.topics.select(topic)
             if tc is None:
                 continue
-            queue_ids = (
-                range(tc.read_queue_nums)
-                if header.queue_id < 0 or topic != header.topic
-                else [header.queue_id]
-            )
+            queue_ids = [
+                q
+                for q in (
+                    range(tc.read_queue_nums)
+                    if header.queue_id < 0 or topic != header.topic
+                    else [header.queue_id]
+                )
+                if not header.order or not ctx.pop_order.check_block(header.attempt_id, topic, group, q, 0)
+            ]
             if has_message(ctx.store, ctx.offsets, ctx.config, group, topic, queue_ids, 0):
                 return True
         return False

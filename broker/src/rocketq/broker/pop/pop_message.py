@@ -17,8 +17,11 @@ from.  Nothing found: with ``pollTime`` > 0 the pop waits in :class:`.polling.Po
 until a message arrives or ``bornTime + pollTime``, then answers POLLING_TIMEOUT (Java's code
 for "no message").
 
-Orderly pops (``order=true``) are answered SYSTEM_ERROR "not supported yet": the FIFO rules
-(ConsumerOrderInfoManager) plug in at :meth:`PopMessageProcessor.process` where the remark is.
+Orderly pops (``order=true``) follow :mod:`.orderly`: each queue is read from the consumer offset
+under the FIFO rules of the order table, no checkpoint is written, the retry topic is not read,
+``reviveQid`` is 999 and ``orderCountInfo`` carries the consumed counts.  A long-polling orderly
+pop waits at most until the first held queue's lock frees (Java's
+``enableNotifyAfterPopOrderLockRelease``).
 
 PEEK reads the same way but writes nothing and moves no offset.
 """
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 
 from rocketq.broker.executor import Busy
 from rocketq.broker.pop.appender import put_records
+from rocketq.broker.pop.orderly import orderly_pop_queue
 from rocketq.broker.pop.polling import PopLongPolling
 from rocketq.broker.pop.reading import (
     Filter,
@@ -53,6 +57,7 @@ from rocketq.client.remoting.codes import V5_POLLING_FULL, V5_POLLING_TIMEOUT, R
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import StoredMessage, decode_stored_message, encode_stored_message
 from rocketq.client.remoting.pop import (
+    POP_ORDER_REVIVE_QUEUE,
     ExtraInfo,
     PeekMessageRequestHeader,
     PopMessageRequestHeader,
@@ -108,6 +113,7 @@ class _Popped:
     start_offset_info: list[str] = field(default_factory=list)
     msg_offset_info: list[str] = field(default_factory=list)
     rest_num: int = 0
+    order_count_info: list[str] = field(default_factory=list)
 
     @property
     def full(self) -> bool:
@@ -198,13 +204,6 @@ class PopMessageProcessor:
         refused = self._check(request, header.topic, header.consumer_group, header.queue_id)
         if refused is not None:
             return refused
-        if header.order:
-            # The seam for FIFO: orderly pops follow ConsumerOrderInfoManager's rules (blocking a
-            # queue until the previous orderly batch is acked); until then they are refused.
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                "orderly POP (order=true) is not supported yet by this broker; pop with order=false",
-            )
         msg_filter = self._filter(request, header)
         if isinstance(msg_filter, RemotingCommand):
             return msg_filter
@@ -220,15 +219,40 @@ class PopMessageProcessor:
             remaining = deadline - _now_ms()
             if remaining <= 0:
                 return self._respond(request, header, popped)
-            topics = [header.topic, *all_retry_topics(self.ctx.config, header.topic, header.consumer_group)]
+            if header.order:
+                topics = [header.topic]
+                free_at = self._first_lock_free(header)
+                if free_at is not None:
+                    remaining = max(min(remaining, free_at - _now_ms()), 1)
+            else:
+                topics = [
+                    header.topic,
+                    *all_retry_topics(self.ctx.config, header.topic, header.consumer_group),
+                ]
             future = self.polling.wait(
                 topics, header.consumer_group, remaining, self._recheck(header, topics)
             )
             if future is None:
                 return self._respond(request, header, popped, polling_full=True)
-            if not await asyncio.shield(future):
+            if not await asyncio.shield(future) and not header.order:
                 return self._respond(request, header, popped)
             await asyncio.sleep(0)  # woken at once by the recheck: let the other requests run first
+
+    def _queue_ids(self, header: PopMessageRequestHeader) -> list[int]:
+        tc = self.ctx.topics.select(header.topic)
+        if tc is None:
+            return []
+        return list(range(tc.read_queue_nums)) if header.queue_id < 0 else [header.queue_id]
+
+    def _first_lock_free(self, header: PopMessageRequestHeader) -> int | None:
+        """When the first held queue of an orderly pop frees (None: none is held)."""
+        order = self.ctx.pop_order
+        times = [
+            t
+            for qid in self._queue_ids(header)
+            if (t := order.lock_free_timestamp(header.topic, header.consumer_group, qid)) is not None
+        ]
+        return min(times) if times else None
 
     def _recheck(self, header: PopMessageRequestHeader, topics: list[str]) -> Callable[[], bool]:
         return lambda: self._has_new(header, topics)
@@ -247,6 +271,8 @@ class PopMessageProcessor:
             for qid in queue_ids:
                 if (topic, header.consumer_group, qid) in self._busy:
                     continue  # the pop reading it takes what is there
+                if header.order and ctx.pop_order.lock_free_timestamp(topic, header.consumer_group, qid):
+                    continue  # held: the wait ends when its lock frees
                 offset = ctx.offsets.query_offset(header.consumer_group, topic, qid)
                 if offset < readable_max_offset(ctx.store, topic, qid):
                     return True
@@ -267,6 +293,7 @@ class PopMessageProcessor:
             rest_num=popped.rest_num,
             start_offset_info=join_info(popped.start_offset_info),
             msg_offset_info=join_info(popped.msg_offset_info),
+            order_count_info=join_info(popped.order_count_info) if header.order else None,
         )
         fields = response_header.to_ext_fields()
         if popped.records:
@@ -279,6 +306,8 @@ class PopMessageProcessor:
         return request.make_response(code, GetMessageStatus.NO_MESSAGE_IN_QUEUE.name, fields)
 
     async def _pop(self, header: PopMessageRequestHeader, msg_filter: Filter) -> _Popped:
+        if header.order:
+            return await self._pop_orderly(header, msg_filter)
         cfg = self.ctx.config
         random_q = random.randrange(100)
         popped = _Popped(
@@ -297,6 +326,62 @@ class PopMessageProcessor:
         if not need_retry and not popped.full:
             await self._pop_topics(retry, header, msg_filter, popped, is_retry=True)
         return popped
+
+    async def _pop_orderly(self, header: PopMessageRequestHeader, msg_filter: Filter) -> _Popped:
+        popped = _Popped(
+            pop_time=_now_ms(), revive_qid=POP_ORDER_REVIVE_QUEUE, max_nums=max(1, header.max_msg_nums)
+        )
+        queue_ids = self._queue_ids(header)
+        if header.queue_id < 0 and queue_ids:
+            first = next(self._start_queue) % len(queue_ids)
+            queue_ids = queue_ids[first:] + queue_ids[:first]
+        for qid in queue_ids:
+            await self._pop_orderly_queue(header, qid, msg_filter, popped)
+        return popped
+
+    async def _pop_orderly_queue(
+        self, header: PopMessageRequestHeader, queue_id: int, msg_filter: Filter, popped: _Popped
+    ) -> None:
+        ctx = self.ctx
+        group, topic = header.consumer_group, header.topic
+        key = (topic, group, queue_id)
+        store = ctx.store
+        if key in self._busy or popped.full:
+            offset = pop_offset(
+                store, ctx.offsets, ctx.config, group, topic, queue_id, header.init_mode, commit_init=False
+            )
+            popped.rest_num += max(store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
+            return
+        self._busy.add(key)
+        try:
+            offset = pop_offset(
+                store, ctx.offsets, ctx.config, group, topic, queue_id, header.init_mode, commit_init=True
+            )
+            low = store.get_min_offset_in_queue(topic, queue_id)
+            if offset < low:  # the offset left the queue's range: start again at its minimum
+                ctx.pop_order.clear_block(topic, group, queue_id)
+                offset = low
+                ctx.offsets.commit_offset(group, topic, queue_id, offset)
+            batch = await orderly_pop_queue(
+                ctx,
+                group=group,
+                topic=topic,
+                queue_id=queue_id,
+                offset=offset,
+                attempt_id=header.attempt_id,
+                pop_time=popped.pop_time,
+                invisible_time=header.invisible_time,
+                max_nums=popped.max_nums - len(popped.records),
+                msg_filter=msg_filter,
+            )
+            popped.rest_num += batch.rest_num
+            if batch.records:
+                popped.start_offset_info.append(start_offset_info_entry(topic, queue_id, batch.start_offset))
+                popped.msg_offset_info.append(msg_offset_info_entry(topic, queue_id, batch.queue_offsets))
+                popped.order_count_info.extend(batch.order_count_info)
+                popped.records.extend(batch.records)
+        finally:
+            self._busy.discard(key)
 
     async def _pop_topics(
         self,

@@ -30,6 +30,7 @@ from rocketq.broker.metadata import (
 from rocketq.broker.metrics.pop import PopMetricsRecorder
 from rocketq.broker.metrics.recorder import BrokerMetricsRecorder
 from rocketq.broker.offset_manager import ConsumerOffsetManager
+from rocketq.broker.pop.order_info import CONSUMER_ORDER_INFO_JSON, ConsumerOrderInfoManager
 from rocketq.broker.pop.polling import PopLongPolling
 from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.delay import parse_delay_levels
@@ -113,6 +114,8 @@ class BrokerContext:
     #: POP in-flight counts, revive-log traffic and the timer's figures, kept with metrics off too
     #: (mqadmin popStatus, the metrics exporter; rocketq.broker.metrics.pop)
     pop_stats: PopMetricsRecorder = field(default_factory=PopMetricsRecorder)
+    #: orderly-pop state (config/consumerOrderInfo.json), persisted with the consumer offsets
+    pop_order: ConsumerOrderInfoManager = field(default_factory=ConsumerOrderInfoManager)
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -159,6 +162,11 @@ def build_context(
         auto_create=config.auto_create_subscription_group, persist=persister(SUBSCRIPTION_GROUP_JSON)
     )
     offsets = ConsumerOffsetManager()
+    pop_order = ConsumerOrderInfoManager(
+        scope=config.pop_order_block_scope,
+        path=None if config_dir is None else os.path.join(config_dir, CONSUMER_ORDER_INFO_JSON),
+    )
+    pop_order.load()
     delay_levels_ms = tuple(parse_delay_levels(store.config.message_delay_level))
     if config_dir is not None:
         topics.load(load_json_file(os.path.join(config_dir, TOPICS_JSON)))
@@ -191,6 +199,7 @@ def build_context(
         ),
         query_executor=BoundedExecutor("query", threads=2, capacity=config.query_thread_pool_queue_capacity),
         delay_levels_ms=delay_levels_ms,
+        pop_order=pop_order,
     )
 
 
