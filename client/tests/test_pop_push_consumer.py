@@ -105,7 +105,7 @@ def test_orderly_hands_each_queue_in_order_and_suspend_changes_invisible_time() 
                 n = int(msgs[0].body)
                 if n == 4 and not suspended:
                     suspended = True
-                    ctx.suspend_current_queue_time_ms = 300
+                    ctx.suspend_current_queue_time_ms = 1500  # long: the double does not block the queue
                     return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
                 order.append(n)
                 return ConsumeOrderlyStatus.SUCCESS
