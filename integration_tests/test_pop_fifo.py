@@ -1,0 +1,352 @@
+"""Orderly (FIFO) POP with real mqnamesrv/mqbroker processes and ``SimpleConsumer(fifo=True)``.
+
+A FIFO consumer processes a batch in order and, once a message of a message group fails (not
+acked, or its invisible time changed), skips the rest of that group in the batch: the broker
+delivers them again after the failed one.  The tests check every group is processed in send order
+with nothing missing (three consumers, 50 groups, random failures), that under
+``popOrderBlockScope=group`` a group that keeps failing does not hold back the other groups of its
+queue while under the default ``queue`` scope it does, and that a broker SIGKILL during FIFO
+traffic loses nothing and keeps each group's order.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rocketq.client.api import BlockingMQClientAPI
+from rocketq.client.consumer import SimpleConsumer
+from rocketq.client.model import Message, MessageExt
+from rocketq.client.producer import Producer
+from rocketq.client.remoting.pop import ConsumeInitMode
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.vocabulary import dlq_topic
+from rocketq.client.testing import ServerProcess, create_topic, pull_queue, spawn_broker, spawn_namesrv
+from rocketq.client.testing.wait import wait_value
+
+INVISIBLE_S = 2.0
+
+
+@pytest.fixture
+def namesrv_proc(tmp_path: Path) -> Iterator[ServerProcess]:
+    with spawn_namesrv(tmp_path / "ns") as ns:
+        yield ns
+
+
+def _consumer(ns: ServerProcess, group: str, topic: str) -> SimpleConsumer:
+    """A started FIFO SimpleConsumer (shut it down)."""
+    consumer = SimpleConsumer(
+        ns.addr, group, {topic: "*"}, await_duration_s=1.0, init_mode=ConsumeInitMode.MIN, fifo=True
+    )
+    consumer.start()
+    return consumer
+
+
+def _send_groups(ns: ServerProcess, topic: str, groups: list[str], per_group: int) -> None:
+    """``per_group`` messages of each group, interleaved; body ``group:seq``."""
+    with Producer(ns.addr, producer_group=f"pg-{topic}") as producer:
+        for seq in range(per_group):
+            for g in groups:
+                producer.send(Message(topic, f"{g}:{seq}".encode(), message_group=g))
+
+
+def _parse(msg: MessageExt) -> tuple[str, int]:
+    group, _, seq = msg.body.decode().partition(":")
+    assert msg.properties.get(MessageConst.SHARDING_KEY) == group
+    return group, int(seq)
+
+
+@dataclass
+class Ledger:
+    """What the consumers processed (acked), per message group, in processing order."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    processed: dict[str, list[int]] = field(default_factory=dict)
+    done_at: dict[str, float] = field(default_factory=dict)
+    out_of_order: list[str] = field(default_factory=list)
+    redelivered_acked: int = 0
+
+    def record(self, group: str, seq: int, per_group: int, t0: float) -> None:
+        with self.lock:
+            seen = self.processed.setdefault(group, [])
+            if seq in seen:
+                self.redelivered_acked += 1
+                return
+            if seq != len(seen):  # every earlier message of the group must be processed first
+                self.out_of_order.append(f"{group}: {seq} after {seen[-5:]}")
+            seen.append(seq)
+            if len(seen) == per_group:
+                self.done_at[group] = time.monotonic() - t0
+
+    def complete(self, groups: list[str], per_group: int) -> bool:
+        with self.lock:
+            return all(len(self.processed.get(g, [])) == per_group for g in groups)
+
+
+def _consume(
+    consumer: SimpleConsumer,
+    ledger: Ledger,
+    per_group: int,
+    fails: Callable[[str, int], str | None],
+    stop: threading.Event,
+    t0: float,
+) -> None:
+    """One FIFO consumer: process in order, a failure ("drop" or "change") skips the rest of its group."""
+    while not stop.is_set():
+        batch = consumer.receive(16, INVISIBLE_S)
+        failed: set[str] = set()
+        for msg in batch:
+            group, seq = _parse(msg)
+            if group in failed:
+                continue
+            how = fails(group, seq)
+            if how is not None:
+                failed.add(group)
+                if how == "change":
+                    consumer.change_invisible_duration(msg, 1.0)
+                continue
+            consumer.ack(msg)
+            ledger.record(group, seq, per_group, t0)
+
+
+def _run(
+    ns: ServerProcess,
+    group: str,
+    topic: str,
+    groups: list[str],
+    per_group: int,
+    fails: Callable[[str, int], str | None],
+    *,
+    consumers: int,
+    until: Callable[[Ledger], bool],
+    timeout_s: float,
+) -> tuple[Ledger, float]:
+    ledger = Ledger()
+    stop = threading.Event()
+    t0 = time.monotonic()
+    with_consumers = [_consumer(ns, group, topic) for _ in range(consumers)]
+    try:
+        threads = [
+            threading.Thread(target=_consume, args=(c, ledger, per_group, fails, stop, t0), daemon=True)
+            for c in with_consumers
+        ]
+        for t in threads:
+            t.start()
+        deadline = t0 + timeout_s
+        while time.monotonic() < deadline and not until(ledger):
+            time.sleep(0.2)
+        elapsed = time.monotonic() - t0
+        stop.set()
+        for t in threads:
+            t.join(10)
+    finally:
+        for c in with_consumers:
+            c.shutdown()
+    return ledger, elapsed
+
+
+def test_three_fifo_consumers_50_groups_random_failures_in_order(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    topic, per_group = "fifo-50", 8
+    groups = [f"g{i:02d}" for i in range(50)]
+    rng = random.Random(31)
+    lock = threading.Lock()
+
+    def fails(group: str, seq: int) -> str | None:
+        with lock:
+            r = rng.random()
+        return "drop" if r < 0.07 else "change" if r < 0.14 else None
+
+    with spawn_broker(tmp_path, namesrv_proc.addr):
+        create_topic(namesrv_proc.addr, topic, 4)
+        _send_groups(namesrv_proc, topic, groups, per_group)
+        ledger, elapsed = _run(
+            namesrv_proc,
+            "fifo-cg",
+            topic,
+            groups,
+            per_group,
+            fails,
+            consumers=3,
+            until=lambda led: led.complete(groups, per_group),
+            timeout_s=50,
+        )
+    print(
+        f"FIFO 50 groups x {per_group}: all processed in {elapsed:.1f} s, "
+        f"acked messages delivered again {ledger.redelivered_acked}"
+    )
+    assert ledger.out_of_order == []
+    missing = {g: per_group - len(ledger.processed.get(g, [])) for g in groups}
+    assert {g: n for g, n in missing.items() if n} == {}
+
+
+def _stuck_run(
+    tmp_path: Path, ns: ServerProcess, scope: str | None, fail_for_s: float
+) -> tuple[Ledger, float]:
+    """One queue, 10 groups of 6; group ``stuck`` fails every delivery for ``fail_for_s`` seconds."""
+    topic, per_group = f"fifo-stuck-{scope or 'queue'}", 6
+    groups = ["stuck", *[f"o{i}" for i in range(9)]]
+    others = groups[1:]
+    t0 = time.monotonic()
+
+    def fails(group: str, seq: int) -> str | None:
+        return "change" if group == "stuck" and time.monotonic() - t0 < fail_for_s else None
+
+    with spawn_broker(tmp_path / (scope or "queue"), ns.addr, popOrderBlockScope=scope or "queue"):
+        create_topic(ns.addr, topic, 1)
+        _send_groups(ns, topic, groups, per_group)
+        t0 = time.monotonic()
+        return _run(
+            ns,
+            f"cg-{topic}",
+            topic,
+            groups,
+            per_group,
+            fails,
+            consumers=2,
+            until=lambda led: led.complete(others, per_group) or led.complete(groups, per_group),
+            timeout_s=fail_for_s + 25,
+        )
+
+
+def test_group_scope_stuck_group_does_not_hold_back_its_queue_but_queue_scope_does(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    fail_for_s = 10.0
+    others = [f"o{i}" for i in range(9)]
+    grouped, _ = _stuck_run(tmp_path, namesrv_proc, "group", fail_for_s)
+    g_done = max(grouped.done_at.get(g, float("inf")) for g in others)
+    print(
+        f"popOrderBlockScope=group: the 9 other groups of the queue done at {g_done:.1f} s, "
+        f"the stuck group fails until {fail_for_s:.0f} s"
+    )
+    assert grouped.out_of_order == []
+    assert g_done < fail_for_s, "under group scope the other groups must finish while one keeps failing"
+
+    queued, _ = _stuck_run(tmp_path, namesrv_proc, None, fail_for_s)
+    q_done = max(queued.done_at.get(g, float("inf")) for g in others)
+    print(
+        f"popOrderBlockScope=queue: the 9 other groups done at {q_done:.1f} s "
+        f"(stuck group fails until {fail_for_s:.0f} s)"
+    )
+    assert queued.out_of_order == []
+    assert q_done >= fail_for_s, "under queue scope the stuck group holds its whole queue"
+
+
+def _consume_through_outage(
+    consumer: SimpleConsumer, ledger: Ledger, per_group: int, stop: threading.Event, t0: float
+) -> None:
+    """A FIFO consumer that keeps going while the broker is down (errors: wait and receive again)."""
+    while not stop.is_set():
+        try:
+            batch = consumer.receive(16, INVISIBLE_S)
+        except Exception:  # the broker is down: receive again (bounded by the caller's stop)
+            time.sleep(0.2)
+            continue
+        failed: set[str] = set()
+        for msg in batch:
+            group, seq = _parse(msg)
+            if group in failed:
+                continue
+            try:
+                consumer.ack(msg)
+            except Exception:  # not acked: the rest of its group waits for its redelivery
+                failed.add(group)
+                continue
+            ledger.record(group, seq, per_group, t0)
+
+
+def test_broker_sigkill_during_fifo_traffic_keeps_order_and_loses_nothing(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    topic, per_group = "fifo-kill", 20
+    groups = [f"k{i:02d}" for i in range(20)]
+    broker = spawn_broker(
+        tmp_path, namesrv_proc.addr, brokerName="fifo-kill-b", flushConsumerOffsetInterval=1000
+    )
+    ledger = Ledger()
+    stop = threading.Event()
+    consumers: list[SimpleConsumer] = []
+    try:
+        create_topic(namesrv_proc.addr, topic, 4)
+        _send_groups(namesrv_proc, topic, groups, per_group)
+        t0 = time.monotonic()
+        consumers = [_consumer(namesrv_proc, "fifo-kill-cg", topic) for _ in range(2)]
+        threads = [
+            threading.Thread(
+                target=_consume_through_outage, args=(c, ledger, per_group, stop, t0), daemon=True
+            )
+            for c in consumers
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(len(v) for v in ledger.processed.values()) < 130:
+            time.sleep(0.05)
+        broker.kill9()
+        broker = spawn_broker(
+            tmp_path, namesrv_proc.addr, brokerName="fifo-kill-b", flushConsumerOffsetInterval=1000
+        )
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not ledger.complete(groups, per_group):
+            time.sleep(0.2)
+        stop.set()
+        for t in threads:
+            t.join(10)
+    finally:
+        stop.set()
+        for c in consumers:
+            c.shutdown()
+        broker.terminate()
+    print(f"SIGKILL during FIFO traffic: acked messages delivered again {ledger.redelivered_acked}")
+    assert ledger.out_of_order == []
+    missing = {g: per_group - len(ledger.processed.get(g, [])) for g in groups}
+    assert {g: n for g, n in missing.items() if n} == {}
+
+
+def test_orderly_message_beyond_retry_limit_goes_to_dlq_and_queue_moves_on(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    """The default retryMaxTimes is 16: the 18th delivery would exceed it, so the broker dead-letters."""
+    topic, group = "fifo-dlq", "fifo-dlq-cg"
+    with spawn_broker(tmp_path, namesrv_proc.addr) as broker:
+        create_topic(namesrv_proc.addr, topic, 1)
+        _send_groups(namesrv_proc, topic, ["a"], 3)  # a:0 always fails, a:1 and a:2 follow it
+        consumer = _consumer(namesrv_proc, group, topic)
+        deliveries: list[tuple[int, int]] = []  # (seq, reconsume_times)
+        acked: list[int] = []
+        try:
+            deadline = time.monotonic() + 45
+            while time.monotonic() < deadline and len(acked) < 2:
+                for msg in consumer.receive(4, 1.0):
+                    _, seq = _parse(msg)
+                    deliveries.append((seq, msg.reconsume_times))
+                    if seq == 0:
+                        consumer.change_invisible_duration(msg, 0.1)
+                        break  # the rest of the group waits for it
+                    consumer.ack(msg)
+                    acked.append(seq)
+        finally:
+            consumer.shutdown()
+        api = BlockingMQClientAPI(namesrv_proc.addr)
+        try:
+            dead = wait_value(
+                lambda: pull_queue(api, broker.addr, dlq_topic(group), 0) or None, "the DLQ message", 15
+            )
+        finally:
+            api.close()
+    zero = [n for s, n in deliveries if s == 0]
+    print(
+        f"orderly dead letter: a:0 delivered {len(zero)} times (reconsume times up to {max(zero)}), then DLQ"
+    )
+    assert acked == [1, 2]
+    assert len(zero) == 17 and zero == sorted(zero) and max(zero) == 16
+    assert [m.body for m in dead] == [b"a:0"]
+    assert dead[0].properties.get(MessageConst.RETRY_TOPIC) == topic
