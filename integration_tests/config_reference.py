@@ -143,10 +143,14 @@ BROKER: Sections = [
     (
         "POP consumption (docs/rocketmq5.md)",
         {
-            "reviveQueueNum": "queues of the revive topic rmq_sys_REVIVE_LOG_<cluster> (POP checkpoints, acks)",
+            "reviveQueueNum": (
+                "queues of the revive topic rmq_sys_REVIVE_LOG_<cluster> (POP checkpoints, acks)"
+            ),
             "reviveInterval": "ms between the revive service's rounds over the revive queues",
             "enableRetryTopicV2": "POP retry topics named %RETRY%group+topic instead of %RETRY%group_topic",
-            "retrieveMessageFromPopRetryTopicV1": "with enableRetryTopicV2, pops still read the V1 retry topic",
+            "retrieveMessageFromPopRetryTopicV1": (
+                "with enableRetryTopicV2, pops still read the V1 retry topic"
+            ),
             "popFromRetryProbability": "% of pops that read the POP retry topic before the topic",
             "maxPopPollingSize": "pops and notifications that may wait (long polling) at once",
             "initPopOffsetByCheckMsgInMem": "initMode MAX starts at 0 while the whole queue is in memory",

@@ -33,7 +33,8 @@ class BrokerRole(enum.Enum):
 
 
 class PopOrderBlockScope(enum.Enum):
-    """What an un-acked, still invisible orderly (FIFO) pop blocks (docs/rocketmq5.md "FIFO message groups")."""
+    """What an un-acked, still invisible orderly (FIFO) pop blocks (docs/rocketmq5.md, "FIFO
+    message groups")."""
 
     #: RocketMQ's rule: the whole queue, every message group hashed to it.
     QUEUE = "queue"
