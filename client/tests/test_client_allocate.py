@@ -14,9 +14,9 @@ from rocketq.client.consumer.allocate import (
     AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueConsistentHash,
     allocate_strategy,
-    md5_hash,
     mq_to_java_string,
 )
+from rocketq.client.remoting.allocate import md5_hash
 from rocketq.client.remoting.route import MessageQueue
 
 

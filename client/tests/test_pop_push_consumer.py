@@ -1,10 +1,8 @@
-"""Push consumer on POP against the scripted POP server of test_simple_consumer (a wire double)."""
+"""Push consumer on POP against the scripted POP server (rocketq.server.testing, a wire double)."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import pathlib
 import time
 
 import pytest
@@ -19,15 +17,7 @@ from rocketq.client.consumer.pop_push import AsyncPopPushConsumer
 from rocketq.client.errors import MQClientError
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting.codes import RequestCode
-
-# the scripted POP server lives in test_simple_consumer (loaded by path: the tests are no package)
-_spec = importlib.util.spec_from_file_location(
-    "_scripted_pop", pathlib.Path(__file__).with_name("test_simple_consumer.py")
-)
-assert _spec is not None and _spec.loader is not None
-_scripted = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_scripted)
-QUEUES, pop_cluster, run = _scripted.QUEUES, _scripted.pop_cluster, _scripted.run
+from rocketq.server.testing import QUEUES, pop_cluster, run
 
 
 def test_concurrent_acks_success_and_redelivers_reconsume_later_with_backoff() -> None:

@@ -33,12 +33,12 @@ from typing import Any
 
 from rocketq.broker.metadata import load_json_file, persist_text_file
 from rocketq.broker.processor.context import BrokerContext
-from rocketq.client.consumer.allocate import (
+from rocketq.client.errors import ProtocolError
+from rocketq.client.remoting.allocate import (
     AllocateFn,
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
 )
-from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.assignment import (
     MessageRequestMode,
     QueryAssignmentRequestBody,
