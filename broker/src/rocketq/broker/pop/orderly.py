@@ -192,17 +192,15 @@ async def _dead_letter(ctx: BrokerContext, group: str, topic: str, msgs: list[St
         props = dict(msg.properties)
         if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             props.setdefault(MessageConst.RETRY_TOPIC, topic)
-        to_store = MessageToStore(
+        to_store = MessageToStore.copy_of(
+            msg,
             topic=target,
             queue_id=0,
-            flag=msg.flag,
-            body=msg.body,
             properties=props,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
             born_host=ctx.store_host,
             store_host=ctx.store_host,
             reconsume_times=msg.reconsume_times + 1,
+            prepared_transaction_offset=0,
         )
         result = await asyncio.to_thread(ctx.store.put_message, to_store)
         if not result.is_ok:

@@ -369,17 +369,15 @@ class ReviveService:
         else:
             topic = pop_retry_topic(ck.topic, ck.cid, v2=ctx.config.enable_retry_topic_v2)
         ctx.topics.create_retry_topic(topic, RETRY_QUEUE_NUMS)
-        to_store = MessageToStore(
+        to_store = MessageToStore.copy_of(
+            msg,
             topic=topic,
             queue_id=0,
-            flag=msg.flag,
-            body=msg.body,
             properties=props,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
             born_host=ctx.store_host,
             store_host=ctx.store_host,
             reconsume_times=reconsume,
+            prepared_transaction_offset=0,
         )
         return to_store, dead
 

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
+from rocketq.client.blocking_facade import BlockingConsumerFacade
 from rocketq.client.config import ClientConfig
 from rocketq.client.consumer.listener import (
     ConsumeConcurrentlyContext,
@@ -35,7 +36,6 @@ from rocketq.client.consumer.listener import (
 from rocketq.client.consumer.simple import AsyncSimpleConsumer
 from rocketq.client.consumer.subscription import SUB_ALL, Subscribable
 from rocketq.client.errors import MQClientError
-from rocketq.client.loop import BackgroundLoop, acquire_loop, release_loop
 from rocketq.client.model import MessageExt, MessageQueue
 from rocketq.client.remoting.pop import ConsumeInitMode, ExtraInfo
 from rocketq.client.remoting.properties import MessageConst
@@ -261,28 +261,12 @@ class AsyncPopPushConsumer:
             return
 
 
-class PopPushConsumer:
+class PopPushConsumer(BlockingConsumerFacade[AsyncPopPushConsumer]):
     """The blocking twin of :class:`AsyncPopPushConsumer`; the listener runs on the process's
     background loop thread (a plain function is fine)."""
 
-    _loop: BackgroundLoop
-
     def __init__(self, *args: Any, **settings: Any) -> None:
-        self._loop = acquire_loop()
-        self._released = False
-
-        async def make() -> AsyncPopPushConsumer:
-            return AsyncPopPushConsumer(*args, **settings)
-
-        try:
-            self._consumer = self._loop.run(make())
-        except BaseException:
-            self._release()
-            raise
-
-    @property
-    def async_consumer(self) -> AsyncPopPushConsumer:
-        return self._consumer
+        super().__init__(lambda: AsyncPopPushConsumer(*args, **settings))
 
     def subscribe(self, topic: str, expression: Subscribable = SUB_ALL) -> None:
         self._consumer.subscribe(topic, expression)
@@ -295,23 +279,3 @@ class PopPushConsumer:
 
     def start(self) -> None:
         self._loop.run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        if self._released:
-            return
-        try:
-            self._loop.run(self._consumer.shutdown(), 60.0)
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if not self._released:
-            self._released = True
-            release_loop(self._loop)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()

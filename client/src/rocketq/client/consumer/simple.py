@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from rocketq.client.blocking_facade import blocking_method
+from rocketq.client.blocking_facade import BlockingConsumerFacade, blocking_method
 from rocketq.client.config import ClientConfig
 from rocketq.client.consumer.pop_rpc import (
     PopNotSupportedError,
@@ -52,7 +52,6 @@ from rocketq.client.consumer.subscription import (
 )
 from rocketq.client.errors import HeaderError, MQBrokerError, MQClientError, NoRouteError, RemotingError
 from rocketq.client.instance import ClientInstance
-from rocketq.client.loop import BackgroundLoop, acquire_loop, release_loop
 from rocketq.client.model import MessageExt
 from rocketq.client.remoting.pop import (
     AckMessageRequestHeader,
@@ -427,11 +426,9 @@ class AsyncSimpleConsumer:
         return str(new)
 
 
-class SimpleConsumer:
+class SimpleConsumer(BlockingConsumerFacade[AsyncSimpleConsumer]):
     """The blocking SimpleConsumer (the methods of :class:`AsyncSimpleConsumer`, run on the
     process's background loop)."""
-
-    _loop: BackgroundLoop
 
     def __init__(
         self,
@@ -442,21 +439,7 @@ class SimpleConsumer:
     ) -> None:
         """Arguments as :class:`AsyncSimpleConsumer` (``await_duration_s``, ``init_mode``, ``fifo``,
         ``config``)."""
-        self._loop = acquire_loop()
-        self._released = False
-
-        async def make() -> AsyncSimpleConsumer:
-            return AsyncSimpleConsumer(namesrv_addr, consumer_group, subscriptions, **settings)
-
-        try:
-            self._consumer = self._loop.run(make())
-        except BaseException:
-            self._release()
-            raise
-
-    @property
-    def async_consumer(self) -> AsyncSimpleConsumer:
-        return self._consumer
+        super().__init__(lambda: AsyncSimpleConsumer(namesrv_addr, consumer_group, subscriptions, **settings))
 
     def subscribe(self, topic: str, expression: Subscribable = SUB_ALL) -> None:
         """Receive from ``topic`` too (a tag expression or a :class:`MessageSelector`)."""
@@ -471,23 +454,3 @@ class SimpleConsumer:
     ack = blocking_method(AsyncSimpleConsumer.ack, "_consumer")
     ack_many = blocking_method(AsyncSimpleConsumer.ack_many, "_consumer")
     change_invisible_duration = blocking_method(AsyncSimpleConsumer.change_invisible_duration, "_consumer")
-
-    def shutdown(self) -> None:
-        if self._released:
-            return
-        try:
-            self._loop.run(self._consumer.shutdown(), 60.0)
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if not self._released:
-            self._released = True
-            release_loop(self._loop)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
