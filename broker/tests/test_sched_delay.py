@@ -19,9 +19,9 @@ from rocketq.broker.schedule.delay import (
     restore_real_topic,
 )
 from rocketq.broker.schedule.service import ScheduleMessageService
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
+from rocketq.broker.testing import small_store
 from rocketq.client.remoting.message import decode_stored_message
 from rocketq.client.remoting.properties import decode_properties, encode_properties
 
@@ -30,20 +30,17 @@ LEVELS = "1s 2s 3s"
 
 
 def open_store(root: Path) -> MessageStore:
-    s = MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=64 * 1024,
-            mapped_file_size_consume_queue_units=100,
-            max_message_size_bytes=16 * 1024,
-            max_hash_slot_num=64,
-            max_index_num=500,
-            clean_resource_interval_ms=3_600_000,
-            message_delay_level=LEVELS,
-        )
+    return small_store(
+        root,
+        start=True,
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        mapped_file_size_consume_queue_units=100,
+        max_message_size_bytes=16 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=500,
+        clean_resource_interval_ms=3_600_000,
+        message_delay_level=LEVELS,
     )
-    s.start()
-    return s
 
 
 @pytest.fixture

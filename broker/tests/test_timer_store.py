@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
+from rocketq.broker.testing import small_store
 from rocketq.broker.timer.config import TimerConfig
 from rocketq.broker.timer.layout import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
 from rocketq.broker.timer.rules import TimerRouteStatus, route_timer_message
@@ -34,19 +34,16 @@ class Clock:
 
 
 def open_store(root: Path) -> MessageStore:
-    s = MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=256 * 1024,
-            mapped_file_size_consume_queue_units=1000,
-            max_message_size_bytes=16 * 1024,
-            max_hash_slot_num=64,
-            max_index_num=500,
-            clean_resource_interval_ms=3_600_000,
-        )
+    return small_store(
+        root,
+        start=True,
+        mapped_file_size_commit_log_bytes=256 * 1024,
+        mapped_file_size_consume_queue_units=1000,
+        max_message_size_bytes=16 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=500,
+        clean_resource_interval_ms=3_600_000,
     )
-    s.start()
-    return s
 
 
 @pytest.fixture

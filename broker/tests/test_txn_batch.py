@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from rocketq.broker.processor.end_transaction import process_end_transaction
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult, GetMessageStatus
 from rocketq.broker.testing import run_broker as run_broker_with_controller
+from rocketq.broker.testing import small_store
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService, TransactionConfig
 from rocketq.broker.transaction.op_log import parse_op_body
 from rocketq.client.remoting.batch import encode_batch
@@ -44,16 +44,14 @@ TOPIC = "TopicB"
 
 
 def make_store(root: Path) -> MessageStore:
-    return MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=512 * 1024,
-            mapped_file_size_consume_queue_units=400,
-            max_message_size_bytes=64 * 1024,
-            max_hash_slot_num=64,
-            max_index_num=1000,
-            clean_resource_interval_ms=3_600_000,
-        )
+    return small_store(
+        root,
+        mapped_file_size_commit_log_bytes=512 * 1024,
+        mapped_file_size_consume_queue_units=400,
+        max_message_size_bytes=64 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=1000,
+        clean_resource_interval_ms=3_600_000,
     )
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.broker.store.config import StoreConfig
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import AppendMessageResult
+from rocketq.broker.testing import small_store
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService
 from rocketq.broker.transaction import service as service_mod
 from rocketq.broker.transaction.op_log import OP_QUEUE_ID, iter_queue_records, parse_op_body
@@ -38,16 +38,14 @@ def later() -> int:
 
 
 def make_store(root: Path) -> MessageStore:
-    return MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=64 * 1024,
-            mapped_file_size_consume_queue_units=400,
-            max_message_size_bytes=16 * 1024,
-            max_hash_slot_num=64,
-            max_index_num=1000,
-            clean_resource_interval_ms=3_600_000,
-        )
+    return small_store(
+        root,
+        mapped_file_size_commit_log_bytes=64 * 1024,
+        mapped_file_size_consume_queue_units=400,
+        max_message_size_bytes=16 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=1000,
+        clean_resource_interval_ms=3_600_000,
     )
 
 

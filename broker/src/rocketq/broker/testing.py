@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.server import BrokerController
@@ -35,19 +36,21 @@ SMALL_STORE_CONF = {
 }
 
 
-def small_store(root: Path) -> MessageStore:
+def small_store(root: Path, *, start: bool = False, **settings: Any) -> MessageStore:
     """A MessageStore under ``root`` with small files: 64 KiB CommitLog files, 1000-unit
-    ConsumeQueue files, 8 KiB messages, a 100-slot/400-entry IndexFile."""
-    return MessageStore(
-        StoreConfig(
-            store_path_root_dir=str(root),
-            mapped_file_size_commit_log_bytes=64 * 1024,
-            max_message_size_bytes=8 * 1024,
-            mapped_file_size_consume_queue_units=1000,
-            max_hash_slot_num=100,
-            max_index_num=400,
-        )
-    )
+    ConsumeQueue files, 8 KiB messages, a 100-slot/400-entry IndexFile; ``settings`` (StoreConfig
+    fields) change any of these or set others.  ``start=True`` starts it too."""
+    defaults: dict[str, Any] = {
+        "mapped_file_size_commit_log_bytes": 64 * 1024,
+        "max_message_size_bytes": 8 * 1024,
+        "mapped_file_size_consume_queue_units": 1000,
+        "max_hash_slot_num": 100,
+        "max_index_num": 400,
+    }
+    store = MessageStore(StoreConfig(store_path_root_dir=str(root), **{**defaults, **settings}))
+    if start:
+        store.start()
+    return store
 
 
 def put_test_message(store: MessageStore, topic: str = "T", body: bytes = b"x" * 100) -> int:
