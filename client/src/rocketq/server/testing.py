@@ -28,8 +28,10 @@ from rocketq.client.remoting.pop import (
     ChangeInvisibleTimeRequestHeader,
     ExtraInfo,
     PopMessageRequestHeader,
+    RetryFlag,
     join_info,
     msg_offset_info_entry,
+    pop_retry_topic_of,
     real_topic,
     start_offset_info_entry,
 )
@@ -137,7 +139,7 @@ class PopServer:
             return cmd.make_response(self.pop_code, f"canned {self.pop_code}")
         now = int(time.time() * 1000)
         found: list[tuple[str, int, int]] = []
-        for topic in (f"%RETRY%{hd.consumer_group}_{hd.topic}", hd.topic):
+        for topic in (pop_retry_topic_of(hd.topic, hd.consumer_group, RetryFlag.RETRY), hd.topic):
             for qid in range(QUEUES):
                 for off, _ in enumerate(self.store.get((topic, qid), [])):
                     key = (topic, qid, off)
