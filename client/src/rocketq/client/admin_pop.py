@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from rocketq.client.api import MQClientAPI
 from rocketq.client.errors import RocketQError
+from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.pop_status import GET_POP_STATUS, GetPopStatusRequestHeader, PopStatus
+from rocketq.client.remoting.pop_status import GetPopStatusRequestHeader, PopStatus
 
 __all__ = ["BrokerPopStatus", "pop_status"]
 
@@ -39,7 +40,7 @@ async def pop_status(
     header = GetPopStatusRequestHeader(consumer_group=group, topic=topic)
     rows = []
     for name, addr in sorted(masters.items()):
-        cmd = RemotingCommand.request(GET_POP_STATUS, header.to_ext_fields())
+        cmd = RemotingCommand.request(RequestCode.GET_POP_STATUS, header.to_ext_fields())
         try:
             response = api.check(await api.invoke(addr, cmd, timeout_ms), addr)
             rows.append(BrokerPopStatus(name, addr, PopStatus.decode(response.body)))

@@ -339,6 +339,21 @@ class PopMessageProcessor:
             await self._pop_orderly_queue(header, qid, msg_filter, popped)
         return popped
 
+    def _claim(self, key: tuple[str, str, int], init_mode: int, popped: _Popped) -> bool:
+        """Take queue ``key`` (topic, group, queue id) for this pop; when another pop is reading it
+        or this pop is full, only count its messages left (``restNum``) and return False.  The
+        caller releases the claim (``self._busy``) when done."""
+        topic, group, queue_id = key
+        if key in self._busy or popped.full:
+            ctx = self.ctx
+            offset = pop_offset(
+                ctx.store, ctx.offsets, ctx.config, group, topic, queue_id, init_mode, commit_init=False
+            )
+            popped.rest_num += max(ctx.store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
+            return False
+        self._busy.add(key)
+        return True
+
     async def _pop_orderly_queue(
         self, header: PopMessageRequestHeader, queue_id: int, msg_filter: Filter, popped: _Popped
     ) -> None:
@@ -346,13 +361,8 @@ class PopMessageProcessor:
         group, topic = header.consumer_group, header.topic
         key = (topic, group, queue_id)
         store = ctx.store
-        if key in self._busy or popped.full:
-            offset = pop_offset(
-                store, ctx.offsets, ctx.config, group, topic, queue_id, header.init_mode, commit_init=False
-            )
-            popped.rest_num += max(store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
+        if not self._claim(key, header.init_mode, popped):
             return
-        self._busy.add(key)
         try:
             offset = pop_offset(
                 store, ctx.offsets, ctx.config, group, topic, queue_id, header.init_mode, commit_init=True
@@ -415,13 +425,8 @@ class PopMessageProcessor:
         group = header.consumer_group
         key = (topic, group, queue_id)
         store = ctx.store
-        if key in self._busy or popped.full:
-            offset = pop_offset(
-                store, ctx.offsets, ctx.config, group, topic, queue_id, header.init_mode, commit_init=False
-            )
-            popped.rest_num += max(store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
+        if not self._claim(key, header.init_mode, popped):
             return
-        self._busy.add(key)
         try:
             offset = pop_offset(
                 store, ctx.offsets, ctx.config, group, topic, queue_id, header.init_mode, commit_init=True

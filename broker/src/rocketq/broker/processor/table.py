@@ -29,7 +29,6 @@ from rocketq.broker.processor.send_back import SendMessageBackProcessor
 from rocketq.broker.processor.stats import StatsProcessor
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.pop_status import GET_POP_STATUS
 from rocketq.server import Channel, Processor
 
 __all__ = ["processor_table"]
@@ -97,7 +96,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
     }
     table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
     table.update(assignment_processors(ctx))  # server-side rebalance (rocketq.broker.pop.assignment)
-    table[GET_POP_STATUS] = PopStatusProcessor(ctx).get_pop_status  # rocketq's code (mqadmin popStatus)
+    table[rc.GET_POP_STATUS] = PopStatusProcessor(ctx).get_pop_status  # rocketq's code (mqadmin popStatus)
     for code in SLAVE_REFUSED_CODES:
         table[code] = _slave_refuses(ctx, table[code])
     return table

@@ -179,6 +179,8 @@ class RequestCode(IntEnum):
     POLLING_INFO = 200055
     POP_ROLLBACK = 200056
     BATCH_ACK_MESSAGE = 200151
+    # rocketq's own (no RocketMQ equivalent; a RocketMQ broker answers REQUEST_CODE_NOT_SUPPORTED)
+    GET_POP_STATUS = 260001  # mqadmin popStatus (rocketq.client.remoting.pop_status)
 
 
 class ResponseCode(IntEnum):

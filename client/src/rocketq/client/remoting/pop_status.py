@@ -2,7 +2,7 @@
 
 RocketMQ 5 keeps POP in-flight counts on the broker (``PopInflightMessageCounter``) but has no
 admin request that returns them; ``mqadmin popStatus`` needs one, so rocketq adds request code
-``GET_POP_STATUS`` = 260001, far from RocketMQ's codes (a RocketMQ broker answers it
+``RequestCode.GET_POP_STATUS`` (260001), far from RocketMQ's codes (a RocketMQ broker answers it
 REQUEST_CODE_NOT_SUPPORTED).  Request header: ``consumerGroup`` and optionally ``topic`` (without
 one: every topic the group pops on this broker).  Response body, JSON::
 
@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final, Self
+from typing import Any, Self
 
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.headers import CommandHeader, command_header, jstr
 
 __all__ = [
-    "GET_POP_STATUS",
     "GetPopStatusRequestHeader",
     "PopRetryStatus",
     "PopStatus",
@@ -34,7 +33,6 @@ __all__ = [
 ]
 
 #: rocketq's request code (RocketMQ has none for this)
-GET_POP_STATUS: Final = 260001
 
 
 @command_header
