@@ -148,15 +148,7 @@ class AckMessageProcessor:
         bad = self._revive_qid_ok(request, info.revive_qid)
         if bad is not None:
             return bad
-        ack = AckMsg(
-            ack_offset=header.offset,
-            start_offset=info.ck_queue_offset,
-            consumer_group=header.consumer_group,
-            topic=header.topic,
-            queue_id=header.queue_id,
-            pop_time=info.pop_time,
-            broker_name=info.broker_name,
-        )
+        ack = _ack_of(header, info)
         failed = await self._put(request, [self._ack_record(ack, info.invisible_time, info.revive_qid)])
         return failed or request.make_response(ResponseCode.SUCCESS)
 
@@ -268,15 +260,7 @@ class AckMessageProcessor:
             queue_offset_diff=(0,),
             broker_name=info.broker_name,
         )
-        ack = AckMsg(
-            ack_offset=header.offset,
-            start_offset=info.ck_queue_offset,
-            consumer_group=header.consumer_group,
-            topic=header.topic,
-            queue_id=header.queue_id,
-            pop_time=info.pop_time,
-            broker_name=info.broker_name,
-        )
+        ack = _ack_of(header, info)
         ck_msg = ck_message(
             ck,
             revive_topic=self.revive_topic,
@@ -318,3 +302,16 @@ class AckMessageProcessor:
             revive_qid=info.revive_qid,
         )
         return response_header.to_ext_fields()
+
+
+def _ack_of(header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader, info: ExtraInfo) -> AckMsg:
+    """The ack record of the message ``header`` names, popped under the handle ``info``."""
+    return AckMsg(
+        ack_offset=header.offset,
+        start_offset=info.ck_queue_offset,
+        consumer_group=header.consumer_group,
+        topic=header.topic,
+        queue_id=header.queue_id,
+        pop_time=info.pop_time,
+        broker_name=info.broker_name,
+    )
