@@ -91,6 +91,7 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         ctx = await self._open_store(loop)
         replication = self.replication = Replication(self.config, self.store)
+        ctx.replicated = replication.wait_offset
         ha_port = await replication.start()
         ctx.config = replace(ctx.config, ha_listen_port=ha_port)
         host, port = await self._serve(ctx, replication)

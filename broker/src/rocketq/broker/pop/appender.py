@@ -4,7 +4,8 @@ A checkpoint or an ack is one small record, written on every POP and ACK: with A
 appended on the event loop when that cannot wait (``MessageStore.put_batch_nowait``, as the send
 path does for small sends), else on the send executor.  With SYNC_FLUSH every record goes through
 the blocking ``put_message`` on the send executor, which returns once the group commit made it
-durable, so a POP is not answered before its checkpoint is on disk.
+durable, so a POP is not answered before its checkpoint is on disk.  On a SYNC_MASTER and in
+controller mode, the records are replicated before the POP or ACK is answered.
 """
 
 from __future__ import annotations
@@ -21,8 +22,18 @@ __all__ = ["put_records"]
 
 
 async def put_records(ctx: BrokerContext, msgs: Sequence[MessageToStore]) -> list[PutMessageResult]:
-    """Store each record; raises :class:`~rocketq.broker.executor.Busy` when the executor is full."""
+    """Store each record; raises :class:`~rocketq.broker.executor.Busy` when the executor is full.
+
+    On a SYNC_MASTER and in controller mode it returns once the slaves hold the last record, as
+    Java's POP and ACK processors (whose puts wait for HA) do: an ack answered before that could be
+    lost with the master, and the message delivered again by the slave that takes over.  A slave
+    that is late or missing is logged by the replication, not an error of the records: they are
+    stored either way (as a send's FLUSH_SLAVE_TIMEOUT).
+    """
     results = await _put_records(ctx, msgs)
+    ends = [r.append_result.wrote_offset + r.append_result.wrote_bytes for r in results if r.append_result]
+    if ctx.replicated is not None and ends:
+        await ctx.replicated(max(ends))
     ctx.pop_stats.record_revive_puts(msgs, results)  # POP in-flight counts (metrics/pop.py)
     return results
 

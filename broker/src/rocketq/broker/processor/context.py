@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -36,6 +36,7 @@ from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.schedule.service import ScheduleMessageService
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.broker.store.status import PutMessageStatus
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
 from rocketq.broker.topic_manager import TopicConfigManager
 from rocketq.broker.transaction.service import TransactionalMessageService
@@ -116,6 +117,9 @@ class BrokerContext:
     pop_stats: PopMetricsRecorder = field(default_factory=PopMetricsRecorder)
     #: orderly-pop state (config/consumerOrderInfo.json), persisted with the consumer offsets
     pop_order: ConsumerOrderInfoManager = field(default_factory=ConsumerOrderInfoManager)
+    #: waits until the slaves hold the CommitLog up to an offset (SYNC_MASTER, controller mode;
+    #: PUT_OK at once on other roles): POP checkpoints and acks are answered after it, as sends are
+    replicated: Callable[[int], Awaitable[PutMessageStatus]] | None = None
 
     @property
     def store_host(self) -> tuple[str, int]:
