@@ -34,7 +34,8 @@ PACKAGES = {
     "tools": ROOT / "client" / "src" / "rocketq" / "tools",  # ships with the client
     "namesrv": ROOT / "namesrv" / "src" / "rocketq" / "namesrv",
     "controller": ROOT / "namesrv" / "src" / "rocketq" / "controller",  # ships with namesrv
-    "broker": ROOT / "broker" / "src",
+    "broker": ROOT / "broker" / "src" / "rocketq" / "broker",
+    "proxy": ROOT / "broker" / "src" / "rocketq" / "proxy",  # ships with the broker
     "connector": ROOT / "connector" / "src",
 }
 _SERVERS = ("rocketq.namesrv", "rocketq.controller", "rocketq.broker")
@@ -46,6 +47,7 @@ FORBIDDEN = {
     "controller": ("rocketq.namesrv", "rocketq.broker", "rocketq.connector", "rocketq.tools"),
     "broker": ("rocketq.namesrv", "rocketq.controller", "rocketq.connector", "rocketq.tools"),
     "connector": (*_SERVERS, "rocketq.server", "rocketq.tools"),
+    "proxy": (*_SERVERS, "rocketq.connector", "rocketq.server", "rocketq.tools"),
 }
 #: the remoting library every server builds on (not the producer, consumer or admin of rocketq.client)
 REMOTING_LIBRARY = (
@@ -63,6 +65,8 @@ MAY_IMPORT = {
     "controller": (*REMOTING_LIBRARY, "rocketq.controller"),
     "broker": (*REMOTING_LIBRARY, "rocketq.broker"),
     "connector": ("rocketq.client", "rocketq.connector"),
+    # the gRPC proxy reaches NameServers and brokers over remoting through the client library
+    "proxy": ("rocketq.client", "rocketq.proxy"),
 }
 SANS_IO_BANNED = {"socket", "asyncio", "selectors", "threading", "ssl", "socketserver"}
 REMOTING_THIRD_PARTY = {"lz4"}
