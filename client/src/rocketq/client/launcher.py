@@ -17,6 +17,7 @@ dev``, the examples and the integration tests are built on this module.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import re
@@ -54,6 +55,7 @@ __all__ = [
     "spawn_broker",
     "spawn_controllers",
     "spawn_namesrv",
+    "spawn_proxy",
     "wait_until_answers",
 ]
 
@@ -63,6 +65,8 @@ NAMESRV_BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+,
 BROKER_BOOT_RE = re.compile(r"The broker\[([^,\]]+), (\S+:\d+)\] boot success\.")
 #: a controller's boot line; group 1 is the remoting address, group 2 its Raft address
 CONTROLLER_BOOT_RE = re.compile(r"The Controller boot success\. listening on (\S+:\d+) raft=(\S+:\d+)")
+#: the gRPC proxy's boot line (mqproxy); group 1 is the address its gRPC server listens on
+PROXY_BOOT_RE = re.compile(r"The proxy boot success\. mode=\w+, grpc listening on (\S+:\d+)")
 #: the line a server logs when its Prometheus exporter listens (metricsExporterType=PROM); group 1 is
 #: the exporter's host:port
 METRICS_RE = re.compile(r"Prometheus metrics exporter listening on http://(\S+:\d+)/metrics")
@@ -354,6 +358,37 @@ def spawn_broker(
     interpreter before ``-m`` (e.g. ``"-m", "cProfile", "-o", "broker.prof"``).
     """
     return _spawn_broker(tmp_path, namesrv_addr, broker_conf, env, timeout_s, extra_args, python_args)
+
+
+def spawn_proxy(
+    tmp_path: Path | str,
+    namesrv_addr: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    **proxy_conf: object,
+) -> ServerProcess:
+    """Write ``rmq-proxy.json`` in ``tmp_path`` and start ``python -m rocketq.proxy -pc rmq-proxy.json``.
+
+    ``proxy_conf`` keys are RocketMQ's camelCase ``rmq-proxy.json`` keys (``grpcServerPort`` is 0, a
+    free port, unless given).  The proxy speaks gRPC, not remoting: it counts as up once it printed
+    its boot line and accepts a TCP connection on that address.
+    """
+    tmp = Path(tmp_path)
+    tmp.mkdir(parents=True, exist_ok=True)
+    conf = {"grpcServerBindAddress": "127.0.0.1", "grpcServerPort": 0, **proxy_conf}
+    conf_path = tmp / "rmq-proxy.json"
+    conf_path.write_text(json.dumps(conf, indent=2), encoding="utf-8")
+    args = ["-m", "rocketq.proxy", "-n", namesrv_addr, "-pc", str(conf_path)]
+    proc = _start("proxy", args, tmp, env)
+    addr = _wait_boot_line(proc, PROXY_BOOT_RE, timeout_s).group(1)
+    host, _, port = addr.rpartition(":")
+    proc.host, proc.port = host, int(port)
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise _fail(proc, f"printed its boot line but accepts no connection on {addr} ({exc})") from exc
+    return proc
 
 
 def broker_store_dir(tmp_path: Path | str, broker_name: str = "broker-a", broker_id: int | str = 0) -> Path:

@@ -1,0 +1,148 @@
+"""The proxy's settings: :class:`ProxyConfig` and the reader of RocketMQ's ``rmq-proxy.json``.
+
+Keys keep the names of RocketMQ's ``ProxyConfig`` so that a RocketMQ user's file works; keys the
+proxy does not read are reported (:attr:`LoadedProxyConfig.ignored`, logged by ``mqproxy``) and
+otherwise skipped, as ``mqnamesrv`` and ``mqbroker`` treat unknown keys; a value of the wrong kind
+is an error naming the key.  Defaults are RocketMQ 5.3's.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rocketq.client.errors import RocketQError
+
+__all__ = ["KEYS", "LoadedProxyConfig", "ProxyConfig", "ProxyConfigError", "ProxyMode", "load_proxy_config"]
+
+MIB = 1024 * 1024
+
+
+class ProxyConfigError(RocketQError):
+    """A setting of the proxy is missing, unknown or out of range."""
+
+
+class ProxyMode(enum.Enum):
+    """``proxyMode``: CLUSTER (a process of its own, brokers reached over the network) or LOCAL."""
+
+    CLUSTER = "CLUSTER"
+    LOCAL = "LOCAL"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProxyConfig:
+    """What ``mqproxy`` needs; times in milliseconds, sizes in bytes."""
+
+    namesrv_addr: str
+    proxy_mode: ProxyMode = ProxyMode.CLUSTER
+    grpc_server_bind_address: str = "0.0.0.0"
+    grpc_server_port: int = 8081
+    #: the address put in QueryRoute's endpoints (the SDKs connect there); default: the bind address
+    #: and the port listened on, 127.0.0.1 when bound to every interface
+    advertised_address: str | None = None
+    max_message_size: int = 4 * MIB
+    #: the largest gRPC request accepted (a bigger one is refused by gRPC itself)
+    grpc_max_inbound_message_size: int = 130 * MIB
+    grpc_client_consumer_min_long_polling_timeout_millis: int = 5_000
+    grpc_client_consumer_max_long_polling_timeout_millis: int = 20_000
+    min_invisible_time_mills_for_recv: int = 10_000
+    max_invisible_time_mills: int = 12 * 3600 * 1000
+    default_invisible_time_mills: int = 60_000
+    grpc_client_consumer_receive_batch_size: int = 32
+    #: settings pushed to producers: send attempts and the exponential back-off between them
+    producer_max_attempts: int = 3
+    producer_backoff_initial_millis: int = 10
+    producer_backoff_max_millis: int = 1_000
+    producer_backoff_multiplier: float = 2.0
+    #: consumers' max delivery attempts when the group's own retryMaxTimes is not looked up (16 + 1)
+    consumer_max_attempts: int = 17
+    grpc_shutdown_grace_millis: int = 3_000
+
+    def __post_init__(self) -> None:
+        if not self.namesrv_addr.strip():
+            raise ProxyConfigError("namesrvAddr is empty: give -n host:port or namesrvAddr in rmq-proxy.json")
+        if not 0 <= self.grpc_server_port <= 65535:
+            raise ProxyConfigError(f"grpcServerPort must be 0..65535, got {self.grpc_server_port}")
+        if self.max_message_size <= 0:
+            raise ProxyConfigError(f"maxMessageSize must be positive, got {self.max_message_size}")
+        if self.grpc_max_inbound_message_size <= self.max_message_size:
+            raise ProxyConfigError(
+                "grpcMaxInboundMessageSize must exceed maxMessageSize (a request holds a body and more),"
+                f" got {self.grpc_max_inbound_message_size} and {self.max_message_size}"
+            )
+        low = self.grpc_client_consumer_min_long_polling_timeout_millis
+        high = self.grpc_client_consumer_max_long_polling_timeout_millis
+        if not 0 < low <= high:
+            raise ProxyConfigError(
+                "grpcClientConsumerMinLongPollingTimeoutMillis must be positive and at most"
+                f" grpcClientConsumerMaxLongPollingTimeoutMillis, got {low} and {high}"
+            )
+        if not 0 < self.min_invisible_time_mills_for_recv <= self.max_invisible_time_mills:
+            raise ProxyConfigError(
+                "minInvisibleTimeMillsForRecv must be positive and at most maxInvisibleTimeMills,"
+                f" got {self.min_invisible_time_mills_for_recv} and {self.max_invisible_time_mills}"
+            )
+        batch = self.grpc_client_consumer_receive_batch_size
+        if not 1 <= batch <= 32:
+            raise ProxyConfigError(f"grpcClientConsumerReceiveBatchSize must be 1..32, got {batch}")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+#: rmq-proxy.json key -> ProxyConfig field
+KEYS: dict[str, str] = {_camel(f.name): f.name for f in fields(ProxyConfig)}
+
+
+@dataclass(frozen=True)
+class LoadedProxyConfig:
+    config: ProxyConfig
+    #: keys of the file that rocketq's proxy does not read (the caller logs them)
+    ignored: list[str] = field(default_factory=list)
+
+
+def _coerce(key: str, name: str, value: Any) -> Any:
+    target = {f.name: f.type for f in fields(ProxyConfig)}[name]
+    if name == "proxy_mode":
+        try:
+            return ProxyMode(str(value).upper())
+        except ValueError:
+            raise ProxyConfigError(f"{key} must be CLUSTER or LOCAL, got {value!r}") from None
+    if target in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ProxyConfigError(f"{key} must be a number, got {value!r}")
+        try:
+            return int(value) if target == "int" else float(value)
+        except ValueError:
+            raise ProxyConfigError(f"{key} must be a number, got {value!r}") from None
+    return None if value is None else str(value)
+
+
+def load_proxy_config(path: Path | None, **overrides: Any) -> LoadedProxyConfig:
+    """Read ``rmq-proxy.json`` (when given), then apply ``overrides`` (ProxyConfig field names,
+    from the command line); ProxyConfigError says which key or value is wrong."""
+    values: dict[str, Any] = {}
+    ignored: list[str] = []
+    if path is not None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ProxyConfigError(f"cannot read the proxy config {path}: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ProxyConfigError(f"{path} is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ProxyConfigError(f"{path} must hold a JSON object of rmq-proxy.json keys")
+        for key, value in data.items():
+            if key in KEYS:
+                values[KEYS[key]] = _coerce(key, KEYS[key], value)
+            else:
+                ignored.append(key)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if "namesrv_addr" not in values:
+        raise ProxyConfigError("no NameServer address: give -n host:port or namesrvAddr in rmq-proxy.json")
+    return LoadedProxyConfig(ProxyConfig(**values), ignored)

@@ -1,0 +1,254 @@
+"""ReceiveMessage, AckMessage and ChangeInvisibleDuration on the brokers' POP (``ConsumerProcessor``).
+
+Theory of operation.  A receive names a message queue (topic and broker) but, as in RocketMQ's
+proxy, only its broker counts: the proxy pops with ``queueId -1`` (every queue of the topic on
+that broker's master), with the SDK's filter, batch size and invisible duration.  The long-polling
+time is the SDK's ``long_polling_timeout`` clamped to the configured range and to what is left of
+the call's deadline; less than the minimum left is ILLEGAL_POLLING_TIME.  A popped message's
+receipt handle is RocketMQ's: the broker's ``POP_CK`` (``ckQueueOffset popTime invisibleTime
+reviveQid retryFlag brokerName queueId queueOffset``) with the message's CommitLog offset
+appended, so an ack needs nothing but the handle and the topic.  Acks and changes go to the master
+of the broker the handle names; a handle whose invisible time is over is refused before that
+(INVALID_RECEIPT_HANDLE), since the message is already on its way to another consumer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from rocketq.client.consumer.pop_rpc import (
+    PopStatus,
+    ack_message,
+    change_invisible_time,
+    pop_message,
+)
+from rocketq.client.errors import HeaderError, RocketQError
+from rocketq.client.instance import ClientInstance
+from rocketq.client.model import MessageExt
+from rocketq.client.remoting.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ConsumeInitMode,
+    ExtraInfo,
+    PopMessageRequestHeader,
+)
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.vocabulary import validate_group
+from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.convert import Refusal
+from rocketq.proxy.status import code_of_error
+from rocketq.proxy.v2 import definition_pb2 as pb
+from rocketq.proxy.v2 import service_pb2 as spb
+
+__all__ = ["Popped", "ReceiveOrder", "change_invisible", "check_group", "plan_receive", "pop", "settle_ack"]
+
+#: time kept from the call's deadline for the answer to travel back
+_DEADLINE_RESERVE_MS = 500
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _duration_ms(seconds: int, nanos: int) -> int:
+    return seconds * 1000 + nanos // 1_000_000
+
+
+def check_group(group: pb.Resource) -> Refusal | None:
+    problem = validate_group(group.name) if group.name else "it is empty"
+    if problem is not None:
+        return Refusal(pb.Code.ILLEGAL_CONSUMER_GROUP, f"invalid consumer group {group.name!r}: {problem}")
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReceiveOrder:
+    """One receive, checked: what to pop from which broker, for how long."""
+
+    group: str
+    topic: str
+    broker_name: str
+    batch_size: int
+    invisible_ms: int
+    poll_ms: int
+    exp_type: str
+    exp: str
+
+
+def plan_receive(
+    request: spb.ReceiveMessageRequest, config: ProxyConfig, time_remaining_s: float | None
+) -> ReceiveOrder | Refusal:
+    """Check a ReceiveMessageRequest (group, topic, filter, invisible and polling times)."""
+    refused = check_group(request.group)
+    if refused is not None:
+        return refused
+    topic = request.message_queue.topic.name
+    if not topic:
+        return Refusal(pb.Code.ILLEGAL_TOPIC, "the receive names no topic (message_queue.topic)")
+    if request.HasField("invisible_duration"):
+        invisible = _duration_ms(request.invisible_duration.seconds, request.invisible_duration.nanos)
+        low, high = config.min_invisible_time_mills_for_recv, config.max_invisible_time_mills
+        if not low <= invisible <= high:
+            return Refusal(
+                pb.Code.ILLEGAL_INVISIBLE_TIME,
+                f"invisible_duration {invisible} ms is outside {low}..{high} ms",
+            )
+    elif request.auto_renew:
+        invisible = config.default_invisible_time_mills
+    else:
+        return Refusal(
+            pb.Code.ILLEGAL_INVISIBLE_TIME, "a receive without auto_renew needs an invisible_duration"
+        )
+    low_poll = config.grpc_client_consumer_min_long_polling_timeout_millis
+    high_poll = config.grpc_client_consumer_max_long_polling_timeout_millis
+    poll = high_poll
+    if request.HasField("long_polling_timeout"):
+        poll = _duration_ms(request.long_polling_timeout.seconds, request.long_polling_timeout.nanos)
+    poll = min(max(poll, low_poll), high_poll)
+    if time_remaining_s is not None:
+        left = int(time_remaining_s * 1000) - _DEADLINE_RESERVE_MS
+        if left < low_poll:
+            return Refusal(
+                pb.Code.ILLEGAL_POLLING_TIME,
+                f"the call's deadline leaves {left} ms to poll, less than the minimum {low_poll} ms:"
+                " give the receive a timeout longer than its await duration",
+            )
+        poll = min(poll, left)
+    fe = request.filter_expression
+    exp = fe.expression.strip() or "*"
+    exp_type = "SQL92" if fe.type == pb.FilterType.SQL else "TAG"
+    batch = min(max(request.batch_size, 1), config.grpc_client_consumer_receive_batch_size)
+    return ReceiveOrder(
+        group=request.group.name,
+        topic=topic,
+        broker_name=request.message_queue.broker.name,
+        batch_size=batch,
+        invisible_ms=invisible,
+        poll_ms=poll,
+        exp_type=exp_type,
+        exp=exp,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Popped:
+    """The messages of one receive, each with its receipt handle (empty when none came)."""
+
+    messages: list[tuple[MessageExt, str]]
+
+
+async def pop(instance: ClientInstance, order: ReceiveOrder, api_timeout_ms: int) -> Popped | Refusal:
+    """Pop from the broker the order names (or the topic's first readable broker)."""
+    try:
+        route = await instance.get_route(order.topic)
+        names = sorted({mq.broker_name for mq in route.readable_queues(order.topic)})
+        if not names:
+            return Refusal(pb.Code.FORBIDDEN, f"topic {order.topic} has no readable queue")
+        broker_name = order.broker_name if order.broker_name in names else names[0]
+        addr = await instance.find_master_addr_or_refresh(broker_name, order.topic)
+        header = PopMessageRequestHeader(
+            consumer_group=order.group,
+            topic=order.topic,
+            queue_id=-1,
+            max_msg_nums=order.batch_size,
+            invisible_time=order.invisible_ms,
+            poll_time=order.poll_ms,
+            born_time=_now_ms(),
+            init_mode=int(ConsumeInitMode.MAX),
+            exp_type=order.exp_type,
+            exp=order.exp,
+            broker_name=broker_name,
+        )
+        result = await pop_message(instance.api, addr, broker_name, header, order.poll_ms + api_timeout_ms)
+    except RocketQError as exc:
+        return Refusal(code_of_error(exc), f"receive from {order.topic} failed: {exc}")
+    if result.status is not PopStatus.FOUND:
+        return Popped([])
+    popped = []
+    for msg in result.messages:
+        handle = ExtraInfo.parse(msg.properties[MessageConst.POP_CK])
+        handle = dataclasses.replace(handle, commit_log_offset=msg.physical_offset)
+        popped.append((msg, str(handle)))
+    return Popped(popped)
+
+
+def _handle(text: str) -> ExtraInfo | Refusal:
+    try:
+        handle = ExtraInfo.parse(text)
+    except HeaderError as exc:
+        return Refusal(pb.Code.INVALID_RECEIPT_HANDLE, str(exc))
+    if handle.queue_offset is None:
+        return Refusal(pb.Code.INVALID_RECEIPT_HANDLE, f"receipt handle {text!r} has no queue offset")
+    now = _now_ms()
+    expired = handle.pop_time + handle.invisible_time
+    if expired <= now:
+        return Refusal(
+            pb.Code.INVALID_RECEIPT_HANDLE,
+            f"the receipt handle expired {now - expired} ms ago: the message is delivered again;"
+            " ack or change it before its invisible duration ends",
+        )
+    return handle
+
+
+async def settle_ack(instance: ClientInstance, group: str, topic: str, receipt_handle: str) -> Refusal | None:
+    """ACK one message; None when the broker took it."""
+    handle = _handle(receipt_handle)
+    if isinstance(handle, Refusal):
+        return handle
+    assert handle.queue_offset is not None
+    header = AckMessageRequestHeader(
+        consumer_group=group,
+        topic=handle.real_topic(topic, group),
+        queue_id=handle.queue_id,
+        extra_info=receipt_handle,
+        offset=handle.queue_offset,
+        broker_name=handle.broker_name,
+    )
+    try:
+        addr = await instance.find_master_addr_or_refresh(handle.broker_name, topic)
+        await ack_message(instance.api, addr, header)
+    except RocketQError as exc:
+        return Refusal(code_of_error(exc), f"ack failed: {exc}")
+    return None
+
+
+async def change_invisible(
+    instance: ClientInstance, request: spb.ChangeInvisibleDurationRequest, config: ProxyConfig
+) -> str | Refusal:
+    """CHANGE_MESSAGE_INVISIBLETIME; the new receipt handle (the old one stops working)."""
+    refused = check_group(request.group)
+    if refused is not None:
+        return refused
+    group, topic = request.group.name, request.topic.name
+    invisible = _duration_ms(request.invisible_duration.seconds, request.invisible_duration.nanos)
+    if not 0 < invisible <= config.max_invisible_time_mills:
+        return Refusal(
+            pb.Code.ILLEGAL_INVISIBLE_TIME,
+            f"invisible_duration {invisible} ms is outside 1..{config.max_invisible_time_mills} ms",
+        )
+    handle = _handle(request.receipt_handle)
+    if isinstance(handle, Refusal):
+        return handle
+    assert handle.queue_offset is not None
+    header = ChangeInvisibleTimeRequestHeader(
+        consumer_group=group,
+        topic=handle.real_topic(topic, group),
+        queue_id=handle.queue_id,
+        extra_info=request.receipt_handle,
+        offset=handle.queue_offset,
+        invisible_time=invisible,
+        broker_name=handle.broker_name,
+    )
+    try:
+        addr = await instance.find_master_addr_or_refresh(handle.broker_name, topic)
+        answer = await change_invisible_time(instance.api, addr, header)
+    except RocketQError as exc:
+        return Refusal(code_of_error(exc), f"change of invisible duration failed: {exc}")
+    new = handle.changed(
+        offset=handle.queue_offset,
+        pop_time=answer.pop_time,
+        invisible_time=answer.invisible_time,
+        revive_qid=answer.revive_qid,
+    )
+    return str(dataclasses.replace(new, commit_log_offset=handle.commit_log_offset))

@@ -1,0 +1,62 @@
+"""QueryRoute's answer: a topic's remoting route as the 5.x SDKs want it (``RouteActivity``).
+
+Every queue of the route becomes a ``MessageQueue`` whose broker endpoints are the *proxy's own*
+gRPC address (the SDKs send every request of that queue there).  Per broker, as RocketMQ numbers
+them, the queues that can only be read come first, then those that can only be written, then the
+read-write ones; ids start at 0, so queue 0 is read-write whenever the broker's topic is (the Node
+SDK only uses queue 0).  rocketq has no topic message types yet (RocketMQ's ``message.type``
+attribute), so every queue accepts :data:`ACCEPTED_TYPES`.
+"""
+
+from __future__ import annotations
+
+from rocketq.client.remoting.route import TopicRouteData
+from rocketq.client.remoting.vocabulary import MASTER_ID, Perm
+from rocketq.proxy.v2 import definition_pb2 as pb
+
+__all__ = ["ACCEPTED_TYPES", "grpc_queues"]
+
+#: the message types every topic accepts through the proxy
+ACCEPTED_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY)
+
+
+def _permission(readable: bool, writable: bool) -> pb.Permission:
+    if readable and writable:
+        return pb.Permission.READ_WRITE
+    if readable:
+        return pb.Permission.READ
+    if writable:
+        return pb.Permission.WRITE
+    return pb.Permission.NONE
+
+
+def grpc_queues(topic: pb.Resource, route: TopicRouteData, endpoints: pb.Endpoints) -> list[pb.MessageQueue]:
+    """The message queues of ``route``; brokers without a master are left out (nothing to serve)."""
+    masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+    queues: list[pb.MessageQueue] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        if qd.broker_name not in masters:
+            continue
+        readable = bool(qd.perm & Perm.READ)
+        writable = bool(qd.perm & Perm.WRITE)
+        both = min(qd.read_queue_nums, qd.write_queue_nums)
+        kinds = [
+            (qd.read_queue_nums - both, readable, False),
+            (qd.write_queue_nums - both, False, writable),
+            (both, readable, writable),
+        ]
+        broker = pb.Broker(name=qd.broker_name, id=MASTER_ID, endpoints=endpoints)
+        queue_id = 0
+        for count, r, w in kinds:
+            for _ in range(count):
+                queues.append(
+                    pb.MessageQueue(
+                        topic=topic,
+                        id=queue_id,
+                        permission=_permission(r, w),
+                        broker=broker,
+                        accept_message_types=ACCEPTED_TYPES,
+                    )
+                )
+                queue_id += 1
+    return queues

@@ -1,0 +1,101 @@
+"""ProxyServer: the gRPC server of the proxy, its client instance and producer, start and stop.
+
+``start()`` connects nothing up front: the client instance reaches the NameServers and brokers on
+the first request.  The gRPC server (grpcio's asyncio API) listens on ``grpcServerPort`` in
+plaintext (h2c, what the Python and Node SDKs use by default); a connection that sends anything
+but HTTP/2 is closed by gRPC's transport and the server keeps serving the others.  ``stop()``
+gives running calls ``grpc_shutdown_grace_millis`` to finish, then closes the broker connections.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+import grpc
+
+from rocketq.client.config import ClientConfig
+from rocketq.client.instance import ClientInstance
+from rocketq.client.producer import AsyncProducer
+from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.service import MessagingService
+from rocketq.proxy.v2 import definition_pb2 as pb
+from rocketq.proxy.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
+
+__all__ = ["PRODUCER_GROUP", "ProxyServer", "boot_line"]
+
+log = logging.getLogger("rocketq.proxy")
+
+#: the producer group of the proxy's sends (RocketMQ's proxy also sends on behalf of its clients)
+PRODUCER_GROUP = "rocketq_proxy_producer"
+
+
+def boot_line(address: str, config: ProxyConfig) -> str:
+    """The line printed on stdout once the proxy listens (the launcher reads the address from it)."""
+    return (
+        f"The proxy boot success. mode={config.proxy_mode.value}, grpc listening on {address},"
+        f" namesrv={config.namesrv_addr}"
+    )
+
+
+def _endpoints(host: str, port: int) -> pb.Endpoints:
+    try:
+        scheme = pb.AddressScheme.IPv6 if ipaddress.ip_address(host).version == 6 else pb.AddressScheme.IPv4
+    except ValueError:
+        scheme = pb.AddressScheme.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+class ProxyServer:
+    """``await start()``, then ``address`` is where the SDKs connect; ``await stop()`` at the end."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.instance = ClientInstance(config.namesrv_addr, config=ClientConfig())
+        self.producer = AsyncProducer(
+            config.namesrv_addr,
+            instance=self.instance,
+            producer_group=PRODUCER_GROUP,
+            max_message_size=config.max_message_size,
+        )
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self._advertised_host()}:{self.port}"
+
+    def _advertised_host(self) -> str:
+        if self.config.advertised_address:
+            return self.config.advertised_address.rpartition(":")[0] or self.config.advertised_address
+        bind = self.config.grpc_server_bind_address
+        return "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+
+    async def start(self) -> None:
+        await self.producer.start()
+        size = self.config.grpc_max_inbound_message_size
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+        )
+        bind = f"{self.config.grpc_server_bind_address}:{self.config.grpc_server_port}"
+        self.port = server.add_insecure_port(bind)
+        if self.port == 0:
+            raise OSError(
+                f"cannot listen on {bind} (grpcServerPort): the port is taken or the address invalid"
+            )
+        advertised = self.config.advertised_address
+        port = int(advertised.rpartition(":")[2]) if advertised and ":" in advertised else self.port
+        service = MessagingService(
+            self.config, self.instance, self.producer, _endpoints(self._advertised_host(), port)
+        )
+        add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        await server.start()
+        self._server = server
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        grace = self.config.grpc_shutdown_grace_millis / 1000 if grace_s is None else grace_s
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+        await self.producer.shutdown()
+        await self.instance.close()

@@ -1,0 +1,223 @@
+"""``apache.rocketmq.v2.MessagingService`` served over the remoting client library (cluster mode).
+
+One :class:`~rocketq.client.instance.ClientInstance` holds the routes and broker connections of
+the whole proxy; sends go through one :class:`~rocketq.client.producer.AsyncProducer` on it, POP
+requests through :mod:`rocketq.proxy.consumer`.  Every answer carries an
+``apache.rocketmq.v2.Status``: expected failures (unknown topic, oversized body, expired receipt
+handle, a broker's refusal) are status codes, never gRPC errors, as RocketMQ's proxy answers them.
+RPCs this slice does not serve yet answer NOT_IMPLEMENTED with a sentence saying so
+(docs/grpc.md lists them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, TypeAlias
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from rocketq.client.errors import RocketQError
+from rocketq.client.instance import ClientInstance
+from rocketq.client.producer import AsyncProducer
+from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.consumer import Popped, change_invisible, check_group, plan_receive, pop, settle_ack
+from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
+from rocketq.proxy.route import grpc_queues
+from rocketq.proxy.settings import server_settings
+from rocketq.proxy.status import code_of_error, ok, status
+from rocketq.proxy.v2 import definition_pb2 as pb
+from rocketq.proxy.v2 import service_pb2 as spb
+from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceServicer
+
+__all__ = ["MessagingService"]
+
+log = logging.getLogger("rocketq.proxy")
+
+Context: TypeAlias = grpc.aio.ServicerContext
+
+
+def _refused(r: Refusal) -> pb.Status:
+    return status(r.code, r.message)
+
+
+def _not_implemented(rpc: str) -> pb.Status:
+    return status(pb.Code.NOT_IMPLEMENTED, f"{rpc} is not served by rocketq's proxy yet (docs/grpc.md)")
+
+
+class MessagingService(MessagingServiceServicer):
+    """The RPC handlers; ``endpoints`` is the proxy's own address, put into every route."""
+
+    def __init__(
+        self, config: ProxyConfig, instance: ClientInstance, producer: AsyncProducer, endpoints: pb.Endpoints
+    ) -> None:
+        self.config = config
+        self.instance = instance
+        self.producer = producer
+        self.endpoints = endpoints
+
+    # ------------------------------------------------------------------ routes and sessions
+
+    async def QueryRoute(self, request: spb.QueryRouteRequest, context: Context) -> spb.QueryRouteResponse:
+        topic = request.topic.name
+        if not topic:
+            return spb.QueryRouteResponse(status=status(pb.Code.ILLEGAL_TOPIC, "the request names no topic"))
+        try:
+            route = await self.instance.update_topic_route(topic)
+        except RocketQError as exc:
+            return spb.QueryRouteResponse(
+                status=status(code_of_error(exc), f"no route of topic {topic}: {exc}")
+            )
+        # the address the client reached us on, when it says (port mappings keep working)
+        endpoints = request.endpoints if request.endpoints.addresses else self.endpoints
+        queues = grpc_queues(request.topic, route, endpoints)
+        if not queues:
+            return spb.QueryRouteResponse(
+                status=status(
+                    pb.Code.TOPIC_NOT_FOUND, f"topic {topic} has no queue on a broker with a master"
+                )
+            )
+        return spb.QueryRouteResponse(status=ok(), message_queues=queues)
+
+    async def Heartbeat(self, request: spb.HeartbeatRequest, context: Context) -> spb.HeartbeatResponse:
+        if request.HasField("group") and request.group.name:
+            refused = check_group(request.group)
+            if refused is not None:
+                return spb.HeartbeatResponse(status=_refused(refused))
+        return spb.HeartbeatResponse(status=ok())
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[spb.TelemetryCommand], context: Context
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        async for command in request_iterator:
+            kind = command.WhichOneof("command")
+            if kind == "settings":
+                yield spb.TelemetryCommand(
+                    status=ok(), settings=server_settings(command.settings, self.config)
+                )
+            elif kind is not None:
+                log.debug("telemetry command %s from %s ignored", kind, context.peer())
+
+    async def NotifyClientTermination(
+        self, request: spb.NotifyClientTerminationRequest, context: Context
+    ) -> spb.NotifyClientTerminationResponse:
+        return spb.NotifyClientTerminationResponse(status=ok())
+
+    # ------------------------------------------------------------------ producing
+
+    async def SendMessage(self, request: spb.SendMessageRequest, context: Context) -> spb.SendMessageResponse:
+        if not request.messages:
+            return spb.SendMessageResponse(status=status(pb.Code.BAD_REQUEST, "the request holds no message"))
+        entries = [await self._send_one(m) for m in request.messages]
+        codes = {e.status.code for e in entries}
+        overall = entries[0].status if len(codes) == 1 else status(pb.Code.MULTIPLE_RESULTS, "see each entry")
+        return spb.SendMessageResponse(status=overall, entries=entries)
+
+    async def _send_one(self, message: pb.Message) -> spb.SendResultEntry:
+        converted = to_remoting_message(message, self.config.max_message_size)
+        if isinstance(converted, Refusal):
+            return spb.SendResultEntry(status=_refused(converted))
+        try:
+            await self.instance.get_route(converted.topic)  # unknown topics: no auto-creation here
+            result = await self.producer.send(converted)
+        except RocketQError as exc:
+            log.info("send to %s refused: %s", converted.topic, exc)
+            return spb.SendResultEntry(
+                status=status(code_of_error(exc), f"send to {converted.topic} failed: {exc}")
+            )
+        return spb.SendResultEntry(
+            status=ok(),
+            message_id=result.msg_id,
+            offset=result.queue_offset,
+            recall_handle=result.recall_handle or "",
+        )
+
+    # ------------------------------------------------------------------ consuming
+
+    async def ReceiveMessage(
+        self, request: spb.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        order = plan_receive(request, self.config, context.time_remaining())
+        if isinstance(order, Refusal):
+            result: Popped | Refusal = order
+        else:
+            result = await pop(self.instance, order, self.instance.config.mq_client_api_timeout_ms)
+        # the order the SDKs read: the status, the messages, then the delivery timestamp
+        if isinstance(result, Refusal):
+            yield spb.ReceiveMessageResponse(status=_refused(result))
+        elif not result.messages:
+            yield spb.ReceiveMessageResponse(status=status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))
+        else:
+            yield spb.ReceiveMessageResponse(status=ok())
+            for msg, handle in result.messages:
+                yield spb.ReceiveMessageResponse(message=to_grpc_message(msg, handle))
+        now = Timestamp()
+        now.GetCurrentTime()
+        yield spb.ReceiveMessageResponse(delivery_timestamp=now)
+
+    async def AckMessage(self, request: spb.AckMessageRequest, context: Context) -> spb.AckMessageResponse:
+        refused = check_group(request.group)
+        if refused is not None:
+            return spb.AckMessageResponse(status=_refused(refused))
+        entries = []
+        for entry in request.entries:
+            failed = await settle_ack(
+                self.instance, request.group.name, request.topic.name, entry.receipt_handle
+            )
+            entries.append(
+                spb.AckMessageResultEntry(
+                    message_id=entry.message_id,
+                    receipt_handle=entry.receipt_handle,
+                    status=ok() if failed is None else _refused(failed),
+                )
+            )
+        codes = {e.status.code for e in entries}
+        if not entries:
+            overall = status(pb.Code.BAD_REQUEST, "the request holds no entry")
+        elif len(codes) == 1:
+            overall = entries[0].status
+        else:
+            overall = status(pb.Code.MULTIPLE_RESULTS, "see each entry")
+        return spb.AckMessageResponse(status=overall, entries=entries)
+
+    async def ChangeInvisibleDuration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: Context
+    ) -> spb.ChangeInvisibleDurationResponse:
+        result = await change_invisible(self.instance, request, self.config)
+        if isinstance(result, Refusal):
+            return spb.ChangeInvisibleDurationResponse(status=_refused(result))
+        return spb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=result)
+
+    # ------------------------------------------------------------------ not served yet
+
+    async def QueryAssignment(self, request: Any, context: Context) -> spb.QueryAssignmentResponse:
+        return spb.QueryAssignmentResponse(status=_not_implemented("QueryAssignment (PushConsumer)"))
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: Any, context: Context
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        return spb.ForwardMessageToDeadLetterQueueResponse(
+            status=_not_implemented("ForwardMessageToDeadLetterQueue")
+        )
+
+    async def EndTransaction(self, request: Any, context: Context) -> spb.EndTransactionResponse:
+        return spb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
+
+    async def RecallMessage(self, request: Any, context: Context) -> spb.RecallMessageResponse:
+        return spb.RecallMessageResponse(status=_not_implemented("RecallMessage"))
+
+    async def UpdateOffset(self, request: Any, context: Context) -> spb.UpdateOffsetResponse:
+        return spb.UpdateOffsetResponse(status=_not_implemented("UpdateOffset"))
+
+    async def GetOffset(self, request: Any, context: Context) -> spb.GetOffsetResponse:
+        return spb.GetOffsetResponse(status=_not_implemented("GetOffset"))
+
+    async def QueryOffset(self, request: Any, context: Context) -> spb.QueryOffsetResponse:
+        return spb.QueryOffsetResponse(status=_not_implemented("QueryOffset"))
+
+    async def SyncLiteSubscription(self, request: Any, context: Context) -> spb.SyncLiteSubscriptionResponse:
+        return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
+
+    async def PullMessage(self, request: Any, context: Context) -> AsyncIterator[spb.PullMessageResponse]:
+        yield spb.PullMessageResponse(status=_not_implemented("PullMessage"))

@@ -1,0 +1,68 @@
+"""The Settings a client gets back on its Telemetry stream (``GrpcClientSettingsManager``).
+
+A 5.x SDK opens Telemetry and sends its own Settings (client type, topics or subscriptions, what
+it would like); the server answers with the Settings that rule: for producers the back-off policy
+between send attempts, ``max_body_size`` and ``validate_message_type``; for consumers the receive
+batch size, the long-polling timeout, ``fifo`` and the back-off policy whose ``max_attempts`` is
+the group's maximum number of deliveries.  ``metric.on`` is always false (the Python SDK waits for
+the ``metric`` field before a PushConsumer starts).  The Node SDK's start-up blocks until this
+answer arrives, so it is sent for every Settings command, whatever its client type.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.duration_pb2 import Duration
+
+from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.v2 import definition_pb2 as pb
+
+__all__ = ["server_settings"]
+
+
+def _duration(ms: int) -> Duration:
+    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _backoff(config: ProxyConfig, max_attempts: int) -> pb.RetryPolicy:
+    return pb.RetryPolicy(
+        max_attempts=max_attempts,
+        exponential_backoff=pb.ExponentialBackoff(
+            initial=_duration(config.producer_backoff_initial_millis),
+            max=_duration(config.producer_backoff_max_millis),
+            multiplier=config.producer_backoff_multiplier,
+        ),
+    )
+
+
+def server_settings(client: pb.Settings, config: ProxyConfig) -> pb.Settings:
+    """The Settings answering ``client``'s (its client type, access point and request timeout kept)."""
+    out = pb.Settings(metric=pb.Metric(on=False))
+    if client.HasField("client_type"):
+        out.client_type = client.client_type
+    if client.HasField("access_point"):
+        out.access_point.CopyFrom(client.access_point)
+    if client.HasField("request_timeout"):
+        out.request_timeout.CopyFrom(client.request_timeout)
+    if client.WhichOneof("pub_sub") == "subscription":
+        sub = client.subscription
+        out.backoff_policy.CopyFrom(_backoff(config, config.consumer_max_attempts))
+        out.subscription.CopyFrom(
+            pb.Subscription(
+                subscriptions=sub.subscriptions,
+                fifo=sub.fifo if sub.HasField("fifo") else False,
+                receive_batch_size=config.grpc_client_consumer_receive_batch_size,
+                long_polling_timeout=_duration(config.grpc_client_consumer_max_long_polling_timeout_millis),
+            )
+        )
+        if sub.HasField("group"):
+            out.subscription.group.CopyFrom(sub.group)
+    else:
+        out.backoff_policy.CopyFrom(_backoff(config, config.producer_max_attempts))
+        out.publishing.CopyFrom(
+            pb.Publishing(
+                topics=client.publishing.topics,
+                max_body_size=config.max_message_size,
+                validate_message_type=True,
+            )
+        )
+    return out

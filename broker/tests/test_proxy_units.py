@@ -1,0 +1,253 @@
+"""Unit tests of the gRPC proxy's pieces that need no server: rmq-proxy.json, message conversion,
+routes, the Settings reply and the checks of a receive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from rocketq.client.model import MessageExt
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
+from rocketq.client.remoting.vocabulary import Perm
+from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
+from rocketq.proxy.consumer import ReceiveOrder, plan_receive
+from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
+from rocketq.proxy.route import grpc_queues
+from rocketq.proxy.settings import server_settings
+from rocketq.proxy.v2 import definition_pb2 as pb
+from rocketq.proxy.v2 import service_pb2 as spb
+
+CONFIG = ProxyConfig(namesrv_addr="127.0.0.1:9876")
+
+
+# ---------------------------------------------------------------------- rmq-proxy.json
+
+
+def test_rmq_proxy_json_keys_override_defaults_and_unread_keys_are_reported(tmp_path: Path) -> None:
+    path = tmp_path / "rmq-proxy.json"
+    path.write_text(
+        json.dumps(
+            {"rocketMQClusterName": "DefaultCluster", "grpcServerPort": 18081, "maxMessageSize": "1024"}
+        )
+    )
+    loaded = load_proxy_config(path, namesrv_addr="10.0.0.1:9876")
+    assert loaded.config.grpc_server_port == 18081 and loaded.config.max_message_size == 1024
+    assert loaded.config.namesrv_addr == "10.0.0.1:9876"
+    assert loaded.ignored == ["rocketMQClusterName"]
+    assert ProxyConfig(namesrv_addr="x:1").grpc_server_port == 8081  # RocketMQ's default
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ('{"grpcServerPort": "eighty"}', "grpcServerPort must be a number"),
+        ('{"grpcServerPort": 70000}', "grpcServerPort must be 0..65535"),
+        ('{"proxyMode": "EDGE"}', "CLUSTER or LOCAL"),
+        ("[1, 2]", "JSON object"),
+        ("{not json", "is not JSON"),
+        (
+            '{"grpcClientConsumerMinLongPollingTimeoutMillis": 30000}',
+            "grpcClientConsumerMinLongPollingTimeoutMillis must be positive and at most",
+        ),
+    ],
+)
+def test_bad_proxy_config_is_named(tmp_path: Path, content: str, words: str) -> None:
+    path = tmp_path / "rmq-proxy.json"
+    path.write_text(content)
+    with pytest.raises(ProxyConfigError, match=words):
+        load_proxy_config(path, namesrv_addr="127.0.0.1:9876")
+
+
+def test_a_namesrv_address_is_required() -> None:
+    with pytest.raises(ProxyConfigError, match="-n host:port"):
+        load_proxy_config(None)
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def _sdk(body: bytes = b"hello", **system: object) -> pb.Message:
+    message = pb.Message(
+        topic=pb.Resource(name="T"),
+        body=body,
+        system_properties=pb.SystemProperties(message_id="01AA", **system),  # type: ignore[arg-type]
+    )
+    return message
+
+
+def test_sdk_message_becomes_remoting_properties() -> None:
+    m = _sdk(tag="TagA", keys=["k1", "k2"], message_group="g1")
+    m.user_properties["color"] = "red"
+    out = to_remoting_message(m, 1024)
+    assert not isinstance(out, Refusal)
+    props = out.wire_properties()
+    assert props[MessageConst.UNIQ_KEY] == "01AA"
+    assert props[MessageConst.TAGS] == "TagA" and props[MessageConst.KEYS] == "k1 k2"
+    assert props[MessageConst.SHARDING_KEY] == "g1" and props["color"] == "red"
+
+    delayed = _sdk()
+    delayed.system_properties.delivery_timestamp.FromMilliseconds(1_900_000_000_123)
+    timer = to_remoting_message(delayed, 1024)
+    assert not isinstance(timer, Refusal)
+    assert timer.wire_properties()[MessageConst.TIMER_DELIVER_MS] == "1900000000123"
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        (_sdk(b""), pb.Code.MESSAGE_BODY_EMPTY),
+        (_sdk(b"x" * 1025), pb.Code.MESSAGE_BODY_TOO_LARGE),
+        (_sdk(message_type=pb.MessageType.TRANSACTION), pb.Code.NOT_IMPLEMENTED),
+        (_sdk(body_encoding=pb.Encoding.GZIP), pb.Code.NOT_IMPLEMENTED),
+    ],
+)
+def test_messages_the_proxy_refuses(message: pb.Message, code: int) -> None:
+    out = to_remoting_message(message, 1024)
+    assert isinstance(out, Refusal) and out.code == code
+
+
+def test_system_property_names_and_fifo_with_delay_are_refused() -> None:
+    m = _sdk()
+    m.user_properties[MessageConst.UNIQ_KEY] = "forged"
+    out = to_remoting_message(m, 1024)
+    assert isinstance(out, Refusal) and out.code == pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    both = _sdk(message_group="g")
+    both.system_properties.delivery_timestamp.FromMilliseconds(1)
+    out = to_remoting_message(both, 1024)
+    assert isinstance(out, Refusal) and out.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+
+
+def _stored(properties: dict[str, str], reconsume_times: int = 0) -> MessageExt:
+    return MessageExt(
+        total_size=0, magic=0, body_crc=0, queue_id=2, flag=0, queue_offset=7, physical_offset=99,
+        sys_flag=0, born_timestamp=1_700_000_000_500, born_host=("10.0.0.1", 5000),
+        store_timestamp=1_700_000_000_600, store_host=("10.0.0.2", 10911), reconsume_times=reconsume_times,
+        prepared_transaction_offset=0, body=b"payload", topic="T", properties=properties,
+    )  # fmt: skip
+
+
+def test_popped_record_becomes_the_sdk_view() -> None:
+    props = {
+        MessageConst.UNIQ_KEY: "01BB",
+        MessageConst.TAGS: "TagA",
+        MessageConst.KEYS: "k1 k2",
+        MessageConst.SHARDING_KEY: "g1",
+        MessageConst.POP_CK: "0 1 2 3 0 broker-a 2 7",
+        "color": "red",
+    }
+    m = to_grpc_message(_stored(props, reconsume_times=2), "handle")
+    sp = m.system_properties
+    assert sp.message_id == "01BB" and sp.tag == "TagA" and list(sp.keys) == ["k1", "k2"]
+    assert sp.body_digest.type == pb.DigestType.MD5
+    assert sp.body_digest.checksum == hashlib.md5(b"payload").hexdigest().upper()
+    assert sp.message_type == pb.MessageType.FIFO and sp.message_group == "g1"
+    assert sp.delivery_attempt == 3 and sp.receipt_handle == "handle"
+    assert (sp.queue_id, sp.queue_offset) == (2, 7)
+    assert sp.born_timestamp.ToMilliseconds() == 1_700_000_000_500 and sp.store_host == "10.0.0.2:10911"
+    assert dict(m.user_properties) == {"color": "red"}  # system properties stay out
+    timer = to_grpc_message(_stored({MessageConst.TIMER_DELIVER_MS: "1700000009000"}), None)
+    assert timer.system_properties.message_type == pb.MessageType.DELAY
+    assert timer.system_properties.delivery_timestamp.ToMilliseconds() == 1_700_000_009_000
+    assert to_grpc_message(_stored({}), None).system_properties.message_type == pb.MessageType.NORMAL
+
+
+# ---------------------------------------------------------------------- routes and settings
+
+
+def test_route_queues_point_at_the_proxy_read_only_first() -> None:
+    route = TopicRouteData(
+        queue_datas=[
+            QueueData("broker-b", read_queue_nums=3, write_queue_nums=2, perm=int(Perm.READ | Perm.WRITE)),
+            QueueData("broker-a", read_queue_nums=2, write_queue_nums=2, perm=int(Perm.READ)),
+            QueueData("broker-c", read_queue_nums=2, write_queue_nums=2),  # no master: left out
+        ],
+        broker_datas=[
+            BrokerData("C", "broker-a", {0: "10.0.0.1:10911"}),
+            BrokerData("C", "broker-b", {0: "10.0.0.2:10911"}),
+            BrokerData("C", "broker-c", {1: "10.0.0.3:10911"}),
+        ],
+    )
+    endpoints = pb.Endpoints(
+        scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host="127.0.0.1", port=8081)]
+    )
+    queues = grpc_queues(pb.Resource(name="T"), route, endpoints)
+    got = [(q.broker.name, q.id, q.permission) for q in queues]
+    assert got == [
+        ("broker-a", 0, pb.Permission.READ),
+        ("broker-a", 1, pb.Permission.READ),
+        ("broker-b", 0, pb.Permission.READ),
+        ("broker-b", 1, pb.Permission.READ_WRITE),
+        ("broker-b", 2, pb.Permission.READ_WRITE),
+    ]
+    assert all(q.broker.endpoints == endpoints and q.topic.name == "T" for q in queues)
+
+
+def test_settings_reply_for_producers_and_consumers() -> None:
+    producer = pb.Settings(
+        client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(max_body_size=1 << 27)
+    )
+    reply = server_settings(producer, CONFIG)
+    assert reply.publishing.max_body_size == 4 * 1024 * 1024 and reply.publishing.validate_message_type
+    assert reply.backoff_policy.max_attempts == 3
+    assert reply.backoff_policy.exponential_backoff.initial.ToMilliseconds() == 10
+    assert reply.HasField("metric") and not reply.metric.on
+    consumer = pb.Settings(
+        client_type=pb.ClientType.SIMPLE_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name="g"))
+    )
+    reply = server_settings(consumer, CONFIG)
+    assert reply.WhichOneof("pub_sub") == "subscription" and reply.subscription.group.name == "g"
+    assert reply.subscription.receive_batch_size == 32
+    assert reply.subscription.long_polling_timeout.ToMilliseconds() == 20_000
+    assert reply.backoff_policy.max_attempts == 17
+
+
+# ---------------------------------------------------------------------- receive checks
+
+
+def _receive(invisible_ms: int | None = 30_000, poll_ms: int | None = 20_000) -> spb.ReceiveMessageRequest:
+    request = spb.ReceiveMessageRequest(
+        group=pb.Resource(name="g"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="T"), broker=pb.Broker(name="broker-a")),
+        batch_size=64,
+        filter_expression=pb.FilterExpression(type=pb.FilterType.SQL, expression="a > 1"),
+    )
+    if invisible_ms is not None:
+        request.invisible_duration.FromMilliseconds(invisible_ms)
+    if poll_ms is not None:
+        request.long_polling_timeout.FromMilliseconds(poll_ms)
+    return request
+
+
+def test_receive_plan_clamps_polling_and_batch() -> None:
+    order = plan_receive(_receive(poll_ms=60_000), CONFIG, time_remaining_s=None)
+    assert order == ReceiveOrder(
+        group="g", topic="T", broker_name="broker-a", batch_size=32, invisible_ms=30_000,
+        poll_ms=20_000, exp_type="SQL92", exp="a > 1",
+    )  # fmt: skip
+    short = plan_receive(_receive(poll_ms=100), CONFIG, time_remaining_s=None)
+    assert isinstance(short, ReceiveOrder) and short.poll_ms == 5_000
+    deadline = plan_receive(_receive(), CONFIG, time_remaining_s=8.0)
+    assert isinstance(deadline, ReceiveOrder) and deadline.poll_ms == 7_500
+
+
+@pytest.mark.parametrize(
+    ("request_", "remaining", "code"),
+    [
+        (_receive(invisible_ms=1_000), None, pb.Code.ILLEGAL_INVISIBLE_TIME),
+        (_receive(invisible_ms=None), None, pb.Code.ILLEGAL_INVISIBLE_TIME),
+        (_receive(), 3.0, pb.Code.ILLEGAL_POLLING_TIME),
+    ],
+)
+def test_receive_plan_refusals(
+    request_: spb.ReceiveMessageRequest, remaining: float | None, code: int
+) -> None:
+    out = plan_receive(request_, CONFIG, time_remaining_s=remaining)
+    assert isinstance(out, Refusal) and out.code == code
+    no_group = _receive()
+    no_group.group.name = ""
+    refused = plan_receive(no_group, CONFIG, None)
+    assert isinstance(refused, Refusal) and refused.code == pb.Code.ILLEGAL_CONSUMER_GROUP

@@ -1,0 +1,113 @@
+# mypy: ignore-errors
+"""Runs in the Python SDK's own venv (rocketmq-python-client), never in rocketq's: one round trip
+through rocketq's gRPC proxy, printed as one JSON object on the last line of stdout.
+
+Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROSS_OUT_TOPIC N_CROSS_IN
+
+1. A SimpleConsumer of GROUP on TOPIC and CROSS_IN_TOPIC starts (one empty receive fixes its
+   start offsets), then a Producer sends to TOPIC three normal messages (tag, keys, a user
+   property), five FIFO messages of message group "g1" and one delay message due 3 s later.
+2. The consumer receives until it has all nine and the N_CROSS_IN messages rocketq's remoting
+   producer sent to CROSS_IN_TOPIC, acks them, except one whose invisible duration it changes
+   to 2 s: that one comes back (delivery attempt 2) and is acked with its new handle.
+3. A last receive checks that nothing acked comes back.
+4. The producer sends three messages to CROSS_OUT_TOPIC for rocketq's remoting consumer.
+"""
+
+import json
+import sys
+import time
+
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+
+def msg(topic, body, tag=None, keys=None, group=None, deliver_s=None, props=None):
+    m = Message()
+    m.topic = topic
+    m.body = body.encode()
+    if tag:
+        m.tag = tag
+    if keys:
+        m.keys = keys
+    if group:
+        m.message_group = group
+    if deliver_s:
+        m.delivery_timestamp = deliver_s
+    for k, v in (props or {}).items():
+        m.add_property(k, v)
+    return m
+
+
+def view(m):
+    return {
+        "topic": m.topic,
+        "body": m.body.decode(),
+        "id": m.message_id,
+        "tag": m.tag,
+        "keys": sorted(m.keys or []),
+        "group": m.message_group,
+        "attempt": m.delivery_attempt,
+        "props": dict(m.properties or {}),
+        "handle": m.receipt_handle,
+        "at_ms": int(time.time() * 1000),
+    }
+
+
+def main():
+    addr, topic, group, cross_in, cross_out, n_cross_in = sys.argv[1:7]
+    n_cross_in = int(n_cross_in)
+    config = ClientConfiguration(addr, Credentials(), request_timeout=5)
+    out = {"sent": [], "received": [], "redelivered": [], "late": [], "cross_out": [], "errors": []}
+    consumer = SimpleConsumer(
+        config, group, {topic: FilterExpression(), cross_in: FilterExpression()}, await_duration=2
+    )
+    consumer.startup()
+    consumer.receive(16, 15)  # fixes the group's start offset before anything is sent
+    producer = Producer(config, (topic, cross_out))
+    producer.startup()
+    try:
+        due_s = int(time.time()) + 3
+        plan = [msg(topic, f"normal-{i}", tag="TagA", keys=f"k{i}", props={"p": str(i)}) for i in range(3)]
+        plan += [msg(topic, f"fifo-{i}", tag="TagF", group="g1") for i in range(5)]
+        plan.append(msg(topic, "delay-0", tag="TagD", deliver_s=due_s))
+        for m in plan:
+            receipt = producer.send(m)
+            out["sent"].append({"body": m.body.decode(), "id": receipt.message_id, "offset": receipt.offset})
+        out["delay_due_ms"] = due_s * 1000
+        want = len(plan) + n_cross_in
+        changed = None
+        deadline = time.monotonic() + 40
+        while len(out["received"]) < want and time.monotonic() < deadline:
+            for m in consumer.receive(16, 15):
+                out["received"].append(view(m))
+                if changed is None and m.body == b"normal-0":
+                    consumer.change_invisible_duration(m, 2)
+                    changed = m
+                    out["changed_handle"] = m.receipt_handle
+                else:
+                    consumer.ack(m)
+        deadline = time.monotonic() + 20
+        while not out["redelivered"] and time.monotonic() < deadline:
+            for m in consumer.receive(16, 15):
+                out["redelivered"].append(view(m))
+                consumer.ack(m)
+        try:  # the handle the change replaced no longer acks
+            if changed is not None:
+                consumer.ack(changed)
+                out["stale_ack"] = "accepted"
+        except Exception as exc:
+            out["stale_ack"] = f"{type(exc).__name__}: {exc}"
+        for m in consumer.receive(16, 15):  # one more long poll: nothing acked comes back
+            out["late"].append(view(m))
+            consumer.ack(m)
+        for i in range(3):
+            m = msg(cross_out, f"to-remoting-{i}", tag="TagX", keys=f"x{i}", props={"origin": "python-sdk"})
+            out["cross_out"].append({"body": m.body.decode(), "id": producer.send(m).message_id})
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

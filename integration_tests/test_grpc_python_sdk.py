@@ -1,0 +1,301 @@
+"""The official RocketMQ 5 Python SDK against real mqnamesrv + mqbroker + mqproxy processes.
+
+The SDK (PyPI ``rocketmq-python-client`` 5.1.2, as published) is installed by the test into a venv
+of its own under ``~/.cache/rocketq-tests`` (``ROCKETQ_TEST_CACHE`` moves it), reused across runs
+and never mixed with rocketq's: both ship the ``apache.rocketmq.v2`` protos, which one process
+cannot load twice.  ``grpc_sdk/python_sdk_roundtrip.py`` runs there and prints what it saw as
+JSON: normal, FIFO and delay messages produced and received through the proxy, acks, a change of
+invisible duration that brings a message back, the replaced handle refused, and the hand-over
+between the SDK and rocketq's remoting producer and pull consumer in both directions.  The Python
+example of docs/grpc.md runs there too, against the same proxy.  The test is
+skipped only when PyPI cannot be reached to build that venv.
+
+The bad-input test talks to the proxy with rocketq's own generated stubs: garbage bytes on the
+port, an unknown topic, an oversized body and broken receipt handles get RocketMQ's status codes
+and the proxy keeps serving.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from rocketq.client.config import ConsumeFromWhere
+from rocketq.client.consumer import LitePullConsumer
+from rocketq.client.launcher import spawn_proxy
+from rocketq.client.model import Message
+from rocketq.client.producer import Producer
+from rocketq.client.remoting.properties import MessageConst
+from rocketq.client.testing import ServerProcess, create_topic, drain, spawn_broker, spawn_namesrv
+from rocketq.proxy.v2 import definition_pb2 as pb
+from rocketq.proxy.v2 import service_pb2 as spb
+from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceStub
+
+SDK = "rocketmq-python-client==5.1.2"
+#: the SDK's venv gets the gRPC stack rocketq pins (the SDK accepts them: its METADATA says >=)
+SDK_PINS = ("grpcio==1.85.3", "protobuf==7.36.2")
+SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
+_OFFLINE_SIGNS = (
+    "No matching distribution",
+    "Could not fetch",
+    "NewConnectionError",
+    "Max retries exceeded",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ConnectionError",
+)
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("ROCKETQ_TEST_CACHE", Path.home() / ".cache" / "rocketq-tests"))
+
+
+@pytest.fixture(scope="session")
+def sdk_python() -> Path:
+    """The interpreter of a venv holding the Python SDK; built once (under a file lock), then reused."""
+    root = _cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    venv = root / "sdk-venv-5.1.2"
+    python = venv / "bin" / "python"
+    with open(root / "sdk-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel streams build it once
+        if (venv / "ready").exists():
+            return python
+        building = root / f"sdk-venv-building-{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True, timeout=300)
+        pip = subprocess.run(
+            [str(building / "bin" / "python"), "-m", "pip", "install", "-q", SDK, *SDK_PINS],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if pip.returncode != 0:
+            shutil.rmtree(building, ignore_errors=True)
+            tail = (pip.stdout + pip.stderr)[-2000:]
+            if any(sign in tail for sign in _OFFLINE_SIGNS):
+                pytest.skip(f"PyPI is unreachable, cannot install {SDK}: {tail}")
+            pytest.fail(f"pip could not install {SDK}:\n{tail}")
+        (building / "ready").write_text(SDK)
+        shutil.rmtree(venv, ignore_errors=True)
+        building.rename(venv)  # a venv's scripts name their folder; python -m pip still works
+    return python
+
+
+@dataclass
+class Cluster:
+    namesrv: ServerProcess
+    proxy: ServerProcess
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("grpc")
+    with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp, ns.addr):
+        for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "TopicTest"):
+            create_topic(ns.addr, topic, 4)
+        # a short minimum long poll keeps the SDK's empty receives short
+        with spawn_proxy(tmp / "proxy", ns.addr, grpcClientConsumerMinLongPollingTimeoutMillis=1000) as px:
+            yield Cluster(ns, px)
+
+
+def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sdk_python: Path) -> None:
+    ns = cluster.namesrv.addr
+    with Producer(ns, producer_group="pg-grpc-cross") as producer:
+        to_sdk = [
+            producer.send(Message("sdk-cross-in", f"from-remoting-{i}".encode(), tags="TagR", keys=f"r{i}"))
+            for i in range(2)
+        ]
+    run = subprocess.run(
+        [
+            str(sdk_python),
+            str(SCRIPT),
+            cluster.proxy.addr,
+            "sdk-main",
+            "g-sdk",
+            "sdk-cross-in",
+            "sdk-cross-out",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert run.returncode == 0, (
+        f"SDK script failed:\n{run.stderr[-4000:]}\nproxy log:\n{cluster.proxy.log_tail()}"
+    )
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+
+    sent = {s["body"]: s["id"] for s in out["sent"]}
+    got = {r["body"]: r for r in out["received"]}
+    assert set(got) == set(sent) | {"from-remoting-0", "from-remoting-1"}, out["received"]
+    for body, msg_id in sent.items():
+        assert got[body]["id"] == msg_id and got[body]["topic"] == "sdk-main" and got[body]["attempt"] == 1
+    for i in range(3):
+        normal = got[f"normal-{i}"]
+        assert (normal["tag"], normal["keys"], normal["props"], normal["group"]) == (
+            "TagA",
+            [f"k{i}"],
+            {"p": str(i)},
+            None,
+        )
+    # FIFO: one message group, one queue, received in send order
+    fifo = [r for r in out["received"] if r["body"].startswith("fifo-")]
+    assert [r["body"] for r in fifo] == [f"fifo-{i}" for i in range(5)]
+    assert {r["group"] for r in fifo} == {"g1"}
+    assert len({r["handle"].split()[6] for r in fifo}) == 1  # the queue id of the receipt handles
+    # delay: not delivered before it is due (the broker's timer precision is 1 s)
+    assert got["delay-0"]["at_ms"] >= out["delay_due_ms"] - 1000
+    # RocketMQ's receipt handle:
+    # ckQueueOffset popTime invisibleTime reviveQid retryFlag brokerName queueId queueOffset commitLogOffset
+    fields = got["normal-1"]["handle"].split()
+    assert len(fields) == 9 and fields[2] == "15000" and fields[5] == "broker-a"
+    # the remoting producer's messages, as the SDK sees them
+    for i, result in enumerate(to_sdk):
+        seen = got[f"from-remoting-{i}"]
+        assert (seen["id"], seen["tag"], seen["keys"], seen["topic"]) == (
+            result.msg_id,
+            "TagR",
+            [f"r{i}"],
+            "sdk-cross-in",
+        )
+    # the change of invisible duration brought normal-0 back once, with a new handle;
+    # the handle it replaced is refused
+    assert [(r["body"], r["attempt"]) for r in out["redelivered"]] == [("normal-0", 2)]
+    assert out["changed_handle"].split()[2] == "2000"
+    assert "40013" in out["stale_ack"]  # INVALID_RECEIPT_HANDLE
+    assert out["late"] == []  # nothing acked came back
+
+    # what the SDK sent, read by rocketq's remoting pull consumer
+    consumer = LitePullConsumer(
+        ns, consumer_group="cg-grpc-cross", consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.assign(sorted(consumer.fetch_message_queues("sdk-cross-out")))
+    consumer.start()
+    try:
+        pulled = {m.body.decode(): m for m in drain(consumer, 3, timeout_s=20)}
+    finally:
+        consumer.shutdown()
+    assert set(pulled) == {c["body"] for c in out["cross_out"]}
+    for c in out["cross_out"]:
+        m = pulled[c["body"]]
+        i = c["body"].rsplit("-", 1)[1]
+        assert m.properties[MessageConst.UNIQ_KEY] == c["id"]
+        assert (m.tags, m.keys, m.properties["origin"]) == ("TagX", [f"x{i}"], "python-sdk")
+
+
+def _docs_example() -> str:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "grpc.md").read_text(encoding="utf-8")
+    section = text.split("## Python SDK example", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_python_example_of_the_docs_runs(cluster: Cluster, sdk_python: Path, tmp_path: Path) -> None:
+    example = _docs_example()
+    assert "127.0.0.1:8081" in example
+    script = tmp_path / "example.py"
+    script.write_text(example.replace("127.0.0.1:8081", cluster.proxy.addr), encoding="utf-8")
+    run = subprocess.run([str(sdk_python), str(script)], capture_output=True, text=True, timeout=90)
+    assert run.returncode == 0, run.stderr[-4000:]
+    lines = run.stdout.splitlines()
+    sent = [line.split()[1] for line in lines if line.startswith("sent ")]
+    received = [line.split()[1] for line in lines if line.startswith("received ")]
+    assert len(sent) == 1 and received == sent, run.stdout
+
+
+def _stub(addr: str) -> tuple[grpc.Channel, MessagingServiceStub]:
+    channel = grpc.insecure_channel(addr, options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
+    return channel, MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+def _sdk_message(topic: str, body: bytes, msg_id: str = "01ABCDEF") -> pb.Message:
+    return pb.Message(
+        topic=pb.Resource(name=topic),
+        body=body,
+        system_properties=pb.SystemProperties(message_id=msg_id, message_type=pb.MessageType.NORMAL),
+    )
+
+
+def _garbage(addr: str) -> bytes:
+    host, _, port = addr.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n" + os.urandom(512))
+        sock.settimeout(5)
+        try:
+            return sock.recv(4096)  # gRPC's HTTP/2 transport answers with a GOAWAY or just closes
+        except OSError:
+            return b""
+
+
+def test_bad_input_gets_rocketmq_status_codes_and_the_proxy_keeps_serving(cluster: Cluster) -> None:
+    for _ in range(3):
+        _garbage(cluster.proxy.addr)
+    channel, stub = _stub(cluster.proxy.addr)
+    with channel:
+        route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="sdk-main")), timeout=10)
+        assert route.status.code == pb.Code.OK
+        assert sorted(q.id for q in route.message_queues) == [0, 1, 2, 3]
+        assert {q.broker.endpoints.addresses[0].port for q in route.message_queues} == {cluster.proxy.port}
+        assert {tuple(q.accept_message_types) for q in route.message_queues} == {
+            (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY)
+        }
+
+        unknown = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="no-such-topic")), timeout=10)
+        assert unknown.status.code == pb.Code.TOPIC_NOT_FOUND, unknown.status
+        sent = stub.SendMessage(
+            spb.SendMessageRequest(messages=[_sdk_message("no-such-topic", b"x")]), timeout=10
+        )
+        assert sent.status.code == pb.Code.TOPIC_NOT_FOUND and "no-such-topic" in sent.status.message
+
+        big = _sdk_message("sdk-main", b"x" * (4 * 1024 * 1024 + 1))
+        too_large = stub.SendMessage(spb.SendMessageRequest(messages=[big]), timeout=20)
+        assert too_large.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE, too_large.status
+        empty = stub.SendMessage(spb.SendMessageRequest(messages=[_sdk_message("sdk-main", b"")]), timeout=10)
+        assert empty.status.code == pb.Code.MESSAGE_BODY_EMPTY
+
+        group, topic = pb.Resource(name="g-bad"), pb.Resource(name="sdk-main")
+        expired = f"0 {int(time.time() * 1000) - 60_000} 10000 1 0 broker-a 0 0 0"
+        for handle in ("not a handle", expired):
+            ack = stub.AckMessage(
+                spb.AckMessageRequest(
+                    group=group,
+                    topic=topic,
+                    entries=[spb.AckMessageEntry(message_id="m", receipt_handle=handle)],
+                ),
+                timeout=10,
+            )
+            assert ack.status.code == pb.Code.INVALID_RECEIPT_HANDLE, ack.status
+            assert ack.entries[0].status.code == pb.Code.INVALID_RECEIPT_HANDLE
+        bad_group = stub.AckMessage(
+            spb.AckMessageRequest(group=pb.Resource(name=""), topic=topic), timeout=10
+        )
+        assert bad_group.status.code == pb.Code.ILLEGAL_CONSUMER_GROUP
+
+        short = spb.ReceiveMessageRequest(
+            group=group,
+            message_queue=pb.MessageQueue(topic=topic, broker=pb.Broker(name="broker-a")),
+            batch_size=1,
+        )
+        short.invisible_duration.FromMilliseconds(1000)  # under minInvisibleTimeMillsForRecv (10 s)
+        answers = list(stub.ReceiveMessage(short, timeout=10))
+        assert answers[0].status.code == pb.Code.ILLEGAL_INVISIBLE_TIME
+        assert answers[-1].HasField("delivery_timestamp")
+
+        # still serving after all of it
+        fine = stub.SendMessage(
+            spb.SendMessageRequest(messages=[_sdk_message("sdk-main", b"ok", "02ABCDEF")])
+        )
+        assert fine.status.code == pb.Code.OK and fine.entries[0].message_id == "02ABCDEF"
+    assert cluster.proxy.is_alive()
