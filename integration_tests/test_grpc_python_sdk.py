@@ -104,10 +104,15 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("grpc")
     with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp, ns.addr):
-        for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "TopicTest"):
+        for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "sdk-push", "TopicTest"):
             create_topic(ns.addr, topic, 4)
-        # a short minimum long poll keeps the SDK's empty receives short
-        with spawn_proxy(tmp / "proxy", ns.addr, grpcClientConsumerMinLongPollingTimeoutMillis=1000) as px:
+        # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
+        with spawn_proxy(
+            tmp / "proxy",
+            ns.addr,
+            grpcClientConsumerMinLongPollingTimeoutMillis=1000,
+            grpcClientConsumerMaxLongPollingTimeoutMillis=3000,
+        ) as px:
             yield Cluster(ns, px)
 
 
@@ -128,6 +133,7 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
             "sdk-cross-in",
             "sdk-cross-out",
             "2",
+            "sdk-push",
         ],
         capture_output=True,
         text=True,
@@ -177,6 +183,11 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
     assert out["changed_handle"].split()[2] == "2000"
     assert "40013" in out["stale_ack"]  # INVALID_RECEIPT_HANDLE
     assert out["late"] == []  # nothing acked came back
+
+    # the push consumer: the failed message came back once (the back-off's 1 s), the filtered one never
+    push = [(r["body"], r["attempt"]) for r in out["push"]]
+    assert sorted(push) == [("push-0", 1), ("push-0", 2), ("push-1", 1), ("push-2", 1), ("push-3", 1)], push
+    assert {r["topic"] for r in out["push"]} == {"sdk-push"}
 
     # what the SDK sent, read by rocketq's remoting pull consumer
     consumer = LitePullConsumer(

@@ -16,7 +16,7 @@ from rocketq.client.remoting.vocabulary import Perm
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
 from rocketq.proxy.consumer import ReceiveOrder, plan_receive
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
-from rocketq.proxy.route import grpc_queues
+from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
@@ -184,6 +184,12 @@ def test_route_queues_point_at_the_proxy_read_only_first() -> None:
         ("broker-b", 2, pb.Permission.READ_WRITE),
     ]
     assert all(q.broker.endpoints == endpoints and q.topic.name == "T" for q in queues)
+    # a push consumer's share: every readable broker with a master, all its queues (-1)
+    assignments = grpc_assignments(pb.Resource(name="T"), route, endpoints)
+    assert [(a.message_queue.broker.name, a.message_queue.id) for a in assignments] == [
+        ("broker-a", -1),
+        ("broker-b", -1),
+    ]
 
 
 def test_settings_reply_for_producers_and_consumers() -> None:
@@ -203,6 +209,8 @@ def test_settings_reply_for_producers_and_consumers() -> None:
     assert reply.subscription.receive_batch_size == 32
     assert reply.subscription.long_polling_timeout.ToMilliseconds() == 20_000
     assert reply.backoff_policy.max_attempts == 17
+    delays = [d.seconds for d in reply.backoff_policy.customized_backoff.next]
+    assert delays[:4] == [1, 5, 10, 30] and delays[-1] == 7200  # RocketMQ's delay levels
 
 
 # ---------------------------------------------------------------------- receive checks

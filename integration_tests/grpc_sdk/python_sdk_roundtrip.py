@@ -3,6 +3,7 @@
 through rocketq's gRPC proxy, printed as one JSON object on the last line of stdout.
 
 Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROSS_OUT_TOPIC N_CROSS_IN
+       PUSH_TOPIC
 
 1. A SimpleConsumer of GROUP on TOPIC and CROSS_IN_TOPIC starts (one empty receive fixes its
    start offsets), then a Producer sends to TOPIC three normal messages (tag, keys, a user
@@ -12,13 +13,27 @@ Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROS
    to 2 s: that one comes back (delivery attempt 2) and is acked with its new handle.
 3. A last receive checks that nothing acked comes back.
 4. The producer sends three messages to CROSS_OUT_TOPIC for rocketq's remoting consumer.
+5. A PushConsumer of group "g-push" subscribed to tag TagP of PUSH_TOPIC gets four TagP messages
+   and one of another tag; its listener fails "push-0" once (the SDK then changes its invisible
+   duration by the server's back-off, 1 s) and takes everything else.
 """
 
 import json
 import sys
+import threading
 import time
 
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
 
 
 def msg(topic, body, tag=None, keys=None, group=None, deliver_s=None, props=None):
@@ -53,8 +68,42 @@ def view(m):
     }
 
 
+class Listener(MessageListener):
+    def __init__(self):
+        self.seen = []
+        self.lock = threading.Lock()
+
+    def consume(self, message):
+        with self.lock:
+            self.seen.append(view(message))
+        if message.body == b"push-0" and message.delivery_attempt == 1:
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def push_phase(config, producer, topic, out):
+    listener = Listener()
+    push = PushConsumer(config, "g-push", listener, {topic: FilterExpression("TagP")})
+    push.startup()
+    try:
+        for i in range(4):
+            producer.send(msg(topic, f"push-{i}", tag="TagP"))
+        producer.send(msg(topic, "push-other", tag="TagOther"))
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            with listener.lock:
+                done = {(v["body"], v["attempt"]) for v in listener.seen}
+            if {("push-0", 2), ("push-1", 1), ("push-2", 1), ("push-3", 1)} <= done:
+                break
+            time.sleep(0.2)
+        time.sleep(1)  # anything else (the filtered message) would show up now
+    finally:
+        push.shutdown()
+    out["push"] = listener.seen
+
+
 def main():
-    addr, topic, group, cross_in, cross_out, n_cross_in = sys.argv[1:7]
+    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic = sys.argv[1:8]
     n_cross_in = int(n_cross_in)
     config = ClientConfiguration(addr, Credentials(), request_timeout=5)
     out = {"sent": [], "received": [], "redelivered": [], "late": [], "cross_out": [], "errors": []}
@@ -63,7 +112,7 @@ def main():
     )
     consumer.startup()
     consumer.receive(16, 15)  # fixes the group's start offset before anything is sent
-    producer = Producer(config, (topic, cross_out))
+    producer = Producer(config, (topic, cross_out, push_topic))
     producer.startup()
     try:
         due_s = int(time.time()) + 3
@@ -103,6 +152,7 @@ def main():
         for i in range(3):
             m = msg(cross_out, f"to-remoting-{i}", tag="TagX", keys=f"x{i}", props={"origin": "python-sdk"})
             out["cross_out"].append({"body": m.body.decode(), "id": producer.send(m).message_id})
+        push_phase(config, producer, push_topic, out)
     finally:
         producer.shutdown()
         consumer.shutdown()

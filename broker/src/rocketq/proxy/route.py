@@ -6,6 +6,10 @@ them, the queues that can only be read come first, then those that can only be w
 read-write ones; ids start at 0, so queue 0 is read-write whenever the broker's topic is (the Node
 SDK only uses queue 0).  rocketq has no topic message types yet (RocketMQ's ``message.type``
 attribute), so every queue accepts :data:`ACCEPTED_TYPES`.
+
+QueryAssignment's answer (a push consumer's share) is, as RocketMQ's proxy answers it for POP
+consumption, one queue per readable broker with the id -1 ("every queue of that broker"): push
+consumers of a group all receive from every broker, and the broker's POP spreads the messages.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from rocketq.client.remoting.route import TopicRouteData
 from rocketq.client.remoting.vocabulary import MASTER_ID, Perm
 from rocketq.proxy.v2 import definition_pb2 as pb
 
-__all__ = ["ACCEPTED_TYPES", "grpc_queues"]
+__all__ = ["ACCEPTED_TYPES", "grpc_assignments", "grpc_queues"]
 
 #: the message types every topic accepts through the proxy
 ACCEPTED_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY)
@@ -60,3 +64,25 @@ def grpc_queues(topic: pb.Resource, route: TopicRouteData, endpoints: pb.Endpoin
                 )
                 queue_id += 1
     return queues
+
+
+def grpc_assignments(
+    topic: pb.Resource, route: TopicRouteData, endpoints: pb.Endpoints
+) -> list[pb.Assignment]:
+    """One assignment per broker with a master and a readable queue of the topic."""
+    masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+    names = sorted(
+        {qd.broker_name for qd in route.queue_datas if qd.broker_name in masters and qd.perm & Perm.READ}
+    )
+    return [
+        pb.Assignment(
+            message_queue=pb.MessageQueue(
+                topic=topic,
+                id=-1,
+                permission=pb.Permission.READ_WRITE,
+                broker=pb.Broker(name=name, id=MASTER_ID, endpoints=endpoints),
+                accept_message_types=ACCEPTED_TYPES,
+            )
+        )
+        for name in names
+    ]

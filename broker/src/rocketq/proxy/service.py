@@ -24,7 +24,7 @@ from rocketq.client.producer import AsyncProducer
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.consumer import Popped, change_invisible, check_group, plan_receive, pop, settle_ack
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
-from rocketq.proxy.route import grpc_queues
+from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
 from rocketq.proxy.v2 import definition_pb2 as pb
@@ -191,8 +191,28 @@ class MessagingService(MessagingServiceServicer):
 
     # ------------------------------------------------------------------ not served yet
 
-    async def QueryAssignment(self, request: Any, context: Context) -> spb.QueryAssignmentResponse:
-        return spb.QueryAssignmentResponse(status=_not_implemented("QueryAssignment (PushConsumer)"))
+    async def QueryAssignment(
+        self, request: spb.QueryAssignmentRequest, context: Context
+    ) -> spb.QueryAssignmentResponse:
+        refused = check_group(request.group)
+        if refused is not None:
+            return spb.QueryAssignmentResponse(status=_refused(refused))
+        topic = request.topic.name
+        try:
+            route = await self.instance.get_route(topic)
+        except RocketQError as exc:
+            return spb.QueryAssignmentResponse(
+                status=status(code_of_error(exc), f"no route of topic {topic}: {exc}")
+            )
+        endpoints = request.endpoints if request.endpoints.addresses else self.endpoints
+        assignments = grpc_assignments(request.topic, route, endpoints)
+        if not assignments:
+            return spb.QueryAssignmentResponse(
+                status=status(
+                    pb.Code.FORBIDDEN, f"topic {topic} has no readable queue on a broker with a master"
+                )
+            )
+        return spb.QueryAssignmentResponse(status=ok(), assignments=assignments)
 
     async def ForwardMessageToDeadLetterQueue(
         self, request: Any, context: Context

@@ -1,12 +1,14 @@
 """The Settings a client gets back on its Telemetry stream (``GrpcClientSettingsManager``).
 
 A 5.x SDK opens Telemetry and sends its own Settings (client type, topics or subscriptions, what
-it would like); the server answers with the Settings that rule: for producers the back-off policy
+it would like); the server answers with the Settings that rule: for producers the exponential back-off
 between send attempts, ``max_body_size`` and ``validate_message_type``; for consumers the receive
-batch size, the long-polling timeout, ``fifo`` and the back-off policy whose ``max_attempts`` is
-the group's maximum number of deliveries.  ``metric.on`` is always false (the Python SDK waits for
-the ``metric`` field before a PushConsumer starts).  The Node SDK's start-up blocks until this
-answer arrives, so it is sent for every Settings command, whatever its client type.
+batch size, the long-polling timeout, ``fifo`` and the back-off between deliveries (RocketMQ's
+delay levels, which a push consumer uses as the invisible time of a failed message) whose
+``max_attempts`` is the group's maximum number of deliveries.  ``metric.on`` is always false
+(the Python SDK waits for the ``metric`` field before a PushConsumer starts).  The Node SDK's
+start-up blocks until this answer arrives, so it is sent for every Settings command, whatever its
+client type.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from google.protobuf.duration_pb2 import Duration
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.v2 import definition_pb2 as pb
 
-__all__ = ["server_settings"]
+__all__ = ["CONSUMER_BACKOFF_S", "server_settings"]
 
 
 def _duration(ms: int) -> Duration:
     return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+#: consumers' back-off between deliveries: RocketMQ's delay levels 1s ... 2h (``messageDelayLevel``)
+CONSUMER_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
 
 def _backoff(config: ProxyConfig, max_attempts: int) -> pb.RetryPolicy:
@@ -45,7 +51,14 @@ def server_settings(client: pb.Settings, config: ProxyConfig) -> pb.Settings:
         out.request_timeout.CopyFrom(client.request_timeout)
     if client.WhichOneof("pub_sub") == "subscription":
         sub = client.subscription
-        out.backoff_policy.CopyFrom(_backoff(config, config.consumer_max_attempts))
+        out.backoff_policy.CopyFrom(
+            pb.RetryPolicy(
+                max_attempts=config.consumer_max_attempts,
+                customized_backoff=pb.CustomizedBackoff(
+                    next=[Duration(seconds=s) for s in CONSUMER_BACKOFF_S]
+                ),
+            )
+        )
         out.subscription.CopyFrom(
             pb.Subscription(
                 subscriptions=sub.subscriptions,
