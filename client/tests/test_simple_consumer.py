@@ -288,3 +288,22 @@ def test_ack_many_batches_per_broker_and_names_the_handles_it_could_not_use(batc
                     assert codes.count(RequestCode.ACK_MESSAGE) == 8
 
     run(main())
+
+
+def test_ack_many_of_one_checkpoint_acks_each_message_at_its_own_offset() -> None:
+    # the handles of one checkpoint differ only in the offset: ack_many parses the rest once
+    async def main() -> None:
+        async with pop_cluster(1) as (a,):
+            for i in range(6):
+                a.put("T", 1, b"m%d" % i)
+            async with _consumer(a.addr) as c:
+                got = await c.receive(32, 10)
+                assert [m.queue_offset for m in got] == list(range(6))
+                bad = got[2]
+                handle = bad.properties[MessageConst.POP_CK]
+                bad.properties[MessageConst.POP_CK] = handle.rpartition(" ")[0] + " x"
+                with pytest.raises(InvalidReceiptHandleError, match=r"1 of 6 messages.*queueOffset 'x'"):
+                    await c.ack_many(got)
+                assert sorted(a.acked) == [("T", 1, o) for o in (0, 1, 3, 4, 5)]
+
+    run(main())

@@ -513,33 +513,47 @@ def mark_popped_messages(
             pop_ck = prefix + str(m.queue_offset)
             marks.append(PopCheckpointMark(pop_ck, _first_pop(m, first_pop_time), m.reconsume_times))
         return marks
-    # Java's indexOf in the offsets of each checkpoint key, in body order
+    # Java's buildQueueOffsetSortedMap: the offsets of each checkpoint key in body order, and
+    # indexOf in them; the key of each (topic, queue) is worked out once per response
+    key_of: dict[tuple[str, int], tuple[RetryFlag, str]] = {}
     positions: dict[str, dict[int, int]] = {}
-    ck_prefixes: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    keyed: list[tuple[StoredMessage, str | None, RetryFlag, str]] = []
+    pop_ck_key = MessageConst.POP_CK
     for m in messages:
-        existing = m.properties.get(MessageConst.POP_CK)
-        flag = ExtraInfo.parse(existing).retry_flag if existing else retry_flag_of(m.topic)
-        offsets_seen = positions.setdefault(start_offset_map_key(flag, m.queue_id), {})
-        offsets_seen.setdefault(m.queue_offset, len(offsets_seen))
-    for m in messages:
-        existing = m.properties.get(MessageConst.POP_CK)
+        existing = m.properties.get(pop_ck_key)
         if existing:
-            marks.append(PopCheckpointMark(existing, _first_pop(m, first_pop_time), m.reconsume_times))
+            flag = ExtraInfo.parse(existing).retry_flag
+            key = start_offset_map_key(flag, m.queue_id)
+        else:
+            where = (m.topic, m.queue_id)
+            known = key_of.get(where)
+            if known is None:
+                flag = retry_flag_of(m.topic)
+                known = key_of[where] = (flag, start_offset_map_key(flag, m.queue_id))
+            flag, key = known
+        index = counts.get(key, 0)
+        counts[key] = index + 1
+        positions.setdefault(key, {}).setdefault(m.queue_offset, index)
+        keyed.append((m, existing, flag, key))
+    ck_prefixes: dict[str, str] = {}
+    for m, existing, flag, key in keyed:
+        first = m.properties.get(MessageConst.FIRST_POP_TIME) or first_pop_time
+        if existing:
+            marks.append(PopCheckpointMark(existing, first, m.reconsume_times))
             continue
-        flag = retry_flag_of(m.topic)
-        key = start_offset_map_key(flag, m.queue_id)
-        if key not in start or msg_offsets is None or key not in msg_offsets:
-            raise HeaderError(
-                f"pop response from {broker_name} names no checkpoint for {m.topic} queue {m.queue_id}"
-                f" (startOffsetInfo={response.start_offset_info!r},"
-                f" msgOffsetInfo={response.msg_offset_info!r})"
-            )
-        index = positions[key][m.queue_offset]
-        offsets = msg_offsets[key]
-        queue_offset = offsets[index] if index < len(offsets) else m.queue_offset
         prefix = ck_prefixes.get(key)
         if prefix is None:
+            if key not in start or msg_offsets is None or key not in msg_offsets:
+                raise HeaderError(
+                    f"pop response from {broker_name} names no checkpoint for {m.topic} queue {m.queue_id}"
+                    f" (startOffsetInfo={response.start_offset_info!r},"
+                    f" msgOffsetInfo={response.msg_offset_info!r})"
+                )
             prefix = ck_prefixes[key] = _prefix(response, start[key], flag, broker_name, m.queue_id)
+        index = positions[key][m.queue_offset]
+        offsets = msg_offsets[key]  # type: ignore[index]  # checked with the prefix
+        queue_offset = offsets[index] if index < len(offsets) else m.queue_offset
         reconsume = m.reconsume_times
         if order and order_counts is not None:
             count = order_counts.get(queue_offset_map_key(flag, m.queue_id, m.queue_offset))
@@ -547,7 +561,7 @@ def mark_popped_messages(
                 count = order_counts.get(key)
             if count is not None and count > 0:
                 reconsume = count
-        marks.append(PopCheckpointMark(prefix + str(queue_offset), _first_pop(m, first_pop_time), reconsume))
+        marks.append(PopCheckpointMark(prefix + str(queue_offset), first, reconsume))
     return marks
 
 
