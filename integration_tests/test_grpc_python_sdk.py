@@ -32,13 +32,22 @@ from pathlib import Path
 import grpc
 import pytest
 
+from rocketq.client.admin import Admin
 from rocketq.client.config import ConsumeFromWhere
 from rocketq.client.consumer import LitePullConsumer
 from rocketq.client.launcher import spawn_proxy
 from rocketq.client.model import Message
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.properties import MessageConst
-from rocketq.client.testing import ServerProcess, create_topic, drain, spawn_broker, spawn_namesrv
+from rocketq.client.remoting.vocabulary import dlq_topic
+from rocketq.client.testing import (
+    ServerProcess,
+    create_topic,
+    drain,
+    spawn_broker,
+    spawn_namesrv,
+    wait_route,
+)
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceStub
@@ -104,7 +113,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("grpc")
     with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp, ns.addr):
-        for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "sdk-push", "TopicTest"):
+        for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "sdk-push", "sdk-dlq", "TopicTest"):
             create_topic(ns.addr, topic, 4)
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
         with spawn_proxy(
@@ -112,6 +121,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             ns.addr,
             grpcClientConsumerMinLongPollingTimeoutMillis=1000,
             grpcClientConsumerMaxLongPollingTimeoutMillis=3000,
+            consumerMaxAttempts=2,  # a message is dead-lettered at its third delivery
         ) as px:
             yield Cluster(ns, px)
 
@@ -134,6 +144,7 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
             "sdk-cross-out",
             "2",
             "sdk-push",
+            "sdk-dlq",
         ],
         capture_output=True,
         text=True,
@@ -188,6 +199,21 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
     push = [(r["body"], r["attempt"]) for r in out["push"]]
     assert sorted(push) == [("push-0", 1), ("push-0", 2), ("push-1", 1), ("push-2", 1), ("push-3", 1)], push
     assert {r["topic"] for r in out["push"]} == {"sdk-push"}
+
+    # never acked: delivered consumerMaxAttempts (2) times, then in the group's dead-letter topic
+    assert [(r["body"], r["attempt"]) for r in out["dlq_deliveries"]] == [("dlq-0", 1), ("dlq-0", 2)]
+    with Admin(ns) as admin:
+        wait_route(admin, dlq_topic("g-dlq"))
+    dead = LitePullConsumer(
+        ns, consumer_group="cg-grpc-dlq", consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    dead.assign(sorted(dead.fetch_message_queues(dlq_topic("g-dlq"))))
+    dead.start()
+    try:
+        letters = drain(dead, 1, timeout_s=20)
+    finally:
+        dead.shutdown()
+    assert [(m.body, m.properties[MessageConst.UNIQ_KEY]) for m in letters] == [(b"dlq-0", out["dlq_sent"])]
 
     # what the SDK sent, read by rocketq's remoting pull consumer
     consumer = LitePullConsumer(

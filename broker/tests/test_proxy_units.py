@@ -234,7 +234,7 @@ def test_receive_plan_clamps_polling_and_batch() -> None:
     order = plan_receive(_receive(poll_ms=60_000), CONFIG, time_remaining_s=None)
     assert order == ReceiveOrder(
         group="g", topic="T", broker_name="broker-a", batch_size=32, invisible_ms=30_000,
-        poll_ms=20_000, exp_type="SQL92", exp="a > 1",
+        poll_ms=20_000, exp_type="SQL92", exp="a > 1", max_attempts=17,
     )  # fmt: skip
     short = plan_receive(_receive(poll_ms=100), CONFIG, time_remaining_s=None)
     assert isinstance(short, ReceiveOrder) and short.poll_ms == 5_000

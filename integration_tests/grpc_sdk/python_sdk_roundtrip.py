@@ -3,7 +3,7 @@
 through rocketq's gRPC proxy, printed as one JSON object on the last line of stdout.
 
 Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROSS_OUT_TOPIC N_CROSS_IN
-       PUSH_TOPIC
+       PUSH_TOPIC DLQ_TOPIC
 
 1. A SimpleConsumer of GROUP on TOPIC and CROSS_IN_TOPIC starts (one empty receive fixes its
    start offsets), then a Producer sends to TOPIC three normal messages (tag, keys, a user
@@ -16,6 +16,9 @@ Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROS
 5. A PushConsumer of group "g-push" subscribed to tag TagP of PUSH_TOPIC gets four TagP messages
    and one of another tag; its listener fails "push-0" once (the SDK then changes its invisible
    duration by the server's back-off, 1 s) and takes everything else.
+6. A SimpleConsumer of group "g-dlq" never acks the one message of DLQ_TOPIC: it changes its
+   invisible duration to 1 s at each delivery; the proxy runs with consumerMaxAttempts=2, so the
+   message is delivered twice and then goes to %DLQ%g-dlq.
 """
 
 import json
@@ -102,8 +105,24 @@ def push_phase(config, producer, topic, out):
     out["push"] = listener.seen
 
 
+def dlq_phase(config, producer, topic, out):
+    consumer = SimpleConsumer(config, "g-dlq", {topic: FilterExpression()}, await_duration=2)
+    consumer.startup()
+    try:
+        consumer.receive(16, 15)  # fixes the group's start offset
+        out["dlq_sent"] = producer.send(msg(topic, "dlq-0")).message_id
+        out["dlq_deliveries"] = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            for m in consumer.receive(16, 15):
+                out["dlq_deliveries"].append(view(m))
+                consumer.change_invisible_duration(m, 1)
+    finally:
+        consumer.shutdown()
+
+
 def main():
-    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic = sys.argv[1:8]
+    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic, dlq_topic = sys.argv[1:9]
     n_cross_in = int(n_cross_in)
     config = ClientConfiguration(addr, Credentials(), request_timeout=5)
     out = {"sent": [], "received": [], "redelivered": [], "late": [], "cross_out": [], "errors": []}
@@ -112,7 +131,7 @@ def main():
     )
     consumer.startup()
     consumer.receive(16, 15)  # fixes the group's start offset before anything is sent
-    producer = Producer(config, (topic, cross_out, push_topic))
+    producer = Producer(config, (topic, cross_out, push_topic, dlq_topic))
     producer.startup()
     try:
         due_s = int(time.time()) + 3
@@ -153,6 +172,7 @@ def main():
             m = msg(cross_out, f"to-remoting-{i}", tag="TagX", keys=f"x{i}", props={"origin": "python-sdk"})
             out["cross_out"].append({"body": m.body.decode(), "id": producer.send(m).message_id})
         push_phase(config, producer, push_topic, out)
+        dlq_phase(config, producer, dlq_topic, out)
     finally:
         producer.shutdown()
         consumer.shutdown()

@@ -10,11 +10,18 @@ reviveQid retryFlag brokerName queueId queueOffset``) with the message's CommitL
 appended, so an ack needs nothing but the handle and the topic.  Acks and changes go to the master
 of the broker the handle names; a handle whose invisible time is over is refused before that
 (INVALID_RECEIPT_HANDLE), since the message is already on its way to another consumer.
+
+Dead letters, as RocketMQ's proxy (``PopMessageResultFilterImpl``): the broker revives an un-acked
+POP message forever, so a popped message that has already been delivered ``consumerMaxAttempts``
+times is not handed out again: the proxy sends it back with delay level -1
+(CONSUMER_SEND_MSG_BACK, the broker stores it in ``%DLQ%<group>``), acks it, and leaves it out of
+the answer.  Should either step fail, the message is handed out as usual.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 
 from rocketq.client.consumer.pop_rpc import (
@@ -42,6 +49,8 @@ from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 
 __all__ = ["Popped", "ReceiveOrder", "change_invisible", "check_group", "plan_receive", "pop", "settle_ack"]
+
+log = logging.getLogger("rocketq.proxy")
 
 #: time kept from the call's deadline for the answer to travel back
 _DEADLINE_RESERVE_MS = 500
@@ -74,6 +83,8 @@ class ReceiveOrder:
     poll_ms: int
     exp_type: str
     exp: str
+    #: deliveries a message gets before it goes to the group's dead-letter topic
+    max_attempts: int
 
 
 def plan_receive(
@@ -128,6 +139,7 @@ def plan_receive(
         poll_ms=poll,
         exp_type=exp_type,
         exp=exp,
+        max_attempts=config.consumer_max_attempts,
     )
 
 
@@ -169,8 +181,29 @@ async def pop(instance: ClientInstance, order: ReceiveOrder, api_timeout_ms: int
     for msg in result.messages:
         handle = ExtraInfo.parse(msg.properties[MessageConst.POP_CK])
         handle = dataclasses.replace(handle, commit_log_offset=msg.physical_offset)
+        if msg.reconsume_times + 1 > order.max_attempts and await _dead_letter(
+            instance, order, addr, msg, handle
+        ):
+            continue
         popped.append((msg, str(handle)))
     return Popped(popped)
+
+
+async def _dead_letter(
+    instance: ClientInstance, order: ReceiveOrder, addr: str, msg: MessageExt, handle: ExtraInfo
+) -> bool:
+    """Move a message past its last delivery to ``%DLQ%<group>`` and ack it; False if that failed."""
+    try:
+        await instance.api.consumer_send_message_back(addr, msg, order.group, -1, order.max_attempts - 1)
+    except RocketQError as exc:
+        log.warning(
+            "cannot dead-letter message %s of %s for %s: %s", msg.msg_id, order.topic, order.group, exc
+        )
+        return False
+    refused = await settle_ack(instance, order.group, order.topic, str(handle))
+    if refused is not None:  # it is in the DLQ; the broker will revive the popped copy once more
+        log.warning("dead-lettered message %s of %s not acked: %s", msg.msg_id, order.topic, refused.message)
+    return True
 
 
 def _handle(text: str) -> ExtraInfo | Refusal:
