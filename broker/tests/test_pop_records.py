@@ -7,7 +7,12 @@ names that readers must accept.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketq.broker.pop.records import (
     ACK_TAG,
@@ -95,6 +100,54 @@ def test_batch_ack_json() -> None:
     back = decode_record(BATCH_ACK_TAG, JAVA_BATCH)
     assert back == BATCH
     assert isinstance(back, AckMsg) and back.offsets == (100, 105)
+
+
+def _sorted_json(doc: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {k: v for k, v in doc.items() if v is not None}, sort_keys=True, separators=(",", ":")
+    ).encode()
+
+
+_names = st.text(min_size=1, max_size=12)  # escapes and non-ASCII included: JSON as json.dumps writes it
+_longs = st.integers(-(2**63), 2**63 - 1)
+
+
+@given(
+    st.tuples(_longs, _longs, _longs, st.integers(0, 2**31 - 1), _names, _names),
+    st.lists(st.integers(0, 10**6), max_size=32),
+    st.none() | _names,
+    st.none() | _names,
+)
+def test_checkpoint_json_is_sorted_json_of_its_fields(
+    fields: tuple[int, int, int, int, str, str], diff: list[int], bn: str | None, rp: str | None
+) -> None:
+    so, pt, it, q, topic, cid = fields
+    ck = PopCheckPoint(
+        start_offset=so, pop_time=pt, invisible_time=it, queue_id=q, topic=topic, cid=cid,
+        queue_offset_diff=tuple(diff), broker_name=bn, re_put_times=rp,
+    )  # fmt: skip
+    doc = {"so": so, "pt": pt, "it": it, "bm": 0, "n": len(diff), "q": q, "t": topic, "c": cid, "ro": 0,
+           "d": diff, "reviveTime": pt + it, "bn": bn, "rp": rp}  # fmt: skip
+    assert ck.to_json() == _sorted_json(doc)
+    assert decode_record(CK_TAG, ck.to_json()) == ck
+
+
+@given(
+    st.tuples(_longs, _longs, _longs, st.integers(0, 2**31 - 1), _names, _names),
+    st.lists(_longs, max_size=32),
+    st.none() | _names,
+)
+def test_ack_json_is_sorted_json_of_its_fields(
+    fields: tuple[int, int, int, int, str, str], aol: list[int], bn: str | None
+) -> None:
+    ao, so, pt, q, topic, group = fields
+    ack = AckMsg(
+        ack_offset=ao, start_offset=so, consumer_group=group, topic=topic, queue_id=q, pop_time=pt,
+        broker_name=bn, ack_offsets=tuple(aol),
+    )  # fmt: skip
+    doc = {"ao": ao, "so": so, "c": group, "t": topic, "q": q, "pt": pt, "bn": bn, "aol": aol or None}
+    assert ack.to_json() == _sorted_json(doc)
+    assert decode_record(BATCH_ACK_TAG if aol else ACK_TAG, ack.to_json()) == ack
 
 
 def test_unique_ids_as_pop_message_processor_builds_them() -> None:

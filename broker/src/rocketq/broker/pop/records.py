@@ -54,8 +54,15 @@ class ReviveRecordError(BrokerError):
     """A revive-log body that is not a checkpoint or ack record (the position is in the message)."""
 
 
-def _json(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+def _jstr(text: str) -> str:
+    """A JSON string as ``json.dumps`` writes it (topic and group names need no escapes)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return json.dumps(text)
+
+
+def _jints(values: tuple[int, ...]) -> str:
+    return f"[{','.join(map(str, values))}]"
 
 
 def _pick(doc: Mapping[str, Any], short: str, long: str, default: Any = None) -> Any:
@@ -102,24 +109,16 @@ class PopCheckPoint:
         return self.start_offset + (self.queue_offset_diff[-1] + 1 if self.queue_offset_diff else 0)
 
     def to_json(self) -> bytes:
-        doc: dict[str, Any] = {
-            "so": self.start_offset,
-            "pt": self.pop_time,
-            "it": self.invisible_time,
-            "bm": self.bit_map,
-            "n": self.num,
-            "q": self.queue_id,
-            "t": self.topic,
-            "c": self.cid,
-            "ro": self.revive_offset,
-            "d": list(self.queue_offset_diff),
-            "reviveTime": self.revive_time,
-        }
-        if self.broker_name is not None:
-            doc["bn"] = self.broker_name
-        if self.re_put_times is not None:
-            doc["rp"] = self.re_put_times
-        return _json(doc)
+        """fastjson's text: keys sorted, ``bn``/``rp`` left out when None (written on every POP, so
+        by hand rather than through ``json.dumps(sort_keys=True)``)."""
+        bn = "" if self.broker_name is None else f'"bn":{_jstr(self.broker_name)},'
+        rp = "" if self.re_put_times is None else f'"rp":{_jstr(self.re_put_times)},'
+        return (
+            f'{{"bm":{int(self.bit_map)},{bn}"c":{_jstr(self.cid)},"d":{_jints(self.queue_offset_diff)},'
+            f'"it":{int(self.invisible_time)},"n":{self.num},"pt":{int(self.pop_time)},'
+            f'"q":{int(self.queue_id)},"reviveTime":{int(self.revive_time)},"ro":{int(self.revive_offset)},'
+            f'{rp}"so":{int(self.start_offset)},"t":{_jstr(self.topic)}}}'
+        ).encode()
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> PopCheckPoint:
@@ -178,19 +177,14 @@ class AckMsg:
         return self.ack_offsets if self.is_batch else (self.ack_offset,)
 
     def to_json(self) -> bytes:
-        doc: dict[str, Any] = {
-            "ao": self.ack_offset,
-            "so": self.start_offset,
-            "c": self.consumer_group,
-            "t": self.topic,
-            "q": self.queue_id,
-            "pt": self.pop_time,
-        }
-        if self.broker_name is not None:
-            doc["bn"] = self.broker_name
-        if self.is_batch:
-            doc["aol"] = list(self.ack_offsets)
-        return _json(doc)
+        """fastjson's text: keys sorted, ``bn`` left out when None, ``aol`` for a batch only."""
+        aol = f'"aol":{_jints(self.ack_offsets)},' if self.is_batch else ""
+        bn = "" if self.broker_name is None else f'"bn":{_jstr(self.broker_name)},'
+        return (
+            f'{{"ao":{int(self.ack_offset)},{aol}{bn}"c":{_jstr(self.consumer_group)},'
+            f'"pt":{int(self.pop_time)},"q":{int(self.queue_id)},"so":{int(self.start_offset)},'
+            f'"t":{_jstr(self.topic)}}}'
+        ).encode()
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> AckMsg:
