@@ -112,7 +112,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("grpc")
-    with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp, ns.addr):
+    with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp, ns.addr, recallMessageEnable="true"):
         for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "sdk-push", "sdk-dlq", "TopicTest"):
             create_topic(ns.addr, topic, 4)
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
@@ -193,7 +193,9 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
     assert [(r["body"], r["attempt"]) for r in out["redelivered"]] == [("normal-0", 2)]
     assert out["changed_handle"].split()[2] == "2000"
     assert "40013" in out["stale_ack"]  # INVALID_RECEIPT_HANDLE
-    assert out["late"] == []  # nothing acked came back
+    assert out["late"] == []  # nothing acked came back, the recalled message never came
+    assert out["recalled"] == out["recall_sent"]
+    assert "40000" in out["bogus_recall"]  # BAD_REQUEST: not a recall handle
 
     # the push consumer: the failed message came back once (the back-off's 1 s), the filtered one never
     push = [(r["body"], r["attempt"]) for r in out["push"]]

@@ -7,7 +7,8 @@ Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROS
 
 1. A SimpleConsumer of GROUP on TOPIC and CROSS_IN_TOPIC starts (one empty receive fixes its
    start offsets), then a Producer sends to TOPIC three normal messages (tag, keys, a user
-   property), five FIFO messages of message group "g1" and one delay message due 3 s later.
+   property), five FIFO messages of message group "g1" and one delay message due 3 s later,
+   then one due 4 s later that it recalls at once (and a recall with a made-up handle).
 2. The consumer receives until it has all nine and the N_CROSS_IN messages rocketq's remoting
    producer sent to CROSS_IN_TOPIC, acks them, except one whose invisible duration it changes
    to 2 s: that one comes back (delivery attempt 2) and is acked with its new handle.
@@ -142,6 +143,14 @@ def main():
             receipt = producer.send(m)
             out["sent"].append({"body": m.body.decode(), "id": receipt.message_id, "offset": receipt.offset})
         out["delay_due_ms"] = due_s * 1000
+        receipt = producer.send(msg(topic, "recalled-0", deliver_s=due_s + 1))
+        out["recall_sent"] = receipt.message_id
+        out["recalled"] = producer.recall_message(topic, receipt.recall_handle)
+        try:
+            producer.recall_message(topic, "bm90IGEgaGFuZGxl")
+            out["bogus_recall"] = "accepted"
+        except Exception as exc:
+            out["bogus_recall"] = f"{type(exc).__name__}: {exc}"
         want = len(plan) + n_cross_in
         changed = None
         deadline = time.monotonic() + 40

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from rocketq.client.errors import RocketQError
+from rocketq.client.errors import ClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
 from rocketq.proxy.config import ProxyConfig
@@ -224,8 +224,23 @@ class MessagingService(MessagingServiceServicer):
     async def EndTransaction(self, request: Any, context: Context) -> spb.EndTransactionResponse:
         return spb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
 
-    async def RecallMessage(self, request: Any, context: Context) -> spb.RecallMessageResponse:
-        return spb.RecallMessageResponse(status=_not_implemented("RecallMessage"))
+    async def RecallMessage(
+        self, request: spb.RecallMessageRequest, context: Context
+    ) -> spb.RecallMessageResponse:
+        topic = request.topic.name
+        if not topic:
+            return spb.RecallMessageResponse(
+                status=status(pb.Code.ILLEGAL_TOPIC, "the request names no topic")
+            )
+        try:
+            msg_id = await self.producer.recall(topic, request.recall_handle)
+        except ClientError as exc:  # not a recall handle
+            return spb.RecallMessageResponse(status=status(pb.Code.BAD_REQUEST, str(exc)))
+        except RocketQError as exc:
+            return spb.RecallMessageResponse(
+                status=status(code_of_error(exc), f"recall in topic {topic} failed: {exc}")
+            )
+        return spb.RecallMessageResponse(status=ok(), message_id=msg_id)
 
     async def UpdateOffset(self, request: Any, context: Context) -> spb.UpdateOffsetResponse:
         return spb.UpdateOffsetResponse(status=_not_implemented("UpdateOffset"))
