@@ -112,8 +112,22 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("grpc")
-    with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp, ns.addr, recallMessageEnable="true"):
-        for topic in ("sdk-main", "sdk-cross-in", "sdk-cross-out", "sdk-push", "sdk-dlq", "TopicTest"):
+    # the broker checks back half messages older than 1 s, every second
+    with (
+        spawn_namesrv(tmp / "ns") as ns,
+        spawn_broker(
+            tmp, ns.addr, recallMessageEnable="true", transactionTimeOut=1000, transactionCheckInterval=1000
+        ),
+    ):
+        for topic in (
+            "sdk-main",
+            "sdk-cross-in",
+            "sdk-cross-out",
+            "sdk-push",
+            "sdk-dlq",
+            "sdk-tx",
+            "TopicTest",
+        ):
             create_topic(ns.addr, topic, 4)
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
         with spawn_proxy(
@@ -145,6 +159,7 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
             "2",
             "sdk-push",
             "sdk-dlq",
+            "sdk-tx",
         ],
         capture_output=True,
         text=True,
@@ -217,6 +232,16 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
         dead.shutdown()
     assert [(m.body, m.properties[MessageConst.UNIQ_KEY]) for m in letters] == [(b"dlq-0", out["dlq_sent"])]
 
+    # transactions: committed by the client, and by its checker when the broker checked back;
+    # the rolled-back one never arrives
+    tx = out["tx_sent"]
+    assert sorted((r["body"], r["id"]) for r in out["tx_received"]) == sorted(
+        [("tx-commit", tx["tx-commit"]), ("tx-orphan", tx["tx-orphan"])]
+    ), out["tx_received"]
+    assert {(c["body"], c["id"], c["topic"]) for c in out["tx_checked"]} == {
+        ("tx-orphan", tx["tx-orphan"], "sdk-tx")
+    }
+
     # what the SDK sent, read by rocketq's remoting pull consumer
     consumer = LitePullConsumer(
         ns, consumer_group="cg-grpc-cross", consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -288,7 +313,7 @@ def test_bad_input_gets_rocketmq_status_codes_and_the_proxy_keeps_serving(cluste
         assert sorted(q.id for q in route.message_queues) == [0, 1, 2, 3]
         assert {q.broker.endpoints.addresses[0].port for q in route.message_queues} == {cluster.proxy.port}
         assert {tuple(q.accept_message_types) for q in route.message_queues} == {
-            (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY)
+            (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION)
         }
 
         unknown = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="no-such-topic")), timeout=10)
@@ -331,6 +356,17 @@ def test_bad_input_gets_rocketmq_status_codes_and_the_proxy_keeps_serving(cluste
         answers = list(stub.ReceiveMessage(short, timeout=10))
         assert answers[0].status.code == pb.Code.ILLEGAL_INVISIBLE_TIME
         assert answers[-1].HasField("delivery_timestamp")
+
+        end = stub.EndTransaction(
+            spb.EndTransactionRequest(
+                topic=topic,
+                message_id="m",
+                transaction_id="made-up",
+                resolution=pb.TransactionResolution.COMMIT,
+            ),
+            timeout=10,
+        )
+        assert end.status.code == pb.Code.INVALID_TRANSACTION_ID
 
         # still serving after all of it
         fine = stub.SendMessage(

@@ -3,6 +3,7 @@ routes, the Settings reply and the checks of a receive."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketq.client.model import MessageExt
+from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
 from rocketq.client.remoting.vocabulary import Perm
@@ -18,6 +20,7 @@ from rocketq.proxy.consumer import ReceiveOrder, plan_receive
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
+from rocketq.proxy.transaction import ProxyTransactionId, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 
@@ -101,7 +104,11 @@ def test_sdk_message_becomes_remoting_properties() -> None:
     [
         (_sdk(b""), pb.Code.MESSAGE_BODY_EMPTY),
         (_sdk(b"x" * 1025), pb.Code.MESSAGE_BODY_TOO_LARGE),
-        (_sdk(message_type=pb.MessageType.TRANSACTION), pb.Code.NOT_IMPLEMENTED),
+        (
+            _sdk(message_type=pb.MessageType.TRANSACTION, message_group="g"),
+            pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        ),
+        (_sdk(message_type=pb.MessageType.PRIORITY), pb.Code.NOT_IMPLEMENTED),
         (_sdk(body_encoding=pb.Encoding.GZIP), pb.Code.NOT_IMPLEMENTED),
     ],
 )
@@ -259,3 +266,38 @@ def test_receive_plan_refusals(
     no_group.group.name = ""
     refused = plan_receive(no_group, CONFIG, None)
     assert isinstance(refused, Refusal) and refused.code == pb.Code.ILLEGAL_CONSUMER_GROUP
+
+
+# ---------------------------------------------------------------------- transactions
+
+
+def test_transaction_id_round_trip_and_refusals() -> None:
+    offset_msg_id = encode_offset_msg_id("10.0.0.2", 10911, 123456)
+    tid = ProxyTransactionId(offset_msg_id, 42, "01CC")
+    parsed = ProxyTransactionId.parse(str(tid))
+    assert parsed == tid
+    assert parsed.broker_addr() == "10.0.0.2:10911" and parsed.commit_log_offset() == 123456
+    for bad in (
+        "",
+        "01CC",
+        f"rqtx1-{offset_msg_id}-x-01CC",
+        "rqtx1-nothex-1-01CC",
+        f"other-{offset_msg_id}-1-0",
+    ):
+        assert ProxyTransactionId.parse(bad) is None, bad
+
+
+def test_telemetry_hub_forwards_to_a_producer_of_the_topic() -> None:
+    hub = TelemetryHub()
+    a: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
+    b: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
+    hub.publish(a, ["T1", "T2"])
+    hub.publish(b, ["T2"])
+    command = spb.TelemetryCommand(
+        recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand()
+    )
+    assert hub.send_to_producer_of("T1", command) and a.qsize() == 1
+    assert not hub.send_to_producer_of("T3", command)
+    hub.forget(a)
+    assert not hub.send_to_producer_of("T1", command)
+    assert hub.send_to_producer_of("T2", command) and b.qsize() == 1

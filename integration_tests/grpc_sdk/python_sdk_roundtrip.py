@@ -3,7 +3,7 @@
 through rocketq's gRPC proxy, printed as one JSON object on the last line of stdout.
 
 Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROSS_OUT_TOPIC N_CROSS_IN
-       PUSH_TOPIC DLQ_TOPIC
+       PUSH_TOPIC DLQ_TOPIC TX_TOPIC
 
 1. A SimpleConsumer of GROUP on TOPIC and CROSS_IN_TOPIC starts (one empty receive fixes its
    start offsets), then a Producer sends to TOPIC three normal messages (tag, keys, a user
@@ -20,6 +20,9 @@ Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROS
 6. A SimpleConsumer of group "g-dlq" never acks the one message of DLQ_TOPIC: it changes its
    invisible duration to 1 s at each delivery; the proxy runs with consumerMaxAttempts=2, so the
    message is delivered twice and then goes to %DLQ%g-dlq.
+7. Transactions on TX_TOPIC: one committed, one rolled back, one left open (the broker checks
+   back, the proxy forwards the check to this producer, whose checker commits it); a
+   SimpleConsumer of "g-tx" receives the committed two and never the rolled-back one.
 """
 
 import json
@@ -37,6 +40,8 @@ from rocketmq import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
 )
 
 
@@ -106,6 +111,41 @@ def push_phase(config, producer, topic, out):
     out["push"] = listener.seen
 
 
+class Checker(TransactionChecker):
+    def __init__(self):
+        self.checked = []
+
+    def check(self, message):
+        self.checked.append({"body": message.body.decode(), "id": message.message_id, "topic": message.topic})
+        return TransactionResolution.COMMIT
+
+
+def tx_phase(config, producer, topic, out):
+    consumer = SimpleConsumer(config, "g-tx", {topic: FilterExpression()}, await_duration=2)
+    consumer.startup()
+    try:
+        consumer.receive(16, 15)  # fixes the group's start offset
+        for body, end in (("tx-commit", "commit"), ("tx-rollback", "rollback"), ("tx-orphan", None)):
+            transaction = producer.begin_transaction()
+            receipt = producer.send(msg(topic, body), transaction)
+            out.setdefault("tx_sent", {})[body] = receipt.message_id
+            if end == "commit":
+                transaction.commit()
+            elif end == "rollback":
+                transaction.rollback()
+        out["tx_received"] = []
+        deadline = time.monotonic() + 30
+        while len(out["tx_received"]) < 2 and time.monotonic() < deadline:
+            for m in consumer.receive(16, 15):
+                out["tx_received"].append(view(m))
+                consumer.ack(m)
+        for m in consumer.receive(16, 15):  # a rolled-back message would show up by now
+            out["tx_received"].append(view(m))
+            consumer.ack(m)
+    finally:
+        consumer.shutdown()
+
+
 def dlq_phase(config, producer, topic, out):
     consumer = SimpleConsumer(config, "g-dlq", {topic: FilterExpression()}, await_duration=2)
     consumer.startup()
@@ -123,7 +163,7 @@ def dlq_phase(config, producer, topic, out):
 
 
 def main():
-    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic, dlq_topic = sys.argv[1:9]
+    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic, dlq_topic, tx_topic = sys.argv[1:10]
     n_cross_in = int(n_cross_in)
     config = ClientConfiguration(addr, Credentials(), request_timeout=5)
     out = {"sent": [], "received": [], "redelivered": [], "late": [], "cross_out": [], "errors": []}
@@ -132,7 +172,8 @@ def main():
     )
     consumer.startup()
     consumer.receive(16, 15)  # fixes the group's start offset before anything is sent
-    producer = Producer(config, (topic, cross_out, push_topic, dlq_topic))
+    checker = Checker()
+    producer = Producer(config, (topic, cross_out, push_topic, dlq_topic, tx_topic), checker=checker)
     producer.startup()
     try:
         due_s = int(time.time()) + 3
@@ -182,6 +223,8 @@ def main():
             out["cross_out"].append({"body": m.body.decode(), "id": producer.send(m).message_id})
         push_phase(config, producer, push_topic, out)
         dlq_phase(config, producer, dlq_topic, out)
+        tx_phase(config, producer, tx_topic, out)
+        out["tx_checked"] = checker.checked
     finally:
         producer.shutdown()
         consumer.shutdown()

@@ -106,10 +106,6 @@ def to_remoting_message(message: pb.Message, max_body_size: int) -> Message | Re
         )
     if sp.body_encoding == pb.Encoding.GZIP:
         return Refusal(pb.Code.NOT_IMPLEMENTED, "GZIP-encoded bodies are not served yet; send IDENTITY")
-    if sp.message_type == pb.MessageType.TRANSACTION:
-        return Refusal(
-            pb.Code.NOT_IMPLEMENTED, "transactional messages are not served by rocketq's proxy yet"
-        )
     if sp.message_type in (pb.MessageType.LITE, pb.MessageType.PRIORITY):
         name = pb.MessageType.Name(sp.message_type)
         return Refusal(pb.Code.NOT_IMPLEMENTED, f"{name} messages are not served by rocketq's proxy yet")
@@ -132,6 +128,11 @@ def to_remoting_message(message: pb.Message, max_body_size: int) -> Message | Re
         return Refusal(
             pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             "a message cannot have both a message_group (FIFO) and a delivery_timestamp (DELAY)",
+        )
+    if sp.message_type == pb.MessageType.TRANSACTION and (group is not None or deliver_at is not None):
+        return Refusal(
+            pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            "a transactional message cannot have a message_group or a delivery_timestamp",
         )
     return Message(
         topic,

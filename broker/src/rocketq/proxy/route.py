@@ -21,7 +21,12 @@ from rocketq.proxy.v2 import definition_pb2 as pb
 __all__ = ["ACCEPTED_TYPES", "grpc_assignments", "grpc_queues"]
 
 #: the message types every topic accepts through the proxy
-ACCEPTED_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY)
+ACCEPTED_TYPES = (
+    pb.MessageType.NORMAL,
+    pb.MessageType.FIFO,
+    pb.MessageType.DELAY,
+    pb.MessageType.TRANSACTION,
+)
 
 
 def _permission(readable: bool, writable: bool) -> pb.Permission:

@@ -19,6 +19,7 @@ from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.service import MessagingService
+from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
 
@@ -58,6 +59,10 @@ class ProxyServer:
             producer_group=PRODUCER_GROUP,
             max_message_size=config.max_message_size,
         )
+        self.hub = TelemetryHub()
+        self.transactions = ProxyTransactions(
+            config.namesrv_addr, self.instance, self.hub, config.max_message_size
+        )
         self.port = 0
         self._server: grpc.aio.Server | None = None
 
@@ -85,8 +90,9 @@ class ProxyServer:
             )
         advertised = self.config.advertised_address
         port = int(advertised.rpartition(":")[2]) if advertised and ":" in advertised else self.port
+        endpoints = _endpoints(self._advertised_host(), port)
         service = MessagingService(
-            self.config, self.instance, self.producer, _endpoints(self._advertised_host(), port)
+            self.config, self.instance, self.producer, self.transactions, self.hub, endpoints
         )
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()
@@ -97,5 +103,6 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        await self.transactions.close()
         await self.producer.shutdown()
         await self.instance.close()

@@ -11,6 +11,7 @@ RPCs this slice does not serve yet answer NOT_IMPLEMENTED with a sentence saying
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
@@ -27,6 +28,7 @@ from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
+from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceServicer
@@ -50,11 +52,19 @@ class MessagingService(MessagingServiceServicer):
     """The RPC handlers; ``endpoints`` is the proxy's own address, put into every route."""
 
     def __init__(
-        self, config: ProxyConfig, instance: ClientInstance, producer: AsyncProducer, endpoints: pb.Endpoints
+        self,
+        config: ProxyConfig,
+        instance: ClientInstance,
+        producer: AsyncProducer,
+        transactions: ProxyTransactions,
+        hub: TelemetryHub,
+        endpoints: pb.Endpoints,
     ) -> None:
         self.config = config
         self.instance = instance
         self.producer = producer
+        self.transactions = transactions
+        self.hub = hub
         self.endpoints = endpoints
 
     # ------------------------------------------------------------------ routes and sessions
@@ -90,14 +100,38 @@ class MessagingService(MessagingServiceServicer):
     async def Telemetry(
         self, request_iterator: AsyncIterator[spb.TelemetryCommand], context: Context
     ) -> AsyncIterator[spb.TelemetryCommand]:
+        """Answers the client's commands and carries the server's (transaction checks) to it."""
+        outgoing: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
+        reader = asyncio.create_task(self._read_telemetry(request_iterator, outgoing, context.peer()))
+        try:
+            while True:
+                getter = asyncio.ensure_future(outgoing.get())
+                await asyncio.wait((getter, reader), return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():  # the client closed its side
+                    getter.cancel()
+                    break
+                yield getter.result()
+        finally:
+            self.hub.forget(outgoing)
+            reader.cancel()
+
+    async def _read_telemetry(
+        self,
+        request_iterator: AsyncIterator[spb.TelemetryCommand],
+        outgoing: asyncio.Queue[spb.TelemetryCommand],
+        peer: str,
+    ) -> None:
         async for command in request_iterator:
             kind = command.WhichOneof("command")
             if kind == "settings":
-                yield spb.TelemetryCommand(
-                    status=ok(), settings=server_settings(command.settings, self.config)
+                settings = command.settings
+                if settings.WhichOneof("pub_sub") == "publishing":
+                    self.hub.publish(outgoing, [t.name for t in settings.publishing.topics])
+                outgoing.put_nowait(
+                    spb.TelemetryCommand(status=ok(), settings=server_settings(settings, self.config))
                 )
             elif kind is not None:
-                log.debug("telemetry command %s from %s ignored", kind, context.peer())
+                log.debug("telemetry command %s from %s ignored", kind, peer)
 
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
@@ -120,6 +154,8 @@ class MessagingService(MessagingServiceServicer):
             return spb.SendResultEntry(status=_refused(converted))
         try:
             await self.instance.get_route(converted.topic)  # unknown topics: no auto-creation here
+            if message.system_properties.message_type == pb.MessageType.TRANSACTION:
+                return await self.transactions.send_half(converted)
             result = await self.producer.send(converted)
         except RocketQError as exc:
             log.info("send to %s refused: %s", converted.topic, exc)
@@ -132,6 +168,12 @@ class MessagingService(MessagingServiceServicer):
             offset=result.queue_offset,
             recall_handle=result.recall_handle or "",
         )
+
+    async def EndTransaction(
+        self, request: spb.EndTransactionRequest, context: Context
+    ) -> spb.EndTransactionResponse:
+        refused = await self.transactions.end(request)
+        return spb.EndTransactionResponse(status=ok() if refused is None else _refused(refused))
 
     # ------------------------------------------------------------------ consuming
 
@@ -220,9 +262,6 @@ class MessagingService(MessagingServiceServicer):
         return spb.ForwardMessageToDeadLetterQueueResponse(
             status=_not_implemented("ForwardMessageToDeadLetterQueue")
         )
-
-    async def EndTransaction(self, request: Any, context: Context) -> spb.EndTransactionResponse:
-        return spb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
 
     async def RecallMessage(
         self, request: spb.RecallMessageRequest, context: Context
