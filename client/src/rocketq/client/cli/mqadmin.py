@@ -21,7 +21,17 @@ import sys
 from collections.abc import Sequence
 
 from rocketq.client.admin import AsyncAdmin
-from rocketq.client.cli import acl, cluster, consumer, controller, kvconfig, message, topic, trace
+from rocketq.client.cli import (
+    acl,
+    cluster,
+    consumer,
+    controller,
+    kvconfig,
+    message,
+    subgroup,
+    topic,
+    trace,
+)
 from rocketq.client.cli.common import CommandGroup, Handler
 from rocketq.client.config import ClientConfig
 from rocketq.client.errors import MQBrokerError, RocketQError
@@ -32,6 +42,7 @@ GROUPS: tuple[CommandGroup, ...] = (
     topic.GROUP,
     cluster.GROUP,
     consumer.GROUP,
+    subgroup.GROUP,
     message.GROUP,
     controller.GROUP,
     acl.GROUP,
@@ -50,6 +61,8 @@ LISTING: tuple[str, ...] = (
     "haStatus",
     "consumerProgress",
     "popStatus",
+    "updateSubGroup",
+    "deleteSubGroup",
     "queryMsgByKey",
     "queryMsgById",
     "resetOffsetByTime",
