@@ -126,6 +126,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-push",
             "sdk-dlq",
             "sdk-tx",
+            "ns1%sdk-ns",  # topic sdk-ns of namespace ns1
             "TopicTest",
         ):
             create_topic(ns.addr, topic, 4)
@@ -160,6 +161,7 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
             "sdk-push",
             "sdk-dlq",
             "sdk-tx",
+            "sdk-ns",
         ],
         capture_output=True,
         text=True,
@@ -241,6 +243,11 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
     assert {(c["body"], c["id"], c["topic"]) for c in out["tx_checked"]} == {
         ("tx-orphan", tx["tx-orphan"], "sdk-tx")
     }
+
+    # a namespace: the SDK's topic sdk-ns is the brokers' ns1%sdk-ns, and the SDK sees its own name
+    assert [(r["body"], r["id"], r["topic"]) for r in out["ns_received"]] == [
+        ("ns-0", out["ns_sent"], "sdk-ns")
+    ]
 
     # what the SDK sent, read by rocketq's remoting pull consumer
     consumer = LitePullConsumer(

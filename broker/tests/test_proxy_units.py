@@ -18,6 +18,7 @@ from rocketq.client.remoting.vocabulary import Perm
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
 from rocketq.proxy.consumer import ReceiveOrder, plan_receive
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
+from rocketq.proxy.naming import unwrap, wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.transaction import ProxyTransactionId, TelemetryHub
@@ -287,17 +288,42 @@ def test_transaction_id_round_trip_and_refusals() -> None:
         assert ProxyTransactionId.parse(bad) is None, bad
 
 
-def test_telemetry_hub_forwards_to_a_producer_of_the_topic() -> None:
+def test_telemetry_hub_forwards_checks_to_a_producer_of_the_topic() -> None:
     hub = TelemetryHub()
     a: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
     b: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
-    hub.publish(a, ["T1", "T2"])
-    hub.publish(b, ["T2"])
-    command = spb.TelemetryCommand(
-        recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand()
-    )
-    assert hub.send_to_producer_of("T1", command) and a.qsize() == 1
-    assert not hub.send_to_producer_of("T3", command)
+    hub.publish(a, ["T1", "T2"], "")
+    hub.publish(b, ["ns1%T2"], "ns1")
+    message = pb.Message(topic=pb.Resource(name="T1"), body=b"x")
+    assert hub.send_check_to_producer_of("T1", message, "tid") and a.qsize() == 1
+    check = a.get_nowait().recover_orphaned_transaction_command
+    assert (check.transaction_id, check.message.topic.name, check.message.body) == ("tid", "T1", b"x")
+    assert not hub.send_check_to_producer_of("T3", message, "tid")
     hub.forget(a)
-    assert not hub.send_to_producer_of("T1", command)
-    assert hub.send_to_producer_of("T2", command) and b.qsize() == 1
+    assert not hub.send_check_to_producer_of("T1", message, "tid")
+    assert hub.send_check_to_producer_of("ns1%T2", message, "tid") and b.qsize() == 1
+    topic = b.get_nowait().recover_orphaned_transaction_command.message.topic
+    assert (topic.resource_namespace, topic.name) == ("ns1", "T2")  # in the client's namespace
+
+
+def test_namespaced_resources_are_named_as_on_the_brokers() -> None:
+    request = spb.ReceiveMessageRequest(
+        group=pb.Resource(resource_namespace="ns1", name="g"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(resource_namespace="ns1", name="T")),
+    )
+    wrapped, namespace = wrap_resources(request)
+    assert (
+        namespace == "ns1" and wrapped.group.name == "ns1%g" and wrapped.message_queue.topic.name == "ns1%T"
+    )
+    assert not wrapped.group.resource_namespace and request.group.name == "g"  # the request is unchanged
+    send = spb.SendMessageRequest(
+        messages=[pb.Message(topic=pb.Resource(resource_namespace="ns1", name="T"))]
+    )
+    assert wrap_resources(send)[0].messages[0].topic.name == "ns1%T"
+    plain, none = wrap_resources(spb.QueryRouteRequest(topic=pb.Resource(name="T")))
+    assert (plain.topic.name, none) == ("T", "")
+    twice = spb.QueryRouteRequest(topic=pb.Resource(resource_namespace="ns1", name="ns1%T"))
+    assert wrap_resources(twice)[0].topic.name == "ns1%T"  # never wrapped twice
+    back = unwrap("ns1%T", "ns1")
+    assert (back.resource_namespace, back.name) == ("ns1", "T")
+    assert to_grpc_message(_stored({}), None, "ns1").topic.name == "T"  # no prefix: kept as it is

@@ -3,7 +3,7 @@
 through rocketq's gRPC proxy, printed as one JSON object on the last line of stdout.
 
 Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROSS_OUT_TOPIC N_CROSS_IN
-       PUSH_TOPIC DLQ_TOPIC TX_TOPIC
+       PUSH_TOPIC DLQ_TOPIC TX_TOPIC NS_TOPIC
 
 1. A SimpleConsumer of GROUP on TOPIC and CROSS_IN_TOPIC starts (one empty receive fixes its
    start offsets), then a Producer sends to TOPIC three normal messages (tag, keys, a user
@@ -23,6 +23,8 @@ Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROS
 7. Transactions on TX_TOPIC: one committed, one rolled back, one left open (the broker checks
    back, the proxy forwards the check to this producer, whose checker commits it); a
    SimpleConsumer of "g-tx" receives the committed two and never the rolled-back one.
+8. Clients configured with namespace "ns1" send "ns-0" to NS_TOPIC and receive it (the brokers
+   know the topic as "ns1%NS_TOPIC").
 """
 
 import json
@@ -146,6 +148,26 @@ def tx_phase(config, producer, topic, out):
         consumer.shutdown()
 
 
+def namespace_phase(addr, topic, out):
+    config = ClientConfiguration(addr, Credentials(), namespace="ns1", request_timeout=5)
+    consumer = SimpleConsumer(config, "g-ns", {topic: FilterExpression()}, await_duration=2)
+    consumer.startup()
+    producer = Producer(config, (topic,))
+    producer.startup()
+    try:
+        consumer.receive(16, 15)  # fixes the group's start offset
+        out["ns_sent"] = producer.send(msg(topic, "ns-0")).message_id
+        out["ns_received"] = []
+        deadline = time.monotonic() + 15
+        while not out["ns_received"] and time.monotonic() < deadline:
+            for m in consumer.receive(16, 15):
+                out["ns_received"].append(view(m))
+                consumer.ack(m)
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+
+
 def dlq_phase(config, producer, topic, out):
     consumer = SimpleConsumer(config, "g-dlq", {topic: FilterExpression()}, await_duration=2)
     consumer.startup()
@@ -163,7 +185,9 @@ def dlq_phase(config, producer, topic, out):
 
 
 def main():
-    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic, dlq_topic, tx_topic = sys.argv[1:10]
+    addr, topic, group, cross_in, cross_out, n_cross_in, push_topic, dlq_topic, tx_topic, ns_topic = sys.argv[
+        1:11
+    ]
     n_cross_in = int(n_cross_in)
     config = ClientConfiguration(addr, Credentials(), request_timeout=5)
     out = {"sent": [], "received": [], "redelivered": [], "late": [], "cross_out": [], "errors": []}
@@ -225,6 +249,7 @@ def main():
         dlq_phase(config, producer, dlq_topic, out)
         tx_phase(config, producer, tx_topic, out)
         out["tx_checked"] = checker.checked
+        namespace_phase(addr, ns_topic, out)
     finally:
         producer.shutdown()
         consumer.shutdown()

@@ -21,6 +21,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.remoting.properties import MessageConst
+from rocketq.proxy.naming import unwrap
 from rocketq.proxy.v2 import definition_pb2 as pb
 
 __all__ = [
@@ -165,8 +166,8 @@ def _host(addr: tuple[str, int]) -> str:
     return f"{addr[0]}:{addr[1]}"
 
 
-def to_grpc_message(msg: MessageExt, receipt_handle: str | None) -> pb.Message:
-    """The SDK's view of a popped (or pulled) record."""
+def to_grpc_message(msg: MessageExt, receipt_handle: str | None, namespace: str = "") -> pb.Message:
+    """The SDK's view of a popped (or pulled) record; its topic loses the ``namespace%`` prefix."""
     props = msg.properties
     sp = pb.SystemProperties(
         message_id=msg.msg_id,
@@ -195,5 +196,5 @@ def to_grpc_message(msg: MessageExt, receipt_handle: str | None) -> pb.Message:
         sp.receipt_handle = receipt_handle
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
     return pb.Message(
-        topic=pb.Resource(name=msg.topic), user_properties=user, system_properties=sp, body=msg.body
+        topic=unwrap(msg.topic, namespace), user_properties=user, system_properties=sp, body=msg.body
     )

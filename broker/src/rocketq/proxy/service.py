@@ -25,6 +25,7 @@ from rocketq.client.producer import AsyncProducer
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.consumer import Popped, change_invisible, check_group, plan_receive, pop, settle_ack
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
+from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
@@ -70,6 +71,8 @@ class MessagingService(MessagingServiceServicer):
     # ------------------------------------------------------------------ routes and sessions
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Context) -> spb.QueryRouteResponse:
+        original = request.topic
+        request, _ = wrap_resources(request)
         topic = request.topic.name
         if not topic:
             return spb.QueryRouteResponse(status=status(pb.Code.ILLEGAL_TOPIC, "the request names no topic"))
@@ -81,7 +84,7 @@ class MessagingService(MessagingServiceServicer):
             )
         # the address the client reached us on, when it says (port mappings keep working)
         endpoints = request.endpoints if request.endpoints.addresses else self.endpoints
-        queues = grpc_queues(request.topic, route, endpoints)
+        queues = grpc_queues(original, route, endpoints)
         if not queues:
             return spb.QueryRouteResponse(
                 status=status(
@@ -91,6 +94,7 @@ class MessagingService(MessagingServiceServicer):
         return spb.QueryRouteResponse(status=ok(), message_queues=queues)
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Context) -> spb.HeartbeatResponse:
+        request, _ = wrap_resources(request)
         if request.HasField("group") and request.group.name:
             refused = check_group(request.group)
             if refused is not None:
@@ -126,7 +130,8 @@ class MessagingService(MessagingServiceServicer):
             if kind == "settings":
                 settings = command.settings
                 if settings.WhichOneof("pub_sub") == "publishing":
-                    self.hub.publish(outgoing, [t.name for t in settings.publishing.topics])
+                    named, namespace = wrap_resources(settings.publishing)
+                    self.hub.publish(outgoing, [t.name for t in named.topics], namespace)
                 outgoing.put_nowait(
                     spb.TelemetryCommand(status=ok(), settings=server_settings(settings, self.config))
                 )
@@ -141,6 +146,7 @@ class MessagingService(MessagingServiceServicer):
     # ------------------------------------------------------------------ producing
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Context) -> spb.SendMessageResponse:
+        request, _ = wrap_resources(request)
         if not request.messages:
             return spb.SendMessageResponse(status=status(pb.Code.BAD_REQUEST, "the request holds no message"))
         entries = [await self._send_one(m) for m in request.messages]
@@ -172,6 +178,7 @@ class MessagingService(MessagingServiceServicer):
     async def EndTransaction(
         self, request: spb.EndTransactionRequest, context: Context
     ) -> spb.EndTransactionResponse:
+        request, _ = wrap_resources(request)
         refused = await self.transactions.end(request)
         return spb.EndTransactionResponse(status=ok() if refused is None else _refused(refused))
 
@@ -180,6 +187,7 @@ class MessagingService(MessagingServiceServicer):
     async def ReceiveMessage(
         self, request: spb.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        request, namespace = wrap_resources(request)
         order = plan_receive(request, self.config, context.time_remaining())
         if isinstance(order, Refusal):
             result: Popped | Refusal = order
@@ -193,12 +201,13 @@ class MessagingService(MessagingServiceServicer):
         else:
             yield spb.ReceiveMessageResponse(status=ok())
             for msg, handle in result.messages:
-                yield spb.ReceiveMessageResponse(message=to_grpc_message(msg, handle))
+                yield spb.ReceiveMessageResponse(message=to_grpc_message(msg, handle, namespace))
         now = Timestamp()
         now.GetCurrentTime()
         yield spb.ReceiveMessageResponse(delivery_timestamp=now)
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Context) -> spb.AckMessageResponse:
+        request, _ = wrap_resources(request)
         refused = check_group(request.group)
         if refused is not None:
             return spb.AckMessageResponse(status=_refused(refused))
@@ -226,6 +235,7 @@ class MessagingService(MessagingServiceServicer):
     async def ChangeInvisibleDuration(
         self, request: spb.ChangeInvisibleDurationRequest, context: Context
     ) -> spb.ChangeInvisibleDurationResponse:
+        request, _ = wrap_resources(request)
         result = await change_invisible(self.instance, request, self.config)
         if isinstance(result, Refusal):
             return spb.ChangeInvisibleDurationResponse(status=_refused(result))
@@ -236,6 +246,8 @@ class MessagingService(MessagingServiceServicer):
     async def QueryAssignment(
         self, request: spb.QueryAssignmentRequest, context: Context
     ) -> spb.QueryAssignmentResponse:
+        original = request.topic
+        request, _ = wrap_resources(request)
         refused = check_group(request.group)
         if refused is not None:
             return spb.QueryAssignmentResponse(status=_refused(refused))
@@ -247,7 +259,7 @@ class MessagingService(MessagingServiceServicer):
                 status=status(code_of_error(exc), f"no route of topic {topic}: {exc}")
             )
         endpoints = request.endpoints if request.endpoints.addresses else self.endpoints
-        assignments = grpc_assignments(request.topic, route, endpoints)
+        assignments = grpc_assignments(original, route, endpoints)
         if not assignments:
             return spb.QueryAssignmentResponse(
                 status=status(
@@ -266,6 +278,7 @@ class MessagingService(MessagingServiceServicer):
     async def RecallMessage(
         self, request: spb.RecallMessageRequest, context: Context
     ) -> spb.RecallMessageResponse:
+        request, _ = wrap_resources(request)
         topic = request.topic.name
         if not topic:
             return spb.RecallMessageResponse(

@@ -30,6 +30,7 @@ from rocketq.client.remoting.headers import EndTransactionRequestHeader
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.proxy.convert import Refusal, to_grpc_message
+from rocketq.proxy.naming import unwrap
 from rocketq.proxy.status import code_of_error
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
@@ -76,22 +77,34 @@ class TelemetryHub:
 
     def __init__(self) -> None:
         self._by_topic: dict[str, set[asyncio.Queue[spb.TelemetryCommand]]] = {}
+        self._namespaces: dict[asyncio.Queue[spb.TelemetryCommand], str] = {}
 
-    def publish(self, stream: asyncio.Queue[spb.TelemetryCommand], topics: Sequence[str]) -> None:
+    def publish(
+        self, stream: asyncio.Queue[spb.TelemetryCommand], topics: Sequence[str], namespace: str
+    ) -> None:
+        """``topics`` as the brokers name them; ``namespace`` is the client's."""
         self.forget(stream)
+        self._namespaces[stream] = namespace
         for topic in topics:
             self._by_topic.setdefault(topic, set()).add(stream)
 
     def forget(self, stream: asyncio.Queue[spb.TelemetryCommand]) -> None:
+        self._namespaces.pop(stream, None)
         for streams in self._by_topic.values():
             streams.discard(stream)
 
-    def send_to_producer_of(self, topic: str, command: spb.TelemetryCommand) -> bool:
-        """Queue ``command`` on one stream of a producer of ``topic``; False when there is none."""
+    def send_check_to_producer_of(self, topic: str, message: pb.Message, transaction_id: str) -> bool:
+        """Queue a RecoverOrphanedTransactionCommand on one stream of a producer of ``topic`` (the
+        message's topic in that client's namespace); False when there is none."""
         streams = list(self._by_topic.get(topic, ()))
         if not streams:
             return False
-        random.choice(streams).put_nowait(command)
+        stream = random.choice(streams)
+        copy = pb.Message()
+        copy.CopyFrom(message)
+        copy.topic.CopyFrom(unwrap(topic, self._namespaces.get(stream, "")))
+        command = spb.RecoverOrphanedTransactionCommand(message=copy, transaction_id=transaction_id)
+        stream.put_nowait(spb.TelemetryCommand(recover_orphaned_transaction_command=command))
         return True
 
 
@@ -185,13 +198,8 @@ class ProxyTransactions:
     def _forward_check(self, topic: str, msg: MessageExt) -> LocalTransactionState:
         real_topic = msg.properties.get(MessageConst.REAL_TOPIC, topic)
         tid = ProxyTransactionId(msg.offset_msg_id, msg.queue_offset, msg.msg_id)
-        command = spb.TelemetryCommand(
-            recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
-                message=to_grpc_message(dataclasses.replace(msg, topic=real_topic), None),
-                transaction_id=str(tid),
-            )
-        )
-        if not self._hub.send_to_producer_of(real_topic, command):
+        message = to_grpc_message(dataclasses.replace(msg, topic=real_topic), None)
+        if not self._hub.send_check_to_producer_of(real_topic, message, str(tid)):
             log.info(
                 "check of transaction %s: no producer of %s is connected; the broker asks again", tid, topic
             )
