@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -102,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else {}
     try:
         config = load_broker_config(args.config_file, overrides=overrides)
+        if args.config_file:  # where UPDATE_BROKER_CONFIG persists the configuration, as Java does
+            config = dataclasses.replace(config, config_file=os.path.abspath(args.config_file))
     except RocketQError as exc:
         print(f"mqbroker: bad configuration: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -176,6 +176,9 @@ class BrokerConfig:
     secret_key: str = field(default="", repr=False)
     # raw camelCase store keys, converted by config_loader.build_store_config()
     store_options: tuple[tuple[str, str], ...] = ()
+    #: the file the broker was started with (``mqbroker -c``): UPDATE_BROKER_CONFIG rewrites it
+    #: (rocketq.broker.processor.broker_config); None: ``<storePathRootDir>/config/broker.properties``
+    config_file: str | None = None
 
     def __post_init__(self) -> None:
         _check(bool(self.broker_name.strip()), "brokerName", "must not be empty")

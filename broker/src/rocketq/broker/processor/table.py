@@ -15,6 +15,7 @@ from rocketq.broker.pop.assignment import assignment_processors
 from rocketq.broker.pop.processors import pop_processors
 from rocketq.broker.pop.status import PopStatusProcessor
 from rocketq.broker.processor.admin import AdminProcessor
+from rocketq.broker.processor.broker_config import BrokerConfigProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketq.broker.processor.context import BrokerContext
@@ -85,6 +86,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
         rc.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
         rc.GET_BROKER_CONFIG: admin.get_broker_config,
+        rc.UPDATE_BROKER_CONFIG: BrokerConfigProcessor(ctx).update_broker_config,
         rc.GET_TOPIC_STATS_INFO: stats.get_topic_stats_info,
         rc.GET_CONSUME_STATS: stats.get_consume_stats,
         rc.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connection_list,
