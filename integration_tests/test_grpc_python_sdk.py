@@ -10,6 +10,10 @@ between the SDK and rocketq's remoting producer and pull consumer in both direct
 example of docs/grpc.md runs there too, against the same proxy.  The test is
 skipped only when PyPI cannot be reached to build that venv.
 
+A proxy SIGKILLed and restarted on its port while the SDK sends (``grpc_sdk/python_sdk_send_loop.py``)
+loses no acknowledged message: every message id the SDK saw acknowledged is read back by a
+remoting consumer, and the SDK's last sends go through the restarted proxy.
+
 The bad-input test talks to the proxy with rocketq's own generated stubs: garbage bytes on the
 port, an unknown topic, an oversized body and broken receipt handles get RocketMQ's status codes
 and the proxy keeps serving.
@@ -35,7 +39,7 @@ import pytest
 from rocketq.client.admin import Admin
 from rocketq.client.config import ConsumeFromWhere
 from rocketq.client.consumer import LitePullConsumer
-from rocketq.client.launcher import spawn_proxy
+from rocketq.client.launcher import free_port, spawn_proxy
 from rocketq.client.model import Message
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.properties import MessageConst
@@ -56,6 +60,7 @@ SDK = "rocketmq-python-client==5.1.2"
 #: the SDK's venv gets the gRPC stack rocketq pins (the SDK accepts them: its METADATA says >=)
 SDK_PINS = ("grpcio==1.85.3", "protobuf==7.36.2")
 SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
+SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
 _OFFLINE_SIGNS = (
     "No matching distribution",
     "Could not fetch",
@@ -128,6 +133,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-tx",
             "ns1%sdk-ns",  # topic sdk-ns of namespace ns1
             "TopicTest",
+            "sdk-kill",
         ):
             create_topic(ns.addr, topic, 4)
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
@@ -284,6 +290,52 @@ def test_the_python_example_of_the_docs_runs(cluster: Cluster, sdk_python: Path,
     sent = [line.split()[1] for line in lines if line.startswith("sent ")]
     received = [line.split()[1] for line in lines if line.startswith("received ")]
     assert len(sent) == 1 and received == sent, run.stdout
+
+
+def test_a_proxy_killed_and_restarted_under_sdk_traffic_loses_no_acknowledged_message(
+    cluster: Cluster, sdk_python: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    proxy = spawn_proxy(tmp_path / "proxy", cluster.namesrv.addr, grpcServerPort=port)
+    count = 300
+    sender = subprocess.Popen(
+        [str(sdk_python), str(SEND_LOOP), proxy.addr, "sdk-kill", str(count), "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2.5)  # part of the messages is sent
+        assert sender.poll() is None, "the sender finished before the proxy was killed"
+        proxy.kill9()
+        proxy = spawn_proxy(tmp_path / "proxy", cluster.namesrv.addr, grpcServerPort=port)
+        stdout, stderr = sender.communicate(timeout=120)
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        proxy.terminate()
+    assert sender.returncode == 0, stderr[-4000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    acked = {i: msg_id for i, msg_id in report["acked"]}
+    # the SDK went on through the restarted proxy: the last messages were acknowledged
+    assert count - 1 in acked and len(acked) > count // 2, (len(acked), report["failed"])
+
+    consumer = LitePullConsumer(
+        cluster.namesrv.addr,
+        consumer_group="cg-grpc-kill",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.assign(sorted(consumer.fetch_message_queues("sdk-kill")))
+    consumer.start()
+    stored: set[str] = set()
+    deadline = time.monotonic() + 30
+    try:  # until every acknowledged id is read (a send whose answer was lost may be stored too)
+        while not set(acked.values()) <= stored and time.monotonic() < deadline:
+            stored.update(m.properties[MessageConst.UNIQ_KEY] for m in consumer.poll(500))
+    finally:
+        consumer.shutdown()
+    missing = sorted(i for i, msg_id in acked.items() if msg_id not in stored)
+    assert not missing, f"acknowledged but not stored: {missing}"
 
 
 def _stub(addr: str) -> tuple[grpc.Channel, MessagingServiceStub]:
