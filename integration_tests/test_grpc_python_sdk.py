@@ -5,18 +5,19 @@ of its own under ``~/.cache/rocketq-tests`` (``ROCKETQ_TEST_CACHE`` moves it), r
 and never mixed with rocketq's: both ship the ``apache.rocketmq.v2`` protos, which one process
 cannot load twice.  ``grpc_sdk/python_sdk_roundtrip.py`` runs there and prints what it saw as
 JSON: normal, FIFO and delay messages produced and received through the proxy, acks, a change of
-invisible duration that brings a message back, the replaced handle refused, and the hand-over
-between the SDK and rocketq's remoting producer and pull consumer in both directions.  The Python
-example of docs/grpc.md runs there too, against the same proxy.  The test is
-skipped only when PyPI cannot be reached to build that venv.
+invisible duration that brings a message back, the replaced handle refused, a recalled delay
+message, the hand-over between the SDK and rocketq's remoting producer and pull consumer in both
+directions, a PushConsumer, dead letters, transactions (one decided by the broker's check-back)
+and a namespace.  The Python example of docs/grpc.md runs there too, against the same proxy.  The
+SDK tests are skipped only when PyPI cannot be reached to build that venv.
 
-A proxy SIGKILLed and restarted on its port while the SDK sends (``grpc_sdk/python_sdk_send_loop.py``)
-loses no acknowledged message: every message id the SDK saw acknowledged is read back by a
+A proxy SIGKILLed and restarted on its port while the SDK sends
+(``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw acknowledged is read back by a
 remoting consumer, and the SDK's last sends go through the restarted proxy.
 
-The bad-input test talks to the proxy with rocketq's own generated stubs: garbage bytes on the
-port, an unknown topic, an oversized body and broken receipt handles get RocketMQ's status codes
-and the proxy keeps serving.
+The bad-input and ForwardMessageToDeadLetterQueue tests talk to the proxy with rocketq's own
+generated stubs: garbage bytes on the port, an unknown topic, an oversized body, broken receipt
+handles and transaction ids get RocketMQ's status codes and the proxy keeps serving.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "ns1%sdk-ns",  # topic sdk-ns of namespace ns1
             "TopicTest",
             "sdk-kill",
+            "sdk-forward",
         ):
             create_topic(ns.addr, topic, 4)
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
@@ -349,6 +351,56 @@ def _sdk_message(topic: str, body: bytes, msg_id: str = "01ABCDEF") -> pb.Messag
         body=body,
         system_properties=pb.SystemProperties(message_id=msg_id, message_type=pb.MessageType.NORMAL),
     )
+
+
+def test_forward_to_dead_letter_queue(cluster: Cluster) -> None:
+    channel, stub = _stub(cluster.proxy.addr)
+    group, topic = pb.Resource(name="g-forward"), pb.Resource(name="sdk-forward")
+    with channel:
+        sent = stub.SendMessage(
+            spb.SendMessageRequest(messages=[_sdk_message("sdk-forward", b"fwd", "03ABCDEF")])
+        )
+        assert sent.status.code == pb.Code.OK
+        receive = spb.ReceiveMessageRequest(
+            group=group,
+            message_queue=pb.MessageQueue(topic=topic, broker=pb.Broker(name="broker-a")),
+            batch_size=4,
+        )
+        receive.invisible_duration.FromSeconds(30)
+        receive.long_polling_timeout.FromSeconds(2)
+        got: list[pb.Message] = []
+        deadline = time.monotonic() + 20
+        while not got and time.monotonic() < deadline:
+            got = [r.message for r in stub.ReceiveMessage(receive, timeout=10) if r.HasField("message")]
+        assert [m.body for m in got] == [b"fwd"]
+        forward = spb.ForwardMessageToDeadLetterQueueRequest(
+            group=group,
+            topic=topic,
+            receipt_handle=got[0].system_properties.receipt_handle,
+            message_id="03ABCDEF",
+            delivery_attempt=1,
+            max_delivery_attempts=1,
+        )
+        assert stub.ForwardMessageToDeadLetterQueue(forward, timeout=10).status.code == pb.Code.OK
+        forward.receipt_handle = "broken"
+        assert (
+            stub.ForwardMessageToDeadLetterQueue(forward, timeout=10).status.code
+            == pb.Code.INVALID_RECEIPT_HANDLE
+        )
+    with Admin(cluster.namesrv.addr) as admin:
+        wait_route(admin, dlq_topic("g-forward"))
+    dead = LitePullConsumer(
+        cluster.namesrv.addr,
+        consumer_group="cg-grpc-forward",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    dead.assign(sorted(dead.fetch_message_queues(dlq_topic("g-forward"))))
+    dead.start()
+    try:
+        letters = drain(dead, 1, timeout_s=20)
+    finally:
+        dead.shutdown()
+    assert [(m.body, m.properties[MessageConst.UNIQ_KEY]) for m in letters] == [(b"fwd", "03ABCDEF")]
 
 
 def _garbage(addr: str) -> bytes:

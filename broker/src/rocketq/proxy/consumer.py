@@ -48,7 +48,16 @@ from rocketq.proxy.status import code_of_error
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 
-__all__ = ["Popped", "ReceiveOrder", "change_invisible", "check_group", "plan_receive", "pop", "settle_ack"]
+__all__ = [
+    "Popped",
+    "ReceiveOrder",
+    "change_invisible",
+    "check_group",
+    "forward_to_dead_letter_queue",
+    "plan_receive",
+    "pop",
+    "settle_ack",
+]
 
 log = logging.getLogger("rocketq.proxy")
 
@@ -285,3 +294,30 @@ async def change_invisible(
         revive_qid=answer.revive_qid,
     )
     return str(dataclasses.replace(new, commit_log_offset=handle.commit_log_offset))
+
+
+async def forward_to_dead_letter_queue(
+    instance: ClientInstance, request: spb.ForwardMessageToDeadLetterQueueRequest
+) -> Refusal | None:
+    """ForwardMessageToDeadLetterQueue (a FIFO push consumer's last failed attempt): the message the
+    handle names goes to ``%DLQ%<group>`` (CONSUMER_SEND_MSG_BACK, delay level -1), then is acked."""
+    refused = check_group(request.group)
+    if refused is not None:
+        return refused
+    group, topic = request.group.name, request.topic.name
+    handle = _handle(request.receipt_handle)
+    if isinstance(handle, Refusal):
+        return handle
+    if handle.commit_log_offset is None:
+        return Refusal(pb.Code.INVALID_RECEIPT_HANDLE, "the receipt handle has no CommitLog offset")
+    try:
+        addr = await instance.find_master_addr_or_refresh(handle.broker_name, topic)
+        stored = await instance.api.view_message(addr, handle.commit_log_offset)
+        # a redelivered message is stored in the pop retry topic: the dead letter names the original
+        msg = dataclasses.replace(stored, topic=topic)
+        await instance.api.consumer_send_message_back(
+            addr, msg, group, -1, max(request.max_delivery_attempts - 1, 0)
+        )
+    except RocketQError as exc:
+        return Refusal(code_of_error(exc), f"forward to the dead-letter queue of {group} failed: {exc}")
+    return await settle_ack(instance, group, topic, request.receipt_handle)

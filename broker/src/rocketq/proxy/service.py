@@ -23,7 +23,15 @@ from rocketq.client.errors import ClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
 from rocketq.proxy.config import ProxyConfig
-from rocketq.proxy.consumer import Popped, change_invisible, check_group, plan_receive, pop, settle_ack
+from rocketq.proxy.consumer import (
+    Popped,
+    change_invisible,
+    check_group,
+    forward_to_dead_letter_queue,
+    plan_receive,
+    pop,
+    settle_ack,
+)
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
 from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
@@ -269,10 +277,12 @@ class MessagingService(MessagingServiceServicer):
         return spb.QueryAssignmentResponse(status=ok(), assignments=assignments)
 
     async def ForwardMessageToDeadLetterQueue(
-        self, request: Any, context: Context
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        request, _ = wrap_resources(request)
+        refused = await forward_to_dead_letter_queue(self.instance, request)
         return spb.ForwardMessageToDeadLetterQueueResponse(
-            status=_not_implemented("ForwardMessageToDeadLetterQueue")
+            status=ok() if refused is None else _refused(refused)
         )
 
     async def RecallMessage(
