@@ -12,8 +12,9 @@ and a namespace.  The Python example of docs/grpc.md runs there too, against the
 SDK tests are skipped only when PyPI cannot be reached to build that venv.
 
 A proxy SIGKILLed and restarted on its port while the SDK sends
-(``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw acknowledged is read back by a
-remoting consumer, and the SDK's last sends go through the restarted proxy.
+(``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw
+acknowledged is read back by a remoting consumer, and the SDK's last sends go through the
+restarted proxy.
 
 The bad-input and ForwardMessageToDeadLetterQueue tests talk to the proxy with rocketq's own
 generated stubs: garbage bytes on the port, an unknown topic, an oversized body, broken receipt
