@@ -75,7 +75,7 @@ def _text_bound(props: Mapping[str, str] | str) -> int:
 async def _put_records(ctx: BrokerContext, msgs: Sequence[MessageToStore]) -> list[PutMessageResult]:
     store = ctx.store
     results: list[PutMessageResult | None] = [None] * len(msgs)
-    batches = _batches(msgs, store.config.max_message_size_bytes // 2)
+    batches = [[0]] if len(msgs) == 1 else _batches(msgs, store.config.max_message_size_bytes // 2)
     if store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
 
         def put_all() -> list[PutMessageResult]:

@@ -345,14 +345,18 @@ class PopMessageProcessor:
         caller releases the claim (``self._busy``) when done."""
         topic, group, queue_id = key
         if key in self._busy or popped.full:
-            ctx = self.ctx
-            offset = pop_offset(
-                ctx.store, ctx.offsets, ctx.config, group, topic, queue_id, init_mode, commit_init=False
-            )
-            popped.rest_num += max(ctx.store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
+            popped.rest_num += self._left(topic, group, queue_id, init_mode)
             return False
         self._busy.add(key)
         return True
+
+    def _left(self, topic: str, group: str, queue_id: int, init_mode: int) -> int:
+        """The messages of a queue past the group's POP offset (its share of ``restNum``)."""
+        ctx = self.ctx
+        offset = pop_offset(
+            ctx.store, ctx.offsets, ctx.config, group, topic, queue_id, init_mode, commit_init=False
+        )
+        return max(ctx.store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
 
     async def _pop_orderly_queue(
         self, header: PopMessageRequestHeader, queue_id: int, msg_filter: Filter, popped: _Popped
@@ -409,7 +413,11 @@ class PopMessageProcessor:
             n = tc.read_queue_nums
             first = next(self._start_queue)
             for i in range(n):
-                await self._pop_queue(topic, (first + i) % n, header, msg_filter, popped, is_retry=is_retry)
+                queue_id = (first + i) % n
+                if popped.full:  # (what _claim does for a full pop, without a coroutine per queue)
+                    popped.rest_num += self._left(topic, header.consumer_group, queue_id, header.init_mode)
+                else:
+                    await self._pop_queue(topic, queue_id, header, msg_filter, popped, is_retry=is_retry)
 
     async def _pop_queue(
         self,
