@@ -16,6 +16,11 @@ A proxy SIGKILLed and restarted on its port while the SDK sends
 acknowledged is read back by a remoting consumer, and the SDK's last sends go through the
 restarted proxy.
 
+The Node.js SDK (npm ``rocketmq-client-nodejs`` 1.0.8, installed by the test under the same cache
+folder; skipped without node and npm or when the registry cannot be reached) runs
+``grpc_sdk/node_sdk_roundtrip.js``: normal, FIFO and delay messages, receive, ack and a change of
+invisible duration.
+
 The bad-input and ForwardMessageToDeadLetterQueue tests talk to the proxy with rocketq's own
 generated stubs: garbage bytes on the port, an unknown topic, an oversized body, broken receipt
 handles and transaction ids get RocketMQ's status codes and the proxy keeps serving.
@@ -63,6 +68,8 @@ SDK = "rocketmq-python-client==5.1.2"
 SDK_PINS = ("grpcio==1.85.3", "protobuf==7.36.2")
 SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
 SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
+NODE_SDK = "rocketmq-client-nodejs@1.0.8"
+NODE_SCRIPT = Path(__file__).with_name("grpc_sdk") / "node_sdk_roundtrip.js"
 _OFFLINE_SIGNS = (
     "No matching distribution",
     "Could not fetch",
@@ -110,6 +117,38 @@ def sdk_python() -> Path:
     return python
 
 
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    """A node_modules folder holding the Node.js SDK; npm-installed once (under a file lock), then reused."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed: the Node.js SDK test needs them")
+    root = _cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / "node-sdk-1.0.8"
+    with open(root / "node-sdk.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "ready").exists():
+            return folder / "node_modules"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        npm = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), NODE_SDK],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if npm.returncode != 0:
+            tail = (npm.stdout + npm.stderr)[-2000:]
+            if any(
+                sign in tail
+                for sign in ("ENOTFOUND", "ECONNREFUSED", "ETIMEDOUT", "EAI_AGAIN", "ENETUNREACH")
+            ):
+                pytest.skip(f"the npm registry is unreachable, cannot install {NODE_SDK}: {tail}")
+            pytest.fail(f"npm could not install {NODE_SDK}:\n{tail}")
+        (folder / "ready").write_text(NODE_SDK)
+    return folder / "node_modules"
+
+
 @dataclass
 class Cluster:
     namesrv: ServerProcess
@@ -137,6 +176,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "TopicTest",
             "sdk-kill",
             "sdk-forward",
+            "sdk-node",
         ):
             create_topic(ns.addr, topic, 4)
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
@@ -280,6 +320,31 @@ def _docs_example() -> str:
     text = (Path(__file__).resolve().parents[1] / "docs" / "grpc.md").read_text(encoding="utf-8")
     section = text.split("## Python SDK example", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_node_sdk_produces_and_consumes_through_the_proxy(
+    cluster: Cluster, node_modules: Path, tmp_path: Path
+) -> None:
+    # HOME: the SDK writes its log under ~/logs/rocketmq
+    env = {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(tmp_path)}
+    run = subprocess.run(
+        ["node", str(NODE_SCRIPT), cluster.proxy.addr, "sdk-node", "g-node"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert run.returncode == 0, f"Node.js SDK script failed:\n{run.stderr[-4000:]}"
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    sent = {s["body"]: s["id"] for s in out["sent"]}
+    got = {r["body"]: r for r in out["received"]}
+    assert set(got) == set(sent) == {"node-normal", "node-fifo-0", "node-fifo-1", "node-delay"}
+    assert all(got[body]["id"] == msg_id and got[body]["attempt"] == 1 for body, msg_id in sent.items())
+    normal = got["node-normal"]
+    assert (normal["tag"], normal["keys"], normal["props"]) == ("TagN", ["n0"], {"p": "1"})
+    fifo = [r["body"] for r in out["received"] if r["group"] == "g1"]
+    assert fifo == ["node-fifo-0", "node-fifo-1"]
+    assert [(r["body"], r["attempt"]) for r in out["redelivered"]] == [("node-normal", 2)]
 
 
 def test_the_python_example_of_the_docs_runs(cluster: Cluster, sdk_python: Path, tmp_path: Path) -> None:
