@@ -126,6 +126,8 @@ class MessagingService(MessagingServiceServicer):
         finally:
             self.hub.forget(outgoing)
             reader.cancel()
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                log.info("telemetry stream of %s ended: %s", context.peer(), reader.exception())
 
     async def _read_telemetry(
         self,
