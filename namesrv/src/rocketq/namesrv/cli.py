@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -60,6 +62,8 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
     unknown: list[str] = []
     if args.config_file:
         config, unknown = load_config_file(args.config_file, config)
+        # where UPDATE_NAMESRV_CONFIG persists changes, as Java's configStorePath
+        config = dataclasses.replace(config, config_file=os.path.abspath(args.config_file))
     if args.option:
         config, more = config_from_properties(parse_properties("\n".join(args.option)), config)
         unknown += more

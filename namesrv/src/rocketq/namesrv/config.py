@@ -65,6 +65,9 @@ class NamesrvConfig:
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = DEFAULT_PROM_EXPORTER_PORT
+    #: the file the NameServer was started with (``-c``): UPDATE_NAMESRV_CONFIG writes changes there
+    #: (rocketq.namesrv.config_update); None: changes last until the NameServer stops
+    config_file: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

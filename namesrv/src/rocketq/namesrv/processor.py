@@ -21,6 +21,7 @@ from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.controller import BrokerHeartbeatRequestHeader
 from rocketq.namesrv import bodies
 from rocketq.namesrv.config import NamesrvConfig, config_to_properties
+from rocketq.namesrv.config_update import apply_update
 from rocketq.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
 from rocketq.namesrv.routeinfo import RouteInfoManager
 from rocketq.server import Channel, Processor, RemotingServer
@@ -62,6 +63,7 @@ class NamesrvProcessor:
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
             RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
         }
 
     def register_all(self, server: RemotingServer) -> None:
@@ -238,6 +240,12 @@ class NamesrvProcessor:
 
     def get_namesrv_config(self, request: RemotingCommand, channel: Channel | None = None) -> RemotingCommand:
         return _ok(request, body=config_to_properties(self.config).encode())
+
+    def update_namesrv_config(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        response, self.config = apply_update(request, self.config)  # rocketq.namesrv.config_update
+        return response
 
 
 def _peer(channel: Channel | None) -> str:

@@ -21,6 +21,7 @@ from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.processor.offsets import OffsetQueryProcessor
+from rocketq.broker.processor.producer_connection import ProducerConnectionProcessor
 from rocketq.broker.processor.pull import PullMessageProcessor
 from rocketq.broker.processor.query import QueryMessageProcessor
 from rocketq.broker.processor.rebalance import RebalanceProcessor
@@ -90,6 +91,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.GET_TOPIC_STATS_INFO: stats.get_topic_stats_info,
         rc.GET_CONSUME_STATS: stats.get_consume_stats,
         rc.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connection_list,
+        rc.GET_PRODUCER_CONNECTION_LIST: ProducerConnectionProcessor(ctx).get_producer_connection_list,
         rc.INVOKE_BROKER_TO_RESET_OFFSET: stats.invoke_broker_to_reset_offset,
         rc.LOCK_BATCH_MQ: rebalance.lock_batch_mq,
         rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,

@@ -98,6 +98,7 @@ _COMMANDS: dict[str, tuple[Handler, str]] = {
     "getBrokerConfig": (_get_broker_config, "Get broker config by cluster or special broker"),
     "updateBrokerConfig": (_update_broker_config, "Update broker's config"),
     "getNamesrvConfig": (_get_namesrv_config, "Get configs of name server."),
+    "updateNamesrvConfig": (_update_namesrv_config, "Update configs of name server."),
 }
 
 GROUP = CommandGroup(commands=_COMMANDS, add_options=_add_options, usage_error=_usage_error)
