@@ -103,6 +103,22 @@ def test_update_sub_group_settings_change_what_consumers_see(cluster: LocalClust
         assert api.pull_message(addr, header, timeout_ms=5000).messages[0].body == b"m0"
 
 
+def test_delete_sub_group_remove_offset(cluster: LocalCluster) -> None:
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    with Producer(ns, producer_group="pg-subgroup") as producer:
+        for i in range(3):
+            producer.send(Message(TOPIC, f"m{i}".encode()))
+    with BlockingMQClientAPI(ns) as api:
+        mqadmin_ok("updateSubGroup", "-n", ns, "-b", addr, "-g", GROUP)
+        api.update_consumer_offset(addr, GROUP, TOPIC, 0, 3)
+        assert api.query_consumer_offset(addr, GROUP, TOPIC, 0) == 3
+        mqadmin_ok("deleteSubGroup", "-n", ns, "-b", addr, "-g", GROUP)  # offsets kept
+        assert api.query_consumer_offset(addr, GROUP, TOPIC, 0) == 3
+        stdout = mqadmin_ok("deleteSubGroup", "-n", ns, "-b", addr, "-g", GROUP, "-r", "true")
+        assert stdout == f"delete subscription group [{GROUP}] from broker [{addr}] success.\n"
+        assert api.query_consumer_offset(addr, GROUP, TOPIC, 0) != 3
+
+
 def test_sub_group_commands_need_a_target_and_good_values(cluster: LocalCluster) -> None:
     ns = cluster.namesrv_addr
     done = run_mqadmin("updateSubGroup", "-n", ns, "-g", GROUP)

@@ -6,7 +6,8 @@ Both need ``-b brokerAddr`` (one broker) or ``-c clusterName`` (every master of 
 the tool's defaults (``consumeFromMinEnable`` and ``consumeBroadcastEnable`` false, the rest
 RocketMQ's ``SubscriptionGroupConfig`` defaults), then prints one ``create subscription group to
 <addr> success.`` line per broker and the config.  ``deleteSubGroup -c`` also deletes the group's
-retry and DLQ topics from the cluster and the NameServers, as Java's does.
+retry and DLQ topics from the cluster and the NameServers, as Java's does; ``-r true``
+(``removeOffset``) drops the group's committed offsets on those brokers too.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ async def _update_sub_group(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 
 async def _delete_sub_group(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     group = a.group.strip()
-    addrs = await delete_sub_group(admin, group, broker_addr=a.broker_addr, cluster=a.cluster)
+    addrs = await delete_sub_group(
+        admin, group, broker_addr=a.broker_addr, cluster=a.cluster, clean_offset=a.remove_offset
+    )
     for addr in addrs:
         where = f" in cluster [{a.cluster}]" if not a.broker_addr else ""
         out(f"delete subscription group [{group}] from broker [{addr}]{where} success.")
@@ -78,6 +81,7 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--clusterName", dest="cluster", help=f"{verb} the group on every master")
     p.add_argument("-g", "--groupName", dest="group", required=True, help="consumer group name")
     if name != "updateSubGroup":
+        _flag(p, "-r", "--removeOffset", "remove_offset", False, "remove the group's committed offsets too")
         return
     _flag(p, "-s", "--consumeEnable", "consume_enable", True, "consume enable")
     _flag(p, "-m", "--consumeFromMinEnable", "consume_from_min_enable", False, "from min offset")
