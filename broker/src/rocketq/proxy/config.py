@@ -51,12 +51,12 @@ class ProxyConfig:
     min_invisible_time_mills_for_recv: int = 10_000
     max_invisible_time_mills: int = 12 * 3600 * 1000
     default_invisible_time_mills: int = 60_000
-    grpc_client_consumer_receive_batch_size: int = 32
+    grpc_client_consumer_long_polling_batch_size: int = 32
     #: settings pushed to producers: send attempts and the exponential back-off between them
-    producer_max_attempts: int = 3
-    producer_backoff_initial_millis: int = 10
-    producer_backoff_max_millis: int = 1_000
-    producer_backoff_multiplier: float = 2.0
+    grpc_client_producer_max_attempts: int = 3
+    grpc_client_producer_backoff_initial_millis: int = 10
+    grpc_client_producer_backoff_max_millis: int = 1_000
+    grpc_client_producer_backoff_multiplier: float = 2.0
     #: consumers' max delivery attempts when the group's own retryMaxTimes is not looked up (16 + 1)
     consumer_max_attempts: int = 17
     grpc_shutdown_grace_millis: int = 3_000
@@ -85,9 +85,9 @@ class ProxyConfig:
                 "minInvisibleTimeMillsForRecv must be positive and at most maxInvisibleTimeMills,"
                 f" got {self.min_invisible_time_mills_for_recv} and {self.max_invisible_time_mills}"
             )
-        batch = self.grpc_client_consumer_receive_batch_size
+        batch = self.grpc_client_consumer_long_polling_batch_size
         if not 1 <= batch <= 32:
-            raise ProxyConfigError(f"grpcClientConsumerReceiveBatchSize must be 1..32, got {batch}")
+            raise ProxyConfigError(f"grpcClientConsumerLongPollingBatchSize must be 1..32, got {batch}")
 
 
 def _camel(name: str) -> str:

@@ -138,7 +138,7 @@ def plan_receive(
     fe = request.filter_expression
     exp = fe.expression.strip() or "*"
     exp_type = "SQL92" if fe.type == pb.FilterType.SQL else "TAG"
-    batch = min(max(request.batch_size, 1), config.grpc_client_consumer_receive_batch_size)
+    batch = min(max(request.batch_size, 1), config.grpc_client_consumer_long_polling_batch_size)
     return ReceiveOrder(
         group=request.group.name,
         topic=topic,

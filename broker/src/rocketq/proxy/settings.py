@@ -33,9 +33,9 @@ def _backoff(config: ProxyConfig, max_attempts: int) -> pb.RetryPolicy:
     return pb.RetryPolicy(
         max_attempts=max_attempts,
         exponential_backoff=pb.ExponentialBackoff(
-            initial=_duration(config.producer_backoff_initial_millis),
-            max=_duration(config.producer_backoff_max_millis),
-            multiplier=config.producer_backoff_multiplier,
+            initial=_duration(config.grpc_client_producer_backoff_initial_millis),
+            max=_duration(config.grpc_client_producer_backoff_max_millis),
+            multiplier=config.grpc_client_producer_backoff_multiplier,
         ),
     )
 
@@ -63,14 +63,14 @@ def server_settings(client: pb.Settings, config: ProxyConfig) -> pb.Settings:
             pb.Subscription(
                 subscriptions=sub.subscriptions,
                 fifo=sub.fifo if sub.HasField("fifo") else False,
-                receive_batch_size=config.grpc_client_consumer_receive_batch_size,
+                receive_batch_size=config.grpc_client_consumer_long_polling_batch_size,
                 long_polling_timeout=_duration(config.grpc_client_consumer_max_long_polling_timeout_millis),
             )
         )
         if sub.HasField("group"):
             out.subscription.group.CopyFrom(sub.group)
     else:
-        out.backoff_policy.CopyFrom(_backoff(config, config.producer_max_attempts))
+        out.backoff_policy.CopyFrom(_backoff(config, config.grpc_client_producer_max_attempts))
         out.publishing.CopyFrom(
             pb.Publishing(
                 topics=client.publishing.topics,
