@@ -132,7 +132,7 @@ class PopCheckPoint:
             queue_id=int(doc["q"]),
             topic=str(doc["t"]),
             cid=str(doc["c"]),
-            queue_offset_diff=tuple(int(d) for d in diff),
+            queue_offset_diff=tuple(map(int, diff)),
             broker_name=doc.get("bn"),
             bit_map=int(doc.get("bm", 0)),
             revive_offset=int(doc.get("ro", 0)),
@@ -197,7 +197,7 @@ class AckMsg:
             queue_id=int(_pick(doc, "q", "queueId")),
             pop_time=int(_pick(doc, "pt", "popTime")),
             broker_name=_pick(doc, "bn", "brokerName"),
-            ack_offsets=tuple(int(o) for o in aol),
+            ack_offsets=tuple(map(int, aol)),
         )
 
     def unique_id(self) -> str:
