@@ -148,6 +148,33 @@ def test_consumed_count_carries_over_for_offsets_popped_again() -> None:
     assert again.entries(T, 0) == ["0 qo0%1 2", "0 qo0%2 2", "0 0 2"]
 
 
+@pytest.mark.parametrize("scope", [QUEUE, GROUP], ids=["queue", "group"])
+def test_failed_counts_only_the_first_unacked_of_each_group_and_survive_a_restart(
+    tmp_path: Path, scope: PopOrderBlockScope
+) -> None:
+    path = str(tmp_path / "consumerOrderInfo.json")
+    m, clock = _manager(scope, path=path)
+    groups = {0: "A", 1: "B", 2: "A", 3: "B"}
+    first = _pop(m, clock, [0, 1, 2, 3], attempt="a1", groups=groups)
+    assert first.failed_counts == ()
+    assert m.commit_and_next(T, G, 0, 1, clock.now) == 0  # B:0 done, A:0 not
+    clock.now += 10_000
+    again = [0, 1, 2, 3] if scope is QUEUE else [0, 2, 3]  # queue scope delivers acked B:0 again
+    second = _pop(m, clock, again, attempt="a2", groups=groups)
+    assert dict(second.failed_counts) == {0: 1, 3: 1}  # A:0 and B:1 failed; A:1 and B:0 did not
+    assert dict(second.offset_counts) == {o: 1 for o in again}  # Java's consumed counts
+    if scope is QUEUE:
+        assert m.commit_and_next(T, G, 0, 1, clock.now) == 0  # acked again
+    m.persist()
+    assert '"rf":{0:1,3:1}' in Path(path).read_text()
+    m2, _ = _manager(scope, path=path, clock=clock)
+    m2.load()
+    clock.now += 10_000
+    third = _pop(m2, clock, again, attempt="a3", groups=groups)
+    assert dict(third.failed_counts) == {0: 2, 3: 2}
+    assert dict(_pop(m2, clock, again, attempt="a3", groups=groups).failed_counts) == {0: 2, 3: 2}
+
+
 def test_change_invisible_time_extends_and_shortens_and_ignores_stale_handles() -> None:
     m, clock = _manager()
     _pop(m, clock, [0, 1], inv=10_000)
@@ -397,6 +424,8 @@ class _Model:
         self.batch_pop_time = -1
         self.batch_attempt = ""
         self.counts: dict[int, int] = {}
+        #: deliveries an offset failed: it was its group's first un-acked message and stayed un-acked
+        self.failed: dict[int, int] = {}
 
 
 class OrderInfoMachine(RuleBasedStateMachine):
@@ -466,6 +495,8 @@ class OrderInfoMachine(RuleBasedStateMachine):
         self._check_delivery(got, attempt)
         counts = self.m.update(attempt_id=attempt, topic=T, group=G, queue_id=0, pop_time=self.clock.now,
                                invisible_time=inv, popped=sel.candidates, filtered=sel.filtered)  # fmt: skip
+        if got:
+            self._check_failed(got, attempt, dict(counts.failed_counts))
         if self.scope is GROUP:
             self.model.done |= set(sel.filtered)
             scanned = {o for o in FILTERED if o >= self.offset and (len(got) < max_nums or o < got[-1])}
@@ -497,6 +528,36 @@ class OrderInfoMachine(RuleBasedStateMachine):
             assert all(p in self.model.acked or p in got[:i] for p in earlier)  # strict group order
         if retry and got and not self.acked_since_last_pop:
             assert got == self.last_offsets
+
+    def _check_failed(self, got: list[int], attempt: str, failed: dict[int, int]) -> None:
+        """A delivery failed when the message was first of its group among the un-acked ones and
+        was delivered again: not the group's later messages, and (``queue`` scope) not a message
+        that was acked and came back behind an earlier un-acked one."""
+        model = self.model
+
+        def first_of_group(o: int, among: list[int]) -> bool:
+            g = MESSAGES[o]
+            return g is None or not any(p < o and MESSAGES[p] == g for p in among)
+
+        if self.scope is QUEUE:
+            if attempt == model.batch_attempt:
+                expected = dict(model.failed)
+            else:
+                unacked = [b for b in model.batch if b not in model.acked]
+                expected = {
+                    o: model.failed.get(o, 0) + (o in unacked and first_of_group(o, unacked))
+                    for o in got
+                    if o in model.batch
+                }
+            model.failed = {o: n for o, n in expected.items() if n}
+        else:
+            for o in got:
+                old = model.latest.get(o)
+                if old is not None and old[2] != attempt and first_of_group(o, got):
+                    model.failed[o] = model.failed.get(o, 0) + 1
+            expected = {o: n for o in got if (n := model.failed.get(o, 0))}
+        assert failed == {o: n for o, n in expected.items() if n}
+        assert all(n <= model.counts.get(o, 0) + 1 for o, n in failed.items())
 
     def _record(self, got: list[int], attempt: str, inv: int, counts: dict[int, int]) -> None:
         now, model = self.clock.now, self.model

@@ -12,7 +12,8 @@ consumed counts and a bitmap of acked indices.
   batch's attemptId is never blocked and, reading from C again, gets the same batch.
 - Pop: once not blocked the pop reads up to maxNums messages from C and the batch is replaced.  An
   offset that was in the previous batch too gets consumedCount + 1 (unchanged for the same
-  attemptId); the counts go to the client as orderCountInfo.
+  attemptId); the counts go to the client as orderCountInfo.  rocketq also counts each offset's
+  failed deliveries for the retry limit (:meth:`OrderInfo.merge_offset_failed_count`).
 - Ack (``commit_and_next``): an ack whose popTime is not the batch's is stale and ignored (-2); an
   offset outside the batch is illegal (-1); otherwise its bit is set and the answer is the first
   un-acked offset of the batch (last + 1 when all are acked), which becomes C.  So C never passes
@@ -34,6 +35,8 @@ out messages count as acked).
   is marked acked and C moves over the acked run starting at C; it stops at the first message that
   is un-acked *or was never popped* (a message of a blocked group), so C never passes one.  Acked
   messages above C are remembered and never delivered again.  No state at all: -2 (no commit).
+- Failed deliveries (retry limit): a message delivered again counts one when it was the first
+  of its group in its previous delivery (a pop delivers a prefix of each group's un-acked ones).
 - Filtered: candidates the pop's filter rejects, up to where the pop stopped scanning, are
   recorded as consumed, so C moves over them (:meth:`ConsumerOrderInfoManager.consumer_offset`).
 - The consumer offset a pop passes in moves C forward only; an offset reset backwards must call
@@ -105,6 +108,8 @@ class OrderInfo:
     last_consume_timestamp: int = 0
     commit_offset_bit: int = 0
     attempt_id: str | None = None
+    #: rocketq (``rf``, which Java ignores): per offset, the deliveries it failed (count > 0)
+    offset_failed_count: dict[int, int] | None = None
 
     @classmethod
     def build(
@@ -175,6 +180,35 @@ class OrderInfo:
         before = set(pre_offsets)
         self.offset_consumed_count = {o: prev.get(o, 0) + 1 for o in self.queue_offsets() if o in before}
 
+    def merge_offset_failed_count(self, pre: OrderInfo, groups: Mapping[int, str | None]) -> None:
+        """Carry failed deliveries over from the batch ``pre`` (rocketq, for the retry limit).
+
+        An offset of both batches counts one more failure when ``pre`` ended with it un-acked and
+        first of its message group (``groups``: this batch's offsets; None is a group of its own):
+        a FIFO consumer tried it and failed.  The group's later messages were not tried, and an
+        offset acked in ``pre`` (delivered again because an earlier one was not) succeeded.
+        Un-acked offsets of ``pre`` before one of this batch are in this batch too (both read the
+        queue in order from the first un-acked offset), so their groups are known.
+        """
+        prev = dict(pre.offset_failed_count or {})
+        if pre.attempt_id is not None and pre.attempt_id == self.attempt_id:
+            self.offset_failed_count = prev or None
+            return
+        pre_offsets = pre.queue_offsets()
+        failed: set[int] = set()
+        tried: set[str] = set()
+        for i, o in enumerate(pre_offsets):
+            if not pre.is_not_ack(i) or o not in groups:
+                continue
+            group = groups[o]
+            if group is None or group not in tried:
+                failed.add(o)
+            if group is not None:
+                tried.add(group)
+        before = set(pre_offsets)
+        counts = {o: prev.get(o, 0) + (o in failed) for o in self.queue_offsets() if o in before}
+        self.offset_failed_count = {o: n for o, n in counts.items() if n} or None
+
     def to_json(self) -> dict[Any, Any]:
         """fastjson's bean order (names sorted), nulls left out."""
         out: dict[Any, Any] = {}
@@ -190,6 +224,8 @@ class OrderInfo:
         if self.offset_next_visible_time is not None:
             out["ot"] = dict(self.offset_next_visible_time)
         out["popTime"] = self.pop_time
+        if self.offset_failed_count:
+            out["rf"] = dict(self.offset_failed_count)
         return out
 
     @classmethod
@@ -207,6 +243,7 @@ class OrderInfo:
             last_consume_timestamp=int(d.get("l", d.get("lastConsumeTimestamp", 0))),
             commit_offset_bit=int(d.get("cm", d.get("commitOffsetBit", 0))),
             attempt_id=d.get("a", d.get("attemptId")),
+            offset_failed_count=int_map(d.get("rf")),
         )
 
 
@@ -221,6 +258,7 @@ class _Popped:
     consumed_count: int = 0
     message_group: str | None = None
     acked: bool = False
+    failed_count: int = 0
 
 
 @dataclass(slots=True)
@@ -254,6 +292,7 @@ class _GroupQueue:
             offset_list=[offsets[0]] + [o - offsets[0] for o in offsets[1:]] if offsets else [],
             offset_next_visible_time={o: self.entries[o].next_visible for o in offsets},
             offset_consumed_count={o: n for o in offsets if (n := self.entries[o].consumed_count)},
+            offset_failed_count={o: n for o in offsets if (n := self.entries[o].failed_count)} or None,
             commit_offset_bit=sum(
                 1 << i for i, o in enumerate(offsets[:_JAVA_BITS]) if self.entries[o].acked
             ),
@@ -275,6 +314,7 @@ class _GroupQueue:
         offsets = info.queue_offsets()
         ot = info.offset_next_visible_time or {}
         oc = info.offset_consumed_count or {}
+        fc = info.offset_failed_count or {}
         groups = {int(k): v for k, v in (rq.get("g") or {}).items()}
         pts = {int(k): int(v) for k, v in (rq.get("pt") or {}).items()}
         pas = {int(k): v for k, v in (rq.get("pa") or {}).items()}
@@ -299,6 +339,7 @@ class _GroupQueue:
                 consumed_count=oc.get(o, 0),
                 message_group=groups.get(o),
                 acked=o in acked,
+                failed_count=fc.get(o, 0),
             )
         q.move_base(q.base)
         return q
@@ -338,10 +379,16 @@ class OrderlySelection:
 
 @dataclass(frozen=True, slots=True)
 class OrderCountInfo:
-    """Consumed counts of one orderly pop: per offset (count > 0) and the minimum for the queue."""
+    """Consumed counts of one orderly pop: per offset (count > 0) and the minimum for the queue.
+
+    ``failed_counts`` (rocketq, not sent): per offset (count > 0), the deliveries in which it was
+    its message group's first un-acked message and was not acked; the retry limit looks at these
+    (a consumed count also counts deliveries behind a failing message, and acked redeliveries).
+    """
 
     offset_counts: tuple[tuple[int, int], ...]
     min_count: int
+    failed_counts: tuple[tuple[int, int], ...] = ()
 
     def entries(self, topic: str, queue_id: int) -> list[str]:
         """``orderCountInfo`` entries as Java's PopMessageProcessor appends them."""
@@ -523,10 +570,12 @@ class ConsumerOrderInfoManager:
                 info.merge_offset_consumed_count(
                     old.attempt_id, old.queue_offsets(), old.offset_consumed_count
                 )
+                info.merge_offset_failed_count(old, {c.offset: c.message_group for c in popped})
             queues[queue_id] = info
             counts = info.offset_consumed_count or {}
             low = 0 if len(counts) != len(info.offset_list) else min(counts.values(), default=0)
-            return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low)
+            failed = tuple((info.offset_failed_count or {}).items())
+            return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low, failed_counts=failed)
         gq = self._group.setdefault(key, {})
         q = gq.setdefault(queue_id, _GroupQueue(base=min([c.offset for c in popped] + list(filtered))))
         if popped:
@@ -535,18 +584,24 @@ class ConsumerOrderInfoManager:
         for o in filtered:
             if o >= q.base:
                 q.entries[o] = _Popped(pop_time=pop_time, next_visible=pop_time, attempt_id=None, acked=True)
+        tried: set[str] = set()
         for c in popped:
+            first = c.message_group is None or c.message_group not in tried
+            if c.message_group is not None:
+                tried.add(c.message_group)
             e = q.entries.get(c.offset)
             if e is None:
                 e = q.entries[c.offset] = _Popped(pop_time=pop_time, next_visible=0, attempt_id=attempt_id)
             elif attempt_id is None or e.attempt_id != attempt_id:
                 e.consumed_count += 1
+                e.failed_count += first  # delivered first of its group before and not acked: failed
             e.pop_time, e.next_visible, e.attempt_id = pop_time, pop_time + invisible_time, attempt_id
             e.message_group = c.message_group
         q.move_base(q.base)
         counts = {c.offset: n for c in popped if (n := q.entries[c.offset].consumed_count)}
         low = min((q.entries[c.offset].consumed_count for c in popped), default=0)
-        return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low)
+        failed = tuple((c.offset, n) for c in popped if (n := q.entries[c.offset].failed_count))
+        return OrderCountInfo(offset_counts=tuple(counts.items()), min_count=low, failed_counts=failed)
 
     def consumer_offset(self, topic: str, group: str, queue_id: int) -> int | None:
         """Under ``group`` scope the consumer offset the state implies (commit it after a pop); else None."""

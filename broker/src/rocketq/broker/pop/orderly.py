@@ -10,17 +10,18 @@ orderly pops): the batch is in flight in the manager's table, the handle carries
 and the committed consumer offset is the read's start (``queue``) or the manager's (``group``);
 it moves on acks (:mod:`.ack`).  The POP retry topic is never read.
 
-Retry limit (rocketq; Java leaves it to the proxy).  The first message of a message group in a
-batch whose consumed count exceeds the group's ``retryMaxTimes`` is put into ``%DLQ%group``
-instead of being delivered and is acked in the manager, so its queue (or group) moves on.  Only
-the group's first message counts: the ones after it were delivered with it each time but a FIFO
-consumer does not process them before it, so their counts say nothing about them.
+Retry limit (rocketq; Java leaves it to the proxy).  A message that failed more than the group's
+``retryMaxTimes`` deliveries is put into ``%DLQ%group`` instead of being delivered again and is
+acked in the manager, so its queue (or group) moves on.  A failed delivery is one in which it was
+its message group's first un-acked message and was not acked (the manager's ``failed_counts``).
+The consumed count sent as orderCountInfo (Java's) is not used: it also counts the deliveries of
+the group's later messages behind the failing one, which a FIFO consumer does not try, and under
+``queue`` scope the redeliveries of messages already acked.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rocketq.broker.config import PopOrderBlockScope
@@ -132,7 +133,7 @@ async def orderly_pop_queue(
         popped=sel.candidates,
         filtered=sel.filtered,
     )
-    over = _beyond_retry_limit(ctx, group, dict(counts.offset_counts), sel.candidates)
+    over = _beyond_retry_limit(ctx, group, dict(counts.failed_counts))
     if over:
         await _dead_letter(ctx, group, topic, [messages[o][1] for o in over if o in messages])
         for o in over:
@@ -158,16 +159,10 @@ def _retry_max_times(ctx: BrokerContext, group: str) -> int:
     return (cfg if cfg is not None else SubscriptionGroupConfig(group_name=group)).retry_max_times
 
 
-def _beyond_retry_limit(
-    ctx: BrokerContext, group: str, counts: dict[int, int], popped: Sequence[Candidate]
-) -> list[int]:
-    """Offsets to dead-letter: the first message of each message group in the batch, when its
-    count exceeds the limit (the others of its group waited behind it and were not consumed)."""
+def _beyond_retry_limit(ctx: BrokerContext, group: str, failed: dict[int, int]) -> list[int]:
+    """Offsets to dead-letter: those that failed more deliveries than the group's retryMaxTimes."""
     limit = _retry_max_times(ctx, group)
-    heads: dict[str | int, int] = {}
-    for c in popped:
-        heads.setdefault(c.message_group if c.message_group is not None else c.offset, c.offset)
-    return sorted(o for o in heads.values() if counts.get(o, 0) > limit)
+    return sorted(o for o, n in failed.items() if n > limit)
 
 
 def settle_ack(
