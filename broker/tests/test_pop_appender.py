@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.pop.appender import put_records
 from rocketq.broker.pop.records import AckMsg, ack_message
 from rocketq.broker.processor.context import build_context
+from rocketq.broker.store.config import FlushDiskType
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.broker.testing import SMALL_STORE_CONF, small_store
@@ -71,10 +74,15 @@ def _ack(i: int, revive_qid: int) -> MessageToStore:
     )
 
 
-def test_put_records_stores_the_records_of_a_queue_as_batches_in_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_put_records_stores_the_records_of_a_queue_as_batches_in_order(
+    tmp_path: Path, flush: FlushDiskType
+) -> None:
     # 8 KiB messages at most: 40 acks of one queue (~300 B each) need several batches
     async def main() -> None:
-        store = small_store(tmp_path / "store", start=True, mapped_file_size_commit_log_bytes=1 << 20)
+        store = small_store(
+            tmp_path / "store", start=True, mapped_file_size_commit_log_bytes=1 << 20, flush_disk_type=flush
+        )
         overrides = {**SMALL_STORE_CONF, "storePathRootDir": str(tmp_path)}
         ctx = build_context(load_broker_config(None, overrides=overrides), store, asyncio.get_running_loop())
         msgs = [_ack(i, revive_qid=i % 2) for i in range(80)]
