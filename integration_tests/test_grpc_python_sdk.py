@@ -11,6 +11,10 @@ directions, a PushConsumer, dead letters, transactions (one decided by the broke
 and a namespace.  The Python example of docs/grpc.md runs there too, against the same proxy.  The
 SDK tests are skipped only when PyPI cannot be reached to build that venv.
 
+``grpc_sdk/python_sdk_fifo.py`` consumes a FIFO group (``mqadmin updateSubGroup -o true``): each
+message group in send order, and a message left un-acked holds back its group until it comes
+back; the Settings the proxy answers carry the group's ``fifo`` and ``retryMaxTimes`` + 1.
+
 A proxy SIGKILLed and restarted on its port while the SDK sends
 (``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw
 acknowledged is read back by a remoting consumer, and the SDK's last sends go through the
@@ -35,6 +39,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,6 +60,7 @@ from rocketq.client.testing import (
     ServerProcess,
     create_topic,
     drain,
+    run_mqadmin,
     spawn_broker,
     spawn_namesrv,
     wait_route,
@@ -68,6 +74,7 @@ SDK = "rocketmq-python-client==5.1.2"
 SDK_PINS = ("grpcio==1.85.3", "protobuf==7.36.2")
 SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
 SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
+FIFO_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_fifo.py"
 NODE_SDK = "rocketmq-client-nodejs@1.0.8"
 NODE_SCRIPT = Path(__file__).with_name("grpc_sdk") / "node_sdk_roundtrip.js"
 _OFFLINE_SIGNS = (
@@ -177,15 +184,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-kill",
             "sdk-forward",
             "sdk-node",
+            "sdk-fifo",
         ):
             create_topic(ns.addr, topic, 4)
+        # the group's retryMaxTimes 1: a message is dead-lettered at its third delivery;
+        # g-fifo consumes orderly (RocketMQ 5 FIFO)
+        for args in (("-g", "g-dlq", "-r", "1"), ("-g", "g-fifo", "-o", "true", "-r", "5")):
+            done = run_mqadmin("updateSubGroup", "-n", ns.addr, "-c", "DefaultCluster", *args)
+            assert done.returncode == 0, done.stdout + done.stderr
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
         with spawn_proxy(
             tmp / "proxy",
             ns.addr,
             grpcClientConsumerMinLongPollingTimeoutMillis=1000,
             grpcClientConsumerMaxLongPollingTimeoutMillis=3000,
-            consumerMaxAttempts=2,  # a message is dead-lettered at its third delivery
+            minInvisibleTimeMillsForRecv=3000,
         ) as px:
             yield Cluster(ns, px)
 
@@ -314,6 +327,73 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
         i = c["body"].rsplit("-", 1)[1]
         assert m.properties[MessageConst.UNIQ_KEY] == c["id"]
         assert (m.tags, m.keys, m.properties["origin"]) == ("TagX", [f"x{i}"], "python-sdk")
+
+
+def test_a_fifo_group_receives_each_message_group_in_order_and_a_failed_message_blocks_it(
+    cluster: Cluster, sdk_python: Path
+) -> None:
+    run = subprocess.run(
+        [str(sdk_python), str(FIFO_SCRIPT), cluster.proxy.addr, "sdk-fifo", "g-fifo"],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert run.returncode == 0, (
+        f"SDK script failed:\n{run.stderr[-4000:]}\nproxy log:\n{cluster.proxy.log_tail()}"
+    )
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["acked"] == sorted(f"{g}-{i}" for g in "ABC" for i in range(4)), out
+    by_group: dict[str, list[tuple[str, int]]] = {}
+    for d in out["deliveries"]:
+        assert d["body"][0] == d["group"]
+        by_group.setdefault(d["group"], []).append((d["body"], d["attempt"]))
+    # each message group in send order; A-2 is not handed out before the failed A-1 came back
+    assert by_group["A"] == [("A-0", 1), ("A-1", 1), ("A-1", 2), ("A-2", 1), ("A-3", 1)], out
+    for g in "BC":
+        assert by_group[g] == [(f"{g}-{i}", 1) for i in range(4)], out
+
+    # the Settings the proxy sends the group's consumers: fifo, retryMaxTimes 5 + 1 deliveries
+    settings = pb.Settings(
+        client_type=pb.ClientType.SIMPLE_CONSUMER,
+        subscription=pb.Subscription(
+            group=pb.Resource(name="g-fifo"),
+            subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name="sdk-fifo"))],
+        ),
+    )
+    plain = pb.Settings(
+        client_type=pb.ClientType.SIMPLE_CONSUMER,
+        subscription=pb.Subscription(
+            group=pb.Resource(name="g-dlq"),
+            subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name="sdk-dlq"))],
+        ),
+    )
+    fifo_reply, plain_reply = (
+        _telemetry_settings(cluster.proxy.addr, settings),
+        _telemetry_settings(cluster.proxy.addr, plain),
+    )
+    assert fifo_reply.subscription.fifo and fifo_reply.backoff_policy.max_attempts == 6
+    assert not plain_reply.subscription.fifo and plain_reply.backoff_policy.max_attempts == 2
+
+
+def _telemetry_settings(addr: str, settings: pb.Settings) -> pb.Settings:
+    """The Settings the proxy answers ``settings`` with on a Telemetry stream."""
+    answered = threading.Event()
+
+    def commands() -> Iterator[spb.TelemetryCommand]:
+        yield spb.TelemetryCommand(settings=settings)
+        answered.wait(30)  # keep the stream open until the answer is read
+
+    channel, stub = _stub(addr)
+    try:
+        for reply in stub.Telemetry(commands(), timeout=30):
+            answered.set()
+            assert reply.status.code == pb.Code.OK, reply
+            answer: pb.Settings = reply.settings
+            return answer
+    finally:
+        answered.set()
+        channel.close()
+    raise AssertionError("the Telemetry stream ended without an answer")
 
 
 def _docs_example() -> str:

@@ -18,6 +18,7 @@ from rocketq.client.remoting.vocabulary import Perm
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
 from rocketq.proxy.consumer import ReceiveOrder, plan_receive
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
+from rocketq.proxy.groups import GroupPolicy
 from rocketq.proxy.naming import unwrap, wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
@@ -219,6 +220,10 @@ def test_settings_reply_for_producers_and_consumers() -> None:
     assert reply.backoff_policy.max_attempts == 17
     delays = [d.seconds for d in reply.backoff_policy.customized_backoff.next]
     assert delays[:4] == [1, 5, 10, 30] and delays[-1] == 7200  # RocketMQ's delay levels
+    assert not reply.subscription.fifo
+    # the group's settings rule: FIFO and retryMaxTimes + 1 deliveries
+    fifo = server_settings(consumer, CONFIG, GroupPolicy(fifo=True, max_attempts=4))
+    assert fifo.subscription.fifo and fifo.backoff_policy.max_attempts == 4
 
 
 # ---------------------------------------------------------------------- receive checks
@@ -248,6 +253,10 @@ def test_receive_plan_clamps_polling_and_batch() -> None:
     assert isinstance(short, ReceiveOrder) and short.poll_ms == 5_000
     deadline = plan_receive(_receive(), CONFIG, time_remaining_s=8.0)
     assert isinstance(deadline, ReceiveOrder) and deadline.poll_ms == 7_500
+    retried = _receive()
+    retried.attempt_id = "a-1"  # a FIFO consumer's repeated receive
+    again = plan_receive(retried, CONFIG, time_remaining_s=None)
+    assert isinstance(again, ReceiveOrder) and again.attempt_id == "a-1"
 
 
 @pytest.mark.parametrize(

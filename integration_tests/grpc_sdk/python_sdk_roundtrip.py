@@ -18,7 +18,7 @@ Usage: python python_sdk_roundtrip.py PROXY_ADDR TOPIC GROUP CROSS_IN_TOPIC CROS
    and one of another tag; its listener fails "push-0" once (the SDK then changes its invisible
    duration by the server's back-off, 1 s) and takes everything else.
 6. A SimpleConsumer of group "g-dlq" never acks the one message of DLQ_TOPIC: it changes its
-   invisible duration to 1 s at each delivery; the proxy runs with consumerMaxAttempts=2, so the
+   invisible duration to 1 s at each delivery; the group has retryMaxTimes 1 (2 deliveries), so the
    message is delivered twice and then goes to %DLQ%g-dlq.
 7. Transactions on TX_TOPIC: one committed, one rolled back, one left open (the broker checks
    back, the proxy forwards the check to this producer, whose checker commits it); a

@@ -131,6 +131,8 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: the group consumes FIFO: 5.x proxies pop it orderly and tell its SDKs ``fifo=true``
+    consume_message_orderly: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {_camel(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -57,8 +57,10 @@ class ProxyConfig:
     grpc_client_producer_backoff_initial_millis: int = 10
     grpc_client_producer_backoff_max_millis: int = 1_000
     grpc_client_producer_backoff_multiplier: float = 2.0
-    #: consumers' max delivery attempts when the group's own retryMaxTimes is not looked up (16 + 1)
+    #: consumers' max delivery attempts when no broker answers for the group's retryMaxTimes (16 + 1)
     consumer_max_attempts: int = 17
+    #: a subscription group's settings (FIFO, retryMaxTimes) are read again from a broker this often
+    subscription_group_config_cache_refresh_seconds: int = 20
     grpc_shutdown_grace_millis: int = 3_000
 
     def __post_init__(self) -> None:
@@ -84,6 +86,11 @@ class ProxyConfig:
             raise ProxyConfigError(
                 "minInvisibleTimeMillsForRecv must be positive and at most maxInvisibleTimeMills,"
                 f" got {self.min_invisible_time_mills_for_recv} and {self.max_invisible_time_mills}"
+            )
+        if self.subscription_group_config_cache_refresh_seconds < 0:
+            raise ProxyConfigError(
+                "subscriptionGroupConfigCacheRefreshSeconds must be >= 0,"
+                f" got {self.subscription_group_config_cache_refresh_seconds}"
             )
         batch = self.grpc_client_consumer_long_polling_batch_size
         if not 1 <= batch <= 32:

@@ -11,11 +11,17 @@ appended, so an ack needs nothing but the handle and the topic.  Acks and change
 of the broker the handle names; a handle whose invisible time is over is refused before that
 (INVALID_RECEIPT_HANDLE), since the message is already on its way to another consumer.
 
+FIFO groups (``consumeMessageOrderly``, :mod:`rocketq.proxy.groups`) are popped orderly
+(``order=true`` with the SDK's ``attempt_id``, so a retried receive gets the same batch): the
+broker hands out a queue's messages only while none of its earlier ones is in flight, and a
+message the consumer does not ack blocks what follows it until it is delivered again.
+
 Dead letters, as RocketMQ's proxy (``PopMessageResultFilterImpl``): the broker revives an un-acked
 POP message forever, so a popped message that has already been delivered ``consumerMaxAttempts``
 times is not handed out again: the proxy sends it back with delay level -1
 (CONSUMER_SEND_MSG_BACK, the broker stores it in ``%DLQ%<group>``), acks it, and leaves it out of
-the answer.  Should either step fail, the message is handed out as usual.
+the answer.  Should either step fail, the message is handed out as usual.  The limit is the
+group's retryMaxTimes + 1; for FIFO groups the broker applies it while popping orderly.
 """
 
 from __future__ import annotations
@@ -94,6 +100,9 @@ class ReceiveOrder:
     exp: str
     #: deliveries a message gets before it goes to the group's dead-letter topic
     max_attempts: int
+    #: the group consumes FIFO: an orderly pop, repeated with the SDK's attempt id
+    fifo: bool = False
+    attempt_id: str | None = None
 
 
 def plan_receive(
@@ -149,6 +158,7 @@ def plan_receive(
         exp_type=exp_type,
         exp=exp,
         max_attempts=config.consumer_max_attempts,
+        attempt_id=request.attempt_id if request.HasField("attempt_id") and request.attempt_id else None,
     )
 
 
@@ -180,6 +190,8 @@ async def pop(instance: ClientInstance, order: ReceiveOrder, api_timeout_ms: int
             exp_type=order.exp_type,
             exp=order.exp,
             broker_name=broker_name,
+            order=order.fifo,
+            attempt_id=order.attempt_id if order.fifo else None,
         )
         result = await pop_message(instance.api, addr, broker_name, header, order.poll_ms + api_timeout_ms)
     except RocketQError as exc:
@@ -190,8 +202,11 @@ async def pop(instance: ClientInstance, order: ReceiveOrder, api_timeout_ms: int
     for msg in result.messages:
         handle = ExtraInfo.parse(msg.properties[MessageConst.POP_CK])
         handle = dataclasses.replace(handle, commit_log_offset=msg.physical_offset)
-        if msg.reconsume_times + 1 > order.max_attempts and await _dead_letter(
-            instance, order, addr, msg, handle
+        # an orderly pop's broker dead-letters past the group's retryMaxTimes itself
+        if (
+            not order.fifo
+            and msg.reconsume_times + 1 > order.max_attempts
+            and await _dead_letter(instance, order, addr, msg, handle)
         ):
             continue
         popped.append((msg, str(handle)))

@@ -18,6 +18,7 @@ from rocketq.client.config import ClientConfig
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
 from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.groups import SubscriptionGroups
 from rocketq.proxy.service import MessagingService
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
@@ -92,7 +93,13 @@ class ProxyServer:
         port = int(advertised.rpartition(":")[2]) if advertised and ":" in advertised else self.port
         endpoints = _endpoints(self._advertised_host(), port)
         service = MessagingService(
-            self.config, self.instance, self.producer, self.transactions, self.hub, endpoints
+            self.config,
+            self.instance,
+            self.producer,
+            self.transactions,
+            self.hub,
+            endpoints,
+            SubscriptionGroups(self.instance, self.config),
         )
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()

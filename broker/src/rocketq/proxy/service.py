@@ -12,6 +12,7 @@ RPCs this slice does not serve yet answer NOT_IMPLEMENTED with a sentence saying
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
@@ -33,6 +34,7 @@ from rocketq.proxy.consumer import (
     settle_ack,
 )
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
+from rocketq.proxy.groups import GroupPolicy, SubscriptionGroups
 from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
@@ -68,6 +70,7 @@ class MessagingService(MessagingServiceServicer):
         transactions: ProxyTransactions,
         hub: TelemetryHub,
         endpoints: pb.Endpoints,
+        groups: SubscriptionGroups,
     ) -> None:
         self.config = config
         self.instance = instance
@@ -75,6 +78,7 @@ class MessagingService(MessagingServiceServicer):
         self.transactions = transactions
         self.hub = hub
         self.endpoints = endpoints
+        self.groups = groups
 
     # ------------------------------------------------------------------ routes and sessions
 
@@ -142,11 +146,21 @@ class MessagingService(MessagingServiceServicer):
                 if settings.WhichOneof("pub_sub") == "publishing":
                     named, namespace = wrap_resources(settings.publishing)
                     self.hub.publish(outgoing, [t.name for t in named.topics], namespace)
+                group = await self._group_of(settings)
                 outgoing.put_nowait(
-                    spb.TelemetryCommand(status=ok(), settings=server_settings(settings, self.config))
+                    spb.TelemetryCommand(status=ok(), settings=server_settings(settings, self.config, group))
                 )
             elif kind is not None:
                 log.debug("telemetry command %s from %s ignored", kind, peer)
+
+    async def _group_of(self, settings: pb.Settings) -> GroupPolicy | None:
+        """A consumer's group settings (None for producers, or a consumer naming no topic)."""
+        if settings.WhichOneof("pub_sub") != "subscription":
+            return None
+        named, _ = wrap_resources(settings.subscription)
+        if not named.group.name or not named.subscriptions or check_group(named.group) is not None:
+            return None
+        return await self.groups.policy(named.group.name, named.subscriptions[0].topic.name)
 
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
@@ -202,6 +216,8 @@ class MessagingService(MessagingServiceServicer):
         if isinstance(order, Refusal):
             result: Popped | Refusal = order
         else:
+            group = await self.groups.policy(order.group, order.topic, order.broker_name)
+            order = dataclasses.replace(order, fifo=group.fifo, max_attempts=group.max_attempts)
             result = await pop(self.instance, order, self.instance.config.mq_client_api_timeout_ms)
         # the order the SDKs read: the status, the messages, then the delivery timestamp
         if isinstance(result, Refusal):

@@ -3,10 +3,10 @@
 A 5.x SDK opens Telemetry and sends its own Settings (client type, topics or subscriptions, what
 it would like); the server answers with the Settings that rule: for producers the exponential back-off
 between send attempts, ``max_body_size`` and ``validate_message_type``; for consumers the receive
-batch size, the long-polling timeout, ``fifo`` and the back-off between deliveries (RocketMQ's
-delay levels, which a push consumer uses as the invisible time of a failed message) whose
-``max_attempts`` is the group's maximum number of deliveries.  ``metric.on`` is always false
-(the Python SDK waits for the ``metric`` field before a PushConsumer starts).  The Node SDK's
+batch size, the long-polling timeout, ``fifo`` (the group's ``consumeMessageOrderly``) and the
+back-off between deliveries (RocketMQ's delay levels, which a push consumer uses as the invisible
+time of a failed message) whose ``max_attempts`` is the group's retryMaxTimes + 1.  ``metric.on``
+is always false (the Python SDK waits for the ``metric`` field before a PushConsumer starts).  The Node SDK's
 start-up blocks until this answer arrives, so it is sent for every Settings command, whatever its
 client type.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 from google.protobuf.duration_pb2 import Duration
 
 from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.groups import GroupPolicy
 from rocketq.proxy.v2 import definition_pb2 as pb
 
 __all__ = ["CONSUMER_BACKOFF_S", "server_settings"]
@@ -40,8 +41,14 @@ def _backoff(config: ProxyConfig, max_attempts: int) -> pb.RetryPolicy:
     )
 
 
-def server_settings(client: pb.Settings, config: ProxyConfig) -> pb.Settings:
-    """The Settings answering ``client``'s (its client type, access point and request timeout kept)."""
+def server_settings(
+    client: pb.Settings, config: ProxyConfig, group: GroupPolicy | None = None
+) -> pb.Settings:
+    """The Settings answering ``client``'s (its client type, access point and request timeout kept);
+    a consumer's ``fifo`` and ``max_attempts`` are its group's (``group``; without it: not FIFO,
+    ``consumerMaxAttempts``)."""
+    if group is None:
+        group = GroupPolicy(fifo=False, max_attempts=config.consumer_max_attempts)
     out = pb.Settings(metric=pb.Metric(on=False))
     if client.HasField("client_type"):
         out.client_type = client.client_type
@@ -53,7 +60,7 @@ def server_settings(client: pb.Settings, config: ProxyConfig) -> pb.Settings:
         sub = client.subscription
         out.backoff_policy.CopyFrom(
             pb.RetryPolicy(
-                max_attempts=config.consumer_max_attempts,
+                max_attempts=group.max_attempts,
                 customized_backoff=pb.CustomizedBackoff(
                     next=[Duration(seconds=s) for s in CONSUMER_BACKOFF_S]
                 ),
@@ -62,7 +69,7 @@ def server_settings(client: pb.Settings, config: ProxyConfig) -> pb.Settings:
         out.subscription.CopyFrom(
             pb.Subscription(
                 subscriptions=sub.subscriptions,
-                fifo=sub.fifo if sub.HasField("fifo") else False,
+                fifo=group.fifo,
                 receive_batch_size=config.grpc_client_consumer_long_polling_batch_size,
                 long_polling_timeout=_duration(config.grpc_client_consumer_max_long_polling_timeout_millis),
             )

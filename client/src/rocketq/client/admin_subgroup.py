@@ -6,7 +6,8 @@ it goes to the group's DLQ (``retryMaxTimes``), the queue count of its retry top
 (``retryQueueNums``), and which broker a pull is redirected to (``brokerId`` normally,
 ``whichBrokerWhenConsumeSlowly`` when the consumer lags).  The calls here are
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200, the whole config as the JSON body; the broker replaces
-what it had), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and DELETE_SUBSCRIPTIONGROUP (207, header
+what it had), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_SUBSCRIPTIONGROUP_CONFIG (352, one group) and
+DELETE_SUBSCRIPTIONGROUP (207, header
 ``groupName`` and ``cleanOffset``), sent to one broker address or every master of a cluster as
 Java's ``updateSubGroup`` / ``deleteSubGroup`` do.  When ``retryQueueNums`` differs from the
 default, the group's existing retry topic is resized on the same brokers, as Java's tool does.
@@ -18,8 +19,9 @@ import json
 from dataclasses import dataclass
 
 from rocketq.client.admin import AsyncAdmin
+from rocketq.client.api import MQClientAPI
 from rocketq.client.errors import MQClientError, NoRouteError
-from rocketq.client.remoting.codes import RequestCode
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import MASTER_ID, retry_topic
 
@@ -28,6 +30,7 @@ __all__ = [
     "SubscriptionGroupSettings",
     "delete_sub_group",
     "get_sub_group",
+    "query_sub_group",
     "target_brokers",
     "update_sub_group",
 ]
@@ -48,6 +51,8 @@ class SubscriptionGroupSettings:
     broker_id: int = MASTER_ID
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: FIFO consumption (RocketMQ 5): 5.x proxies pop the group orderly
+    consume_message_orderly: bool = False
 
     def __post_init__(self) -> None:
         if not self.group_name:
@@ -69,6 +74,7 @@ class SubscriptionGroupSettings:
             "brokerId": self.broker_id,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
         }
 
     @classmethod
@@ -91,6 +97,7 @@ class SubscriptionGroupSettings:
             broker_id=num("brokerId", MASTER_ID),
             which_broker_when_consume_slowly=num("whichBrokerWhenConsumeSlowly", 1),
             notify_consumer_ids_changed_enable=flag("notifyConsumerIdsChangedEnable", True),
+            consume_message_orderly=flag("consumeMessageOrderly", False),
         )
 
     def __str__(self) -> str:
@@ -179,6 +186,18 @@ async def get_sub_group(admin: AsyncAdmin, broker_addr: str, group: str) -> Subs
     table = json.loads(response.body.decode("utf-8")).get("subscriptionGroupTable") or {}
     entry = table.get(group)
     return SubscriptionGroupSettings.from_json({"groupName": group, **entry}) if entry is not None else None
+
+
+async def query_sub_group(api: MQClientAPI, broker_addr: str, group: str) -> SubscriptionGroupSettings | None:
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352, header ``group``): one group's settings on one broker
+    (which creates it first where it auto-creates groups); None if the broker has no such group."""
+    cmd = RemotingCommand.request(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group})
+    response = await api.invoke(broker_addr, cmd)
+    if response.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+        return None
+    api.check(response, broker_addr)
+    body = json.loads(response.body.decode("utf-8"))
+    return SubscriptionGroupSettings.from_json({"groupName": group, **body})
 
 
 async def delete_sub_group(

@@ -2,9 +2,9 @@
 
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-DELETE_SUBSCRIPTIONGROUP (207), GET_ALL_CONSUMER_OFFSET (43), GET_BROKER_RUNTIME_INFO (28) and
-GET_BROKER_CONFIG (26).  Topic changes reach the NameServers through the topic manager's change
-listener (an immediate re-registration).
+GET_SUBSCRIPTIONGROUP_CONFIG (352), DELETE_SUBSCRIPTIONGROUP (207), GET_ALL_CONSUMER_OFFSET (43),
+GET_BROKER_RUNTIME_INFO (28) and GET_BROKER_CONFIG (26).  Topic changes reach the NameServers
+through the topic manager's change listener (an immediate re-registration).
 """
 
 from __future__ import annotations
@@ -110,6 +110,19 @@ class AdminProcessor:
         self, request: RemotingCommand, channel: Channel
     ) -> RemotingCommand | None:
         return request.make_response(ResponseCode.SUCCESS, body=dumps(self.ctx.groups.encode()))
+
+    async def get_subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
+        """One group's config (header ``group``), auto-created where the broker allows it, as
+        Java's ``findSubscriptionGroupConfig``; SUBSCRIPTION_GROUP_NOT_EXIST otherwise."""
+        group = request.ext_fields.get("group")
+        if not group:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, "the custom field <group> is null")
+        sgc = self.ctx.groups.find(group)
+        if sgc is None:
+            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return request.make_response(ResponseCode.SUCCESS, body=dumps(sgc.to_json()))
 
     async def delete_subscription_group(
         self, request: RemotingCommand, channel: Channel

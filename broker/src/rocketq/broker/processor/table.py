@@ -83,6 +83,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
         rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
         rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group,
+        rc.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group,
         rc.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
         rc.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
         rc.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,

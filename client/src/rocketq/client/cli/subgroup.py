@@ -42,6 +42,7 @@ async def _update_sub_group(admin: AsyncAdmin, a: argparse.Namespace) -> None:
         broker_id=a.broker_id,
         which_broker_when_consume_slowly=a.which_broker_when_consume_slowly,
         notify_consumer_ids_changed_enable=a.notify_consumer_ids_changed,
+        consume_message_orderly=a.consume_message_orderly,
     )
     for addr in await update_sub_group(admin, settings, broker_addr=a.broker_addr, cluster=a.cluster):
         out(f"create subscription group to {addr} success.")
@@ -86,6 +87,7 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     _flag(p, "-s", "--consumeEnable", "consume_enable", True, "consume enable")
     _flag(p, "-m", "--consumeFromMinEnable", "consume_from_min_enable", False, "from min offset")
     _flag(p, "-d", "--consumeBroadcastEnable", "consume_broadcast_enable", False, "broadcast")
+    _flag(p, "-o", "--consumeMessageOrderly", "consume_message_orderly", False, "consume message orderly")
     p.add_argument(
         "-q", "--retryQueueNums", dest="retry_queue_nums", type=int, default=1, help="retry queue nums"
     )
