@@ -24,11 +24,14 @@ from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.consumer import SimpleConsumer
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
-from rocketq.client.remoting.pop import ConsumeInitMode
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.pop import ConsumeInitMode, NotificationRequestHeader, PollingInfoRequestHeader
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import dlq_topic
 from rocketq.client.testing import ServerProcess, create_topic, pull_queue, spawn_broker, spawn_namesrv
 from rocketq.client.testing.wait import wait_value
+from rocketq.client.transport.blocking import BlockingRemotingClient
 
 INVISIBLE_S = 2.0
 
@@ -39,10 +42,15 @@ def namesrv_proc(tmp_path: Path) -> Iterator[ServerProcess]:
         yield ns
 
 
-def _consumer(ns: ServerProcess, group: str, topic: str) -> SimpleConsumer:
+def _consumer(ns: ServerProcess, group: str, topic: str, await_duration_s: float = 1.0) -> SimpleConsumer:
     """A started FIFO SimpleConsumer (shut it down)."""
     consumer = SimpleConsumer(
-        ns.addr, group, {topic: "*"}, await_duration_s=1.0, init_mode=ConsumeInitMode.MIN, fifo=True
+        ns.addr,
+        group,
+        {topic: "*"},
+        await_duration_s=await_duration_s,
+        init_mode=ConsumeInitMode.MIN,
+        fifo=True,
     )
     consumer.start()
     return consumer
@@ -356,3 +364,156 @@ def test_orderly_message_beyond_retry_limit_goes_to_dlq_and_queue_moves_on(
     assert len(zero) == 17 and zero == sorted(zero) and max(zero) == 16
     assert [m.body for m in dead] == [b"a:0"]
     assert dead[0].properties.get(MessageConst.RETRY_TOPIC) == topic
+
+
+def _bodies(msgs: list[MessageExt]) -> list[str]:
+    return [m.body.decode() for m in msgs]
+
+
+@pytest.mark.parametrize("scope", ["queue", "group"])
+def test_batch_ack_of_an_orderly_batch_commits_it_and_releases_the_queue_or_group(
+    tmp_path: Path, namesrv_proc: ServerProcess, scope: str
+) -> None:
+    """``ack_many`` sends one BATCH_ACK_MESSAGE for the orderly batch: the next batch follows at once.
+
+    Under ``group`` scope a batch ack of one group's messages releases that group only."""
+    topic, group = f"fifo-bAck-{scope}", f"fifo-bAck-cg-{scope}"
+    with spawn_broker(tmp_path, namesrv_proc.addr, popOrderBlockScope=scope):
+        create_topic(namesrv_proc.addr, topic, 1)
+        _send_groups(namesrv_proc, topic, ["A", "B"], 3)  # A:0 B:0 A:1 B:1 A:2 B:2
+        first, second = _consumer(namesrv_proc, group, topic), _consumer(namesrv_proc, group, topic)
+        try:
+            batch = first.receive(4, 30)
+            assert _bodies(batch) == ["A:0", "B:0", "A:1", "B:1"]
+            assert second.receive(4, 30) == []  # held by the un-acked batch
+            if scope == "group":
+                first.ack_many([m for m in batch if _parse(m)[0] == "A"])
+                assert _bodies(second.receive(4, 30)) == ["A:2"]  # B is still held
+                assert second.receive(4, 30) == []
+                first.ack_many([m for m in batch if _parse(m)[0] == "B"])
+                assert _bodies(second.receive(4, 30)) == ["B:2"]
+            else:
+                first.ack_many(batch)
+                assert _bodies(second.receive(4, 30)) == ["A:2", "B:2"]
+        finally:
+            first.shutdown()
+            second.shutdown()
+
+
+class RawPop:
+    """NOTIFICATION and POLLING_INFO requests of one consumer group to one broker."""
+
+    def __init__(self, addr: str, group: str, topic: str) -> None:
+        self.addr, self.group, self.topic = addr, group, topic
+        self.client = BlockingRemotingClient()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def has_msg(self, poll_ms: int = 0) -> bool:
+        header = NotificationRequestHeader(
+            consumer_group=self.group,
+            topic=self.topic,
+            queue_id=-1,
+            poll_time=poll_ms,
+            born_time=int(time.time() * 1000),
+            order=True,
+        )
+        request = RemotingCommand.request(RequestCode.NOTIFICATION, header.to_ext_fields())
+        answer = self.client.invoke(self.addr, request, poll_ms + 10_000)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        return answer.ext_fields["hasMsg"] == "true"
+
+    def polling_num(self) -> int:
+        header = PollingInfoRequestHeader(consumer_group=self.group, topic=self.topic, queue_id=-1)
+        answer = self.client.invoke(
+            self.addr, RemotingCommand.request(RequestCode.POLLING_INFO, header.to_ext_fields()), 10_000
+        )
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        return int(answer.ext_fields["pollingNum"])
+
+    def wait_for_waiter(self) -> None:
+        wait_value(lambda: self.polling_num() > 0, "a long poll waiting in POLLING_INFO", 15)
+
+
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[tuple[object, float]]]:
+    """Run ``fn`` in a thread; the list gets (its result, seconds it took)."""
+    out: list[tuple[object, float]] = []
+
+    def run() -> None:
+        t0 = time.monotonic()
+        result = fn()
+        out.append((result, time.monotonic() - t0))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_orderly_long_polls_are_woken_when_the_holding_batch_is_acked(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    """A NOTIFICATION and a POP long-polling (20 s) on a held queue answer as soon as the batch
+    holding it is acked, long before their poll time ends; NOTIFICATION says whether the queue
+    has messages for an orderly consumer: none while it is held, none when all are consumed."""
+    topic, group, poll_s = "fifo-wake", "fifo-wake-cg", 20.0
+    with spawn_broker(tmp_path, namesrv_proc.addr) as broker:
+        create_topic(namesrv_proc.addr, topic, 1)
+        _send_groups(namesrv_proc, topic, ["A"], 6)
+        holder = _consumer(namesrv_proc, group, topic)
+        waiter = _consumer(namesrv_proc, group, topic, await_duration_s=poll_s)
+        raw = RawPop(broker.addr, group, topic)
+        try:
+            batch = holder.receive(3, 30)
+            assert _bodies(batch) == ["A:0", "A:1", "A:2"]
+            assert not raw.has_msg()  # held: an orderly pop would get nothing
+            thread, noted = _in_thread(lambda: raw.has_msg(int(poll_s * 1000)))
+            raw.wait_for_waiter()
+            holder.ack(batch[0])  # A:1 and A:2 still hold the queue: no wake
+            holder.ack_many(batch[1:])
+            thread.join(poll_s + 10)
+            assert [r for r, _ in noted] == [True]
+            assert noted[0][1] < poll_s / 2, f"NOTIFICATION answered after {noted[0][1]:.1f} s"
+            assert raw.has_msg()
+
+            batch = holder.receive(2, 30)
+            assert _bodies(batch) == ["A:3", "A:4"]
+            assert not raw.has_msg()
+            thread, popped = _in_thread(lambda: waiter.receive(3, 30))
+            raw.wait_for_waiter()
+            holder.ack_many(batch)
+            thread.join(poll_s + 10)
+            assert len(popped) == 1
+            msgs, took = popped[0]
+            assert isinstance(msgs, list) and _bodies(msgs) == ["A:5"]
+            assert took < poll_s / 2, f"the long-polling orderly POP answered after {took:.1f} s"
+            waiter.ack_many(msgs)
+            assert not raw.has_msg()  # everything consumed
+        finally:
+            raw.close()
+            holder.shutdown()
+            waiter.shutdown()
+
+
+def test_orderly_notification_under_group_scope_sees_only_free_groups(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    topic, group = "fifo-note-group", "fifo-note-group-cg"
+    with spawn_broker(tmp_path, namesrv_proc.addr, popOrderBlockScope="group") as broker:
+        create_topic(namesrv_proc.addr, topic, 1)
+        _send_groups(namesrv_proc, topic, ["A"], 3)
+        consumer = _consumer(namesrv_proc, group, topic)
+        raw = RawPop(broker.addr, group, topic)
+        try:
+            batch = consumer.receive(1, 30)
+            assert _bodies(batch) == ["A:0"]
+            assert not raw.has_msg(), "A:1 and A:2 wait for A:0: an orderly pop gets nothing"
+            _send_groups(namesrv_proc, topic, ["B"], 1)
+            assert raw.has_msg()  # B:0 is free
+            assert _bodies(consumer.receive(4, 30)) == ["B:0"]
+            assert not raw.has_msg()
+            consumer.ack_many(batch)
+            assert raw.has_msg()
+        finally:
+            raw.close()
+            consumer.shutdown()

@@ -6,7 +6,8 @@ offset; with ``pollTime`` > 0 and nothing there it waits in the same long pollin
 an arrival or ``bornTime + pollTime``.  A full polling table answers ``pollingFull``.
 POLLING_INFO answers ``pollingNum``: the pops and notifications of the group waiting on the topic.
 Orderly notifications (``order=true``) look at the topic only, and a queue the order table blocks
-(Java's ``checkBlock`` with the request's attemptId) has no message for them.
+(Java's ``checkBlock`` with the request's attemptId; under ``popOrderBlockScope=group`` a queue
+whose messages all wait for held message groups) has no message for them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from rocketq.broker.pop.orderly import orderly_may_deliver
 from rocketq.broker.pop.polling import PopLongPolling
 from rocketq.broker.pop.reading import all_retry_topics, has_message
 from rocketq.broker.processor.context import BrokerContext, parse_header
@@ -81,7 +83,7 @@ class NotificationProcessor:
                     if header.queue_id < 0 or topic != header.topic
                     else [header.queue_id]
                 )
-                if not header.order or not ctx.pop_order.check_block(header.attempt_id, topic, group, q, 0)
+                if not header.order or orderly_may_deliver(ctx, group, topic, q, header.attempt_id)
             ]
             if has_message(ctx.store, ctx.offsets, ctx.config, group, topic, queue_ids, 0):
                 return True

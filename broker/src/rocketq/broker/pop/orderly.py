@@ -38,6 +38,7 @@ __all__ = [
     "GROUP_SCOPE_READ_FACTOR",
     "MAX_GROUP_SCOPE_READ",
     "OrderlyBatch",
+    "orderly_may_deliver",
     "orderly_pop_queue",
     "settle_ack",
 ]
@@ -72,6 +73,52 @@ def _read(
     return read, set(matching.queue_offsets), min(read.next_begin_offset, matching.next_begin_offset)
 
 
+def _candidates(
+    read: QueueRead, accepted: set[int] | None, limit: int
+) -> tuple[dict[int, tuple[bytes, StoredMessage]], list[Candidate]]:
+    """The read's messages below ``limit`` by offset, and as candidates (group, filter verdict)."""
+    messages: dict[int, tuple[bytes, StoredMessage]] = {}
+    candidates: list[Candidate] = []
+    for record, qo in zip(read.records, read.queue_offsets, strict=True):
+        if qo >= limit:
+            break
+        msg = decode_stored_message(record, decompress=False)
+        messages[qo] = (record, msg)
+        sharding = dict(msg.properties).get(MessageConst.SHARDING_KEY) or None
+        candidates.append(Candidate(qo, sharding, accepted is None or qo in accepted))
+    return messages, candidates
+
+
+def orderly_may_deliver(
+    ctx: BrokerContext, group: str, topic: str, queue_id: int, attempt_id: str | None
+) -> bool:
+    """NOTIFICATION of an orderly consumer: False when held messages keep an orderly pop of the
+    queue from delivering anything (the caller checks that the queue has messages at all).
+
+    ``queue`` scope: the queue is blocked.  ``group`` scope: while some message group is held, the
+    queue is read from the consumer offset as a pop reads it and asked whether a message is free.
+    """
+    manager = ctx.pop_order
+    if manager.scope is PopOrderBlockScope.QUEUE:
+        return not manager.check_block(attempt_id, topic, group, queue_id, 0)
+    offset = ctx.offsets.query_offset(group, topic, queue_id)
+    if offset < 0 or manager.lock_free_timestamp(topic, group, queue_id) is None:
+        return True  # nothing held
+    read, accepted, limit = _read(ctx, group, topic, queue_id, offset, MAX_GROUP_SCOPE_READ, None)
+    _, candidates = _candidates(read, accepted, limit)
+    sel = manager.select(
+        attempt_id=attempt_id,
+        topic=topic,
+        group=group,
+        queue_id=queue_id,
+        invisible_time=0,
+        consumer_offset=offset,
+        candidates=candidates,
+        max_nums=1,
+    )
+    return bool(sel.candidates)
+
+
 async def orderly_pop_queue(
     ctx: BrokerContext,
     *,
@@ -95,15 +142,7 @@ async def orderly_pop_queue(
     group_scope = manager.scope is PopOrderBlockScope.GROUP
     n = min(MAX_GROUP_SCOPE_READ, max_nums * GROUP_SCOPE_READ_FACTOR) if group_scope else max_nums
     read, accepted, limit = await asyncio.to_thread(_read, ctx, group, topic, queue_id, offset, n, msg_filter)
-    messages: dict[int, tuple[bytes, StoredMessage]] = {}
-    candidates: list[Candidate] = []
-    for record, qo in zip(read.records, read.queue_offsets, strict=True):
-        if qo >= limit:
-            break
-        msg = decode_stored_message(record, decompress=False)
-        messages[qo] = (record, msg)
-        sharding = dict(msg.properties).get(MessageConst.SHARDING_KEY) or None
-        candidates.append(Candidate(qo, sharding, accepted is None or qo in accepted))
+    messages, candidates = _candidates(read, accepted, limit)
     batch.rest_num = max(max_offset - offset, 0)
     if not candidates:
         if limit > offset and not group_scope:
