@@ -49,6 +49,11 @@ BROKER: Sections = [
         "Replication",
         {
             "haListenPort": "the master's HA port; 0 = a free port (also when `listenPort` is 0)",
+            "fastListenPort": "the VIP channel (RocketMQ 4.x's fast remoting server, 10909 for the default "
+            "10911): every request except pulls, pops, peeks, notifications and polling info; clients with "
+            "`vipChannelEnabled` reach it at the advertised port − 2, nothing more is registered. 0 = a free "
+            "port (also when `listenPort` is 0). Java derives it and has no key (rocketq's key); a "
+            "derived port that is taken only logs a warning, a configured one fails the start",
             "haMasterAddress": "a slave's master HA address (empty: learnt from the NameServer)",
             "haSendHeartbeatInterval": "ms between a slave's HA heartbeats",
             "haHousekeepingInterval": "ms after which an idle HA connection is dropped",
@@ -311,6 +316,7 @@ MACHINE_DEFAULTS = {
     "brokerName": "the host name",
     "storePathRootDir": "`~/store`",
     "haListenPort": "listenPort + 1",
+    "fastListenPort": "listenPort − 2",
 }
 
 

@@ -64,6 +64,9 @@ class BrokerConfig:
     listen_port: int = 10911
     #: -1: RocketMQ's default, listenPort + 1 (0 when listenPort is 0: a free port)
     ha_listen_port: int = -1
+    #: the VIP channel (rocketq.client.remoting.vip_channel); -1: RocketMQ's listenPort - 2 (0 when
+    #: listenPort is 0 or 1: a free port); clients derive it as the advertised port - 2
+    fast_listen_port: int = -1
     namesrv_addr: tuple[str, ...] = ()
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     broker_permission: int = PERM_RW
@@ -269,7 +272,23 @@ class BrokerConfig:
         for addr in self.controller_addr:
             _check(is_host_port(addr), "controllerAddr", f"{addr!r} is not host:port")
 
+    @property
+    def fast_listen_port_derived(self) -> bool:
+        """True when the VIP port is RocketMQ's ``listenPort - 2``, not a configured one."""
+        return self.fast_listen_port < 0
+
+    def vip_listen_port(self) -> int:
+        """The port the VIP channel binds (0: a free one)."""
+        if self.fast_listen_port >= 0:
+            return self.fast_listen_port
+        return self.listen_port - 2 if self.listen_port >= 2 else 0
+
     def _check_replication(self) -> None:
+        _check(
+            -1 <= self.fast_listen_port <= 65535,
+            "fastListenPort",
+            f"must be 0..65535 (or -1: listenPort - 2), got {self.fast_listen_port}",
+        )
         if self.ha_listen_port < 0:
             object.__setattr__(self, "ha_listen_port", self.listen_port + 1 if self.listen_port else 0)
         port = self.ha_listen_port

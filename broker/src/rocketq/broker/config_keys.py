@@ -95,6 +95,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "serverMaxPendingFrameBytes": ("server_max_pending_frame_bytes", _parse_int),
     "serverMaxPendingFrameBytesTotal": ("server_max_pending_frame_bytes_total", _parse_int),
     "haListenPort": ("ha_listen_port", _parse_int),
+    "fastListenPort": ("fast_listen_port", _parse_int),
     "namesrvAddr": ("namesrv_addr", _parse_addr_list),
     "brokerRole": ("broker_role", _enum_parser(BrokerRole)),
     "brokerPermission": ("broker_permission", _parse_int),

@@ -14,7 +14,10 @@ which hops to the loop.  Background tasks: NameServer registration every
 client channels expired every 10 s, stale queue locks dropped; on a master, the services of
 :mod:`.master_services` (delayed delivery, transaction check-back).  The request table is
 :mod:`.processor.table`, the managers around the store :func:`.processor.context.build_context`.
-``shutdown()`` is the clean stop (SIGTERM): unregister from the NameServers, answer parked pulls,
+The same request table, less the long polls, is served on the VIP channel (``fastListenPort``,
+listenPort - 2, :mod:`rocketq.client.remoting.vip_channel`).
+``shutdown()`` is the clean stop (SIGTERM): sends are answered SERVICE_NOT_AVAILABLE from then on
+(producers retry them on another broker), unregister from the NameServers, answer parked pulls,
 drain running requests, persist the metadata, then shut the store down, which flushes and removes
 the ``abort`` file.
 """
@@ -45,6 +48,9 @@ from rocketq.broker.processor.pull import confirm_waker
 from rocketq.broker.processor.table import processor_table
 from rocketq.broker.slave_sync import SlaveSynchronizer
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.vip_channel import NOT_ON_VIP_CHANNEL
 from rocketq.client.transport.aio import RemotingClient
 from rocketq.server import Channel, Processor, RemotingServer
 from rocketq.server.acl import PlainAclValidator, RequestSigner, acl_validator
@@ -55,6 +61,16 @@ log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
 
+#: requests refused once shutdown began: they write messages, and the client can take them elsewhere
+SEND_CODES: frozenset[int] = frozenset(
+    {
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+    }
+)
+
 
 class BrokerController:
     """One broker: ``await start()`` returns the bound ``(host, port)``; ``await shutdown()`` stops it."""
@@ -64,6 +80,8 @@ class BrokerController:
         self._store: MessageStore | None = None
         self.ctx: BrokerContext | None = None
         self.server: RemotingServer | None = None
+        self.vip_server: RemotingServer | None = None  # the VIP channel, listenPort - 2
+        self._refuse_sends = False  # set by shutdown(): sends are answered SERVICE_NOT_AVAILABLE
         self.acl: PlainAclValidator | None = None
         self.registrar: NamesrvRegistrar | None = None
         self._client: RemotingClient | None = None
@@ -148,9 +166,29 @@ class BrokerController:
     async def _serve(self, ctx: BrokerContext, replication: Replication) -> tuple[str, int]:
         """Open the remoting port with every processor registered; the bound ``(host, port)``."""
         self.acl = acl_validator(self.config.acl_enable, self.config.acl_file_path)  # plain ACL, or None
-        self.server = RemotingServer(
+        self.server = self._remoting_server(self.config.listen_port)
+        signer = RequestSigner.of(self.config.access_key, self.config.secret_key)  # ACL: sign own requests
+        self._client = RemotingClient(ssl_context=self.config.tls.client_context(), rpc_hook=signer)
+        if self.config.metrics.enabled:  # before the processors capture ctx.metrics
+            self.metrics = BrokerMetrics(self.config, ctx, replication)
+        table: dict[int, Processor] = {}
+        for code, processor in self._processors(ctx, replication, self._client).items():
+            if self.metrics is not None:
+                processor = self.metrics.instrument(code, processor)
+            if code in SEND_CODES:
+                processor = self._refused_while_stopping(processor)
+            table[code] = processor
+            self.server.register(code, processor)
+        if self.metrics is not None:
+            await self.metrics.start()
+        bound = await self.server.start()
+        await self._serve_vip_channel(table)
+        return bound
+
+    def _remoting_server(self, port: int) -> RemotingServer:
+        return RemotingServer(
             host=self.config.bind_address,
-            port=self.config.listen_port,
+            port=port,
             max_inflight_per_connection=self.config.server_max_inflight_requests_per_connection,
             limits=self.config.connection_limits(),
             max_queued_requests=self.config.max_suspended_pulls
@@ -161,17 +199,41 @@ class BrokerController:
             ssl_context=self.config.tls.server_context(),
             request_check=None if self.acl is None else self.acl.check,
         )
-        signer = RequestSigner.of(self.config.access_key, self.config.secret_key)  # ACL: sign own requests
-        self._client = RemotingClient(ssl_context=self.config.tls.client_context(), rpc_hook=signer)
-        if self.config.metrics.enabled:  # before the processors capture ctx.metrics
-            self.metrics = BrokerMetrics(self.config, ctx, replication)
-        for code, processor in self._processors(ctx, replication, self._client).items():
-            if self.metrics is not None:
-                processor = self.metrics.instrument(code, processor)
-            self.server.register(code, processor)
-        if self.metrics is not None:
-            await self.metrics.start()
-        return await self.server.start()
+
+    async def _serve_vip_channel(self, table: dict[int, Processor]) -> None:
+        """Open the VIP channel (RocketMQ's fast remoting server): every request but long polls.
+
+        A configured ``fastListenPort`` that cannot be bound fails the start; the derived
+        ``listenPort - 2`` only logs a warning (clients without ``vipChannelEnabled`` never use it).
+        """
+        port = self.config.vip_listen_port()
+        server = self._remoting_server(port)
+        for code, processor in table.items():
+            if code not in NOT_ON_VIP_CHANNEL:
+                server.register(code, processor)
+        try:
+            host, bound = await server.start()
+        except OSError as exc:
+            if not self.config.fast_listen_port_derived:
+                raise
+            log.warning("VIP channel not opened: port %d (listenPort - 2) cannot be bound: %s", port, exc)
+            return
+        self.vip_server = server
+        log.info("VIP channel (fastListenPort) listening on %s:%d", host, bound)
+
+    def _refused_while_stopping(self, processor: Processor) -> Processor:
+        """``processor`` answering SERVICE_NOT_AVAILABLE once shutdown began (the producer retries
+        the send on another broker, as it does for a Java broker whose store is shutting down)."""
+
+        async def send(cmd: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+            if self._refuse_sends:
+                return cmd.make_response(
+                    ResponseCode.SERVICE_NOT_AVAILABLE,
+                    f"broker {self.config.broker_name} is shutting down, send to another broker",
+                )
+            return await processor(cmd, channel)
+
+        return send
 
     def _processors(
         self, ctx: BrokerContext, replication: Replication, client: RemotingClient
@@ -315,6 +377,7 @@ class BrokerController:
         if self._stopped:
             return
         self._stopped = True
+        self._refuse_sends = True
         ctx = self.ctx
         if self.registrar is not None:
             with contextlib.suppress(Exception):
@@ -322,6 +385,8 @@ class BrokerController:
         if ctx is not None:
             ctx.hold.shutdown()
             ctx.pop_polling.shutdown()
+        if self.vip_server is not None:
+            await self.vip_server.stop(grace_s)
         if self.server is not None:
             await self.server.stop(grace_s)
         if self.metrics is not None:

@@ -57,6 +57,7 @@ from rocketq.client.remoting.txn_batch import (
     SKIPPED_FIELD,
     encode_ranges_body,
 )
+from rocketq.client.remoting.vip_channel import VIA_VIP_CHANNEL, vip_channel_addr
 from rocketq.client.remoting.vocabulary import MessageQueue, PullSysFlag, SubscriptionData
 from rocketq.client.transport.aio import RemotingClient
 
@@ -120,10 +121,17 @@ class MQClientAPI:
         self.remoting.register(code, processor)
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
-        return await self.remoting.invoke(addr, cmd, timeout_ms or self.timeout_ms)
+        return await self.remoting.invoke(self.channel_addr(addr, cmd), cmd, timeout_ms or self.timeout_ms)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
-        await self.remoting.invoke_oneway(addr, cmd)
+        await self.remoting.invoke_oneway(self.channel_addr(addr, cmd), cmd)
+
+    def channel_addr(self, addr: str, cmd: RemotingCommand) -> str:
+        """Where ``cmd`` for the broker at ``addr`` goes: its VIP channel when enabled and Java
+        sends that request there (rocketq.client.remoting.vip_channel), else ``addr``."""
+        if self.config.vip_channel_enabled and cmd.code in VIA_VIP_CHANNEL:
+            return vip_channel_addr(addr)
+        return addr
 
     async def invoke_namesrv(self, cmd: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
         """Send to the current NameServer; on a transport error try the others in turn."""

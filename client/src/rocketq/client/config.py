@@ -89,6 +89,9 @@ class ClientConfig:
     heartbeat_broker_interval_ms: int = 30_000
     persist_consumer_offset_interval_ms: int = 5_000
     serialize_json: bool = True  # False: send the ROCKETMQ binary header
+    # sends and most broker admin calls go to the broker's VIP channel, port - 2 (Java's
+    # vipChannelEnabled; rocketq.client.remoting.vip_channel); pulls and heartbeats do not
+    vip_channel_enabled: bool = False
     # reads (pulls, offsets) avoid a replica that failed at the transport level for this long
     # and go to another replica of its broker group (a slave when the master is down)
     unreachable_broker_backoff_ms: int = 5_000
