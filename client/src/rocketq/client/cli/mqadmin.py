@@ -32,6 +32,7 @@ from rocketq.client.cli import (
     message_read,
     runtime_config,
     subgroup,
+    tools_conf,
     topic,
     topic_ops,
     trace,
@@ -150,6 +151,11 @@ def _add_acl_options(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("ROCKETMQ_SECRET_KEY"),
         help="ACL SecretKey of that account (env ROCKETMQ_SECRET_KEY)",
     )
+    p.add_argument(
+        "--tools-yml",
+        help="YAML file with accessKey/secretKey, used when no key is given "
+        "(default $ROCKETMQ_HOME/conf/tools.yml, as Java's mqadmin)",
+    )
 
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:
@@ -192,6 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.access_key is None) != (args.secret_key is None):
         parser.error("give both --access-key and --secret-key (env ROCKETMQ_ACCESS_KEY/ROCKETMQ_SECRET_KEY)")
+    if args.access_key is None and args.secret_key is None:
+        try:
+            found = tools_conf.tools_credentials(args.tools_yml, os.environ)
+        except tools_conf.ToolsConfError as exc:
+            parser.error(str(exc))
+        if found is not None:
+            args.access_key, args.secret_key = found
     group, _, _ = _COMMANDS[args.command]
     problem = group.usage_error(args)
     if problem:
