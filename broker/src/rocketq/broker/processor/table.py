@@ -29,6 +29,7 @@ from rocketq.broker.processor.recall import RecallMessageProcessor
 from rocketq.broker.processor.send import SendMessageProcessor
 from rocketq.broker.processor.send_back import SendMessageBackProcessor
 from rocketq.broker.processor.stats import StatsProcessor
+from rocketq.broker.processor.store_admin import StoreAdminProcessor
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.server import Channel, Processor
@@ -55,6 +56,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
     admin = AdminProcessor(ctx, ha_runtime=replication.runtime_keys if replication is not None else None)
     stats = StatsProcessor(ctx)
     rebalance = RebalanceProcessor(ctx)
+    store_admin = StoreAdminProcessor(ctx)
     send_back = SendMessageBackProcessor(ctx).process
     rc = RequestCode
     table: dict[int, Processor] = {
@@ -98,6 +100,10 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,
         rc.GET_BROKER_HA_STATUS: _get_broker_ha_status(ctx, replication),
         rc.RECALL_MESSAGE: RecallMessageProcessor(ctx).process,
+        rc.DELETE_EXPIRED_COMMITLOG: store_admin.delete_expired_commit_log,
+        rc.CLEAN_EXPIRED_CONSUMEQUEUE: store_admin.clean_expired_consume_queue,
+        rc.CLEAN_UNUSED_TOPIC: store_admin.clean_unused_topic,
+        rc.RESET_MASTER_FLUSH_OFFSET: store_admin.reset_master_flush_offset,
     }
     table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
     table.update(assignment_processors(ctx))  # server-side rebalance (rocketq.broker.pop.assignment)
