@@ -4,12 +4,15 @@ while a producer with retries sends at a steady pace.
 The application sees no failed send and every acknowledged message is read back afterwards; the
 stopped broker exits 0 and has left the NameServer's route by the time it exited (it unregistered:
 the NameServer did not wait for its 120 s broker timeout).  ``mqshutdown namesrv`` stops a
-NameServer with exit status 0.  The figures (sends, retried sends, the longest send, stop time) are
+NameServer with exit status 0, and a broker that is stopping answers sends SERVICE_NOT_AVAILABLE.
+The figures (sends, retried sends, the longest send, stop time) are
 printed for docs/operations.md.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -26,16 +29,20 @@ from rocketq.client.consumer import LitePullConsumer
 from rocketq.client.errors import NoRouteError, RocketQError
 from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import Perm
 from rocketq.client.testing import (
     create_topic,
     drain,
     free_port,
     run_mqadmin,
+    send_header,
     spawn_broker,
     spawn_namesrv,
     wait_for,
 )
+from rocketq.client.transport.blocking import BlockingRemotingClient
 from rocketq.tools.shutdown import find_processes
 
 TOPIC = "RollingRestart"
@@ -183,6 +190,37 @@ def _read_all(ns_addr: str, n: int) -> set[bytes]:
         return {m.body for m in drain(consumer, n, timeout_s=60)}
     finally:
         consumer.shutdown()
+
+
+def test_a_stopping_broker_answers_sends_service_not_available(tmp_path: Path) -> None:
+    """While the broker unregisters (here from a NameServer held by SIGSTOP, so that takes its
+    5 s bound), a send is answered SERVICE_NOT_AVAILABLE, the code producers retry elsewhere."""
+    with spawn_namesrv(tmp_path / "ns") as ns, BlockingRemotingClient() as client:
+        broker = spawn_broker(tmp_path / "a", ns.addr, **SMALL)
+        try:
+            header = send_header("StoppingBroker", default_topic_queue_nums=1)
+
+            def send() -> RemotingCommand:
+                cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), b"x")
+                return client.invoke(broker.addr, cmd, 5000)
+
+            assert send().code == ResponseCode.SUCCESS
+            os.kill(ns.pid, signal.SIGSTOP)
+            try:
+                os.kill(broker.pid, signal.SIGTERM)
+                refused = send()
+                for _ in range(100):  # the signal is handled asynchronously: a few sends may pass
+                    if refused.code != ResponseCode.SUCCESS:
+                        break
+                    time.sleep(0.02)
+                    refused = send()
+            finally:
+                os.kill(ns.pid, signal.SIGCONT)
+            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert "shutting down" in (refused.remark or "")
+            assert broker.popen.wait(timeout=30) == 0, broker.log_tail()
+        finally:
+            broker.terminate()
 
 
 def test_mqshutdown_namesrv_is_a_clean_exit(tmp_path: Path) -> None:
