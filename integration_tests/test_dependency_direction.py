@@ -47,7 +47,7 @@ FORBIDDEN = {
     "controller": ("rocketq.namesrv", "rocketq.broker", "rocketq.connector", "rocketq.tools"),
     "broker": ("rocketq.namesrv", "rocketq.controller", "rocketq.connector", "rocketq.tools"),
     "connector": (*_SERVERS, "rocketq.server", "rocketq.tools"),
-    "proxy": (*_SERVERS, "rocketq.connector", "rocketq.server", "rocketq.tools"),
+    "proxy": (*_SERVERS, "rocketq.connector", "rocketq.tools"),
 }
 #: the remoting library every server builds on (not the producer, consumer or admin of rocketq.client)
 REMOTING_LIBRARY = (
@@ -65,8 +65,9 @@ MAY_IMPORT = {
     "controller": (*REMOTING_LIBRARY, "rocketq.controller"),
     "broker": (*REMOTING_LIBRARY, "rocketq.broker"),
     "connector": ("rocketq.client", "rocketq.connector"),
-    # the gRPC proxy reaches NameServers and brokers over remoting through the client library
-    "proxy": ("rocketq.client", "rocketq.proxy"),
+    # the gRPC proxy reaches NameServers and brokers over remoting through the client library;
+    # as a server it checks credentials with rocketq.server's ACL rules
+    "proxy": ("rocketq.client", "rocketq.server", "rocketq.proxy"),
 }
 SANS_IO_BANNED = {"socket", "asyncio", "selectors", "threading", "ssl", "socketserver"}
 REMOTING_THIRD_PARTY = {"lz4"}

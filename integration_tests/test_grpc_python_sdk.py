@@ -14,6 +14,8 @@ SDK tests are skipped only when PyPI cannot be reached to build that venv.
 ``grpc_sdk/python_sdk_fifo.py`` consumes a FIFO group (``mqadmin updateSubGroup -o true``): each
 message group in send order, and a message left un-acked holds back its group until it comes
 back; the Settings the proxy answers carry the group's ``fifo`` and ``retryMaxTimes`` + 1.
+``grpc_sdk/python_sdk_acl.py`` talks to a proxy with ``enableACL``: right, wrong, unknown and
+missing credentials, and an account without PUB on the topic.
 
 A proxy SIGKILLed and restarted on its port while the SDK sends
 (``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw
@@ -33,6 +35,8 @@ handles and transaction ids get RocketMQ's status codes and the proxy keeps serv
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -75,6 +79,24 @@ SDK_PINS = ("grpcio==1.85.3", "protobuf==7.36.2")
 SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
 SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
 FIFO_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_fifo.py"
+ACL_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_acl.py"
+#: plain_acl.yml of the ACL test: "writer" may produce and consume sdk-acl, "reader" only consume
+PLAIN_ACL = """\
+globalWhiteRemoteAddresses: []
+accounts:
+  - accessKey: sdkWriter
+    secretKey: writerSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - sdk-acl=PUB|SUB
+  - accessKey: sdkReader
+    secretKey: readerSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - sdk-acl=SUB
+"""
 NODE_SDK = "rocketmq-client-nodejs@1.0.8"
 NODE_SCRIPT = Path(__file__).with_name("grpc_sdk") / "node_sdk_roundtrip.js"
 _OFFLINE_SIGNS = (
@@ -185,6 +207,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-forward",
             "sdk-node",
             "sdk-fifo",
+            "sdk-acl",
         ):
             create_topic(ns.addr, topic, 4)
         # the group's retryMaxTimes 1: a message is dead-lettered at its third delivery;
@@ -373,6 +396,77 @@ def test_a_fifo_group_receives_each_message_group_in_order_and_a_failed_message_
     )
     assert fifo_reply.subscription.fifo and fifo_reply.backoff_policy.max_attempts == 6
     assert not plain_reply.subscription.fifo and plain_reply.backoff_policy.max_attempts == 2
+
+
+def test_sdk_credentials_are_checked_against_plain_acl(
+    cluster: Cluster, sdk_python: Path, tmp_path: Path
+) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(PLAIN_ACL, encoding="utf-8")
+    cases = {
+        "right": ["sdkWriter", "writerSecret"],
+        "wrong": ["sdkWriter", "not-the-secret"],
+        "unknown": ["nobody1", "whatever"],
+        "missing": ["", ""],
+        "reader": ["sdkReader", "readerSecret"],
+    }
+    with spawn_proxy(
+        tmp_path / "proxy",
+        cluster.namesrv.addr,
+        grpcClientConsumerMinLongPollingTimeoutMillis=1000,
+        grpcClientConsumerMaxLongPollingTimeoutMillis=3000,
+        enableACL=True,
+        aclFilePath=str(acl_file),
+    ) as px:
+        run = subprocess.run(
+            [str(sdk_python), str(ACL_SCRIPT), px.addr, "sdk-acl", "g-acl", json.dumps(cases)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert run.returncode == 0, f"SDK script failed:\n{run.stderr[-4000:]}\nproxy log:\n{px.log_tail()}"
+        codes = tuple(
+            _route_status(px.addr, ak, sk)
+            for ak, sk in (
+                ("sdkWriter", "writerSecret"),
+                ("sdkWriter", "not-the-secret"),
+                ("nobody1", "x"),
+                ("", ""),
+            )
+        )
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    right = out["right"]
+    assert right["subscribe"]["ok"] and right["send"]["ok"], right
+    assert right["receive"] == {"ok": True, "value": ["acl-right"]}, right
+    # the SDK reports a refused QueryRoute as "failed to fetch topic route", without the code
+    for name in ("wrong", "unknown", "missing"):
+        assert not any(out[name][step]["ok"] for step in ("subscribe", "send", "receive")), out[name]
+    # a known account without PUB on the topic consumes but cannot produce
+    reader = out["reader"]
+    assert reader["subscribe"]["ok"] and reader["receive"]["ok"], reader
+    assert not reader["send"]["ok"] and "40100" in reader["send"]["error"], reader  # UNAUTHORIZED
+    # the codes, as RocketMQ 5's proxy answers: right, wrong secret, unknown account, none
+    assert codes == (pb.Code.OK, pb.Code.UNAUTHORIZED, pb.Code.UNAUTHORIZED, pb.Code.UNAUTHORIZED)
+
+
+def _route_status(addr: str, access_key: str, secret_key: str) -> int:
+    """QueryRoute of sdk-acl signed as a 5.x SDK signs (lowercase hex HMAC-SHA1 of the date)."""
+    date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    signature = hmac.new(secret_key.encode(), date.encode(), hashlib.sha1).hexdigest()
+    metadata = (
+        ("x-mq-date-time", date),
+        (
+            "authorization",
+            f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}",
+        ),
+    )
+    channel, stub = _stub(addr)
+    try:
+        request = spb.QueryRouteRequest(topic=pb.Resource(name="sdk-acl"))
+        code: int = stub.QueryRoute(request, metadata=metadata, timeout=10).status.code
+        return code
+    finally:
+        channel.close()
 
 
 def _telemetry_settings(addr: str, settings: pb.Settings) -> pb.Settings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
 from rocketq.client.remoting.vocabulary import Perm
+from rocketq.proxy.auth import Credential, GrpcAcl, parse_authorization, required_resources
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
 from rocketq.proxy.consumer import ReceiveOrder, plan_receive
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
@@ -25,6 +27,7 @@ from rocketq.proxy.settings import server_settings
 from rocketq.proxy.transaction import ProxyTransactionId, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
+from rocketq.server.acl import AclPerm
 
 CONFIG = ProxyConfig(namesrv_addr="127.0.0.1:9876")
 
@@ -336,3 +339,52 @@ def test_namespaced_resources_are_named_as_on_the_brokers() -> None:
     back = unwrap("ns1%T", "ns1")
     assert (back.resource_namespace, back.name) == ("ns1", "T")
     assert to_grpc_message(_stored({}), None, "ns1").topic.name == "T"  # no prefix: kept as it is
+
+
+# ---------------------------------------------------------------------- credentials
+
+
+def test_authorization_header_is_parsed_as_rocketmq_does() -> None:
+    header = "MQv2-HMAC-SHA1 Credential=ak1/extra, SignedHeaders=x-mq-date-time, Signature=AbC1"
+    assert parse_authorization(header) == Credential("ak1", "AbC1")
+    assert (
+        parse_authorization("MQv2-HMAC-SHA1 Credential=, SignedHeaders=x-mq-date-time, Signature=00") is None
+    )
+    assert parse_authorization("") is None
+
+
+def _signed(ak: str, sk: str, date: str = "20260101T000000Z") -> list[tuple[str, str]]:
+    sig = hmac.new(sk.encode(), date.encode(), hashlib.sha1).hexdigest()
+    value = f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
+    return [("authorization", value), ("x-mq-date-time", date)]
+
+
+def test_grpc_acl_decides_as_plain_acl(tmp_path: Path) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(
+        "globalWhiteRemoteAddresses: ['10.9.*.*']\n"
+        "accounts:\n"
+        "  - accessKey: writer1\n    secretKey: secret1\n    defaultTopicPerm: DENY\n"
+        "    defaultGroupPerm: SUB\n    topicPerms: ['T=PUB']\n"
+    )
+    acl = GrpcAcl(path)
+    send = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="T"))])
+    other = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="U"))])
+    receive = spb.ReceiveMessageRequest(
+        group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=pb.Resource(name="T"))
+    )
+    peer = "ipv4:127.0.0.1:5555"
+    assert acl.refusal(_signed("writer1", "secret1"), peer, send) is None
+    # the signature's hex case does not matter
+    auth, date = _signed("writer1", "secret1")
+    head, _, sig = auth[1].rpartition("=")
+    assert acl.refusal([(auth[0], f"{head}={sig.upper()}"), date], peer, send) is None
+    assert (
+        acl.refusal(_signed("writer1", "wrong"), peer, send) == "check signature failed for accessKey=writer1"
+    )
+    assert "no ACL account" in (acl.refusal(_signed("nobody", "secret1"), peer, send) or "")
+    assert "anonymous" in (acl.refusal([], peer, send) or "")
+    assert acl.refusal([], "ipv4:10.9.1.2:1", send) is None  # globally white-listed
+    assert "no PUB permission on topic U" in (acl.refusal(_signed("writer1", "secret1"), peer, other) or "")
+    assert "no SUB permission on topic T" in (acl.refusal(_signed("writer1", "secret1"), peer, receive) or "")
+    assert required_resources(receive) == [("T", AclPerm.SUB), ("%RETRY%g", AclPerm.SUB)]

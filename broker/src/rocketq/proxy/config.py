@@ -62,6 +62,10 @@ class ProxyConfig:
     #: a subscription group's settings (FIFO, retryMaxTimes) are read again from a broker this often
     subscription_group_config_cache_refresh_seconds: int = 20
     grpc_shutdown_grace_millis: int = 3_000
+    #: check the SDKs' credentials against plain_acl.yml (RocketMQ 5.1 proxy's ``enableACL``)
+    enable_acl: bool = False
+    #: the plain_acl.yml file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (rocketq's addition)
+    acl_file_path: str = ""
 
     def __post_init__(self) -> None:
         if not self.namesrv_addr.strip():
@@ -102,8 +106,10 @@ def _camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
+#: fields whose rmq-proxy.json key is not the field's camelCase (RocketMQ's spelling)
+_KEY_SPELLING = {"enable_acl": "enableACL"}
 #: rmq-proxy.json key -> ProxyConfig field
-KEYS: dict[str, str] = {_camel(f.name): f.name for f in fields(ProxyConfig)}
+KEYS: dict[str, str] = {_KEY_SPELLING.get(f.name, _camel(f.name)): f.name for f in fields(ProxyConfig)}
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,12 @@ def _coerce(key: str, name: str, value: Any) -> Any:
             return ProxyMode(str(value).upper())
         except ValueError:
             raise ProxyConfigError(f"{key} must be CLUSTER or LOCAL, got {value!r}") from None
+    if target == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() not in ("true", "false"):
+            raise ProxyConfigError(f"{key} must be true or false, got {value!r}")
+        return str(value).strip().lower() == "true"
     if target in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ProxyConfigError(f"{key} must be a number, got {value!r}")

@@ -17,12 +17,14 @@ import grpc
 from rocketq.client.config import ClientConfig
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
-from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.auth import AclInterceptor, GrpcAcl
+from rocketq.proxy.config import ProxyConfig, ProxyConfigError
 from rocketq.proxy.groups import SubscriptionGroups
 from rocketq.proxy.service import MessagingService
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
+from rocketq.server.acl import AclConfigError, resolve_acl_file_path
 
 __all__ = ["PRODUCER_GROUP", "ProxyServer", "boot_line"]
 
@@ -80,8 +82,17 @@ class ProxyServer:
     async def start(self) -> None:
         await self.producer.start()
         size = self.config.grpc_max_inbound_message_size
+        interceptors = []
+        if self.config.enable_acl:
+            try:
+                acl_file = resolve_acl_file_path(self.config.acl_file_path)
+                interceptors.append(AclInterceptor(GrpcAcl(acl_file)))
+            except (OSError, AclConfigError) as exc:
+                raise ProxyConfigError(f"enableACL=true but the ACL rules cannot be read: {exc}") from None
+            log.info("ACL on: 5.x credentials are checked against %s", acl_file)
         server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+            interceptors=interceptors,
+            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)],
         )
         bind = f"{self.config.grpc_server_bind_address}:{self.config.grpc_server_port}"
         self.port = server.add_insecure_port(bind)
