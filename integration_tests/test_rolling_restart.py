@@ -5,8 +5,8 @@ The application sees no failed send and every acknowledged message is read back 
 stopped broker exits 0 and has left the NameServer's route by the time it exited (it unregistered:
 the NameServer did not wait for its 120 s broker timeout).  ``mqshutdown namesrv`` stops a
 NameServer with exit status 0, and a broker that is stopping answers sends SERVICE_NOT_AVAILABLE.
-The figures (sends, retried sends, the longest send, stop time) are
-printed for docs/operations.md.
+The figures (sends acknowledged and failed, the slowest send, SIGTERM to exit) are printed for
+docs/operations.md.
 """
 
 from __future__ import annotations
