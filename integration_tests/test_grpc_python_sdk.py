@@ -15,7 +15,9 @@ SDK tests are skipped only when PyPI cannot be reached to build that venv.
 message group in send order, and a message left un-acked holds back its group until it comes
 back; the Settings the proxy answers carry the group's ``fifo`` and ``retryMaxTimes`` + 1.
 ``grpc_sdk/python_sdk_acl.py`` talks to a proxy with ``enableACL``: right, wrong, unknown and
-missing credentials, and an account without PUB on the topic.
+missing credentials, and an account without PUB on the topic.  ``grpc_sdk/python_sdk_tls.py``
+sends and receives over TLS (``tls_enable=True``, a test CA's certificate) and in plaintext through
+one port of a proxy with ``tls.server.mode=permissive``.
 
 A proxy SIGKILLed and restarted on its port while the SDK sends
 (``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw
@@ -41,6 +43,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -48,6 +51,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -64,6 +68,8 @@ from rocketq.client.testing import (
     ServerProcess,
     create_topic,
     drain,
+    has_openssl,
+    make_server_certs,
     run_mqadmin,
     spawn_broker,
     spawn_namesrv,
@@ -80,6 +86,7 @@ SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
 SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
 FIFO_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_fifo.py"
 ACL_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_acl.py"
+TLS_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_tls.py"
 #: plain_acl.yml of the ACL test: "writer" may produce and consume sdk-acl, "reader" only consume
 PLAIN_ACL = """\
 globalWhiteRemoteAddresses: []
@@ -208,6 +215,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-node",
             "sdk-fifo",
             "sdk-acl",
+            "sdk-tls",
         ):
             create_topic(ns.addr, topic, 4)
         # the group's retryMaxTimes 1: a message is dead-lettered at its third delivery;
@@ -447,6 +455,47 @@ def test_sdk_credentials_are_checked_against_plain_acl(
     assert not reader["send"]["ok"] and "40100" in reader["send"]["error"], reader  # UNAUTHORIZED
     # the codes, as RocketMQ 5's proxy answers: right, wrong secret, unknown account, none
     assert codes == (pb.Code.OK, pb.Code.UNAUTHORIZED, pb.Code.UNAUTHORIZED, pb.Code.UNAUTHORIZED)
+
+
+@pytest.mark.skipif(not has_openssl(), reason="openssl makes the test certificates")
+def test_tls_and_plaintext_sdks_share_the_grpc_port(
+    cluster: Cluster, sdk_python: Path, tmp_path: Path
+) -> None:
+    certs = make_server_certs(tmp_path / "certs")
+    tls_keys: dict[str, Any] = {  # dotted keys: not Python names
+        "tls.server.mode": "permissive",
+        "tls.server.certPath": certs["cert"],
+        "tls.server.keyPath": certs["key"],
+    }
+    env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": certs["ca"]}
+    results = {}
+    with spawn_proxy(
+        tmp_path / "proxy",
+        cluster.namesrv.addr,
+        grpcClientConsumerMinLongPollingTimeoutMillis=1000,
+        grpcClientConsumerMaxLongPollingTimeoutMillis=3000,
+        **tls_keys,
+    ) as px:
+        for mode in ("tls", "plain"):
+            run = subprocess.run(
+                [str(sdk_python), str(TLS_SCRIPT), px.addr, "sdk-tls", f"g-{mode}", mode],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=env,
+            )
+            assert run.returncode == 0, (
+                f"{mode} SDK failed:\n{run.stderr[-4000:]}\nproxy log:\n{px.log_tail()}"
+            )
+            results[mode] = json.loads(run.stdout.strip().splitlines()[-1])
+        # the connection really is TLS: a TLS handshake with the test CA succeeds on the port
+        context = ssl.create_default_context(cafile=certs["ca"])
+        context.set_alpn_protocols(["h2"])
+        with socket.create_connection((px.host, px.port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname=px.host) as tls_sock:
+                assert tls_sock.selected_alpn_protocol() == "h2"
+    assert results["tls"]["received"] == ["over-tls"], results
+    assert results["plain"]["received"] == ["over-plain"], results
 
 
 def _route_status(addr: str, access_key: str, secret_key: str) -> int:

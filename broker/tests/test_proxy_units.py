@@ -388,3 +388,14 @@ def test_grpc_acl_decides_as_plain_acl(tmp_path: Path) -> None:
     assert "no PUB permission on topic U" in (acl.refusal(_signed("writer1", "secret1"), peer, other) or "")
     assert "no SUB permission on topic T" in (acl.refusal(_signed("writer1", "secret1"), peer, receive) or "")
     assert required_resources(receive) == [("T", AclPerm.SUB), ("%RETRY%g", AclPerm.SUB)]
+
+
+def test_tls_keys_of_rmq_proxy_json(tmp_path: Path) -> None:
+    path = tmp_path / "rmq-proxy.json"
+    path.write_text(json.dumps({"tls.server.mode": "permissive", "tls.server.certPath": "/x.pem"}))
+    with pytest.raises(ProxyConfigError, match=r"tls.server.keyPath"):
+        load_proxy_config(path, namesrv_addr="a:1")
+    path.write_text(json.dumps({"tls.server.mode": "sometimes"}))
+    with pytest.raises(ProxyConfigError, match=r"tls.server.mode"):
+        load_proxy_config(path, namesrv_addr="a:1")
+    assert load_proxy_config(None, namesrv_addr="a:1").config.tls().mode.value == "disabled"

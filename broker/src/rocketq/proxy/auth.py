@@ -178,8 +178,10 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc 
     """Runs :meth:`GrpcAcl.refusal` before each call of MessagingService; a refused call gets its
     response with status UNAUTHORIZED instead of reaching the service."""
 
-    def __init__(self, acl: GrpcAcl) -> None:
+    def __init__(self, acl: GrpcAcl, peer_of: Callable[[str], str] | None = None) -> None:
+        """``peer_of`` maps gRPC's peer to the client's address (behind :mod:`.tls_front`'s relay)."""
         self.acl = acl
+        self.peer_of = peer_of or (lambda peer: peer)
 
     async def intercept_service(
         self,
@@ -191,12 +193,13 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc 
             return handler
         method = handler_call_details.method.rsplit("/", 1)[-1]
         metadata = list(handler_call_details.invocation_metadata or ())
-        acl = self.acl
+        acl, peer_of = self.acl, self.peer_of
 
         def refusal(request: ProtoMessage | None, context: grpc.aio.ServicerContext) -> str | None:
-            why = acl.refusal(metadata, context.peer(), request)
+            peer = peer_of(context.peer())
+            why = acl.refusal(metadata, peer, request)
             if why is not None:
-                log.info("ACL refused %s from %s: %s", method, context.peer(), why)
+                log.info("ACL refused %s from %s: %s", method, peer, why)
             return why
 
         kinds = {

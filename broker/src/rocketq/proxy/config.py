@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.client.errors import RocketQError
+from rocketq.client.transport.tls import TlsConfig, TlsConfigError
+from rocketq.server.tls_config import tls_config_from_properties
 
 __all__ = ["KEYS", "LoadedProxyConfig", "ProxyConfig", "ProxyConfigError", "ProxyMode", "load_proxy_config"]
 
@@ -66,6 +68,8 @@ class ProxyConfig:
     enable_acl: bool = False
     #: the plain_acl.yml file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (rocketq's addition)
     acl_file_path: str = ""
+    #: RocketMQ's ``tls.*`` keys (``tls.server.mode``, ``tls.server.certPath``, ...) as given
+    tls_properties: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.namesrv_addr.strip():
@@ -96,9 +100,17 @@ class ProxyConfig:
                 "subscriptionGroupConfigCacheRefreshSeconds must be >= 0,"
                 f" got {self.subscription_group_config_cache_refresh_seconds}"
             )
+        self.tls()  # refuses bad tls.* keys at start
         batch = self.grpc_client_consumer_long_polling_batch_size
         if not 1 <= batch <= 32:
             raise ProxyConfigError(f"grpcClientConsumerLongPollingBatchSize must be 1..32, got {batch}")
+
+    def tls(self) -> TlsConfig:
+        """The ``tls.*`` settings (``tls.config.file`` read first, as RocketMQ's TlsSystemConfig)."""
+        try:
+            return tls_config_from_properties(dict(self.tls_properties))
+        except TlsConfigError as exc:
+            raise ProxyConfigError(str(exc)) from None
 
 
 def _camel(name: str) -> str:
@@ -109,7 +121,11 @@ def _camel(name: str) -> str:
 #: fields whose rmq-proxy.json key is not the field's camelCase (RocketMQ's spelling)
 _KEY_SPELLING = {"enable_acl": "enableACL"}
 #: rmq-proxy.json key -> ProxyConfig field
-KEYS: dict[str, str] = {_KEY_SPELLING.get(f.name, _camel(f.name)): f.name for f in fields(ProxyConfig)}
+KEYS: dict[str, str] = {
+    _KEY_SPELLING.get(f.name, _camel(f.name)): f.name
+    for f in fields(ProxyConfig)
+    if f.name != "tls_properties"  # the tls.* keys, read as they are
+}
 
 
 @dataclass(frozen=True)
@@ -156,11 +172,16 @@ def load_proxy_config(path: Path | None, **overrides: Any) -> LoadedProxyConfig:
             raise ProxyConfigError(f"{path} is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ProxyConfigError(f"{path} must hold a JSON object of rmq-proxy.json keys")
+        tls = []
         for key, value in data.items():
-            if key in KEYS:
+            if key.startswith("tls."):
+                tls.append((key, str(value).lower() if isinstance(value, bool) else str(value)))
+            elif key in KEYS:
                 values[KEYS[key]] = _coerce(key, KEYS[key], value)
             else:
                 ignored.append(key)
+        if tls:
+            values["tls_properties"] = tuple(tls)
     values.update({k: v for k, v in overrides.items() if v is not None})
     if "namesrv_addr" not in values:
         raise ProxyConfigError("no NameServer address: give -n host:port or namesrvAddr in rmq-proxy.json")

@@ -17,10 +17,12 @@ import grpc
 from rocketq.client.config import ClientConfig
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
+from rocketq.client.transport.tls import TlsMode
 from rocketq.proxy.auth import AclInterceptor, GrpcAcl
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError
 from rocketq.proxy.groups import SubscriptionGroups
 from rocketq.proxy.service import MessagingService
+from rocketq.proxy.tls_front import TlsFront
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
@@ -68,6 +70,7 @@ class ProxyServer:
         )
         self.port = 0
         self._server: grpc.aio.Server | None = None
+        self._front: TlsFront | None = None
 
     @property
     def address(self) -> str:
@@ -82,11 +85,14 @@ class ProxyServer:
     async def start(self) -> None:
         await self.producer.start()
         size = self.config.grpc_max_inbound_message_size
+        tls = self.config.tls()
+        front = TlsFront(tls) if tls.mode is not TlsMode.DISABLED else None
         interceptors = []
         if self.config.enable_acl:
             try:
                 acl_file = resolve_acl_file_path(self.config.acl_file_path)
-                interceptors.append(AclInterceptor(GrpcAcl(acl_file)))
+                peer_of = front.real_peer if front is not None else None
+                interceptors.append(AclInterceptor(GrpcAcl(acl_file), peer_of))
             except (OSError, AclConfigError) as exc:
                 raise ProxyConfigError(f"enableACL=true but the ACL rules cannot be read: {exc}") from None
             log.info("ACL on: 5.x credentials are checked against %s", acl_file)
@@ -95,7 +101,17 @@ class ProxyServer:
             options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)],
         )
         bind = f"{self.config.grpc_server_bind_address}:{self.config.grpc_server_port}"
-        self.port = server.add_insecure_port(bind)
+        if front is None:
+            self.port = server.add_insecure_port(bind)
+        else:  # the front owns the port and relays to gRPC on loopback (tls_front)
+            front.backend_port = server.add_insecure_port("127.0.0.1:0")
+            try:
+                self.port = await front.start(
+                    self.config.grpc_server_bind_address, self.config.grpc_server_port
+                )
+            except OSError:
+                self.port = 0
+            self._front = front
         if self.port == 0:
             raise OSError(
                 f"cannot listen on {bind} (grpcServerPort): the port is taken or the address invalid"
@@ -118,6 +134,9 @@ class ProxyServer:
 
     async def stop(self, grace_s: float | None = None) -> None:
         grace = self.config.grpc_shutdown_grace_millis / 1000 if grace_s is None else grace_s
+        if self._front is not None:
+            await self._front.stop()
+            self._front = None
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
