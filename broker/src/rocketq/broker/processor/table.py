@@ -18,6 +18,7 @@ from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.broker_config import BrokerConfigProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
+from rocketq.broker.processor.consumer_running_info import ConsumerRunningInfoProcessor
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.processor.offsets import OffsetQueryProcessor
@@ -100,6 +101,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.UNLOCK_BATCH_MQ: rebalance.unlock_batch_mq,
         rc.GET_BROKER_HA_STATUS: _get_broker_ha_status(ctx, replication),
         rc.RECALL_MESSAGE: RecallMessageProcessor(ctx).process,
+        rc.GET_CONSUMER_RUNNING_INFO: ConsumerRunningInfoProcessor(ctx).get_consumer_running_info,
         rc.DELETE_EXPIRED_COMMITLOG: store_admin.delete_expired_commit_log,
         rc.CLEAN_EXPIRED_CONSUMEQUEUE: store_admin.clean_expired_consume_queue,
         rc.CLEAN_UNUSED_TOPIC: store_admin.clean_unused_topic,
