@@ -146,6 +146,13 @@ BROKER: Sections = [
         },
     ),
     (
+        "The gRPC proxy with the broker (docs/grpc.md)",
+        {
+            "enableProxy": "start `mqproxy` with the broker, as RocketMQ's local mode (`mqbroker --enable-proxy`)",
+            "grpcServerPort": "the gRPC port of that proxy",
+        },
+    ),
+    (
         "POP consumption (docs/rocketmq5.md)",
         {
             "reviveQueueNum": (

@@ -17,7 +17,9 @@ back; the Settings the proxy answers carry the group's ``fifo`` and ``retryMaxTi
 ``grpc_sdk/python_sdk_acl.py`` talks to a proxy with ``enableACL``: right, wrong, unknown and
 missing credentials, and an account without PUB on the topic.  ``grpc_sdk/python_sdk_tls.py``
 sends and receives over TLS (``tls_enable=True``, a test CA's certificate) and in plaintext through
-one port of a proxy with ``tls.server.mode=permissive``.
+one port of a proxy with ``tls.server.mode=permissive``.  ``mqbroker --enable-proxy`` (local mode)
+starts the proxy on the broker's ``grpcServerPort``; the SDK's round trip goes through it and it
+stops with the broker.
 
 A proxy SIGKILLed and restarted on its port while the SDK sends
 (``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw
@@ -73,6 +75,7 @@ from rocketq.client.testing import (
     run_mqadmin,
     spawn_broker,
     spawn_namesrv,
+    wait_for,
     wait_route,
 )
 from rocketq.proxy.v2 import definition_pb2 as pb
@@ -496,6 +499,34 @@ def test_tls_and_plaintext_sdks_share_the_grpc_port(
                 assert tls_sock.selected_alpn_protocol() == "h2"
     assert results["tls"]["received"] == ["over-tls"], results
     assert results["plain"]["received"] == ["over-plain"], results
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_local_mode_mqbroker_enable_proxy(sdk_python: Path, tmp_path: Path) -> None:
+    port = free_port()
+    with (
+        spawn_namesrv(tmp_path / "ns") as ns,
+        spawn_broker(tmp_path, ns.addr, grpcServerPort=port, extra_args=("--enable-proxy",)) as broker,
+    ):
+        create_topic(ns.addr, "sdk-local", 4)
+        wait_for(lambda: _accepts(port), "the broker's gRPC proxy listens", timeout_s=60)
+        run = subprocess.run(
+            [str(sdk_python), str(TLS_SCRIPT), f"127.0.0.1:{port}", "sdk-local", "g-local", "plain", "6"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, f"SDK failed:\n{run.stderr[-4000:]}\nbroker log:\n{broker.log_tail()}"
+        assert json.loads(run.stdout.strip().splitlines()[-1])["received"] == ["over-plain"]
+    # the broker stopped its proxy on the way out
+    wait_for(lambda: not _accepts(port), "the proxy stops with the broker", timeout_s=30)
 
 
 def _route_status(addr: str, access_key: str, secret_key: str) -> int:

@@ -2,7 +2,7 @@
 """Runs in the Python SDK's own venv: one send and receive through rocketq's gRPC proxy, over TLS
 or plaintext, printed as one JSON object on the last line of stdout.
 
-Usage: python python_sdk_tls.py PROXY_ADDR TOPIC GROUP tls|plain
+Usage: python python_sdk_tls.py PROXY_ADDR TOPIC GROUP tls|plain [AWAIT_S]
 
 With ``tls`` the clients use ``tls_enable=True`` (gRPC checks the server's certificate against
 the roots named by GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).  A SimpleConsumer of GROUP subscribes to
@@ -17,9 +17,12 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
 
 def main():
     addr, topic, group, mode = sys.argv[1:5]
+    await_s = int(sys.argv[5]) if len(sys.argv) > 5 else 1  # the receive's long polling
     tls = mode == "tls"
     config = ClientConfiguration(addr, Credentials())
-    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=1, tls_enable=tls)
+    consumer = SimpleConsumer(
+        config, group, {topic: FilterExpression()}, await_duration=await_s, tls_enable=tls
+    )
     consumer.startup()
     consumer.receive(16, 15)  # fixes the group's start offsets
     producer = Producer(config, (topic,), tls_enable=tls)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.config_keys import broker_properties
 from rocketq.broker.config_loader import load_broker_config
+from rocketq.broker.local_proxy import LocalProxy
 from rocketq.client.errors import RocketQError
 from rocketq.server.diagnostics import enable_stack_dumps
 from rocketq.server.memory import keep_freed_memory
@@ -53,12 +54,27 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective configuration and exit",
     )
+    p.add_argument(
+        "--enable-proxy",
+        dest="enable_proxy",
+        action="store_true",
+        help="also start the gRPC proxy on grpcServerPort (enableProxy=true; docs/grpc.md)",
+    )
+    p.add_argument(
+        "-pc",
+        "--proxyConfigPath",
+        dest="proxy_config_path",
+        help="rmq-proxy.json of the proxy started with enableProxy",
+    )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
 
-async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) -> int:
-    """Run a broker until SIGTERM/SIGINT (or ``stop`` is set); returns the exit status."""
+async def run_broker(
+    config: BrokerConfig, stop: asyncio.Event | None = None, proxy_config_path: str | None = None
+) -> int:
+    """Run a broker until SIGTERM/SIGINT (or ``stop`` is set); returns the exit status.
+    ``proxy_config_path``: the rmq-proxy.json of the proxy started with ``enableProxy``."""
     from rocketq.broker.server import BrokerController
 
     stop_event = stop or asyncio.Event()
@@ -68,6 +84,8 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) ->
             loop.add_signal_handler(sig, stop_event.set)
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
+    # built first: it refuses a configuration without NameServers before the broker starts
+    proxy = LocalProxy(config, proxy_config_path) if config.enable_proxy else None
     controller = BrokerController(config)
     try:
         await controller.start()
@@ -86,8 +104,12 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event | None = None) ->
         f"brokerId={controller.config.broker_id} haListenPort={controller.config.ha_listen_port}",
         flush=True,
     )
+    if proxy is not None:
+        await proxy.start()
     await stop_event.wait()
     log.info("shutdown requested")
+    if proxy is not None:
+        await proxy.stop()
     await controller.shutdown()
     return 0
 
@@ -102,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else {}
+    if args.enable_proxy:
+        overrides["enableProxy"] = "true"
     try:
         config = load_broker_config(args.config_file, overrides=overrides)
         if args.config_file:  # where UPDATE_BROKER_CONFIG persists the configuration, as Java does
@@ -114,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     try:
-        return asyncio.run(run_broker(config))
+        return asyncio.run(run_broker(config, proxy_config_path=args.proxy_config_path))
     except (RocketQError, OSError) as exc:
         print(f"mqbroker: the broker failed to start: {exc}", file=sys.stderr, flush=True)
         return 1

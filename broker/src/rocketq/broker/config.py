@@ -144,6 +144,9 @@ class BrokerConfig:
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
     timer_flush_interval_ms: int = 1_000
     recall_message_enable: bool = False
+    # the gRPC proxy started with the broker (RocketMQ 5's local mode; docs/grpc.md)
+    enable_proxy: bool = False
+    grpc_server_port: int = 8081
     # slave duties and slave reads (docs/replication.md "Slave metadata and reads")
     access_message_in_memory_max_ratio_percent: int = 40
     offset_check_in_slave: bool = False

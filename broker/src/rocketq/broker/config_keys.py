@@ -159,6 +159,8 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "mappedFileSizeTimerLog": ("mapped_file_size_timer_log", _parse_int),
     "timerFlushIntervalMs": ("timer_flush_interval_ms", _parse_int),
     "recallMessageEnable": ("recall_message_enable", _parse_bool),
+    "enableProxy": ("enable_proxy", _parse_bool),
+    "grpcServerPort": ("grpc_server_port", _parse_int),
     "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio_percent", _parse_int),
     "offsetCheckInSlave": ("offset_check_in_slave", _parse_bool),
     "slaveSyncInterval": ("slave_sync_interval_ms", _parse_int),

@@ -41,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-pm", "--proxyMode", dest="proxy_mode", metavar="MODE", help="CLUSTER (the only mode yet)"
     )
+    parser.add_argument(
+        "--grpcServerPort",
+        dest="grpc_server_port",
+        type=int,
+        metavar="PORT",
+        help="the gRPC port (wins over the file; mqbroker --enable-proxy passes its grpcServerPort)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
@@ -53,14 +60,17 @@ def resolve_config(args: argparse.Namespace) -> ProxyConfig:
         except ValueError:
             raise ProxyConfigError(f"-pm must be CLUSTER or LOCAL, got {args.proxy_mode!r}") from None
     loaded = load_proxy_config(
-        Path(args.config_path) if args.config_path else None, namesrv_addr=args.namesrv_addr, proxy_mode=mode
+        Path(args.config_path) if args.config_path else None,
+        namesrv_addr=args.namesrv_addr,
+        proxy_mode=mode,
+        grpc_server_port=args.grpc_server_port,
     )
     for key in loaded.ignored:
         log.warning("ignoring key %r of %s: rocketq's proxy does not read it", key, args.config_path)
     if loaded.config.proxy_mode is ProxyMode.LOCAL:
         raise ProxyConfigError(
-            "proxyMode LOCAL (the proxy inside the broker process) is not built yet;"
-            " run mqproxy in CLUSTER mode"
+            "proxyMode LOCAL (the proxy with the broker) is started by the broker:"
+            " enableProxy=true in broker.conf or mqbroker --enable-proxy; run mqproxy in CLUSTER mode"
         )
     return loaded.config
 
@@ -69,7 +79,7 @@ async def serve(config: ProxyConfig) -> int:
     server = ProxyServer(config)
     try:
         await server.start()
-    except OSError as exc:
+    except (OSError, ProxyConfigError) as exc:
         log.error("%s", exc)
         await server.stop(0)
         return 1
