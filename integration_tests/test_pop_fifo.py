@@ -24,6 +24,7 @@ from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.consumer import SimpleConsumer
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
+from rocketq.client.remoting import lenient_json
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.pop import ConsumeInitMode, NotificationRequestHeader, PollingInfoRequestHeader
@@ -517,3 +518,119 @@ def test_orderly_notification_under_group_scope_sees_only_free_groups(
         finally:
             raw.close()
             consumer.shutdown()
+
+
+def _order_info_of(store_root: Path, group: str, message_group: str) -> dict[int, int]:
+    """From ``config/consumerOrderInfo.json``: queue offset -> consumed count of the popped,
+    un-acked messages of ``message_group`` (the file as the broker last saved it)."""
+    path = store_root / "config" / "consumerOrderInfo.json"
+    if not path.exists():
+        return {}
+    table = lenient_json.loads(path.read_text()).get("table", {})
+    out: dict[int, int] = {}
+    for key, queues in table.items():
+        if not key.endswith(f"@{group}"):
+            continue
+        for entry in queues.values():
+            rq = entry.get("rq", {})
+            acked = {int(o) for o in rq.get("ak", [])}
+            counts = {int(o): int(n) for o, n in (entry.get("oc") or {}).items()}
+            for o, g in (rq.get("g") or {}).items():
+                if g == message_group and int(o) not in acked:
+                    out[int(o)] = counts.get(int(o), 0)
+    return out
+
+
+def test_broker_sigkill_under_group_scope_restores_the_order_table_and_loses_nothing(
+    tmp_path: Path, namesrv_proc: ServerProcess
+) -> None:
+    """Eight message groups flow while a ninth (``stuck``) is never acked; the broker is killed
+    with SIGKILL and restarted on its store.  Its consumerOrderInfo.json brings the stuck group's
+    state back (its message is delivered again with its consumed count carried on, not from 0),
+    every group is processed in send order and nothing is missing once ``stuck`` is let through."""
+    topic, group, per_group = "fifo-kill-group", "fifo-kill-group-cg", 24
+    groups = [f"g{i}" for i in range(8)]
+
+    def start() -> ServerProcess:
+        return spawn_broker(
+            tmp_path,
+            namesrv_proc.addr,
+            brokerName="fifo-kill-g",
+            flushConsumerOffsetInterval=500,
+            popOrderBlockScope="group",
+        )
+
+    broker = start()
+    store_root = tmp_path / "store-fifo-kill-g-0"
+    ledger = Ledger()
+    stuck_deliveries: list[tuple[float, int]] = []  # (when, reconsume times) of stuck:0
+    release = threading.Event()
+    stop = threading.Event()
+    consumers: list[SimpleConsumer] = []
+
+    def consume(consumer: SimpleConsumer) -> None:
+        while not stop.is_set():
+            try:
+                batch = consumer.receive(8, INVISIBLE_S)
+            except Exception:  # the broker is down: receive again (bounded by stop)
+                time.sleep(0.2)
+                continue
+            failed: set[str] = set()
+            for msg in batch:
+                g, seq = _parse(msg)
+                if g in failed:
+                    continue
+                if g == "stuck" and not release.is_set():
+                    if seq == 0:
+                        stuck_deliveries.append((time.monotonic(), msg.reconsume_times))
+                    failed.add(g)  # not acked: the rest of the group waits behind it
+                    continue
+                time.sleep(0.05)  # processing: the traffic goes on when the broker is killed
+                try:
+                    consumer.ack(msg)
+                except Exception:  # not acked: the rest of its group waits for its redelivery
+                    failed.add(g)
+                    continue
+                ledger.record(g, seq, per_group, 0.0)
+
+    try:
+        create_topic(namesrv_proc.addr, topic, 2)
+        _send_groups(namesrv_proc, topic, ["stuck", *groups], per_group)
+        consumers = [_consumer(namesrv_proc, group, topic) for _ in range(2)]
+        threads = [threading.Thread(target=consume, args=(c,), daemon=True) for c in consumers]
+        for t in threads:
+            t.start()
+
+        def saved_state() -> dict[int, int] | None:
+            state = _order_info_of(store_root, group, "stuck")
+            return state if state and min(state.values()) >= 1 else None
+
+        saved = wait_value(saved_state, "the stuck group's redelivery saved in consumerOrderInfo.json", 30)
+        assert not ledger.processed.get("stuck")
+        assert not ledger.complete(groups, per_group), "killed during the traffic"
+        broker.kill9()
+        killed_at = time.monotonic()
+        assert _order_info_of(store_root, group, "stuck"), "the saved state is on disk after SIGKILL"
+        broker = start()
+
+        def after_restart() -> list[int] | None:
+            return [n for t, n in stuck_deliveries if t > killed_at] or None
+
+        after = wait_value(after_restart, "stuck:0 delivered again after the restart", 30)
+        wait_value(lambda: ledger.complete(groups, per_group), "the eight other groups", 60)
+        release.set()
+        wait_value(lambda: ledger.complete(["stuck"], per_group), "the stuck group once let through", 30)
+    finally:
+        stop.set()
+        for c in consumers:
+            c.shutdown()
+        broker.terminate()
+    print(
+        f"SIGKILL under group scope: stuck:0 consumed count {max(saved.values())} saved, "
+        f"{after[0]} at its first delivery after the restart; acked messages delivered again "
+        f"{ledger.redelivered_acked}"
+    )
+    assert after[0] > min(saved.values()), "the consumed count went on from the saved state"
+    assert ledger.out_of_order == []
+    missing = {g: per_group - len(ledger.processed.get(g, [])) for g in ["stuck", *groups]}
+    assert {g: n for g, n in missing.items() if n} == {}

@@ -21,7 +21,7 @@ from rocketq.broker.config import PopOrderBlockScope
 from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.metadata import SubscriptionGroupConfig
 from rocketq.broker.pop.order_info import ConsumerOrderInfoManager
-from rocketq.broker.pop.orderly import OrderlyBatch, orderly_pop_queue, settle_ack
+from rocketq.broker.pop.orderly import OrderlyBatch, orderly_may_deliver, orderly_pop_queue, settle_ack
 from rocketq.broker.processor.context import BrokerContext, build_context
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore
@@ -191,3 +191,31 @@ def test_message_failing_every_time_is_dead_lettered_after_retry_max_times(
         assert fifo.dead() == [b"A:0"]
 
     run(tmp_path, scope, "AA", scenario)
+
+
+def test_group_scope_passes_any_number_of_messages_behind_a_held_group(tmp_path: Path) -> None:
+    """S:0 stays in flight at the consumer offset while the 30 messages of other groups among S's
+    next ten are delivered and acked, two at a time (each read is a window of 8): the pops keep
+    finding the free ones however many acked and held messages come first; S:1 waits for S:0."""
+    groups = "S" + "ABCS" * 10
+    others = [o for o, g in enumerate(groups) if g != "S"]
+
+    async def scenario(fifo: Fifo) -> None:
+        ctx = fifo.ctx
+        got, held_pop_time = await fifo.pop(1)
+        assert got == [0]
+        delivered: list[int] = []
+        for _ in range(60):
+            got, pop_time = await fifo.pop(2)
+            if not got:
+                break
+            delivered += got
+            for o in got:
+                fifo.ack(o, pop_time)
+        assert delivered == others
+        assert not orderly_may_deliver(ctx, GROUP, TOPIC, 0, None)  # only S is left: held
+        fifo.ack(0, held_pop_time)
+        assert orderly_may_deliver(ctx, GROUP, TOPIC, 0, None)
+        assert (await fifo.pop(2))[0] == [4, 8]
+
+    run(tmp_path, PopOrderBlockScope.GROUP, groups, scenario)

@@ -262,6 +262,23 @@ class ConsumerOrderInfoManager:
             chosen.append(c)
         return OrderlySelection(candidates=tuple(chosen), filtered=tuple(filtered))
 
+    def scan_start(
+        self, attempt_id: str | None, topic: str, group: str, queue_id: int, consumer_offset: int
+    ) -> int:
+        """Where a pop's read may start under ``group`` scope: past the run of messages from the
+        consumer offset that are acked or in flight (for another attempt), none of which it may
+        deliver.  ``consumer_offset`` under ``queue`` scope or without state."""
+        q = self._group.get(self.key(topic, group), {}).get(queue_id)
+        if self.scope is PopOrderBlockScope.QUEUE or q is None:
+            return consumer_offset
+        now = self._clock()
+        o = max(consumer_offset, q.base)
+        while (e := q.entries.get(o)) is not None and (
+            e.acked or (q.in_flight(e, now) and (attempt_id is None or e.attempt_id != attempt_id))
+        ):
+            o += 1
+        return o
+
     def lock_free_timestamp(self, topic: str, group: str, queue_id: int) -> int | None:
         """When a blocked queue (or, under ``group``, its first blocked group) frees; None if unknown."""
         now = self._clock()

@@ -4,11 +4,12 @@ Theory of operation.  An orderly pop reads a queue from the group's consumer off
 :class:`~rocketq.broker.pop.order_info.ConsumerOrderInfoManager` what it may deliver: nothing
 while the queue (``popOrderBlockScope=queue``) or a message group (``group``) is held by an
 un-acked, still invisible message of an earlier orderly pop; a pop repeating that batch's
-attemptId gets the same batch.  Under ``group`` scope the read takes several times ``maxNums``
-messages so held groups can be passed over.  No checkpoint is written (Java writes none for
-orderly pops): the batch is in flight in the manager's table, the handle carries reviveQid 999,
-and the committed consumer offset is the read's start (``queue``) or the manager's (``group``);
-it moves on acks (:mod:`.ack`).  The POP retry topic is never read.
+attemptId gets the same batch.  Under ``group`` scope the read starts past the acked and in-flight
+messages at the consumer offset and takes windows of several times ``maxNums`` messages until
+``maxNums`` are free (:class:`_Scan`), so held groups can be passed over.  No checkpoint is
+written (Java writes none for orderly pops): the batch is in flight in the manager's table, the
+handle carries reviveQid 999, and the committed consumer offset is the read's start (``queue``)
+or the manager's (``group``); it moves on acks (:mod:`.ack`).  The POP retry topic is never read.
 
 Retry limit (rocketq; Java leaves it to the proxy).  A message that failed more than the group's
 ``retryMaxTimes`` deliveries is put into ``%DLQ%group`` instead of being delivered again and is
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 from rocketq.broker.config import PopOrderBlockScope
 from rocketq.broker.metadata import SubscriptionGroupConfig
-from rocketq.broker.pop.order_info import COMMIT_NOT_NEEDED, Candidate
+from rocketq.broker.pop.order_info import COMMIT_NOT_NEEDED, Candidate, OrderlySelection
 from rocketq.broker.pop.reading import Filter, QueueRead, read_queue
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.store.record_batch import MessageToStore
@@ -37,6 +38,7 @@ from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, dlq_top
 __all__ = [
     "GROUP_SCOPE_READ_FACTOR",
     "MAX_GROUP_SCOPE_READ",
+    "MAX_GROUP_SCOPE_SCAN",
     "OrderlyBatch",
     "orderly_may_deliver",
     "orderly_pop_queue",
@@ -47,6 +49,8 @@ __all__ = [
 GROUP_SCOPE_READ_FACTOR = 4
 #: and never more than this many messages in one read
 MAX_GROUP_SCOPE_READ = 256
+#: nor more than this many in all the reads of one pop of a queue
+MAX_GROUP_SCOPE_SCAN = 4096
 _DLQ_QUEUE_NUMS = 1
 
 
@@ -89,6 +93,81 @@ def _candidates(
     return messages, candidates
 
 
+class _Scan:
+    """The read of an orderly pop of one queue, window by window, and what it may deliver.
+
+    ``queue`` scope: one read of ``maxNums`` from the consumer offset.  ``group`` scope: from past
+    the run of acked or in-flight messages at the consumer offset, windows of several times
+    ``maxNums`` until ``maxNums`` messages are free, the queue ends, or MAX_GROUP_SCOPE_SCAN
+    messages were read (so messages of held groups, however many, do not hide the free ones).
+    The caller reads each :meth:`next_read` and gives it to :meth:`add` (in a thread or not).
+    """
+
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        *,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        attempt_id: str | None,
+        invisible_time: int,
+        max_nums: int,
+    ) -> None:
+        self.ctx, self.group, self.topic, self.queue_id = ctx, group, topic, queue_id
+        self.offset, self.attempt_id, self.invisible_time, self.max_nums = (
+            offset,
+            attempt_id,
+            invisible_time,
+            max_nums,
+        )
+        manager = ctx.pop_order
+        self.group_scope = manager.scope is PopOrderBlockScope.GROUP
+        self.window = (
+            min(MAX_GROUP_SCOPE_READ, max_nums * GROUP_SCOPE_READ_FACTOR) if self.group_scope else max_nums
+        )
+        self.max_offset = ctx.store.get_max_offset_in_queue(topic, queue_id)
+        self.start = (
+            manager.scan_start(attempt_id, topic, group, queue_id, offset) if self.group_scope else offset
+        )
+        self.limit = self.start
+        self.messages: dict[int, tuple[bytes, StoredMessage]] = {}
+        self.candidates: list[Candidate] = []
+        self.selection = OrderlySelection(candidates=())
+        self._done = False
+
+    def next_read(self) -> tuple[int, int] | None:
+        """``(offset, n)`` to read next, or None when the scan is over."""
+        return None if self._done else (self.limit, self.window)
+
+    def add(self, read: QueueRead, accepted: set[int] | None, limit: int) -> None:
+        """One window's read (:func:`_read`); selects what may be delivered so far."""
+        messages, candidates = _candidates(read, accepted, limit)
+        self.messages.update(messages)
+        self.candidates.extend(candidates)
+        progressed = limit > self.limit
+        self.limit = max(self.limit, limit)
+        if self.candidates:
+            self.selection = self.ctx.pop_order.select(
+                attempt_id=self.attempt_id,
+                topic=self.topic,
+                group=self.group,
+                queue_id=self.queue_id,
+                invisible_time=self.invisible_time,
+                consumer_offset=self.offset,
+                candidates=self.candidates,
+                max_nums=self.max_nums,
+            )
+        self._done = (
+            not self.group_scope
+            or not progressed
+            or self.limit >= self.max_offset
+            or len(self.selection.candidates) >= self.max_nums
+            or len(self.candidates) >= MAX_GROUP_SCOPE_SCAN
+        )
+
+
 def orderly_may_deliver(
     ctx: BrokerContext, group: str, topic: str, queue_id: int, attempt_id: str | None
 ) -> bool:
@@ -96,7 +175,7 @@ def orderly_may_deliver(
     queue from delivering anything (the caller checks that the queue has messages at all).
 
     ``queue`` scope: the queue is blocked.  ``group`` scope: while some message group is held, the
-    queue is read from the consumer offset as a pop reads it and asked whether a message is free.
+    queue is scanned as a pop scans it and asked whether a message is free.
     """
     manager = ctx.pop_order
     if manager.scope is PopOrderBlockScope.QUEUE:
@@ -104,19 +183,13 @@ def orderly_may_deliver(
     offset = ctx.offsets.query_offset(group, topic, queue_id)
     if offset < 0 or manager.lock_free_timestamp(topic, group, queue_id) is None:
         return True  # nothing held
-    read, accepted, limit = _read(ctx, group, topic, queue_id, offset, MAX_GROUP_SCOPE_READ, None)
-    _, candidates = _candidates(read, accepted, limit)
-    sel = manager.select(
-        attempt_id=attempt_id,
-        topic=topic,
-        group=group,
-        queue_id=queue_id,
-        invisible_time=0,
-        consumer_offset=offset,
-        candidates=candidates,
-        max_nums=1,
-    )
-    return bool(sel.candidates)
+    scan = _Scan(
+        ctx, group=group, topic=topic, queue_id=queue_id, offset=offset, attempt_id=attempt_id,
+        invisible_time=0, max_nums=1,
+    )  # fmt: skip
+    while (at := scan.next_read()) is not None:
+        scan.add(*_read(ctx, group, topic, queue_id, at[0], at[1], None))
+    return bool(scan.selection.candidates)
 
 
 async def orderly_pop_queue(
@@ -139,25 +212,19 @@ async def orderly_pop_queue(
     if manager.check_block(attempt_id, topic, group, queue_id, invisible_time):
         batch.rest_num = max(max_offset - offset, 0)
         return batch
-    group_scope = manager.scope is PopOrderBlockScope.GROUP
-    n = min(MAX_GROUP_SCOPE_READ, max_nums * GROUP_SCOPE_READ_FACTOR) if group_scope else max_nums
-    read, accepted, limit = await asyncio.to_thread(_read, ctx, group, topic, queue_id, offset, n, msg_filter)
-    messages, candidates = _candidates(read, accepted, limit)
+    scan = _Scan(
+        ctx, group=group, topic=topic, queue_id=queue_id, offset=offset, attempt_id=attempt_id,
+        invisible_time=invisible_time, max_nums=max_nums,
+    )  # fmt: skip
+    while (at := scan.next_read()) is not None:
+        scan.add(*await asyncio.to_thread(_read, ctx, group, topic, queue_id, at[0], at[1], msg_filter))
+    group_scope, messages, candidates, limit = scan.group_scope, scan.messages, scan.candidates, scan.limit
     batch.rest_num = max(max_offset - offset, 0)
     if not candidates:
         if limit > offset and not group_scope:
             ctx.offsets.commit_offset(group, topic, queue_id, limit)  # nothing there for this filter
         return batch
-    sel = manager.select(
-        attempt_id=attempt_id,
-        topic=topic,
-        group=group,
-        queue_id=queue_id,
-        invisible_time=invisible_time,
-        consumer_offset=offset,
-        candidates=candidates,
-        max_nums=max_nums,
-    )
+    sel = scan.selection
     if not sel.candidates and not sel.filtered:
         if not group_scope and not sel.blocked and all(not c.matches for c in candidates):
             ctx.offsets.commit_offset(group, topic, queue_id, limit)
