@@ -486,7 +486,12 @@ class OrderInfoMachine(RuleBasedStateMachine):
         return free[:max_nums]
 
     def _pop(self, attempt: str, max_nums: int, inv: int) -> None:
-        cands = [Candidate(o, MESSAGES[o], o not in FILTERED) for o in range(self.offset, len(MESSAGES))]
+        start = self.m.scan_start(attempt, T, G, 0, self.offset)  # the processor reads from there
+        for o in range(self.offset, start):  # nothing the pop could deliver is skipped
+            assert self.scope is GROUP and o < len(MESSAGES)
+            mine = o in self.model.latest and self.model.latest[o][2] == attempt
+            assert o in self.model.done or (self._in_flight(o) and not mine)
+        cands = [Candidate(o, MESSAGES[o], o not in FILTERED) for o in range(start, len(MESSAGES))]
         sel = self.m.select(attempt_id=attempt, topic=T, group=G, queue_id=0, invisible_time=inv,
                             consumer_offset=self.offset, candidates=cands, max_nums=max_nums)  # fmt: skip
         got = list(sel.offsets)
@@ -499,7 +504,7 @@ class OrderInfoMachine(RuleBasedStateMachine):
             self._check_failed(got, attempt, dict(counts.failed_counts))
         if self.scope is GROUP:
             self.model.done |= set(sel.filtered)
-            scanned = {o for o in FILTERED if o >= self.offset and (len(got) < max_nums or o < got[-1])}
+            scanned = {o for o in FILTERED if o >= start and (len(got) < max_nums or o < got[-1])}
             assert set(sel.filtered) == (set() if retried else scanned)
             self.offset = self._next_offset()
             assert self.m.consumer_offset(T, G, 0) == self.offset
