@@ -11,10 +11,11 @@ import pytest
 from rocketq.client.errors import HeaderError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.vocabulary import NAMESPACE_ORDER_TOPIC_CONFIG as ORDER_TOPIC_CONFIG
 from rocketq.namesrv import bodies
 from rocketq.namesrv.config import NamesrvConfig, load_config_file
 from rocketq.namesrv.errors import NamesrvConfigError, RegisterBodyError
-from rocketq.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
+from rocketq.namesrv.kvconfig import KvConfigManager
 from rocketq.namesrv.processor import NamesrvProcessor
 from rocketq.namesrv.routeinfo import QueueConf, RouteInfoManager
 from rocketq.server.properties import parse_properties

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.errors import MQClientError
 from rocketq.client.remoting.allocate import AllocateMessageQueueAveragely
-from rocketq.client.remoting.vocabulary import MASTER_ID, MessageQueue, Perm
+from rocketq.client.remoting.vocabulary import MASTER_ID, NAMESPACE_ORDER_TOPIC_CONFIG, MessageQueue, Perm
 
 __all__ = [
     "NAMESPACE_ORDER_TOPIC_CONFIG",
@@ -34,9 +34,6 @@ __all__ = [
     "update_topic_perm",
 ]
 
-#: the NameServer KV namespace of order configurations (Java's NamesrvUtil constant); the
-#: NameServer's own name for it lives in rocketq.namesrv.kvconfig, which client may not import
-NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 _PERMS = (int(Perm.WRITE), int(Perm.READ), int(Perm.READ | Perm.WRITE))
 
 

@@ -18,8 +18,6 @@ from pathlib import Path
 
 from rocketq.namesrv.errors import NamesrvConfigError
 
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-
 log = logging.getLogger("rocketq.namesrv.kvconfig")
 
 

@@ -19,10 +19,11 @@ from rocketq.client.remoting import headers as h
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.controller import BrokerHeartbeatRequestHeader
+from rocketq.client.remoting.vocabulary import NAMESPACE_ORDER_TOPIC_CONFIG
 from rocketq.namesrv import bodies
 from rocketq.namesrv.config import NamesrvConfig, config_to_properties
 from rocketq.namesrv.config_update import apply_update
-from rocketq.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KvConfigManager
+from rocketq.namesrv.kvconfig import KvConfigManager
 from rocketq.namesrv.routeinfo import RouteInfoManager
 from rocketq.server import Channel, Processor, RemotingServer
 
@@ -147,7 +148,7 @@ class NamesrvProcessor:
         ext = h.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         ).to_ext_fields()
-        order_conf = self.kv_config.namespace(ORDER_TOPIC_CONFIG)
+        order_conf = self.kv_config.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
         return _ok(request, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
 
     def unregister_broker(self, request: RemotingCommand, channel: Channel | None = None) -> RemotingCommand:
@@ -192,7 +193,9 @@ class NamesrvProcessor:
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {hdr.topic}"
             )
         order_conf = (
-            self.kv_config.get(ORDER_TOPIC_CONFIG, hdr.topic) if self.config.order_message_enable else None
+            self.kv_config.get(NAMESPACE_ORDER_TOPIC_CONFIG, hdr.topic)
+            if self.config.order_message_enable
+            else None
         )
         return _ok(request, body=bodies.encode_topic_route(route, order_conf))
 

@@ -37,6 +37,7 @@ __all__ = [
     "MASTER_ID",
     "MAX_GROUP_LENGTH",
     "MAX_TOPIC_LENGTH",
+    "NAMESPACE_ORDER_TOPIC_CONFIG",
     "NAME_PATTERN",
     "OFFSET_MOVED_EVENT",
     "PERM_RW",
@@ -82,6 +83,9 @@ __all__ = [
 
 #: Broker id of a group's master; slaves have ids > 0.
 MASTER_ID: Final = 0
+#: the NameServer KV namespace of order configurations (Java's ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``):
+#: topic name to ``brokerName:queueNums;...``, returned as a route's ``orderTopicConf``
+NAMESPACE_ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 
 
 class Perm(IntFlag):
