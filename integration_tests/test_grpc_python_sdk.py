@@ -480,8 +480,9 @@ def test_tls_and_plaintext_sdks_share_the_grpc_port(
         **tls_keys,
     ) as px:
         for mode in ("tls", "plain"):
+            # a 3 MiB body crosses the relay in many TLS records and HTTP/2 frames
             run = subprocess.run(
-                [str(sdk_python), str(TLS_SCRIPT), px.addr, "sdk-tls", f"g-{mode}", mode],
+                [str(sdk_python), str(TLS_SCRIPT), px.addr, "sdk-tls", f"g-{mode}", mode, "1", str(3 << 20)],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -497,8 +498,8 @@ def test_tls_and_plaintext_sdks_share_the_grpc_port(
         with socket.create_connection((px.host, px.port), timeout=10) as raw:
             with context.wrap_socket(raw, server_hostname=px.host) as tls_sock:
                 assert tls_sock.selected_alpn_protocol() == "h2"
-    assert results["tls"]["received"] == ["over-tls"], results
-    assert results["plain"]["received"] == ["over-plain"], results
+    assert results["tls"]["received"] == ["over-tls"] and results["tls"]["sizes"] == [(3 << 20) + 8]
+    assert results["plain"]["received"] == ["over-plain"] and results["plain"]["sizes"] == [(3 << 20) + 10]
 
 
 def _accepts(port: int) -> bool:

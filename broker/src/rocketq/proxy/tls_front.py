@@ -5,9 +5,10 @@ byte.  So with ``tls.server.mode`` ``permissive`` (both) or ``enforcing`` (TLS o
 port belongs to rocketq's :class:`~rocketq.server.tls.TlsAcceptor`, the accept loop the remoting
 servers use: it peeks each connection's first byte and starts TLS when it is a handshake record
 (0x16).  Every accepted connection is then relayed, byte for byte, to the gRPC server listening in
-plaintext on a loopback port of its own; TLS connections are decrypted first.  The TLS context
-offers ALPN ``h2``, which gRPC clients require.  In ``enforcing`` mode a plaintext connection is
-closed at its first bytes.
+plaintext on a loopback port of its own; TLS connections are decrypted first.  Each side stops
+reading while the other side's write buffer is full, so the relay holds no more than a buffer.
+The TLS context offers ALPN ``h2``, which gRPC clients require.  In ``enforcing`` mode a
+plaintext connection is closed at its first bytes.
 
 The gRPC server sees the relay's loopback address as every call's peer; :meth:`TlsFront.real_peer`
 maps it back to the client's address (the ACL's white lists use it).  The relay costs a copy of
@@ -42,6 +43,15 @@ class _Backend(asyncio.Protocol):
         if self.front.transport is not None:
             self.front.transport.close()
 
+    # flow control: the gRPC server does not take more, so stop reading from the client
+    def pause_writing(self) -> None:
+        if self.front.transport is not None:
+            self.front.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.front.transport is not None:
+            self.front.transport.resume_reading()
+
 
 class _Relay(asyncio.Protocol):
     """One client connection (decrypted when TLS), copied to a new connection to the gRPC server."""
@@ -57,6 +67,7 @@ class _Relay(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        transport.pause_reading()  # until the connection to the gRPC server is open
         self.task = asyncio.get_running_loop().create_task(self._open_backend())
 
     async def _open_backend(self) -> None:
@@ -79,6 +90,8 @@ class _Relay(asyncio.Protocol):
         for chunk in self.pending:
             backend.write(chunk)
         self.pending.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.backend is not None:
@@ -90,6 +103,15 @@ class _Relay(asyncio.Protocol):
         if self.backend is not None and self.backend.can_write_eof():
             self.backend.write_eof()
         return None
+
+    # flow control: the client does not take more, so stop reading from the gRPC server
+    def pause_writing(self) -> None:
+        if self.backend is not None:
+            self.backend.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.backend is not None:
+            self.backend.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.owner.peers.pop(self.local_port, None)
