@@ -19,7 +19,8 @@ missing credentials, and an account without PUB on the topic.  ``grpc_sdk/python
 sends and receives over TLS (``tls_enable=True``, a test CA's certificate) and in plaintext through
 one port of a proxy with ``tls.server.mode=permissive``.  ``mqbroker --enable-proxy`` (local mode)
 starts the proxy on the broker's ``grpcServerPort``; the SDK's round trip goes through it and it
-stops with the broker.
+stops with the broker.  ``grpc_sdk/python_sdk_types.py`` sends to a topic created with
+``mqadmin updateTopic -a +message.type=FIFO``: the FIFO message is taken, the normal one refused.
 
 A proxy SIGKILLed and restarted on its port while the SDK sends
 (``grpc_sdk/python_sdk_send_loop.py``) loses no acknowledged message: every message id the SDK saw
@@ -90,6 +91,7 @@ SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
 FIFO_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_fifo.py"
 ACL_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_acl.py"
 TLS_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_tls.py"
+TYPES_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_types.py"
 #: plain_acl.yml of the ACL test: "writer" may produce and consume sdk-acl, "reader" only consume
 PLAIN_ACL = """\
 globalWhiteRemoteAddresses: []
@@ -500,6 +502,42 @@ def test_tls_and_plaintext_sdks_share_the_grpc_port(
                 assert tls_sock.selected_alpn_protocol() == "h2"
     assert results["tls"]["received"] == ["over-tls"] and results["tls"]["sizes"] == [(3 << 20) + 8]
     assert results["plain"]["received"] == ["over-plain"] and results["plain"]["sizes"] == [(3 << 20) + 10]
+
+
+def test_a_send_that_does_not_match_the_topic_message_type_is_refused(
+    cluster: Cluster, sdk_python: Path
+) -> None:
+    ns = cluster.namesrv.addr
+    create = ("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", "sdk-typed", "-r", "4", "-w", "4")
+    done = run_mqadmin(*create, "-a", "+message.type=FIFO")
+    assert done.returncode == 0, done.stdout + done.stderr
+    bad = run_mqadmin(*create, "-a", "+message.type=ORDERED")
+    assert (
+        bad.returncode != 0
+        and "is not one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED" in bad.stdout + bad.stderr
+    )
+    with Admin(ns) as admin:
+        wait_route(admin, "sdk-typed")
+    run = subprocess.run(
+        [str(sdk_python), str(TYPES_SCRIPT), cluster.proxy.addr, "sdk-typed"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, f"SDK failed:\n{run.stderr[-4000:]}\nproxy log:\n{cluster.proxy.log_tail()}"
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["fifo"]["ok"], out
+    # MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as RocketMQ 5's proxy answers
+    assert not out["normal"]["ok"] and "40014" in out["normal"]["error"], out
+    # an untyped topic takes every type (sdk-main gets normal, FIFO and delay messages above)
+    channel, stub = _stub(cluster.proxy.addr)
+    try:
+        answer = stub.SendMessage(
+            spb.SendMessageRequest(messages=[_sdk_message("sdk-typed", b"stub-normal")]), timeout=10
+        )
+    finally:
+        channel.close()
+    assert answer.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, answer
 
 
 def _accepts(port: int) -> bool:

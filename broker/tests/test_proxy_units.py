@@ -15,6 +15,11 @@ from rocketq.client.model import MessageExt
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import BrokerData, QueueData, TopicRouteData
+from rocketq.client.remoting.topic_attributes import (
+    TopicMessageType,
+    merge_topic_attributes,
+    topic_message_type,
+)
 from rocketq.client.remoting.vocabulary import Perm
 from rocketq.proxy.auth import Credential, GrpcAcl, parse_authorization, required_resources
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
@@ -24,6 +29,7 @@ from rocketq.proxy.groups import GroupPolicy
 from rocketq.proxy.naming import unwrap, wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
+from rocketq.proxy.topics import message_type_of
 from rocketq.proxy.transaction import ProxyTransactionId, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
@@ -399,3 +405,27 @@ def test_tls_keys_of_rmq_proxy_json(tmp_path: Path) -> None:
     with pytest.raises(ProxyConfigError, match=r"tls.server.mode"):
         load_proxy_config(path, namesrv_addr="a:1")
     assert load_proxy_config(None, namesrv_addr="a:1").config.tls().mode.value == "disabled"
+
+
+# ---------------------------------------------------------------------- topic message types
+
+
+def test_topic_attribute_changes_as_java_parses_them() -> None:
+    assert merge_topic_attributes({}, "+message.type=FIFO") == {"message.type": "FIFO"}
+    assert merge_topic_attributes({"message.type": "FIFO"}, "-message.type") == {}
+    assert merge_topic_attributes({"message.type": "FIFO"}, None) == {"message.type": "FIFO"}
+    assert "is not one of" in str(merge_topic_attributes({}, "+message.type=ORDERED"))
+    assert "unsupported attribute 'queue.type'" in str(merge_topic_attributes({}, "+queue.type=BatchCQ"))
+    assert "expected +key=value" in str(merge_topic_attributes({}, "message.type=FIFO"))
+    assert topic_message_type({"message.type": "MIXED"}) is TopicMessageType.MIXED
+    assert topic_message_type({}) is None
+
+
+def test_message_type_of_an_sdk_message() -> None:
+    typed = pb.Message(system_properties=pb.SystemProperties(message_type=pb.MessageType.TRANSACTION))
+    assert message_type_of(typed) is TopicMessageType.TRANSACTION
+    fifo = pb.Message(system_properties=pb.SystemProperties(message_group="g"))
+    assert message_type_of(fifo) is TopicMessageType.FIFO
+    assert message_type_of(pb.Message()) is TopicMessageType.NORMAL
+    lite = pb.Message(system_properties=pb.SystemProperties(message_type=pb.MessageType.LITE))
+    assert message_type_of(lite) is None

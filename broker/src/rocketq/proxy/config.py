@@ -63,6 +63,10 @@ class ProxyConfig:
     consumer_max_attempts: int = 17
     #: a subscription group's settings (FIFO, retryMaxTimes) are read again from a broker this often
     subscription_group_config_cache_refresh_seconds: int = 20
+    #: refuse a message whose type is not its topic's ``message.type`` (topics without one take any)
+    enable_topic_message_type_check: bool = True
+    #: a topic's message type is read again from a broker this often (rocketq's addition)
+    topic_config_cache_refresh_seconds: int = 20
     grpc_shutdown_grace_millis: int = 3_000
     #: check the SDKs' credentials against plain_acl.yml (RocketMQ 5.1 proxy's ``enableACL``)
     enable_acl: bool = False

@@ -23,6 +23,7 @@ from rocketq.proxy.config import ProxyConfig, ProxyConfigError
 from rocketq.proxy.groups import SubscriptionGroups
 from rocketq.proxy.service import MessagingService
 from rocketq.proxy.tls_front import TlsFront
+from rocketq.proxy.topics import TopicTypes
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
@@ -127,6 +128,7 @@ class ProxyServer:
             self.hub,
             endpoints,
             SubscriptionGroups(self.instance, self.config),
+            TopicTypes(self.instance, self.config),
         )
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()

@@ -39,6 +39,7 @@ from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
+from rocketq.proxy.topics import TopicTypes
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
@@ -71,6 +72,7 @@ class MessagingService(MessagingServiceServicer):
         hub: TelemetryHub,
         endpoints: pb.Endpoints,
         groups: SubscriptionGroups,
+        topic_types: TopicTypes,
     ) -> None:
         self.config = config
         self.instance = instance
@@ -79,6 +81,7 @@ class MessagingService(MessagingServiceServicer):
         self.hub = hub
         self.endpoints = endpoints
         self.groups = groups
+        self.topic_types = topic_types
 
     # ------------------------------------------------------------------ routes and sessions
 
@@ -184,6 +187,9 @@ class MessagingService(MessagingServiceServicer):
             return spb.SendResultEntry(status=_refused(converted))
         try:
             await self.instance.get_route(converted.topic)  # unknown topics: no auto-creation here
+            mismatch = await self.topic_types.refusal(converted.topic, message)
+            if mismatch is not None:
+                return spb.SendResultEntry(status=_refused(mismatch))
             if message.system_properties.message_type == pb.MessageType.TRANSACTION:
                 return await self.transactions.send_half(converted)
             result = await self.producer.send(converted)

@@ -82,7 +82,7 @@ def server_settings(
             pb.Publishing(
                 topics=client.publishing.topics,
                 max_body_size=config.max_message_size,
-                validate_message_type=True,
+                validate_message_type=config.enable_topic_message_type_check,
             )
         )
     return out

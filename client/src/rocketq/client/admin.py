@@ -258,8 +258,10 @@ class AsyncAdmin:
         write_queue_nums: int = 8,
         perm: int = int(PERM_RW),
         order: bool = False,
+        attributes: str | None = None,
     ) -> list[str]:
-        """UPDATE_AND_CREATE_TOPIC on one broker or every master of ``cluster``; the addresses."""
+        """UPDATE_AND_CREATE_TOPIC on one broker or every master of ``cluster``; the addresses.
+        ``attributes``: RocketMQ 5 attribute changes, ``+message.type=FIFO`` (set), ``-key`` (remove)."""
         header = h.CreateTopicRequestHeader(
             topic=topic,
             default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -267,6 +269,7 @@ class AsyncAdmin:
             write_queue_nums=write_queue_nums,
             perm=perm,
             order=order,
+            attributes=attributes,
         )
         addrs = [broker_addr] if broker_addr else list((await self._master_addrs(cluster)).values())
         for addr in addrs:

@@ -1,6 +1,7 @@
 """Topic, subscription-group and broker administration.
 
-UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+UPDATE_AND_CREATE_TOPIC (17, with RocketMQ 5's ``+key=value`` attributes), GET_TOPIC_CONFIG (351),
+DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 GET_SUBSCRIPTIONGROUP_CONFIG (352), DELETE_SUBSCRIPTIONGROUP (207), GET_ALL_CONSUMER_OFFSET (43),
 GET_BROKER_RUNTIME_INFO (28) and GET_BROKER_CONFIG (26).  Topic changes reach the NameServers
@@ -20,6 +21,7 @@ from rocketq.broker.topic_manager import TopicConfig, validate_topic
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from rocketq.client.remoting.topic_attributes import merge_topic_attributes
 from rocketq.client.remoting.txn_batch import FEATURE_KEY as TRANSACTION_BATCH_FEATURE
 from rocketq.client.remoting.vocabulary import validate_group
 from rocketq.server import Channel
@@ -62,8 +64,13 @@ class AdminProcessor:
                 "readQueueNums/writeQueueNums must be 1..1024, "
                 f"got {header.read_queue_nums}/{header.write_queue_nums}",
             )
+        existing = self.ctx.topics.select(header.topic)
+        attributes = merge_topic_attributes(existing.attributes if existing else {}, header.attributes)
+        if isinstance(attributes, str):
+            return request.make_response(ResponseCode.SYSTEM_ERROR, attributes)
         tc = TopicConfig(
             topic_name=header.topic,
+            attributes=attributes,
             read_queue_nums=header.read_queue_nums,
             write_queue_nums=header.write_queue_nums,
             perm=header.perm,
@@ -73,6 +80,17 @@ class AdminProcessor:
         )
         self.ctx.topics.update(tc)
         return request.make_response(ResponseCode.SUCCESS)
+
+    async def get_topic_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        """GET_TOPIC_CONFIG (351, header ``topic``): the topic's config with its attributes (Java's
+        TopicConfigAndQueueMapping without a static-topic mapping); TOPIC_NOT_EXIST otherwise."""
+        topic = request.ext_fields.get("topic")
+        if not topic:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null")
+        tc = self.ctx.topics.select(topic)
+        if tc is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"No topic {topic} in this broker")
+        return request.make_response(ResponseCode.SUCCESS, body=dumps({**tc.to_obj(), "mappingDetail": None}))
 
     async def delete_topic(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, DeleteTopicRequestHeader)

@@ -84,6 +84,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
         rc.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
         rc.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+        rc.GET_TOPIC_CONFIG: admin.get_topic_config,
         rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
         rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group,
         rc.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group,

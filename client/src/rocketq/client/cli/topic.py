@@ -28,6 +28,7 @@ async def _update_topic(admin: AsyncAdmin, a: argparse.Namespace) -> None:
         write_queue_nums=a.write_queue_nums,
         perm=a.perm,
         order=a.order,
+        attributes=a.attributes,
     )
     for addr in addrs:
         out(f"create topic to {addr} success.")
@@ -101,6 +102,9 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-w", "--write-queue-nums", type=int, default=8)
         p.add_argument("-p", "--perm", type=int, default=6, help="2 W, 4 R, 6 RW")
         p.add_argument("-o", "--order", type=lambda s: s.lower() == "true", default=False)
+        p.add_argument(
+            "-a", "--attributes", help="attribute changes, e.g. +message.type=FIFO (set) or -message.type"
+        )
     elif name == "deleteTopic":
         p.add_argument("-c", "--cluster", help="cluster name (default: every broker)")
 
