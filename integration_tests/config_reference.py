@@ -148,7 +148,9 @@ BROKER: Sections = [
     (
         "The gRPC proxy with the broker (docs/grpc.md)",
         {
-            "enableProxy": "start `mqproxy` with the broker, as RocketMQ's local mode (`mqbroker --enable-proxy`)",
+            "enableProxy": (
+                "start `mqproxy` with the broker, as RocketMQ's local mode (`mqbroker --enable-proxy`)"
+            ),
             "grpcServerPort": "the gRPC port of that proxy",
         },
     ),
