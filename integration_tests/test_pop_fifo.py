@@ -496,6 +496,42 @@ def test_orderly_long_polls_are_woken_when_the_holding_batch_is_acked(
             waiter.shutdown()
 
 
+@pytest.mark.parametrize("scope", ["queue", "group"])
+def test_orderly_long_polls_are_woken_when_the_holding_batch_becomes_visible_again(
+    tmp_path: Path, namesrv_proc: ServerProcess, scope: str
+) -> None:
+    """A NOTIFICATION and a POP long-polling (20 s) on a queue (or message group) held by a batch
+    of 3 s invisible time answer when that time runs out, long before their poll time ends: the
+    NOTIFICATION says there is a message, the POP gets the batch again."""
+    topic, group, poll_s, invisible_s = f"fifo-expire-{scope}", f"fifo-expire-{scope}-cg", 20.0, 3.0
+    with spawn_broker(tmp_path, namesrv_proc.addr, popOrderBlockScope=scope) as broker:
+        create_topic(namesrv_proc.addr, topic, 1)
+        _send_groups(namesrv_proc, topic, ["A"], 3)
+        holder = _consumer(namesrv_proc, group, topic)
+        waiter = _consumer(namesrv_proc, group, topic, await_duration_s=poll_s)
+        raw = RawPop(broker.addr, group, topic)
+        try:
+            assert _bodies(holder.receive(3, invisible_s)) == ["A:0", "A:1", "A:2"]
+            thread, popped = _in_thread(lambda: waiter.receive(3, invisible_s))
+            raw.wait_for_waiter()
+            thread.join(poll_s + 10)
+            assert len(popped) == 1
+            msgs, took = popped[0]
+            assert isinstance(msgs, list) and _bodies(msgs) == ["A:0", "A:1", "A:2"]
+            assert took < 12, f"the long-polling orderly POP answered after {took:.1f} s"
+
+            assert not raw.has_msg()  # the redelivered batch holds the queue (group) again
+            thread, noted = _in_thread(lambda: raw.has_msg(int(poll_s * 1000)))
+            raw.wait_for_waiter()
+            thread.join(poll_s + 10)
+            assert [r for r, _ in noted] == [True]
+            assert noted[0][1] < 12, f"NOTIFICATION answered after {noted[0][1]:.1f} s"
+        finally:
+            raw.close()
+            holder.shutdown()
+            waiter.shutdown()
+
+
 def test_orderly_notification_under_group_scope_sees_only_free_groups(
     tmp_path: Path, namesrv_proc: ServerProcess
 ) -> None:

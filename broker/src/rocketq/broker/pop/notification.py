@@ -3,7 +3,9 @@
 NOTIFICATION (RocketMQ 5's ``NotificationProcessor``) answers ``hasMsg`` = some queue of the
 topic (or the named queue), or of the group's POP retry topics, has messages past the group's POP
 offset; with ``pollTime`` > 0 and nothing there it waits in the same long polling as POP until
-an arrival or ``bornTime + pollTime``.  A full polling table answers ``pollingFull``.
+an arrival or ``bornTime + pollTime``.  A full polling table answers ``pollingFull``.  An
+orderly notification also wakes when the first held queue (or message group) of the topic frees,
+then looks again and waits on while there is still nothing.
 POLLING_INFO answers ``pollingNum``: the pops and notifications of the group waiting on the topic.
 Orderly notifications (``order=true``) look at the topic only, and a queue the order table blocks
 (Java's ``checkBlock`` with the request's attemptId; under ``popOrderBlockScope=group`` a queue
@@ -89,6 +91,20 @@ class NotificationProcessor:
                 return True
         return False
 
+    def _first_lock_free(self, header: NotificationRequestHeader) -> int | None:
+        """When the first held queue (or message group) of an orderly notification frees."""
+        tc = self.ctx.topics.select(header.topic)
+        if tc is None:
+            return None
+        queue_ids = range(tc.read_queue_nums) if header.queue_id < 0 else [header.queue_id]
+        order = self.ctx.pop_order
+        times = [
+            t
+            for q in queue_ids
+            if (t := order.lock_free_timestamp(header.topic, header.consumer_group, q)) is not None
+        ]
+        return min(times) if times else None
+
     async def notification(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         header = parse_header(request, NotificationRequestHeader)
         if isinstance(header, RemotingCommand):
@@ -98,16 +114,24 @@ class NotificationProcessor:
             return refused
         has_msg = self._has_msg(header)
         full = False
-        remaining = min(header.born_time + header.poll_time - _now_ms(), header.poll_time)
-        if not has_msg and remaining > 0:
-            topics = [header.topic, *all_retry_topics(self.ctx.config, header.topic, header.consumer_group)]
+        now = _now_ms()
+        deadline = min(header.born_time + header.poll_time, now + header.poll_time)
+        topics = [header.topic, *all_retry_topics(self.ctx.config, header.topic, header.consumer_group)]
+        while not has_msg and (remaining := deadline - _now_ms()) > 0:
+            free_at = self._first_lock_free(header) if header.order else None
+            if free_at is not None:  # a held queue or message group may free before the deadline
+                remaining = max(min(remaining, free_at - _now_ms()), 1)
             future = self.polling.wait(
                 topics, header.consumer_group, remaining, lambda: self._has_msg(header)
             )
             if future is None:
                 full = True
-            elif await asyncio.shield(future):
+                break
+            arrived = await asyncio.shield(future)
+            if arrived or header.order:
                 has_msg = self._has_msg(header)
+            if not arrived and not header.order:
+                break
         response_header = NotificationResponseHeader(has_msg=has_msg, polling_full=full)
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header.to_ext_fields())
 

@@ -280,11 +280,13 @@ class ConsumerOrderInfoManager:
         return o
 
     def lock_free_timestamp(self, topic: str, group: str, queue_id: int) -> int | None:
-        """When a blocked queue (or, under ``group``, its first blocked group) frees; None if unknown."""
+        """When a blocked queue (or, under ``group``, its first blocked group) frees; None if it is
+        not blocked or the time is unknown (long polls bound their wait by it)."""
         now = self._clock()
         if self.scope is PopOrderBlockScope.QUEUE:
             info = self._java.get(self.key(topic, group), {}).get(queue_id)
-            return None if info is None else info.lock_free_timestamp(now)
+            free_at = None if info is None else info.lock_free_timestamp(now)
+            return free_at if free_at is not None and free_at > now else None
         q = self._group.get(self.key(topic, group), {}).get(queue_id)
         times = [e.next_visible for e in q.entries.values() if q.in_flight(e, now)] if q is not None else []
         return min(times) if times else None
