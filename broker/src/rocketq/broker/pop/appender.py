@@ -20,10 +20,10 @@ from rocketq.broker.store.config import FlushDiskType
 from rocketq.broker.store.record_batch import MessageToStore, batch_from_messages
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 
-__all__ = ["MAX_BATCH_RECORDS", "put_records"]
+__all__ = ["MAX_PUTS_PER_BATCH", "put_records"]
 
 #: at most this many records go into one store batch (and at most half of maxMessageSize)
-MAX_BATCH_RECORDS = 64
+MAX_PUTS_PER_BATCH = 64
 #: a record's bytes beyond its body and properties (header, topic), an upper bound for sizing batches
 _RECORD_OVERHEAD = 256
 
@@ -49,14 +49,14 @@ async def put_records(ctx: BrokerContext, msgs: Sequence[MessageToStore]) -> lis
 
 def _batches(msgs: Sequence[MessageToStore], max_bytes: int) -> list[list[int]]:
     """The indexes of ``msgs`` grouped by queue (in order within one), each group cut to
-    :data:`MAX_BATCH_RECORDS` records and ``max_bytes``."""
+    :data:`MAX_PUTS_PER_BATCH` records and ``max_bytes``."""
     by_queue: dict[tuple[str, int], list[list[int]]] = {}
     sizes: dict[tuple[str, int], int] = {}
     for i, m in enumerate(msgs):
         key = (m.topic, m.queue_id)
         size = len(m.body) + _text_bound(m.properties) + 4 * len(m.topic) + _RECORD_OVERHEAD
         runs = by_queue.get(key)
-        if runs is None or len(runs[-1]) >= MAX_BATCH_RECORDS or sizes[key] + size > max_bytes:
+        if runs is None or len(runs[-1]) >= MAX_PUTS_PER_BATCH or sizes[key] + size > max_bytes:
             by_queue.setdefault(key, []).append([i])
             sizes[key] = size
         else:
