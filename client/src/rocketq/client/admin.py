@@ -219,7 +219,7 @@ class AsyncAdmin:
             rows.append(BrokerReplica(cluster, name, bid, addr, role, version, in_tps, out_tps, *lag))
         return rows
 
-    async def _master_addrs(self, cluster: str | None) -> dict[str, str]:
+    async def master_addrs(self, cluster: str | None) -> dict[str, str]:
         """brokerName -> master address, for one cluster (or all brokers)."""
         info = await self.cluster_list()
         if cluster is not None:
@@ -271,7 +271,7 @@ class AsyncAdmin:
             order=order,
             attributes=attributes,
         )
-        addrs = [broker_addr] if broker_addr else list((await self._master_addrs(cluster)).values())
+        addrs = [broker_addr] if broker_addr else list((await self.master_addrs(cluster)).values())
         for addr in addrs:
             cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
             self.api.check(await self.api.invoke(addr, cmd), addr)
@@ -279,7 +279,7 @@ class AsyncAdmin:
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """DELETE_TOPIC_IN_BROKER on the cluster's masters, then DELETE_TOPIC_IN_NAMESRV everywhere."""
-        masters = await self._master_addrs(cluster)
+        masters = await self.master_addrs(cluster)
         for addr in masters.values():
             cmd = RemotingCommand.request(
                 RequestCode.DELETE_TOPIC_IN_BROKER, h.DeleteTopicRequestHeader(topic=topic).to_ext_fields()
@@ -364,20 +364,20 @@ class AsyncAdmin:
         self, group: str, topic: str | None = None, *, broker_addr: str | None = None
     ) -> list[admin_pop.BrokerPopStatus]:
         """POP in-flight counts and retry backlog of ``group`` on every master (or one broker)."""
-        masters = {broker_addr: broker_addr} if broker_addr else await self._master_addrs(None)
+        masters = {broker_addr: broker_addr} if broker_addr else await self.master_addrs(None)
         return await admin_pop.pop_status(self.api, masters, group, topic)
 
     async def group_list(self) -> list[str]:
         """The consumer groups the masters know (configs and committed offsets), system groups left out."""
-        return await admin_groups.group_list(self.api, await self._master_addrs(None))
+        return await admin_groups.group_list(self.api, await self.master_addrs(None))
 
     async def consumer_connections(self, group: str) -> GroupConnections:
         """The consumers of ``group`` connected now, their subscriptions (empty when offline)."""
-        return await admin_groups.consumer_connections(self.api, await self._master_addrs(None), group)
+        return await admin_groups.consumer_connections(self.api, await self.master_addrs(None), group)
 
     async def consume_stats(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         """Per queue: broker offset, committed offset and lag of ``group`` (one topic or all of its)."""
-        return await admin_groups.consume_stats(self.api, await self._master_addrs(None), group, topic)
+        return await admin_groups.consume_stats(self.api, await self.master_addrs(None), group, topic)
 
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True

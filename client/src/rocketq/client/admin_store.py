@@ -11,7 +11,6 @@ flush offset).
 from __future__ import annotations
 
 from rocketq.client.admin import AsyncAdmin
-from rocketq.client.errors import MQClientError
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
 
@@ -26,20 +25,7 @@ __all__ = [
 async def _targets(admin: AsyncAdmin, broker_addr: str | None, cluster: str | None) -> list[str]:
     if broker_addr:
         return [broker_addr]
-    info = await admin.cluster_list()
-    if cluster is not None and cluster not in info.cluster_addr_table:
-        raise MQClientError(
-            f"the cluster {cluster!r} does not exist; known: {sorted(info.cluster_addr_table)}"
-        )
-    clusters = [cluster] if cluster is not None else sorted(info.cluster_addr_table)
-    addrs = []
-    for name in sorted({b for c in clusters for b in info.cluster_addr_table[c]}):
-        bd = info.broker_addr_table.get(name)
-        if bd is not None and bd.master_addr:
-            addrs.append(bd.master_addr)
-    if not addrs:
-        raise MQClientError(f"no master broker found in cluster {cluster or '(any)'}")
-    return addrs
+    return list((await admin.master_addrs(cluster)).values())
 
 
 async def _each(

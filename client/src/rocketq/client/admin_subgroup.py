@@ -122,20 +122,7 @@ async def target_brokers(admin: AsyncAdmin, *, broker_addr: str | None, cluster:
         return [broker_addr]
     if not cluster:
         raise MQClientError("give a broker address or a cluster name")
-    info = await admin.cluster_list()
-    names = info.cluster_addr_table.get(cluster)
-    if names is None:
-        raise MQClientError(
-            f"the cluster {cluster!r} does not exist; known: {sorted(info.cluster_addr_table)}"
-        )
-    masters = []
-    for name in names:
-        bd = info.broker_addr_table.get(name)
-        if bd is not None and bd.master_addr:
-            masters.append(bd.master_addr)
-    if not masters:
-        raise MQClientError(f"the cluster {cluster!r} has no master broker online")
-    return sorted(masters)
+    return sorted((await admin.master_addrs(cluster)).values())
 
 
 async def update_sub_group(
