@@ -36,8 +36,8 @@ from rocketq.proxy.status import status
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 from rocketq.server.acl import AclAccount, AclPerm, PlainAclValidator
-from rocketq.server.acl.plain_config import perm_allows, perm_name
-from rocketq.server.acl.validator import peer_ip
+from rocketq.server.acl.plain_config import perm_name
+from rocketq.server.acl.validator import first_lacking, peer_ip
 
 __all__ = [
     "AUTHORIZATION",
@@ -154,15 +154,13 @@ def _peer_address(peer: str) -> str:
 
 def _missing(account: AclAccount, needed: Sequence[tuple[str, AclPerm]]) -> str | None:
     """Why the account may not use one of ``needed`` (None: it may use them all)."""
-    for resource, perm in needed:
-        is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
-        owned = account.resource_perms.get(resource)
-        if owned is None:
-            owned = account.default_group_perm if is_group else account.default_topic_perm
-        if not perm_allows(perm, owned):
-            what = f"group {resource[len(RETRY_GROUP_TOPIC_PREFIX) :]}" if is_group else f"topic {resource}"
-            return f"no {perm_name(perm)} permission on {what} for accessKey={account.access_key}"
-    return None
+    lacking = first_lacking(account, needed)
+    if lacking is None:
+        return None
+    resource, perm = lacking
+    is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    what = f"group {resource[len(RETRY_GROUP_TOPIC_PREFIX) :]}" if is_group else f"topic {resource}"
+    return f"no {perm_name(perm)} permission on {what} for accessKey={account.access_key}"
 
 
 def _refused(method: str, message: str) -> ProtoMessage:

@@ -25,6 +25,7 @@ import hmac
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from rocketq.client.transport.channel import Channel
 from rocketq.server.acl.addresses import AclConfigError
 from rocketq.server.acl.permissions import is_admin_code, required_resources
 from rocketq.server.acl.plain_config import (
+    AclAccount,
     AclPerm,
     PlainAclConfig,
     load_plain_acl,
@@ -43,7 +45,7 @@ from rocketq.server.acl.plain_config import (
     perm_name,
 )
 
-__all__ = ["AclDecision", "AclOutcome", "PlainAclValidator", "peer_ip"]
+__all__ = ["AclDecision", "AclOutcome", "PlainAclValidator", "first_lacking", "peer_ip"]
 
 log = logging.getLogger("rocketq.server.acl")
 
@@ -145,13 +147,9 @@ class PlainAclValidator:
             return AclDecision(AclOutcome.BAD_REQUEST, f"cannot check permissions: {exc}")
         if account.admin and not account.resource_perms:
             return AclDecision(AclOutcome.ACCEPTED)
-        for resource, perm in needed:
-            is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            owned = account.resource_perms.get(resource)
-            if owned is None:
-                owned = account.default_group_perm if is_group else account.default_topic_perm
-            if not perm_allows(perm, owned):
-                return AclDecision(AclOutcome.NO_RESOURCE_PERMISSION, _missing(access_key, resource, perm))
+        lacking = first_lacking(account, needed)
+        if lacking is not None:
+            return AclDecision(AclOutcome.NO_RESOURCE_PERMISSION, _missing(access_key, *lacking))
         return AclDecision(AclOutcome.ACCEPTED)
 
     def check(self, cmd: RemotingCommand, channel: Channel) -> RemotingCommand | None:
@@ -167,6 +165,20 @@ class PlainAclValidator:
             decision.remark,
         )
         return cmd.make_response(ResponseCode.NO_PERMISSION, decision.remark)
+
+
+def first_lacking(account: AclAccount, needed: Iterable[tuple[str, AclPerm]]) -> tuple[str, AclPerm] | None:
+    """The first (resource, permission) of ``needed`` the account may not use (None: it may use
+    them all).  A ``%RETRY%group`` resource is a group: without a rule of its own it gets the
+    account's default group permission, a topic the default topic permission."""
+    for resource, perm in needed:
+        is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        owned = account.resource_perms.get(resource)
+        if owned is None:
+            owned = account.default_group_perm if is_group else account.default_topic_perm
+        if not perm_allows(perm, owned):
+            return resource, perm
+    return None
 
 
 def _missing(access_key: str, resource: str, perm: AclPerm) -> str:
