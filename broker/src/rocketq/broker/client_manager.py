@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "HeartbeatData",
     "ProducerManager",
     "SubscriptionData",
+    "connection_set",
     "parse_heartbeat",
 ]
 
@@ -120,6 +121,19 @@ class ClientChannelInfo:
     language: str = "JAVA"
     version: int = 0
     last_update_ms: int = field(default_factory=_now_ms)
+
+
+def connection_set(infos: Iterable[ClientChannelInfo]) -> list[dict[str, object]]:
+    """The ``connectionSet`` of a ConsumerConnection / ProducerConnection body (Java's ``Connection``)."""
+    return [
+        {
+            "clientAddr": str(getattr(ci.channel, "remote_address", "")),
+            "clientId": ci.client_id,
+            "language": ci.language,
+            "version": ci.version,
+        }
+        for ci in infos
+    ]
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from rocketq.broker.client_manager import connection_set
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
@@ -35,16 +36,6 @@ class ProducerConnectionProcessor:
         channels = self.ctx.producers.get(group)
         if not channels:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        body = {
-            "connectionSet": [
-                {
-                    "clientAddr": str(getattr(ci.channel, "remote_address", "")),
-                    "clientId": ci.client_id,
-                    "language": ci.language,
-                    "version": ci.version,
-                }
-                for ci in channels.values()
-            ]
-        }
+        body = {"connectionSet": connection_set(channels.values())}
         text = json.dumps(body, separators=(",", ":"), sort_keys=True)
         return request.make_response(ResponseCode.SUCCESS, body=text.encode("utf-8"))

@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import Iterable
 
+from rocketq.broker.client_manager import connection_set
 from rocketq.broker.executor import Busy
 from rocketq.broker.processor.context import BrokerContext, parse_header
 from rocketq.broker.processor.pull import readable_max_offset
@@ -152,15 +153,7 @@ class StatsProcessor:
                 f"the consumer group[{header.consumer_group}] not online",  # CONSUMER_NOT_ONLINE
             )
         body = {
-            "connectionSet": [
-                {
-                    "clientAddr": str(getattr(ci.channel, "remote_address", "")),
-                    "clientId": ci.client_id,
-                    "language": ci.language,
-                    "version": ci.version,
-                }
-                for ci in info.channels.values()
-            ],
+            "connectionSet": connection_set(info.channels.values()),
             "consumeFromWhere": info.consume_from_where,
             "consumeType": info.consume_type,
             "messageModel": info.message_model,
