@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import enum
 import json
+import socket
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rocketq.client.errors import RocketQError
 from rocketq.client.transport.tls import TlsConfig, TlsConfigError
+from rocketq.server.metrics import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType, parse_exporter_type
 from rocketq.server.tls_config import tls_config_from_properties
 
 __all__ = ["KEYS", "LoadedProxyConfig", "ProxyConfig", "ProxyConfigError", "ProxyMode", "load_proxy_config"]
@@ -72,6 +74,14 @@ class ProxyConfig:
     enable_acl: bool = False
     #: the plain_acl.yml file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (rocketq's addition)
     acl_file_path: str = ""
+    #: Prometheus metrics (RocketMQ's keys; docs/observability.md): DISABLE or PROM; host "" = the
+    #: gRPC bind address; port 0 = a free port, logged once listening
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = DEFAULT_PROM_EXPORTER_PORT
+    #: the ``cluster`` and ``node_id`` labels of the proxy's metrics; proxyName "" = the host name
+    proxy_cluster_name: str = "DefaultCluster"
+    proxy_name: str = ""
     #: RocketMQ's ``tls.*`` keys (``tls.server.mode``, ``tls.server.certPath``, ...) as given
     tls_properties: tuple[tuple[str, str], ...] = ()
 
@@ -108,6 +118,24 @@ class ProxyConfig:
         batch = self.grpc_client_consumer_long_polling_batch_size
         if not 1 <= batch <= 32:
             raise ProxyConfigError(f"grpcClientConsumerLongPollingBatchSize must be 1..32, got {batch}")
+        try:
+            parse_exporter_type(self.metrics_exporter_type)
+        except ValueError as exc:
+            raise ProxyConfigError(str(exc)) from None
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ProxyConfigError(
+                f"metricsPromExporterPort must be 0..65535, got {self.metrics_prom_exporter_port}"
+            )
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """``metricsExporterType=PROM``: the proxy serves Prometheus metrics."""
+        return parse_exporter_type(self.metrics_exporter_type) is MetricsExporterType.PROM
+
+    @property
+    def proxy_node_id(self) -> str:
+        """``proxyName``, else the host name (RocketMQ's default)."""
+        return self.proxy_name or socket.gethostname() or "DEFAULT_PROXY"
 
     def tls(self) -> TlsConfig:
         """The ``tls.*`` settings (``tls.config.file`` read first, as RocketMQ's TlsSystemConfig)."""

@@ -21,6 +21,7 @@ from rocketq.client.transport.tls import TlsMode
 from rocketq.proxy.auth import AclInterceptor, GrpcAcl
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError
 from rocketq.proxy.groups import SubscriptionGroups
+from rocketq.proxy.metrics import MetricsInterceptor, ProxyMetrics
 from rocketq.proxy.service import MessagingService
 from rocketq.proxy.tls_front import TlsFront
 from rocketq.proxy.topics import TopicTypes
@@ -72,6 +73,8 @@ class ProxyServer:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._front: TlsFront | None = None
+        #: metricsExporterType=PROM: the tables and exporter (docs/observability.md)
+        self.metrics = ProxyMetrics(config) if config.metrics_enabled else None
 
     @property
     def address(self) -> str:
@@ -88,7 +91,10 @@ class ProxyServer:
         size = self.config.grpc_max_inbound_message_size
         tls = self.config.tls()
         front = TlsFront(tls) if tls.mode is not TlsMode.DISABLED else None
-        interceptors = []
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if self.metrics is not None:  # outermost: it also times the ACL's refusals
+            await self.metrics.start()
+            interceptors.append(MetricsInterceptor(self.metrics))
         if self.config.enable_acl:
             try:
                 acl_file = resolve_acl_file_path(self.config.acl_file_path)
@@ -145,3 +151,5 @@ class ProxyServer:
         await self.transactions.close()
         await self.producer.shutdown()
         await self.instance.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
