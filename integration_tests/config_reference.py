@@ -69,7 +69,8 @@ BROKER: Sections = [
         {
             "enableControllerMode": "the controller decides role and broker id (docs/failover.md)",
             "controllerAddr": "every controller, `host:port` separated by `;`",
-            "brokerHeartbeatInterval": "ms between heartbeats to the controller",
+            "brokerHeartbeatInterval": "ms between heartbeats to the controller; in DLedger mode between the"
+            " master's Alive entries (the master counts as dead after 3 x this)",
             "controllerHeartBeatTimeoutMills": "ms without a heartbeat before the controller counts the"
             " broker inactive; the master's lease is 0.8 x this",
             "sendHeartbeatTimeoutMillis": "ms, timeout of requests to the controller",
@@ -80,6 +81,18 @@ BROKER: Sections = [
             "inSyncReplicas": "members (master included) that must hold a message",
             "minInSyncReplicas": "a smaller SyncStateSet refuses writes",
             "haMaxTimeSlaveNotCatchup": "ms a member may stay behind before it leaves the SyncStateSet",
+        },
+    ),
+    (
+        "DLedger mode",
+        {
+            "enableDLegerCommitLog": "the brokers of `dLegerPeers` form one group that elects its master;"
+            " a send is acknowledged once a majority holds it (docs/dledger.md)",
+            "dLegerGroup": "the group's name (RocketMQ sets it to `brokerName`)",
+            "dLegerPeers": "every member, `n0-host:port;n1-host:port;...`: its id and Raft port",
+            "dLegerSelfId": "this member's id in `dLegerPeers`; as a slave it registers as brokerId = its"
+            " number + 1",
+            "preferredLeaderId": "the member elected when the candidates' logs are equal",
         },
     ),
     (

@@ -13,6 +13,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketq.broker.dledger.peers import parse_peers
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.config import MetricsConfig
 from rocketq.broker.store.config import FlushDiskType  # one FlushDiskType for broker and store
@@ -164,6 +165,12 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup_ms: int = 15_000
     in_sync_replicas: int = 1
     min_in_sync_replicas: int = 1
+    # DLedger mode (RocketMQ 4.5's DLedger CommitLog keys; docs/dledger.md): the group elects its master
+    enable_dleger_commit_log: bool = False
+    dleger_group: str = ""
+    dleger_peers: str = ""
+    dleger_self_id: str = ""
+    preferred_leader_id: str = ""
     # memory bounds of the remoting port against hostile clients (docs/security.md)
     write_buffer_high_water_mark: int = limits_defaults.DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK
     write_buffer_low_water_mark: int = limits_defaults.DEFAULT_WRITE_BUFFER_LOW_WATER_MARK
@@ -194,6 +201,7 @@ class BrokerConfig:
         bad_trace_topic = validate_topic(self.msg_trace_topic_name)
         _check(bad_trace_topic is None, "msgTraceTopicName", str(bad_trace_topic))
         self._check_controller_mode()
+        self._check_dleger()
         self._check_replication()
         try:
             self.connection_limits()
@@ -275,6 +283,29 @@ class BrokerConfig:
         for addr in self.controller_addr:
             _check(is_host_port(addr), "controllerAddr", f"{addr!r} is not host:port")
 
+    def _check_dleger(self) -> None:
+        if not self.enable_dleger_commit_log:
+            return
+        _check(
+            not self.enable_controller_mode,
+            "enableDLegerCommitLog",
+            "cannot be combined with enableControllerMode=true: choose one way of electing the master",
+        )
+        for key, value in (
+            ("dLegerGroup", self.dleger_group),
+            ("dLegerPeers", self.dleger_peers),
+            ("dLegerSelfId", self.dleger_self_id),
+        ):
+            _check(bool(value.strip()), key, "is required with enableDLegerCommitLog=true")
+        _check(
+            self.broker_heartbeat_interval_ms >= 1,
+            "brokerHeartbeatInterval",
+            f"must be >= 1, got {self.broker_heartbeat_interval_ms}",
+        )
+        parse_peers(
+            self.dleger_peers, self_id=self.dleger_self_id, preferred_leader_id=self.preferred_leader_id
+        )
+
     @property
     def fast_listen_port_derived(self) -> bool:
         """True when the VIP port is RocketMQ's ``listenPort - 2``, not a configured one."""
@@ -301,8 +332,8 @@ class BrokerConfig:
             "haListenPort",
             f"must differ from listenPort ({self.listen_port})",
         )
-        if self.enable_controller_mode:
-            pass  # role and id come from the controller (controller_mode/)
+        if self.enable_controller_mode or self.enable_dleger_commit_log:
+            pass  # role and id come from the controller (controller_mode/) or the group (dledger/)
         elif self.broker_role is BrokerRole.SLAVE:
             _check(
                 self.broker_id > 0,

@@ -30,6 +30,7 @@ from rocketq.client.transport.tls import TLS_KEYS, TlsConfig
 __all__ = [
     "BROKER_KEYS",
     "IGNORED_KEYS",
+    "REFUSED_DLEGER_KEYS",
     "STORE_BASE_KEYS",
     "BrokerConfKey",
     "KeyOwner",
@@ -176,6 +177,11 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", _parse_int),
     "inSyncReplicas": ("in_sync_replicas", _parse_int),
     "minInSyncReplicas": ("min_in_sync_replicas", _parse_int),
+    "enableDLegerCommitLog": ("enable_dleger_commit_log", _parse_bool),
+    "dLegerGroup": ("dleger_group", _parse_str),
+    "dLegerPeers": ("dleger_peers", _parse_str),
+    "dLegerSelfId": ("dleger_self_id", _parse_str),
+    "preferredLeaderId": ("preferred_leader_id", _parse_str),
     "aclEnable": ("acl_enable", _parse_bool),
     "aclFilePath": ("acl_file_path", _parse_str),
     "accessKey": ("access_key", _parse_str),
@@ -196,10 +202,16 @@ IGNORED_KEYS = frozenset(
         "serverWorkerThreads",
         "serverSelectorThreads",
         "waitTimeMillsInHeartbeatQueue",
-        "isEnableBatchPush",
-        "enableDLegerCommitLog",
     }
 )
+
+#: RocketMQ's DLedger keys rocketq does not act on: refused at load with their name (docs/dledger.md)
+REFUSED_DLEGER_KEYS = {
+    "isEnableBatchPush": "DLedger's batch push is not implemented: rocketq replicates the CommitLog "
+    "with its HA transfer, which streams batches anyway",
+    "enableBatchPush": "DLedger's batch push is not implemented: rocketq replicates the CommitLog "
+    "with its HA transfer, which streams batches anyway",
+}
 
 
 #: Store keys the broker reads itself (typed fields of BrokerConfig, handed to the store too).

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.broker.config import BrokerConfig
-from rocketq.broker.config_keys import BROKER_KEYS, IGNORED_KEYS, STORE_BASE_KEYS, store_keys
+from rocketq.broker.config_keys import (
+    BROKER_KEYS,
+    IGNORED_KEYS,
+    REFUSED_DLEGER_KEYS,
+    STORE_BASE_KEYS,
+    store_keys,
+)
 from rocketq.broker.errors import BrokerConfigError
 from rocketq.broker.metrics.config import METRICS_KEYS, MetricsConfig
 from rocketq.broker.schedule.delay import parse_delay_levels
@@ -97,6 +103,8 @@ def config_from_properties(
     tls_options: dict[str, str] = {}
     metrics_options: dict[str, str] = {}
     for key, raw in props.items():
+        if key in REFUSED_DLEGER_KEYS:
+            raise BrokerConfigError(key, f"{REFUSED_DLEGER_KEYS[key]}; remove {key} from broker.conf")
         known = False
         if key in METRICS_KEYS:
             metrics_options[key] = raw

@@ -36,6 +36,8 @@ from rocketq.broker.config import BrokerConfig, BrokerRole
 from rocketq.broker.config_loader import build_store_config
 from rocketq.broker.controller_mode.processors import controller_mode_processors
 from rocketq.broker.controller_mode.replicas_manager import ReplicasManager
+from rocketq.broker.dledger.java_store import java_dledger_store, java_store_error
+from rocketq.broker.dledger.manager import DLedgerManager
 from rocketq.broker.errors import BrokerError
 from rocketq.broker.ha.replication import Replication
 from rocketq.broker.master_services import MasterServices
@@ -143,6 +145,8 @@ class BrokerController:
             self.config = replace(
                 self.config, broker_role=BrokerRole.SLAVE, broker_id=max(self.config.broker_id, 1)
             )
+        if self.config.enable_dleger_commit_log:
+            self._enter_dledger_mode()
         store_config = build_store_config(self.config)
         self._config_dir = str(store_config.config_dir)
         store = self._store = MessageStore(store_config)
@@ -162,6 +166,23 @@ class BrokerController:
         if self.config.is_master:
             await self._master.start()
         return ctx
+
+    def _enter_dledger_mode(self) -> None:
+        """DLedger mode (docs/dledger.md): the group elects the master; no writes until then."""
+        found = java_dledger_store(self.config.store_path_root_dir)
+        if found is not None:
+            log.error("%s", java_store_error(found))
+            raise BrokerError(java_store_error(found))
+        log.info(
+            "enableDLegerCommitLog=true: brokerRole=%s and brokerId=%d of the configuration are "
+            "ignored; the DLedger group %s elects the master (no writes until then)",
+            self.config.broker_role.value,
+            self.config.broker_id,
+            self.config.dleger_group,
+        )
+        self.config = replace(
+            self.config, broker_role=BrokerRole.SLAVE, broker_id=max(self.config.broker_id, 1)
+        )
 
     async def _serve(self, ctx: BrokerContext, replication: Replication) -> tuple[str, int]:
         """Open the remoting port with every processor registered; the bound ``(host, port)``."""
@@ -231,6 +252,11 @@ class BrokerController:
                     ResponseCode.SERVICE_NOT_AVAILABLE,
                     f"broker {self.config.broker_name} is shutting down, send to another broker",
                 )
+            no_leader = (
+                self.replicas.no_leader_refusal() if isinstance(self.replicas, DLedgerManager) else None
+            )
+            if no_leader is not None:  # DLedger mode: the group is electing (docs/dledger.md)
+                return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, no_leader)
             return await processor(cmd, channel)
 
         return send
@@ -252,6 +278,18 @@ class BrokerController:
                 on_role_changed=self._role_changed,
             )
             table.update(controller_mode_processors(self.replicas))
+            self.replicas.confirm_listeners.append(confirm_waker(ctx))
+        if self.config.enable_dleger_commit_log:  # the group, not a controller, names the master
+            self.replicas = DLedgerManager(
+                self.config,
+                ctx.store,
+                replication,
+                client,
+                broker_addr=lambda: ctx.broker_addr,
+                on_role_changed=self._role_changed,
+            )
+            code = RequestCode.GET_BROKER_EPOCH_CACHE  # what a new slave compares its epochs with
+            table[code] = controller_mode_processors(self.replicas)[code]
             self.replicas.confirm_listeners.append(confirm_waker(ctx))
         return table
 
