@@ -76,7 +76,11 @@ def resolve_config(args: argparse.Namespace) -> ProxyConfig:
 
 
 async def serve(config: ProxyConfig) -> int:
-    server = ProxyServer(config)
+    try:
+        server = ProxyServer(config)  # reads the account it signs with (broker_auth)
+    except ProxyConfigError as exc:
+        log.error("%s", exc)
+        return 1
     try:
         await server.start()
     except (OSError, ProxyConfigError) as exc:

@@ -82,6 +82,16 @@ class ProxyConfig:
     #: the ``cluster`` and ``node_id`` labels of the proxy's metrics; proxyName "" = the host name
     proxy_cluster_name: str = "DefaultCluster"
     proxy_name: str = ""
+    #: sign what the proxy sends to the brokers with its own account (RocketMQ's key), the one of
+    #: ``innerClientAuthenticationCredentials``, else of ``$ROCKETMQ_HOME/conf/tools.yml``
+    enable_acl_rpc_hook_for_cluster_mode: bool = False
+    #: ``{"accessKey": "...", "secretKey": "..."}`` as a JSON string (RocketMQ's AuthConfig key)
+    inner_client_authentication_credentials: str = ""
+    #: how long a broker's request relayed to a 5.x client over Telemetry waits for its answer
+    #: (RocketMQ's default is 5; rocketq's 2 stays below the broker's 5 s and mqadmin's 3 s waits)
+    grpc_proxy_relay_request_timeout_in_seconds: int = 2
+    #: a 5.x client silent this long (no Heartbeat, no Settings) is unregistered from the brokers
+    channel_expired_timeout: int = 120_000
     #: RocketMQ's ``tls.*`` keys (``tls.server.mode``, ``tls.server.certPath``, ...) as given
     tls_properties: tuple[tuple[str, str], ...] = ()
 
@@ -115,6 +125,15 @@ class ProxyConfig:
                 f" got {self.subscription_group_config_cache_refresh_seconds}"
             )
         self.tls()  # refuses bad tls.* keys at start
+        if self.grpc_proxy_relay_request_timeout_in_seconds <= 0:
+            raise ProxyConfigError(
+                "grpcProxyRelayRequestTimeoutInSeconds must be positive,"
+                f" got {self.grpc_proxy_relay_request_timeout_in_seconds}"
+            )
+        if self.channel_expired_timeout <= 0:
+            raise ProxyConfigError(
+                f"channelExpiredTimeout must be positive, got {self.channel_expired_timeout}"
+            )
         batch = self.grpc_client_consumer_long_polling_batch_size
         if not 1 <= batch <= 32:
             raise ProxyConfigError(f"grpcClientConsumerLongPollingBatchSize must be 1..32, got {batch}")

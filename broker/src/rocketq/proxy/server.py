@@ -14,15 +14,17 @@ import logging
 
 import grpc
 
-from rocketq.client.config import ClientConfig
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
 from rocketq.client.transport.tls import TlsMode
 from rocketq.proxy.auth import AclInterceptor, GrpcAcl
+from rocketq.proxy.broker_auth import broker_client_config
+from rocketq.proxy.client_registry import GrpcClients
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError
 from rocketq.proxy.groups import SubscriptionGroups
 from rocketq.proxy.metrics import MetricsInterceptor, ProxyMetrics
 from rocketq.proxy.service import MessagingService
+from rocketq.proxy.telemetry_relay import TelemetryRelay
 from rocketq.proxy.tls_front import TlsFront
 from rocketq.proxy.topics import TopicTypes
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
@@ -59,7 +61,11 @@ class ProxyServer:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.instance = ClientInstance(config.namesrv_addr, config=ClientConfig())
+        # signed with the proxy's account when enableAclRpcHookForClusterMode (broker_auth)
+        self.client_config = broker_client_config(config)
+        self.instance = ClientInstance(config.namesrv_addr, config=self.client_config)
+        self.relay = TelemetryRelay(config)
+        self.clients = GrpcClients(self.instance, config, self.client_config, self.relay.handle)
         self.producer = AsyncProducer(
             config.namesrv_addr,
             instance=self.instance,
@@ -135,10 +141,13 @@ class ProxyServer:
             endpoints,
             SubscriptionGroups(self.instance, self.config),
             TopicTypes(self.instance, self.config),
+            clients=self.clients,
+            relay=self.relay,
         )
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()
         self._server = server
+        self.clients.start()
 
     async def stop(self, grace_s: float | None = None) -> None:
         grace = self.config.grpc_shutdown_grace_millis / 1000 if grace_s is None else grace_s
@@ -148,6 +157,7 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        await self.clients.close()  # UNREGISTER_CLIENT for every 5.x client still registered
         await self.transactions.close()
         await self.producer.shutdown()
         await self.instance.close()

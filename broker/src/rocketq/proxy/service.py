@@ -23,6 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from rocketq.client.errors import ClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.producer import AsyncProducer
+from rocketq.proxy.client_registry import GrpcClients, metadata_of
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.consumer import (
     Popped,
@@ -39,6 +40,7 @@ from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
+from rocketq.proxy.telemetry_relay import TelemetryRelay
 from rocketq.proxy.topics import TopicTypes
 from rocketq.proxy.transaction import ProxyTransactions, TelemetryHub
 from rocketq.proxy.v2 import definition_pb2 as pb
@@ -73,6 +75,8 @@ class MessagingService(MessagingServiceServicer):
         endpoints: pb.Endpoints,
         groups: SubscriptionGroups,
         topic_types: TopicTypes,
+        clients: GrpcClients | None = None,
+        relay: TelemetryRelay | None = None,
     ) -> None:
         self.config = config
         self.instance = instance
@@ -82,6 +86,8 @@ class MessagingService(MessagingServiceServicer):
         self.endpoints = endpoints
         self.groups = groups
         self.topic_types = topic_types
+        self.clients = clients  # the 5.x clients announced to the brokers (client_registry)
+        self.relay = relay  # brokers' requests relayed over Telemetry (telemetry_relay)
 
     # ------------------------------------------------------------------ routes and sessions
 
@@ -114,6 +120,8 @@ class MessagingService(MessagingServiceServicer):
             refused = check_group(request.group)
             if refused is not None:
                 return spb.HeartbeatResponse(status=_refused(refused))
+        if self.clients is not None:
+            self.clients.on_heartbeat(metadata_of(context.invocation_metadata()))
         return spb.HeartbeatResponse(status=ok())
 
     async def Telemetry(
@@ -121,7 +129,10 @@ class MessagingService(MessagingServiceServicer):
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Answers the client's commands and carries the server's (transaction checks) to it."""
         outgoing: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
-        reader = asyncio.create_task(self._read_telemetry(request_iterator, outgoing, context.peer()))
+        metadata = metadata_of(context.invocation_metadata())
+        reader = asyncio.create_task(
+            self._read_telemetry(request_iterator, outgoing, context.peer(), metadata)
+        )
         try:
             while True:
                 getter = asyncio.ensure_future(outgoing.get())
@@ -132,6 +143,8 @@ class MessagingService(MessagingServiceServicer):
                 yield getter.result()
         finally:
             self.hub.forget(outgoing)
+            if self.clients is not None:
+                self.clients.stream_closed(outgoing)
             reader.cancel()
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 log.info("telemetry stream of %s ended: %s", context.peer(), reader.exception())
@@ -141,6 +154,7 @@ class MessagingService(MessagingServiceServicer):
         request_iterator: AsyncIterator[spb.TelemetryCommand],
         outgoing: asyncio.Queue[spb.TelemetryCommand],
         peer: str,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         async for command in request_iterator:
             kind = command.WhichOneof("command")
@@ -149,10 +163,14 @@ class MessagingService(MessagingServiceServicer):
                 if settings.WhichOneof("pub_sub") == "publishing":
                     named, namespace = wrap_resources(settings.publishing)
                     self.hub.publish(outgoing, [t.name for t in named.topics], namespace)
+                if self.clients is not None:
+                    self.clients.on_settings(metadata or {}, settings, outgoing)
                 group = await self._group_of(settings)
                 outgoing.put_nowait(
                     spb.TelemetryCommand(status=ok(), settings=server_settings(settings, self.config, group))
                 )
+            elif self.relay is not None and self.relay.on_reply(command):
+                continue  # a ThreadStackTrace / VerifyMessageResult a broker waits for
             elif kind is not None:
                 log.debug("telemetry command %s from %s ignored", kind, peer)
 
@@ -168,6 +186,8 @@ class MessagingService(MessagingServiceServicer):
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
     ) -> spb.NotifyClientTerminationResponse:
+        if self.clients is not None:
+            self.clients.terminate(metadata_of(context.invocation_metadata()))
         return spb.NotifyClientTerminationResponse(status=ok())
 
     # ------------------------------------------------------------------ producing
