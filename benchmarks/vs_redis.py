@@ -1,0 +1,559 @@
+"""rocketq next to Redis Streams on the same machine, in one run: produce, consume, durable, 1 KiB, single.
+
+Not a test.  Starts ``redis-server`` (Debian's ``redis-server`` package; the client is redis-py
+with hiredis, from the ``bench`` extra) and rocketq's ``mqnamesrv`` with two brokers (one
+ASYNC_FLUSH, one SYNC_FLUSH), all on free ports in a temp dir, then measures ``--rounds`` times,
+alternating which system goes first in each case, every message acknowledged:
+
+* produce, 100 B: Redis pipelined ``XADD`` of 1000 per round trip (AOF on, ``appendfsync
+  everysec``; redis-py's synchronous client, one thread and connection per round trip in
+  flight) against ``AsyncProducer.send_batch`` of 1000 (ASYNC_FLUSH, asyncio tasks), each with
+  ``--in-flight`` round trips outstanding, for ``--seconds`` each;
+* consume of everything the produce case just stored: ``XRANGE ... COUNT 1000`` from the start
+  against the lite pull consumer (pulls of 1000), both reading every body;
+* durable: the same produce with ``appendfsync always`` against the SYNC_FLUSH broker;
+* 1 KiB produce (as the first case), its MB/s of bodies next to the disk's fsync'd sequential
+  write bandwidth measured in the same round (1 MiB writes, ``fsync`` after each, in the same
+  directory as the stores);
+* single: one at a time, redis-py's synchronous ``XADD`` against the blocking ``Producer.send``
+  (each waits for its answer), with p50 / p99 latency.
+
+It prints each pair with the ratio (rocketq / Redis) per round and the medians over the rounds.
+The clients, the servers and the NameServer share the machine's cores; compare the ratios within
+a run, not absolute rates across machines.  ``--uvloop`` runs the rocketq clients' and brokers'
+event loops on uvloop (when installed); the Redis side is unchanged.
+
+    pip install -e '.[bench]'         # redis-py + hiredis; and: sudo apt-get install redis-server
+    .venv/bin/python benchmarks/vs_redis.py [--rounds 2] [--seconds 3] [--in-flight 2] [--uvloop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocketq.client.admin import Admin
+from rocketq.client.config import ConsumeFromWhere
+from rocketq.client.consumer import LitePullConsumer
+from rocketq.client.launcher import ServerProcess, spawn_broker, spawn_namesrv
+from rocketq.client.model import Message, SendStatus
+from rocketq.client.producer import AsyncProducer, Producer
+
+INSTALL_REDIS = (
+    "redis-server was not found on PATH. Install Debian's package (sudo apt-get install redis-server) "
+    "or put a redis-server binary on PATH, then run this benchmark again."
+)
+INSTALL_CLIENT = (
+    "the Redis client is not installed: run pip install -e '.[bench]' from the repository root "
+    "(it installs redis-py and hiredis), then run this benchmark again."
+)
+BATCH = 1000
+QUEUES = 8
+BROKER_CONF: dict[str, Any] = {
+    "mappedFileSizeCommitLog": 1 << 30,
+    "mappedFileSizeConsumeQueue": 20 * 1_000_000,
+    "maxTransferCountOnMessageInMemory": BATCH,
+    "maxTransferBytesOnMessageInMemory": 4 << 20,
+    "sendThreadPoolQueueCapacity": 100_000,
+    "waitTimeMillsInSendQueue": 5000,
+}
+# the interpreter runs the broker module on a uvloop event loop (python_args of spawn_broker)
+UVLOOP_BROKER = (
+    "-c",
+    "import asyncio, runpy, sys, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
+    "sys.argv = ['rocketq.broker', *sys.argv[3:]]; runpy.run_module('rocketq.broker', run_name='__main__')",
+)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measurement: a rate, and latency percentiles (ms) for the single-send case."""
+
+    rate: float
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+
+
+# --- Redis -------------------------------------------------------------------------------------
+
+
+class RedisServer:
+    """``redis-server`` on a free port with AOF on, in its own directory; stopped by ``close``."""
+
+    def __init__(self, work: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise SystemExit(INSTALL_REDIS)
+        work.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port()
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(work)]
+        args += ["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
+        # rewrites run between the cases (``reset``), not in the middle of a measurement
+        args += ["--auto-aof-rewrite-percentage", "0", "--logfile", str(work / "redis.log")]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        import redis
+
+        self.client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit(f"redis-server did not start; see {work / 'redis.log'}") from None
+                time.sleep(0.05)
+        from redis.utils import HIREDIS_AVAILABLE
+
+        self.parser = "hiredis" if HIREDIS_AVAILABLE else "pure Python"
+
+    def set_fsync(self, policy: str) -> None:
+        self.client.config_set("appendfsync", policy)
+
+    def reset(self, stream: str) -> None:
+        """Drop ``stream`` and shrink the AOF so the next case starts from the same state."""
+        self.client.delete(stream)
+        self.client.bgrewriteaof()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            info = self.client.info("persistence")
+            if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+                return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def redis_produce(port: int, stream: str, size: int, seconds: float, in_flight: int) -> Figure:
+    """Pipelines of BATCH XADDs; ``in_flight`` threads with a connection each (redis-py's
+    synchronous client is its fastest: its asyncio pipelines encode slower)."""
+    import redis
+
+    body = os.urandom(size)
+    counts = [0] * in_flight
+    failures: list[BaseException] = []
+    clients = [redis.Redis(port=port) for _ in range(in_flight)]
+
+    def one_batch(client: redis.Redis) -> None:
+        pipe = client.pipeline(transaction=False)
+        for _ in range(BATCH):
+            pipe.xadd(stream, {"b": body})
+        ids = pipe.execute()
+        assert len(ids) == BATCH and all(ids)
+
+    for client in clients:
+        one_batch(client)  # warm up (connection, stream)
+    deadline = time.perf_counter() + seconds
+
+    def worker(i: int) -> None:
+        try:
+            while time.perf_counter() < deadline:
+                one_batch(clients[i])
+                counts[i] += BATCH
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(in_flight)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    for client in clients:
+        client.close()
+    if failures:
+        raise failures[0]
+    return Figure(sum(counts) / elapsed)
+
+
+def redis_consume(port: int, stream: str) -> tuple[Figure, int]:
+    import redis
+
+    client = redis.Redis(port=port)
+    got = touched = 0
+    start = time.perf_counter()
+    low = "-"
+    while True:
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(stream, min=low, max="+", count=BATCH)  # type: ignore[assignment]
+        if not entries:
+            break
+        for _, fields in entries:
+            touched += len(fields[b"b"])
+        got += len(entries)
+        low = "(" + entries[-1][0].decode()
+    elapsed = time.perf_counter() - start
+    client.close()
+    assert touched > 0
+    return Figure(got / elapsed), got
+
+
+def redis_single(port: int, stream: str, seconds: float) -> Figure:
+    import redis
+
+    client = redis.Redis(port=port)
+    body = os.urandom(100)
+    for _ in range(200):
+        client.xadd(stream, {"b": body})
+    lat: list[float] = []
+    clock = time.perf_counter
+    start = clock()
+    deadline = start + seconds
+    while True:
+        t0 = clock()
+        if t0 >= deadline:
+            break
+        assert client.xadd(stream, {"b": body})
+        lat.append(clock() - t0)
+    elapsed = clock() - start
+    client.close()
+    return _latency_figure(lat, elapsed)
+
+
+# --- rocketq -----------------------------------------------------------------------------------
+
+
+class RocketqServers:
+    """A NameServer and two brokers: ``async_addr`` (ASYNC_FLUSH) and ``sync_addr`` (SYNC_FLUSH)."""
+
+    def __init__(self, work: Path, uvloop: bool) -> None:
+        python_args = UVLOOP_BROKER if uvloop else ()
+        self.procs: list[ServerProcess] = []
+        self.ns = spawn_namesrv(work / "ns")
+        self.procs.append(self.ns)
+        brokers = {}
+        for name, flush in (("vs-async", "ASYNC_FLUSH"), ("vs-sync", "SYNC_FLUSH")):
+            proc = spawn_broker(
+                work / name, self.ns.addr, python_args=python_args, brokerName=name,
+                flushDiskType=flush, **BROKER_CONF,
+            )  # fmt: skip
+            self.procs.append(proc)
+            brokers[flush] = proc.addr
+        self.async_addr, self.sync_addr = brokers["ASYNC_FLUSH"], brokers["SYNC_FLUSH"]
+        self.admin = Admin(self.ns.addr)
+
+    def new_topic(self, topic: str, broker_addr: str) -> str:
+        self.admin.create_topic(
+            topic, broker_addr=broker_addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if self.admin.topic_route(topic).queue_datas:
+                    return topic
+            time.sleep(0.05)
+        raise SystemExit(f"topic {topic} never reached the NameServer")
+
+    def close(self) -> None:
+        self.admin.close()
+        for proc in reversed(self.procs):
+            proc.terminate()
+
+
+async def rocketq_produce(ns_addr: str, topic: str, size: int, seconds: float, in_flight: int) -> Figure:
+    body = os.urandom(size)
+    async with AsyncProducer(ns_addr, producer_group=f"vs-redis-{topic}") as producer:
+
+        async def one_batch() -> None:
+            results = await producer.send_batch([Message(topic, body) for _ in range(BATCH)])
+            assert all(r.send_status is SendStatus.SEND_OK for r in results)
+
+        await one_batch()  # warm up (route, connection)
+        sent = BATCH
+        deadline = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal sent
+            while time.perf_counter() < deadline:
+                await one_batch()
+                sent += BATCH
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return Figure((sent - BATCH) / (time.perf_counter() - start))
+
+
+def rocketq_consume(ns_addr: str, topic: str, total: int) -> Figure:
+    consumer = LitePullConsumer(
+        ns_addr,
+        consumer_group=f"vs-redis-{topic}",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        pull_batch_size=BATCH,
+        auto_commit=False,
+        pull_threshold_for_queue=4 * BATCH,
+        pull_threshold_for_all=50_000,
+    )
+    consumer.assign(consumer.fetch_message_queues(topic))
+    got = touched = 0
+    start = time.perf_counter()
+    consumer.start()
+    try:
+        deadline = start + 300
+        while got < total and time.perf_counter() < deadline:
+            for msg in consumer.poll(1000):
+                touched += len(msg.body)
+                got += 1
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.shutdown()
+    if got < total:
+        raise SystemExit(f"the lite pull consumer read {got} of {total} messages of {topic} in 300 s")
+    assert touched > 0
+    return Figure(got / elapsed)
+
+
+def rocketq_single(ns_addr: str, topic: str, seconds: float) -> Figure:
+    body = os.urandom(100)
+    with Producer(ns_addr, producer_group=f"vs-redis-{topic}") as producer:
+        for _ in range(200):
+            producer.send(Message(topic, body))
+        lat: list[float] = []
+        clock = time.perf_counter
+        start = clock()
+        deadline = start + seconds
+        while True:
+            t0 = clock()
+            if t0 >= deadline:
+                break
+            assert producer.send(Message(topic, body)).send_status is SendStatus.SEND_OK
+            lat.append(clock() - t0)
+        elapsed = clock() - start
+    return _latency_figure(lat, elapsed)
+
+
+# --- common ------------------------------------------------------------------------------------
+
+
+def _latency_figure(lat: list[float], elapsed: float) -> Figure:
+    lat.sort()
+    return Figure(len(lat) / elapsed, 1000 * percentile(lat, 0.5), 1000 * percentile(lat, 0.99))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def disk_bandwidth(directory: Path, seconds: float) -> float:
+    """Bytes/s of 1 MiB sequential writes, each followed by fsync, into a fresh file in ``directory``."""
+    chunk = os.urandom(1 << 20)
+    path = directory / "disk-bandwidth.tmp"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    written = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds
+        while time.perf_counter() < deadline:
+            os.write(fd, chunk)
+            os.fsync(fd)
+            written += len(chunk)
+        return written / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def _run_client(make: Callable[[], Any], uvloop: bool) -> Any:
+    """Run the coroutine ``make()`` on a fresh loop (uvloop's when asked)."""
+    if uvloop:
+        import uvloop as uv
+
+        with asyncio.Runner(loop_factory=uv.new_event_loop) as runner:
+            return runner.run(make())
+    return asyncio.run(make())
+
+
+@contextlib.contextmanager
+def _client_loop_policy(uvloop: bool) -> Iterator[None]:
+    """The blocking clients' background loop on uvloop while the rocketq side runs, when asked."""
+    if not uvloop:
+        yield
+        return
+    import uvloop as uv
+
+    old = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(uv.EventLoopPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(old)
+
+
+CASES = ("produce 100 B", "consume 100 B", "durable 100 B", "produce 1 KiB", "single 100 B")
+
+
+def one_round(
+    index: int, redis: RedisServer, rq: RocketqServers, args: argparse.Namespace, work: Path
+) -> dict[str, tuple[Figure, Figure]]:
+    """Every case once, Redis first in even rounds and rocketq first in odd ones."""
+    seconds, in_flight, uv = args.seconds, args.in_flight, args.uvloop
+    ns = rq.ns.addr
+    figures: dict[str, dict[str, Figure]] = {case: {} for case in CASES}
+
+    def run_redis() -> None:
+        stream = f"vs{index}"
+        redis.set_fsync("everysec")
+        figures["produce 100 B"]["redis"] = redis_produce(redis.port, stream, 100, seconds, in_flight)
+        figures["consume 100 B"]["redis"], _ = redis_consume(redis.port, stream)
+        redis.reset(stream)
+        redis.set_fsync("always")
+        figures["durable 100 B"]["redis"] = redis_produce(redis.port, stream, 100, seconds, in_flight)
+        redis.set_fsync("everysec")
+        redis.reset(stream)
+        figures["produce 1 KiB"]["redis"] = redis_produce(redis.port, stream, 1024, seconds, in_flight)
+        redis.reset(stream)
+        figures["single 100 B"]["redis"] = redis_single(redis.port, stream, seconds)
+        redis.reset(stream)
+
+    def run_rocketq() -> None:
+        topic = rq.new_topic(f"VsRedis{index}", rq.async_addr)
+        fig = _run_client(lambda: rocketq_produce(ns, topic, 100, seconds, in_flight), uv)
+        figures["produce 100 B"]["rocketq"] = fig
+        total = rq.admin.topic_status(topic)
+        count = sum(q.max_offset - q.min_offset for q in total)
+        with _client_loop_policy(uv):
+            figures["consume 100 B"]["rocketq"] = rocketq_consume(ns, topic, count)
+        durable = rq.new_topic(f"VsRedisDurable{index}", rq.sync_addr)
+        figures["durable 100 B"]["rocketq"] = _run_client(
+            lambda: rocketq_produce(ns, durable, 100, seconds, in_flight), uv
+        )
+        large = rq.new_topic(f"VsRedisLarge{index}", rq.async_addr)
+        figures["produce 1 KiB"]["rocketq"] = _run_client(
+            lambda: rocketq_produce(ns, large, 1024, seconds, in_flight), uv
+        )
+        single = rq.new_topic(f"VsRedisSingle{index}", rq.async_addr)
+        with _client_loop_policy(uv):
+            figures["single 100 B"]["rocketq"] = rocketq_single(ns, single, seconds)
+
+    order = (run_redis, run_rocketq) if index % 2 == 0 else (run_rocketq, run_redis)
+    for run in order:
+        run()
+    disk = disk_bandwidth(work, min(seconds, 3.0))
+    pairs = {case: (figures[case]["redis"], figures[case]["rocketq"]) for case in CASES}
+    pairs["disk"] = (Figure(disk), Figure(disk))
+    return pairs
+
+
+def print_round(index: int, pairs: dict[str, tuple[Figure, Figure]]) -> None:
+    first = "Redis" if index % 2 == 0 else "rocketq"
+    print(f"\nround {index + 1} ({first} first)")
+    print(f"  {'case':16} {'Redis msg/s':>13} {'rocketq msg/s':>14} {'rocketq/Redis':>14}")
+    for case in CASES:
+        r, q = pairs[case]
+        line = f"  {case:16} {r.rate:13,.0f} {q.rate:14,.0f} {q.rate / r.rate:13.2f}x"
+        if case.startswith("single"):
+            line += (
+                f"   p50/p99 ms: Redis {r.p50_ms:.3f}/{r.p99_ms:.3f}, rocketq {q.p50_ms:.3f}/{q.p99_ms:.3f}"
+            )
+        print(line)
+    disk = pairs["disk"][0].rate
+    large = pairs["produce 1 KiB"][1].rate * 1024
+    print(
+        f"  disk, 1 MiB writes + fsync: {disk / 1e6:,.0f} MB/s; rocketq 1 KiB produce "
+        f"{large / 1e6:,.0f} MB/s of bodies = {100 * large / disk:.0f} % of it"
+    )
+
+
+def print_medians(rounds: list[dict[str, tuple[Figure, Figure]]]) -> None:
+    print(f"\nmedians over {len(rounds)} rounds")
+    print(f"  {'case':16} {'Redis msg/s':>13} {'rocketq msg/s':>14} {'rocketq/Redis':>14}")
+
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    for case in CASES:
+        redis = [p[case][0] for p in rounds]
+        rq = [p[case][1] for p in rounds]
+        ratio = med([q.rate / r.rate for r, q in zip(redis, rq, strict=True)])
+        line = f"  {case:16} {med([f.rate for f in redis]):13,.0f} {med([f.rate for f in rq]):14,.0f}"
+        line += f" {ratio:13.2f}x"
+        if case.startswith("single"):
+            r50, r99 = med([f.p50_ms for f in redis]), med([f.p99_ms for f in redis])
+            q50, q99 = med([f.p50_ms for f in rq]), med([f.p99_ms for f in rq])
+            line += f"   p50/p99 ms: Redis {r50:.3f}/{r99:.3f}, rocketq {q50:.3f}/{q99:.3f}"
+        print(line)
+    share = med([p["produce 1 KiB"][1].rate * 1024 / p["disk"][0].rate for p in rounds])
+    disk = med([p["disk"][0].rate for p in rounds])
+    print(
+        f"  rocketq 1 KiB produce: {100 * share:.0f} % of the disk's fsync'd bandwidth "
+        f"({disk / 1e6:,.0f} MB/s)"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2, help="alternations of the two systems (at least 2)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="duration of each produce and single case")
+    ap.add_argument("--in-flight", type=int, default=2, help="batches/pipelines outstanding while producing")
+    ap.add_argument("--uvloop", action="store_true", help="rocketq's brokers and clients on uvloop")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.seconds <= 0 or args.in_flight < 1:
+        ap.error("--rounds and --in-flight must be at least 1 and --seconds positive")
+    if shutil.which("redis-server") is None:
+        raise SystemExit(INSTALL_REDIS)
+    try:
+        import hiredis  # noqa: F401
+        import redis  # noqa: F401
+    except ImportError:
+        raise SystemExit(INSTALL_CLIENT) from None
+    if args.uvloop:
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            raise SystemExit("--uvloop needs uvloop: pip install uvloop") from None
+    work = Path(tempfile.mkdtemp(prefix="rocketq-vs-redis-"))
+    redis_server: RedisServer | None = None
+    rq: RocketqServers | None = None
+    rounds: list[dict[str, tuple[Figure, Figure]]] = []
+    try:
+        redis_server = RedisServer(work / "redis")
+        rq = RocketqServers(work / "rocketq", args.uvloop)
+        version = redis_server.client.info("server")["redis_version"]
+        print(
+            f"Redis {version} (AOF on, client parser {redis_server.parser}) and rocketq "
+            f"({'uvloop' if args.uvloop else 'asyncio'} loops) on {os.cpu_count()} CPUs; "
+            f"{args.seconds:g} s per case, batches of {BATCH}, {args.in_flight} in flight, "
+            f"rocketq topics of {QUEUES} queues"
+        )
+        for index in range(args.rounds):
+            pairs = one_round(index, redis_server, rq, args, work)
+            print_round(index, pairs)
+            rounds.append(pairs)
+    finally:
+        if rq is not None:
+            rq.close()
+        if redis_server is not None:
+            redis_server.close()
+        shutil.rmtree(work, ignore_errors=True)
+    print_medians(rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
