@@ -279,10 +279,12 @@ async def change_invisible(
         return refused
     group, topic = request.group.name, request.topic.name
     invisible = _duration_ms(request.invisible_duration.seconds, request.invisible_duration.nanos)
-    if not 0 < invisible <= config.max_invisible_time_mills:
+    # 0 is allowed, as in RocketMQ's proxy: the Node.js SDK's PushConsumer nacks with it when it
+    # has no back-off of its own (it ignores the customized back-off of the Settings)
+    if not 0 <= invisible <= config.max_invisible_time_mills:
         return Refusal(
             pb.Code.ILLEGAL_INVISIBLE_TIME,
-            f"invisible_duration {invisible} ms is outside 1..{config.max_invisible_time_mills} ms",
+            f"invisible_duration {invisible} ms is outside 0..{config.max_invisible_time_mills} ms",
         )
     handle = _handle(request.receipt_handle)
     if isinstance(handle, Refusal):
