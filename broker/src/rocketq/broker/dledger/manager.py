@@ -98,11 +98,13 @@ class DLedgerManager(ReplicasManager):
         self._alive_lock = threading.Lock()
         self._alive_at: dict[tuple[str, int], float] = {}  # (node, epoch) -> last Alive applied here
         self._changed_at = time.monotonic()  # the last master change or round applied here
+        self._started_at = time.monotonic()  # before it, a silent master may just be unheard of yet
         self._leader_since: float | None = None
         self._disconnected_since: float | None = None
         self._standby_round = -1
         self._state = GroupState(group_size=len(self.peers))
         self._last_alive_sent = float("-inf")
+        self._report_sent: dict[int, float] = {}  # round -> when this member first reported in it
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -154,6 +156,7 @@ class DLedgerManager(ReplicasManager):
         if state.master is None:
             await self._stand_by(state)
             if self.self_peer.node_id not in state.reports:
+                self._report_sent.setdefault(state.round, time.monotonic())
                 await self.raft.submit(self._report(state.round), self.timeout_s)
         else:
             address = state.addresses.get(state.master)
@@ -203,6 +206,15 @@ class DLedgerManager(ReplicasManager):
                 await self.replication.stop()
             self._standby_round = state.round
 
+    async def _become_master(self, info: ReplicaInfo) -> None:
+        # The election is the first lease: a majority committed this member's report (sent at
+        # the time kept) before the pick, and the Raft leader times a new master from the pick.
+        sent = [t for r, t in self._report_sent.items() if r == self._state.round]
+        if sent:
+            self._lease_sent = max(self._lease_sent, sent[0])
+        self._report_sent.clear()
+        await super()._become_master(info)
+
     async def _send_alive(self) -> None:
         if not self.is_master:
             return
@@ -220,9 +232,9 @@ class DLedgerManager(ReplicasManager):
         if not self.raft.is_leader:
             self._leader_since = None
             return
-        state = self.raft.snapshot()
         if self._leader_since is None:
             self._leader_since = now
+        state = self.raft.snapshot()
         if state.master is None:
             return
         peer = self._by_id[state.master]
@@ -230,11 +242,13 @@ class DLedgerManager(ReplicasManager):
         self._disconnected_since = None if connected else (self._disconnected_since or now)
         with self._alive_lock:
             last = max(
-                self._alive_at.get((state.master, state.epoch), 0.0), self._changed_at, self._leader_since
+                self._alive_at.get((state.master, state.epoch), 0.0), self._changed_at, self._started_at
             )
         silent = now - last
         gone = self._disconnected_since is not None and now - self._disconnected_since >= self.heartbeat_s / 2
-        if silent < self.timeout_s and not gone:
+        # a new Raft leader may not have applied the last Alive yet: one interval to catch up
+        settled = now - self._leader_since >= self.heartbeat_s
+        if (silent < self.timeout_s or not settled) and not gone:
             return
         why = "its Raft connection is closed" if gone else f"no Alive for {silent:.1f} s"
         log.warning(

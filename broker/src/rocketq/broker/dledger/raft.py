@@ -78,8 +78,8 @@ class GroupRaft:
         conf = SyncObjConf(
             autoTick=True,
             appendEntriesPeriod=min(0.1, hb_s / 4),
-            raftMinTimeout=hb_s,
-            raftMaxTimeout=hb_s * 2,
+            raftMinTimeout=hb_s * 0.6,
+            raftMaxTimeout=hb_s * 1.2,
             leaderFallbackTimeout=hb_s * 3,
             connectionRetryTime=min(1.0, hb_s),
             connectionTimeout=max(1.0, hb_s * 2),
