@@ -27,10 +27,9 @@ A proxy SIGKILLed and restarted on its port while the SDK sends
 acknowledged is read back by a remoting consumer, and the SDK's last sends go through the
 restarted proxy.
 
-The Node.js SDK (npm ``rocketmq-client-nodejs`` 1.0.8, installed by the test under the same cache
-folder; skipped without node and npm or when the registry cannot be reached) runs
-``grpc_sdk/node_sdk_roundtrip.js``: normal, FIFO and delay messages, receive, ack and a change of
-invisible duration.
+The ``node_modules`` fixture npm-installs the Node.js SDK (``rocketmq-client-nodejs`` 1.0.8) under
+the same cache folder for ``test_grpc_node_sdk.py`` (skipped without node and npm or when the
+registry cannot be reached).
 
 The bad-input and ForwardMessageToDeadLetterQueue tests talk to the proxy with rocketq's own
 generated stubs: garbage bytes on the port, an unknown topic, an oversized body, broken receipt
@@ -110,7 +109,6 @@ accounts:
       - sdk-acl=SUB
 """
 NODE_SDK = "rocketmq-client-nodejs@1.0.8"
-NODE_SCRIPT = Path(__file__).with_name("grpc_sdk") / "node_sdk_roundtrip.js"
 _OFFLINE_SIGNS = (
     "No matching distribution",
     "Could not fetch",
@@ -613,31 +611,6 @@ def _docs_example() -> str:
     text = (Path(__file__).resolve().parents[1] / "docs" / "grpc.md").read_text(encoding="utf-8")
     section = text.split("## Python SDK example", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
-
-
-def test_node_sdk_produces_and_consumes_through_the_proxy(
-    cluster: Cluster, node_modules: Path, tmp_path: Path
-) -> None:
-    # HOME: the SDK writes its log under ~/logs/rocketmq
-    env = {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(tmp_path)}
-    run = subprocess.run(
-        ["node", str(NODE_SCRIPT), cluster.proxy.addr, "sdk-node", "g-node"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert run.returncode == 0, f"Node.js SDK script failed:\n{run.stderr[-4000:]}"
-    out = json.loads(run.stdout.strip().splitlines()[-1])
-    sent = {s["body"]: s["id"] for s in out["sent"]}
-    got = {r["body"]: r for r in out["received"]}
-    assert set(got) == set(sent) == {"node-normal", "node-fifo-0", "node-fifo-1", "node-delay"}
-    assert all(got[body]["id"] == msg_id and got[body]["attempt"] == 1 for body, msg_id in sent.items())
-    normal = got["node-normal"]
-    assert (normal["tag"], normal["keys"], normal["props"]) == ("TagN", ["n0"], {"p": "1"})
-    fifo = [r["body"] for r in out["received"] if r["group"] == "g1"]
-    assert fifo == ["node-fifo-0", "node-fifo-1"]
-    assert [(r["body"], r["attempt"]) for r in out["redelivered"]] == [("node-normal", 2)]
 
 
 def test_the_python_example_of_the_docs_runs(cluster: Cluster, sdk_python: Path, tmp_path: Path) -> None:

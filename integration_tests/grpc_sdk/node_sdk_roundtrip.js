@@ -3,14 +3,17 @@
 // a Producer sends a normal message (tag, key, property), two FIFO messages of group "g1" and one
 // delay message (2 s); the consumer receives all four, acks three and changes the invisible
 // duration of the normal one to 1 s, which then comes back (delivery attempt 2) and is acked.
-// Usage: node node_sdk_roundtrip.js PROXY_ADDR TOPIC GROUP  -> prints one JSON line
+// Then one more message is received with a 3 s invisible duration and left alone: it comes back
+// (delivery attempt 2) after those 3 s and is acked.  Every wait is bounded.
+// The consumer subscribes to CROSS_IN too, where a remoting producer sent N_CROSS_IN messages.
+// Usage: node node_sdk_roundtrip.js PROXY_ADDR TOPIC GROUP CROSS_IN N_CROSS_IN  -> prints one JSON line
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
 async function main() {
-  const [endpoints, topic, group] = process.argv.slice(2);
+  const [endpoints, topic, group, crossIn, nCrossIn] = process.argv.slice(2);
   const out = { sent: [], received: [], redelivered: [] };
   const consumer = new SimpleConsumer({
-    endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*']]), awaitDuration: 2000, requestTimeout: 5000,
+    endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*'], [crossIn, '*']]), awaitDuration: 2000, requestTimeout: 5000,
   });
   await consumer.startup();
   await consumer.receive(16, 15000); // fixes the group's start offset
@@ -27,12 +30,13 @@ async function main() {
     out.sent.push({ body: m.body.toString(), id: receipt.messageId });
   }
   const view = (m) => ({
-    body: m.body.toString(), id: m.messageId, tag: m.tag, keys: m.keys, group: m.messageGroup ?? null,
+    body: m.body.toString(), id: m.messageId, topic: m.topic, tag: m.tag, keys: m.keys, group: m.messageGroup ?? null,
     attempt: m.deliveryAttempt, props: Object.fromEntries(m.properties ?? []),
   });
   const seen = new Set();
   const deadline = Date.now() + 40000;
-  while ((seen.size < plan.length || out.redelivered.length === 0) && Date.now() < deadline) {
+  const want = plan.length + Number(nCrossIn);
+  while ((seen.size < want || out.redelivered.length === 0) && Date.now() < deadline) {
     for (const m of await consumer.receive(16, 15000)) {
       const body = m.body.toString();
       if (seen.has(body)) {
@@ -47,6 +51,16 @@ async function main() {
       } else {
         await consumer.ack(m);
       }
+    }
+  }
+  // received, neither acked nor changed: it comes back once its invisible duration (3 s) is over
+  const unacked = await producer.send({ topic, tag: 'TagU', body: Buffer.from('node-unacked') });
+  out.unacked = { id: unacked.messageId, deliveries: [] };
+  const until = Date.now() + 30000;
+  while (out.unacked.deliveries.length < 2 && Date.now() < until) {
+    for (const m of await consumer.receive(16, 3000)) {
+      out.unacked.deliveries.push({ ...view(m), at_ms: Date.now() });
+      if (out.unacked.deliveries.length >= 2) await consumer.ack(m);
     }
   }
   await producer.shutdown();
