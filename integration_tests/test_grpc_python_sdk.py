@@ -502,6 +502,64 @@ def test_tls_and_plaintext_sdks_share_the_grpc_port(
     assert results["plain"]["received"] == ["over-plain"] and results["plain"]["sizes"] == [(3 << 20) + 10]
 
 
+@pytest.mark.skipif(not has_openssl(), reason="openssl makes the test certificates")
+def test_sdk_credentials_are_checked_over_tls(cluster: Cluster, sdk_python: Path, tmp_path: Path) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(PLAIN_ACL, encoding="utf-8")
+    certs = make_server_certs(tmp_path / "certs")
+    tls_keys: dict[str, Any] = {  # dotted keys: not Python names; TLS only on the port
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": certs["cert"],
+        "tls.server.keyPath": certs["key"],
+    }
+    cases = {
+        "right": ["sdkWriter", "writerSecret"],
+        "wrong": ["sdkWriter", "not-the-secret"],
+        "missing": ["", ""],
+        "reader": ["sdkReader", "readerSecret"],
+    }
+    env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": certs["ca"]}
+    out: dict[str, Any] = {}
+    with spawn_proxy(
+        tmp_path / "proxy",
+        cluster.namesrv.addr,
+        grpcClientConsumerMinLongPollingTimeoutMillis=1000,
+        grpcClientConsumerMaxLongPollingTimeoutMillis=3000,
+        enableACL=True,
+        aclFilePath=str(acl_file),
+        **tls_keys,
+    ) as px:
+        # the same right credentials in plaintext get nowhere: the port serves TLS only
+        for mode, mode_cases in (("tls", cases), ("plain", {"plain": cases["right"]})):
+            run = subprocess.run(
+                [
+                    str(sdk_python),
+                    str(ACL_SCRIPT),
+                    px.addr,
+                    "sdk-acl",
+                    "g-acl-tls",
+                    json.dumps(mode_cases),
+                    mode,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=240,
+                env=env,
+            )
+            assert run.returncode == 0, (
+                f"SDK script failed:\n{run.stderr[-4000:]}\nproxy log:\n{px.log_tail()}"
+            )
+            out.update(json.loads(run.stdout.strip().splitlines()[-1]))
+    right = out["right"]
+    assert right["subscribe"]["ok"] and right["send"]["ok"], right
+    assert right["receive"] == {"ok": True, "value": ["acl-right"]}, right
+    for name in ("wrong", "missing", "plain"):
+        assert not any(out[name][step]["ok"] for step in ("subscribe", "send", "receive")), out[name]
+    reader = out["reader"]
+    assert reader["subscribe"]["ok"] and reader["receive"]["ok"], reader
+    assert not reader["send"]["ok"] and "40100" in reader["send"]["error"], reader  # UNAUTHORIZED
+
+
 def test_a_send_that_does_not_match_the_topic_message_type_is_refused(
     cluster: Cluster, sdk_python: Path
 ) -> None:
