@@ -378,6 +378,9 @@ def test_group_page_shows_pop_in_flight(env: Env) -> None:
         status, doc = _http(env.url + f"api/groups/{pop_group}")
         assert status == 200, doc
         assert [(r["topic"], r["in_flight"]) for r in doc["pop"]] == [(TOPIC, 1)], doc
+        # rocketq's own consumer: a remoting client of version V4_9_4 (5.x SDKs: test_grpc_clients_on_brokers)
+        members = [(c["language"], c["version_name"], c["protocol"]) for c in doc["connections"]]
+        assert members == [("PYTHON", "V4_9_4", "remoting")], doc["connections"]
         consumer.ack(got[0])
     status, doc = _http(env.url + f"api/groups/{pop_group}")
     assert [(r["topic"], r["in_flight"]) for r in doc["pop"]] == [(TOPIC, 0)], doc

@@ -5,7 +5,8 @@ Node.js SDK 1.0.8, installed by the fixtures of ``test_grpc_python_sdk.py``, reu
 
 * ``grpc_sdk/python_sdk_clients.py`` keeps a Producer and a SimpleConsumer connected: ``mqadmin
   consumerConnection`` / ``producerConnection`` list them with language PYTHON and version 437
-  (V5_1_2), the consumer's subscription and CONSUME_ACTIVELY; ``consumerStatus -i`` answers from the
+  (V5_1_2), the consumer's subscription and CONSUME_ACTIVELY, the dashboard marks the consumer
+  ``gRPC 5.x``; ``consumerStatus -i`` answers from the
   proxy, ``consumerStatus -s`` gets "call remote timeout" (that SDK never answers a thread-stack
   request); after the SDK's shutdown (NotifyClientTermination) both are gone from the brokers, and
   a client killed with SIGKILL is gone after ``channelExpiredTimeout``.
@@ -27,6 +28,7 @@ import select
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ from rocketq.client.testing import (
     spawn_namesrv,
     wait_for,
 )
+from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
 
 def _sdk_test_module() -> Any:
@@ -118,6 +121,11 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.wait(30)
 
 
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
 def _admin(*args: str) -> subprocess.CompletedProcess[str]:
     return run_mqadmin(*args)
 
@@ -137,7 +145,9 @@ def _producer_line(ns: str, client_id: str) -> str:
     return next((line for line in done.stdout.splitlines() if client_id in line), "")
 
 
-def test_python_sdk_clients_are_listed_by_the_brokers_and_leave(stack: Stack, sdk_python: Path) -> None:
+def test_python_sdk_clients_are_listed_by_the_brokers_and_leave(
+    stack: Stack, sdk_python: Path, tmp_path: Path
+) -> None:
     ns = stack.namesrv.addr
     proc, ids = _start(
         [str(sdk_python), str(SCRIPTS / "python_sdk_clients.py"), stack.proxy.addr, TOPIC, GROUP]
@@ -153,6 +163,20 @@ def test_python_sdk_clients_are_listed_by_the_brokers_and_leave(stack: Stack, sd
             lambda: bool(_producer_line(ns, ids["producer"])), "the producer on the brokers", timeout_s=30
         )
         assert _producer_line(ns, ids["producer"]).split()[-2:] == ["PYTHON", str(V5_1_2)]
+
+        # the dashboard's Consumers page marks the SDK as a 5.x gRPC client
+        with spawn_dashboard(tmp_path / "dashboard", ns) as dash:
+            doc = _get_json(dashboard_url(dash) + f"api/groups/{GROUP}")
+            row = next(
+                g for g in _get_json(dashboard_url(dash) + "api/groups")["groups"] if g["group"] == GROUP
+            )
+        (member,) = [c for c in doc["connections"] if c["client_id"] == ids["consumer"]]
+        assert (member["language"], member["version_name"], member["protocol"]) == (
+            "PYTHON",
+            "V5_1_2",
+            "gRPC 5.x",
+        )
+        assert (row["members"], row["grpc_members"]) == (1, 1), row
 
         status = _admin("consumerStatus", "-n", ns, "-g", GROUP, "-i", ids["consumer"])
         assert status.returncode == 0, status.stdout + status.stderr

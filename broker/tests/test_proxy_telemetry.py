@@ -18,6 +18,7 @@ from rocketq.client.instance import ClientInstance
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import LanguageCode, RemotingCommand
 from rocketq.client.remoting.message import encode_stored_message
+from rocketq.client.remoting.mq_version import version_name
 from rocketq.client.remoting.msgid import encode_offset_msg_id
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import ExpressionType, build_subscription
@@ -29,7 +30,6 @@ from rocketq.proxy.client_registry import (
     metadata_of,
     remoting_language,
     remoting_version,
-    version_name,
 )
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
 from rocketq.proxy.telemetry_relay import TelemetryRelay, running_info_body

@@ -1,5 +1,6 @@
 """Unit tests of the dashboard without a cluster: password hashes, the users file, the guard that
-refuses state changes (read-only mode, missing or wrong logins) and the sampler's bounded history.
+refuses state changes (read-only mode, missing or wrong logins), the sampler's bounded history and
+how group members are marked as RocketMQ 5 SDKs.
 
 The web application runs in aiohttp's in-process test server; its NameServer address points at a
 closed port, so a request that passes the guard reaches the handler and fails there (400 for a bad
@@ -18,11 +19,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from rocketq.client.admin import AsyncAdmin
+from rocketq.client.admin_groups import ConsumerConnection
 from rocketq.client.launcher import free_port
 from rocketq.tools.dashboard.app import DashboardSettings, make_app
 from rocketq.tools.dashboard.auth import UsersFileError, UserStore, hash_password, verify_password
 from rocketq.tools.dashboard.cli import main as dashboard_main
 from rocketq.tools.dashboard.sampler import Sample, Sampler
+from rocketq.tools.dashboard.service import client_protocol, connection_json
 
 DEAD_NAMESRV = f"127.0.0.1:{free_port()}"
 HASH = hash_password("pw-1")
@@ -136,3 +139,19 @@ def test_sampler_history_is_bounded_and_survives_a_dead_cluster() -> None:
         }
 
     asyncio.run(go())
+
+
+def test_group_members_say_which_are_rocketmq_5_sdks() -> None:
+    python_sdk = ConsumerConnection("host@1@0@abc", "127.0.0.1:5000", "PYTHON", 437)
+    assert connection_json(python_sdk) == {
+        "client_id": "host@1@0@abc",
+        "client_addr": "127.0.0.1:5000",
+        "language": "PYTHON",
+        "version": 437,
+        "version_name": "V5_1_2",
+        "protocol": "gRPC 5.x",
+    }
+    assert client_protocol("NODE_JS", 413) == "gRPC 5.x"
+    assert client_protocol("JAVA", 479) == "5.x"  # Java 5's remoting and gRPC clients look alike
+    assert client_protocol("PYTHON", 401) == "remoting"  # rocketq's own clients send V4_9_4
+    assert client_protocol("JAVA", 373) == "remoting"

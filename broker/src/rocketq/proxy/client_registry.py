@@ -33,7 +33,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
@@ -44,6 +43,7 @@ from rocketq.client.instance import ClientInstance
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import LanguageCode, RemotingCommand
 from rocketq.client.remoting.headers import UnregisterClientRequestHeader
+from rocketq.client.remoting.mq_version import V5_0_0, release_ordinal
 from rocketq.client.remoting.vocabulary import (
     MASTER_ID,
     ExpressionType,
@@ -67,7 +67,6 @@ __all__ = [
     "metadata_of",
     "remoting_language",
     "remoting_version",
-    "version_name",
 ]
 
 log = logging.getLogger("rocketq.proxy")
@@ -97,12 +96,6 @@ _HEADER_LANGUAGES = {
     "NODEJS": LanguageCode.NODE_JS,
 }
 
-# MQVersion.Version ordinals: from V4_9_4 (401) to V5_9_9 every release x.y.z is preceded by its
-# x.y.z-SNAPSHOT, so the ordinal is 401 + 2 * (releases since 4.9.4)
-_V4_9_4 = 401
-_V5_0_0 = _V4_9_4 + 2 * (500 - 494)
-_VERSION_RE = re.compile(r"^\s*v?(\d)[._](\d)[._](\d)\s*$", re.IGNORECASE)
-
 
 def metadata_of(pairs: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
     """A call's metadata as a dict (lower-case keys, text values)."""
@@ -123,22 +116,8 @@ def remoting_language(settings: pb.Settings | None, header: str = "") -> Languag
 def remoting_version(text: str) -> int:
     """The MQVersion ordinal of an SDK version ``x.y.z`` between 4.9.4 and 5.9.9; any other
     (the Node.js SDK's 1.0.8, say) counts as V5_0_0, the first version of the 5.x protocol."""
-    found = _VERSION_RE.match(text)
-    if found is None:
-        return _V5_0_0
-    index = int(found[1]) * 100 + int(found[2]) * 10 + int(found[3])
-    if not 494 <= index <= 599:
-        return _V5_0_0
-    return _V4_9_4 + 2 * (index - 494)
-
-
-def version_name(version: int) -> str:
-    """``V5_1_2`` for a release's MQVersion ordinal between V4_9_4 and V5_9_9, else the number."""
-    steps, snapshot = divmod(version - _V4_9_4, 2)
-    index = 494 + steps
-    if version < _V4_9_4 or snapshot or index > 599:
-        return str(version)
-    return f"V{index // 100}_{index // 10 % 10}_{index % 10}"
+    found = release_ordinal(text)
+    return V5_0_0 if found is None else found
 
 
 @dataclasses.dataclass(slots=True)
@@ -148,7 +127,7 @@ class GrpcClient:
     client_id: str
     api: MQClientAPI
     language: LanguageCode = LanguageCode.OTHER
-    version: int = _V5_0_0
+    version: int = V5_0_0
     sdk_version: str = ""
     client_type: int = pb.ClientType.CLIENT_TYPE_UNSPECIFIED
     #: the client's namespace (its resources are ``namespace%name`` on the brokers)

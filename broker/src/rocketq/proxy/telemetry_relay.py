@@ -39,9 +39,10 @@ from rocketq.client.errors import RocketQError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import iter_stored_messages
+from rocketq.client.remoting.mq_version import version_name
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.transport.channel import Channel
-from rocketq.proxy.client_registry import GrpcClient, version_name
+from rocketq.proxy.client_registry import GrpcClient
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.convert import to_grpc_message
 from rocketq.proxy.transaction import ProxyTransactionId

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rocketq.client.admin import AsyncAdmin
-from rocketq.client.admin_groups import QueueProgress
+from rocketq.client.admin_groups import ConsumerConnection, QueueProgress
 from rocketq.client.errors import RocketQError
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer.core import AsyncProducer
+from rocketq.client.remoting.mq_version import V5_0_0, version_name
 from rocketq.client.remoting.vocabulary import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -33,7 +34,7 @@ from rocketq.client.remoting.vocabulary import (
 )
 from rocketq.tools.dashboard.sampler import Sampler
 
-__all__ = ["DashboardService", "Json"]
+__all__ = ["DashboardService", "Json", "client_protocol", "connection_json"]
 
 Json = dict[str, Any]
 PRODUCER_GROUP = "ROCKETQ_DASHBOARD_PRODUCER"
@@ -87,6 +88,25 @@ def message_json(m: MessageExt) -> Json:
         "body_length": len(body),
         "body": text,
         "properties": dict(m.properties),
+    }
+
+
+def client_protocol(language: str, version: int) -> str:
+    """How a connected client talks to the cluster, as far as its language and version tell:
+    ``gRPC 5.x`` for a RocketMQ 5 SDK behind mqproxy (version V5_0_0 or later in a language
+    whose 5.x client is gRPC only), ``5.x`` for Java 5 (remoting and gRPC clients look alike),
+    ``remoting`` for 4.x clients and rocketq's own (V4_9_4)."""
+    if version < V5_0_0:
+        return "remoting"
+    return "5.x" if language == "JAVA" else "gRPC 5.x"
+
+
+def connection_json(c: ConsumerConnection) -> Json:
+    """A group member with its version's name (``V5_1_2``) and :func:`client_protocol`."""
+    return {
+        **dataclasses.asdict(c),
+        "version_name": version_name(c.version),
+        "protocol": client_protocol(c.language, c.version),
     }
 
 
@@ -231,6 +251,9 @@ class DashboardService:
                     "group": group,
                     "online": conns.online,
                     "members": len(conns.connections),
+                    "grpc_members": sum(
+                        client_protocol(c.language, c.version) != "remoting" for c in conns.connections
+                    ),
                     "consume_type": conns.consume_type,
                     "message_model": conns.message_model,
                     "topics": sorted({q.message_queue.topic for q in stats}),
@@ -249,7 +272,7 @@ class DashboardService:
             "consume_type": conns.consume_type,
             "message_model": conns.message_model,
             "consume_from_where": conns.consume_from_where,
-            "connections": [dataclasses.asdict(c) for c in conns.connections],
+            "connections": [connection_json(c) for c in conns.connections],
             "subscriptions": [{"topic": t, "expression": e} for t, e in conns.subscriptions],
             "queues": [progress_json(q) for q in stats],
             "lag": sum(q.lag for q in stats),
