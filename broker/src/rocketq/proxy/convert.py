@@ -75,6 +75,24 @@ SYSTEM_PROPERTY_KEYS = frozenset(
 )
 
 
+# The enum values of the hot paths, looked up once: protobuf's ``pb.Encoding.GZIP`` goes through a
+# Python ``__getattr__`` on every access (about 2.5 us, several per message).
+_GZIP = pb.Encoding.GZIP
+_IDENTITY = pb.Encoding.IDENTITY
+_MD5 = pb.DigestType.MD5
+_NOT_SERVED_TYPES = frozenset({pb.MessageType.LITE, pb.MessageType.PRIORITY})
+_TRANSACTION = pb.MessageType.TRANSACTION
+_DELAY = pb.MessageType.DELAY
+_FIFO = pb.MessageType.FIFO
+_NORMAL = pb.MessageType.NORMAL
+_DELAY_PROPERTIES = (
+    MessageConst.DELAY_TIME_LEVEL,
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_SEC,
+    MessageConst.TIMER_DELAY_MS,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """Why a request cannot be served: the ``apache.rocketmq.v2.Code`` and a sentence for the user."""
@@ -87,36 +105,39 @@ def timestamp_ms(ts: Timestamp) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
 
-def _timestamp(ms: int) -> Timestamp:
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+def _set_timestamp(ts: Timestamp, ms: int) -> None:
+    ts.seconds, ts.nanos = ms // 1000, (ms % 1000) * 1_000_000
 
 
 def to_remoting_message(message: pb.Message, max_body_size: int) -> Message | Refusal:
     """The remoting message to store for one SDK message, or why it cannot be sent."""
     topic = message.topic.name
     sp = message.system_properties
+    body = message.body
     if not topic:
         return Refusal(pb.Code.ILLEGAL_TOPIC, "the message names no topic")
-    if not message.body:
+    if not body:
         return Refusal(pb.Code.MESSAGE_BODY_EMPTY, f"the message body is empty (topic {topic})")
-    if len(message.body) > max_body_size:
+    if len(body) > max_body_size:
         return Refusal(
             pb.Code.MESSAGE_BODY_TOO_LARGE,
-            f"message body of {len(message.body)} bytes exceeds maxMessageSize {max_body_size}"
-            f" (topic {topic})",
+            f"message body of {len(body)} bytes exceeds maxMessageSize {max_body_size} (topic {topic})",
         )
-    if sp.body_encoding == pb.Encoding.GZIP:
+    if sp.body_encoding == _GZIP:
         return Refusal(pb.Code.NOT_IMPLEMENTED, "GZIP-encoded bodies are not served yet; send IDENTITY")
-    if sp.message_type in (pb.MessageType.LITE, pb.MessageType.PRIORITY):
-        name = pb.MessageType.Name(sp.message_type)
+    message_type = sp.message_type
+    if message_type in _NOT_SERVED_TYPES:
+        name = pb.MessageType.Name(message_type)
         return Refusal(pb.Code.NOT_IMPLEMENTED, f"{name} messages are not served by rocketq's proxy yet")
-    for key in message.user_properties:
-        if key in SYSTEM_PROPERTY_KEYS:
+    properties: dict[str, str] = {}
+    if message.user_properties:
+        properties.update(message.user_properties)
+        clash = properties.keys() & SYSTEM_PROPERTY_KEYS
+        if clash:
             return Refusal(
                 pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                f"user property {key!r} is a system property name; choose another key",
+                f"user property {min(clash)!r} is a system property name; choose another key",
             )
-    properties = dict(message.user_properties)
     if sp.message_id:
         properties[MessageConst.UNIQ_KEY] = sp.message_id
     deliver_at: int | None = None
@@ -130,16 +151,16 @@ def to_remoting_message(message: pb.Message, max_body_size: int) -> Message | Re
             pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             "a message cannot have both a message_group (FIFO) and a delivery_timestamp (DELAY)",
         )
-    if sp.message_type == pb.MessageType.TRANSACTION and (group is not None or deliver_at is not None):
+    if message_type == _TRANSACTION and (group is not None or deliver_at is not None):
         return Refusal(
             pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             "a transactional message cannot have a message_group or a delivery_timestamp",
         )
     return Message(
         topic,
-        message.body,
-        tags=sp.tag if sp.HasField("tag") and sp.tag else None,
-        keys=list(sp.keys) or None,
+        body,
+        tags=sp.tag or None,
+        keys=list(sp.keys) if sp.keys else None,
         properties=properties,
         message_group=group,
         deliver_at=deliver_at,
@@ -149,17 +170,12 @@ def to_remoting_message(message: pb.Message, max_body_size: int) -> Message | Re
 def message_type_of(properties: dict[str, str]) -> pb.MessageType:
     """The 5.x message type of a stored record (``GrpcConverter.buildMessageType``)."""
     if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
-        return pb.MessageType.TRANSACTION
-    if (
-        MessageConst.DELAY_TIME_LEVEL in properties
-        or MessageConst.TIMER_DELIVER_MS in properties
-        or MessageConst.TIMER_DELAY_SEC in properties
-        or MessageConst.TIMER_DELAY_MS in properties
-    ):
-        return pb.MessageType.DELAY
+        return _TRANSACTION
+    if any(key in properties for key in _DELAY_PROPERTIES):
+        return _DELAY
     if properties.get(MessageConst.SHARDING_KEY):
-        return pb.MessageType.FIFO
-    return pb.MessageType.NORMAL
+        return _FIFO
+    return _NORMAL
 
 
 def _host(addr: tuple[str, int]) -> str:
@@ -169,32 +185,37 @@ def _host(addr: tuple[str, int]) -> str:
 def to_grpc_message(msg: MessageExt, receipt_handle: str | None, namespace: str = "") -> pb.Message:
     """The SDK's view of a popped (or pulled) record; its topic loses the ``namespace%`` prefix."""
     props = msg.properties
-    sp = pb.SystemProperties(
-        message_id=msg.msg_id,
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()),
-        body_encoding=pb.Encoding.IDENTITY,
-        message_type=message_type_of(props),
-        born_timestamp=_timestamp(msg.born_timestamp),
-        born_host=_host(msg.born_host),
-        store_timestamp=_timestamp(msg.store_timestamp),
-        store_host=_host(msg.store_host),
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        delivery_attempt=msg.reconsume_times + 1,
-    )
+    # filled in place: building sub-messages and passing them to a constructor copies each once more
+    out = pb.Message(body=msg.body)
+    out.topic.CopyFrom(unwrap(msg.topic, namespace))
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
+    if user:
+        out.user_properties.update(user)
+    sp = out.system_properties
+    sp.message_id = msg.msg_id
+    sp.body_encoding = _IDENTITY
+    sp.message_type = message_type_of(props)
+    sp.born_host = _host(msg.born_host)
+    sp.store_host = _host(msg.store_host)
+    sp.queue_id = msg.queue_id
+    sp.queue_offset = msg.queue_offset
+    sp.delivery_attempt = msg.reconsume_times + 1
+    digest = sp.body_digest
+    digest.type, digest.checksum = _MD5, hashlib.md5(msg.body).hexdigest().upper()
+    _set_timestamp(sp.born_timestamp, msg.born_timestamp)
+    _set_timestamp(sp.store_timestamp, msg.store_timestamp)
     tags = props.get(MessageConst.TAGS)
     if tags:
         sp.tag = tags
-    sp.keys.extend(msg.keys)
+    keys = msg.keys
+    if keys:
+        sp.keys.extend(keys)
     group = props.get(MessageConst.SHARDING_KEY)
     if group:
         sp.message_group = group
     deliver_ms = props.get(MessageConst.TIMER_DELIVER_MS)
     if deliver_ms and deliver_ms.lstrip("-").isdigit():
-        sp.delivery_timestamp.CopyFrom(_timestamp(int(deliver_ms)))
+        _set_timestamp(sp.delivery_timestamp, int(deliver_ms))
     if receipt_handle is not None:
         sp.receipt_handle = receipt_handle
-    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
-    return pb.Message(
-        topic=unwrap(msg.topic, namespace), user_properties=user, system_properties=sp, body=msg.body
-    )
+    return out
