@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -44,11 +43,13 @@ from rocketq.client.producer import Producer
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import dlq_topic
 from rocketq.client.testing import (
+    ProcessOutput,
     ServerProcess,
     create_topic,
     drain,
     has_openssl,
     make_server_certs,
+    read_topic,
     run_mqadmin,
     spawn_broker,
     spawn_namesrv,
@@ -202,58 +203,47 @@ def test_node_sdk_transactions_commit_rollback_and_the_checker_decides_an_open_o
     assert {(c["body"], c["id"], c["topic"]) for c in out["checked"]} == {
         ("node-tx-orphan", tx["node-tx-orphan"], "node-tx")
     }, out["checked"]
-    # a remoting consumer sees the same outcome
-    pulled = _read_all(cluster.namesrv.addr, "node-tx", "cg-node-tx", 3)
+    # a remoting consumer reading the whole topic sees the same outcome
+    pulled = read_topic(cluster.namesrv.addr, "node-tx")
     assert sorted((m.body, m.properties[MessageConst.UNIQ_KEY]) for m in pulled) == [
         (b"node-tx-commit", tx["node-tx-commit"]),
         (b"node-tx-orphan", tx["node-tx-orphan"]),
     ]
 
 
-def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    """The next stdout line of ``proc``, waiting at most ``timeout_s``."""
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
-    assert ready, f"no output within {timeout_s} s"
-    return proc.stdout.readline()
-
-
 def test_node_sdk_push_consumer_acks_redelivers_failures_and_dead_letters(
     cluster: Cluster, node_modules: Path, tmp_path: Path
 ) -> None:
     group = "g-node-push"
-    node = subprocess.Popen(
-        [
-            "node",
-            str(SCRIPTS / "node_sdk_push.js"),
-            cluster.proxy.addr,
-            "node-push",
-            group,
-            str(PUSH_MAX_ATTEMPTS),
-            "60000",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_node_env(node_modules, tmp_path),
-    )
+    stderr_path = tmp_path / "node.stderr"
+    script = [str(SCRIPTS / "node_sdk_push.js"), cluster.proxy.addr, "node-push", group]
+    with stderr_path.open("w") as stderr_file:  # a file: the SDK's log errors never fill a pipe
+        node = subprocess.Popen(
+            ["node", *script, str(PUSH_MAX_ATTEMPTS), "60000"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+            env=_node_env(node_modules, tmp_path),
+        )
+    assert node.stdin is not None and node.stdout is not None
+    output = ProcessOutput(node.stdout)
     try:
-        # the script prints its phase line once every expected delivery happened (or after 60 s)
-        phase = _read_line(node, 90)
-        assert json.loads(phase) == {"phase": "consumed"}, phase
+        # the script prints PHASE=consumed once every expected delivery happened (or after 60 s)
+        output.values(["PHASE"], timeout_s=90)
         # the consumer still receives: its next receive moves push-dead to the group's DLQ
         letters = _read_all(cluster.namesrv.addr, dlq_topic(group), "cg-node-dlq", 1)
-        assert node.stdin is not None
         node.stdin.write("stop\n")
         node.stdin.flush()
-        stdout, stderr = node.communicate(timeout=60)
+        node.wait(60)
+        output.wait_ended(10)
     finally:
         if node.poll() is None:
             node.kill()
             node.wait(10)
+    stderr = stderr_path.read_text(errors="replace")
     assert node.returncode == 0, f"node_sdk_push.js failed:\n{stderr[-4000:]}"
-    out = json.loads(stdout.strip().splitlines()[-1])
+    out = json.loads(output.lines()[-1])
     sent = out["sent"]
     by_body: dict[str, list[int]] = {}
     for d in out["deliveries"]:

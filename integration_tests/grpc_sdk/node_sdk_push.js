@@ -3,8 +3,7 @@
 // "push-ok-1", "push-retry" and "push-dead".  The listener returns SUCCESS, except for push-retry
 // at its first delivery and for push-dead at every delivery (FAILURE: the SDK makes the message
 // invisible again and it comes back with the next delivery attempt).  Once the ok messages came,
-// push-retry came back and push-dead came MAX_ATTEMPTS times, a JSON line {"phase": "consumed"}
-// is printed; the consumer keeps running (its receives are what moves push-dead to %DLQ%GROUP)
+// push-retry came back and push-dead came MAX_ATTEMPTS times, the line PHASE=consumed is printed; the consumer keeps running (its receives are what moves push-dead to %DLQ%GROUP)
 // until a line arrives on stdin or LINGER_MS passed, then it shuts down and prints the final JSON
 // line with every delivery.  Every wait is bounded.
 // Usage: node node_sdk_push.js PROXY_ADDR TOPIC GROUP MAX_ATTEMPTS LINGER_MS
@@ -46,7 +45,7 @@ async function main() {
     && !(count('push-ok-0') && count('push-ok-1') && count('push-retry') >= 2 && count('push-dead') >= maxAttempts)) {
     await sleep(200);
   }
-  console.log(JSON.stringify({ phase: 'consumed' }));
+  console.log('PHASE=consumed');
   const lines = readline.createInterface({ input: process.stdin });
   await Promise.race([new Promise((resolve) => lines.once('line', resolve)), sleep(Number(lingerArg))]);
   lines.close();
