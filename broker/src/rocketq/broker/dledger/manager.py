@@ -100,7 +100,7 @@ class DLedgerManager(ReplicasManager):
         self._changed_at = time.monotonic()  # the last master change or round applied here
         self._started_at = time.monotonic()  # before it, a silent master may just be unheard of yet
         self._leader_since: float | None = None
-        self._disconnected_since: float | None = None
+        self._disconnected: tuple[str, float] | None = None  # the master's Raft connection closed since
         self._standby_round = -1
         self._state = GroupState(group_size=len(self.peers))
         self._last_alive_sent = float("-inf")
@@ -229,23 +229,30 @@ class DLedgerManager(ReplicasManager):
     async def _watch_master(self) -> None:
         """On the Raft leader: fence a master that stopped sending Alive or whose process died."""
         now = time.monotonic()
+        state = self.raft.snapshot()
+        # watched on every member, so that a new Raft leader knows how long the master is gone
+        master = state.master
+        if master is None or self.raft.connected(self._by_id[master]):
+            self._disconnected = None
+        elif self._disconnected is None or self._disconnected[0] != master:
+            self._disconnected = (master, now)
         if not self.raft.is_leader:
             self._leader_since = None
             return
         if self._leader_since is None:
             self._leader_since = now
-        state = self.raft.snapshot()
         if state.master is None:
             return
-        peer = self._by_id[state.master]
-        connected = self.raft.connected(peer)
-        self._disconnected_since = None if connected else (self._disconnected_since or now)
         with self._alive_lock:
             last = max(
                 self._alive_at.get((state.master, state.epoch), 0.0), self._changed_at, self._started_at
             )
         silent = now - last
-        gone = self._disconnected_since is not None and now - self._disconnected_since >= self.heartbeat_s / 2
+        gone = (
+            self._disconnected is not None
+            and now - self._disconnected[1] >= self.heartbeat_s / 2
+            and now - self._started_at >= self.timeout_s  # not a connection still being opened
+        )
         # a new Raft leader may not have applied the last Alive yet: one interval to catch up
         settled = now - self._leader_since >= self.heartbeat_s
         if (silent < self.timeout_s or not settled) and not gone:
