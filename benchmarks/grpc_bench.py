@@ -22,9 +22,10 @@ remoting counterpart, the order flipped every round, for ``--rounds`` rounds (2 
   of its own, preloaded with the same number of 100 B messages.
 
 The SDK against the null server is the ceiling: what the SDK and a Python gRPC server cost with no
-work behind them; the endpoint cannot beat it.  The proxy's CPU seconds per 1 000 messages
-(``/proc``) is printed with each endpoint figure.  Every figure is noisy on a shared 2-core machine:
-the ratios within one run are what counts.  Target: endpoint produce >= 50 % of remoting.
+work behind them; the endpoint cannot beat it.  Every figure is noisy on a shared 2-core machine:
+the ratios within one run are what counts.  The CPU each process used per message (``/proc``: the
+proxy, the null server, the SDK's worker, the remoting client) is printed too: CPU time, unlike
+rates, depends little on what else runs.  Target: endpoint produce >= 50 % of remoting.
 
     .venv/bin/python benchmarks/grpc_bench.py [--rounds 2] [--seconds 3] [--profile DIR]
 
@@ -176,6 +177,12 @@ def sdk_python() -> Path:
     return python
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class SdkWorker:
     """The SDK worker process: ``call(op, **args)`` sends one command and waits for its answer."""
 
@@ -242,9 +249,7 @@ class Child:
         self.addr = match.group(1)
 
     def cpu_s(self) -> float:
-        """User + system CPU seconds of the process so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         """SIGTERM (a profiled proxy writes its profile on the way out), SIGKILL after 30 s."""
@@ -479,7 +484,8 @@ class Results:
 
     def __init__(self) -> None:
         self.rates: dict[tuple[str, str], list[float]] = {}
-        self.cpu_ms_per_k: dict[str, list[float]] = {}
+        #: (case, process) -> CPU microseconds per message of each round
+        self.cpu_us: dict[tuple[str, str], list[float]] = {}
 
     def add(self, case: str, side: str, result: dict[str, Any]) -> float:
         if result["errors"] or not result["acked"]:
@@ -490,6 +496,9 @@ class Results:
         rate = float(result["acked"]) / float(result["elapsed"])
         self.rates.setdefault((case, side), []).append(rate)
         return rate
+
+    def note_cpu(self, case: str, process: str, seconds: float, result: dict[str, Any]) -> None:
+        self.cpu_us.setdefault((case, process), []).append(seconds * 1e6 / max(result["acked"], 1))
 
     def median(self, case: str, side: str) -> float:
         return statistics.median(self.rates[(case, side)])
@@ -515,13 +524,13 @@ def _order(round_no: int) -> list[str]:
 def _sdk_case(
     sdk: SdkWorker, proxy: Child, target: Child, results: Results, case: str, **cmd: Any
 ) -> dict[str, Any]:
-    """One SDK case; against the proxy, its CPU per message is recorded too."""
-    cpu = proxy.cpu_s()
+    """One SDK case, with the CPU per message of the server and of the SDK's process."""
+    server, client = target.cpu_s(), cpu_seconds(sdk.proc.pid)
     result = sdk.call(**cmd, addr=target.addr)
-    if target is proxy:
-        results.cpu_ms_per_k.setdefault(case, []).append(
-            (proxy.cpu_s() - cpu) * 1e6 / max(result["acked"], 1)
-        )
+    names = ("proxy", "SDK -> proxy") if target is proxy else ("null server", "SDK -> null")
+    server_used, client_used = target.cpu_s() - server, cpu_seconds(sdk.proc.pid) - client
+    for name, used in zip(names, (server_used, client_used), strict=True):
+        results.note_cpu(case, name, used, result)
     return result
 
 
@@ -540,7 +549,9 @@ def measure_produce(
             case = f"produce async {label} x{inflight}" if inflight else f"produce sync {label}"
             for side in _order(round_no):
                 if side == "remoting":
+                    cpu = time.process_time()
                     result = remoting_produce(ns_addr, size, args.seconds, inflight)
+                    results.note_cpu(case, "remoting client", time.process_time() - cpu, result)
                 else:
                     result = _sdk_case(
                         sdk,
@@ -575,9 +586,11 @@ def measure_consume(
         preload(ns_addr, name, args.consume_messages)
     for side in _order(round_no):
         if side == "remoting":
+            cpu = time.process_time()
             result = remoting_consume(
                 ns_addr, topic[side], group[side], args.consume_messages, args.consumers
             )
+            results.note_cpu(case, "remoting client", time.process_time() - cpu, result)
         else:
             result = _sdk_case(
                 sdk,
@@ -602,7 +615,7 @@ def report(results: Results, args: argparse.Namespace) -> None:
     )
     print(
         f"{'case':26} {'endpoint':>9} {'remoting':>9} {'ratio':>6} {'ceiling':>9} {'of ceil':>7}"
-        f" {'proxy CPU ms/1k':>15}  per round (endpoint / remoting)"
+        "  per round (endpoint / remoting)"
     )
     cases = list(dict.fromkeys(case for case, _ in results.rates))
     for case in cases:
@@ -611,8 +624,15 @@ def report(results: Results, args: argparse.Namespace) -> None:
             f"{a:,.0f}/{b:,.0f}"
             for a, b in zip(results.rates[(case, "endpoint")], results.rates[(case, "remoting")], strict=True)
         )
-        cpu = statistics.median(results.cpu_ms_per_k[case])
-        print(f"{case:26} {e:9,.0f} {r:9,.0f} {e / r:6.0%} {n:9,.0f} {e / n:7.0%} {cpu:15.2f}  {rounds}")
+        print(f"{case:26} {e:9,.0f} {r:9,.0f} {e / r:6.0%} {n:9,.0f} {e / n:7.0%}  {rounds}")
+    who = ("proxy", "null server", "SDK -> proxy", "SDK -> null", "remoting client")
+    print(
+        f"\nCPU microseconds per message (medians; /proc, all threads)\n{'case':26}"
+        + "".join(f"{w:>14}" for w in who)
+    )
+    for case in cases:
+        cpu = (statistics.median(results.cpu_us[(case, w)]) for w in who)
+        print(f"{case:26}" + "".join(f"{c:14,.0f}" for c in cpu))
     for case in cases:
         if case.startswith("produce"):
             ratio = results.median(case, "endpoint") / results.median(case, "remoting")
