@@ -12,6 +12,9 @@ Node.js SDK 1.0.8, installed by the fixtures of ``test_grpc_python_sdk.py``, reu
   a client killed with SIGKILL is gone after ``channelExpiredTimeout``.
 * ``grpc_sdk/node_sdk_clients.js``: a Node.js SimpleConsumer listed as NODE_JS, whose answer to
   ``consumerStatus -s`` (its thread stacks, "mock stack" in that SDK) comes back through the broker.
+* CONSUME_MESSAGE_DIRECTLY, handed to a proxy run in the test's process as a broker would, reaches
+  both SDKs as a VerifyMessageCommand: the Node.js SDK's echo becomes REQUEST_CODE_NOT_SUPPORTED,
+  the Python SDK's silence "call remote timeout".
 * A broker with ``aclEnable=true`` serves the SDK through a proxy that signs with its own account
   (``enableAclRpcHookForClusterMode``, ``innerClientAuthenticationCredentials``) and checks the SDKs'
   credentials itself (``enableACL``): right credentials produce and consume, wrong and missing ones
@@ -21,12 +24,14 @@ Node.js SDK 1.0.8, installed by the fixtures of ``test_grpc_python_sdk.py``, reu
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
 import select
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -38,6 +43,10 @@ import pytest
 
 from rocketq.client.config import ClientConfig
 from rocketq.client.launcher import free_port, spawn_proxy
+from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.command import RemotingCommand
+from rocketq.client.remoting.message import encode_stored_message
+from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
@@ -46,6 +55,8 @@ from rocketq.client.testing import (
     spawn_namesrv,
     wait_for,
 )
+from rocketq.proxy.config import ProxyConfig
+from rocketq.proxy.server import ProxyServer
 from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
 
@@ -233,6 +244,67 @@ def test_node_sdk_answers_a_thread_stack_request_through_the_broker(
         assert "#Consumer jstack#" in jstack.stdout and "mock stack" in jstack.stdout, jstack.stdout
     finally:
         _stop(proc)
+
+
+def test_verify_message_reaches_the_real_sdks(
+    stack: Stack, sdk_python: Path, node_modules: Path, tmp_path: Path
+) -> None:
+    """CONSUME_MESSAGE_DIRECTLY as a broker hands it to the proxy (rocketq's brokers do not send it
+    yet), relayed to real SDKs by a proxy run in this process: the Node.js SDK echoes the command
+    back unserved, the Python SDK does not answer."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def call(job: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(job, loop).result(60)
+
+    config = ProxyConfig(
+        namesrv_addr=stack.namesrv.addr,
+        grpc_server_bind_address="127.0.0.1",
+        grpc_server_port=0,
+        grpc_client_consumer_min_long_polling_timeout_millis=1000,
+        grpc_client_consumer_max_long_polling_timeout_millis=3000,
+    )
+    server = ProxyServer(config)
+    call(server.start())
+    env = {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(tmp_path)}
+    node, node_ids = _start(
+        ["node", str(SCRIPTS / "node_sdk_clients.js"), server.address, TOPIC, "gcb-verify"], env
+    )
+    python, python_ids = _start(
+        [str(sdk_python), str(SCRIPTS / "python_sdk_clients.py"), server.address, TOPIC, "gcb-verify-py"]
+    )
+    try:
+        request = RemotingCommand.request(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": "gcb-verify"}
+        )
+        request.body = encode_stored_message(
+            topic=TOPIC,
+            queue_id=0,
+            born_timestamp=1,
+            born_host=("127.0.0.1", 1),
+            store_host=("127.0.0.1", 2),
+            body=b"verify me",
+            properties={MessageConst.UNIQ_KEY: "7F00000100002A9F0000000000000001"},
+        )
+        answers = {}
+        for name, client_id in (("node", node_ids["consumer"]), ("python", python_ids["consumer"])):
+            client = server.clients.get(client_id)
+            assert client is not None and client.stream is not None, f"{name} SDK not registered"
+            answers[name] = call(server.relay.handle(client, request, None))  # type: ignore[arg-type]
+    finally:
+        _stop(node)
+        _stop(python)
+        call(server.stop(1))
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    assert answers["node"].code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED, answers["node"]
+    assert "does not verify messages (NOT_IMPLEMENTED" in answers["node"].remark, answers["node"]
+    assert (answers["python"].code, answers["python"].remark) == (
+        ResponseCode.SYSTEM_BUSY,
+        "call remote timeout",
+    )
 
 
 # ---------------------------------------------------------------------------------- ACL
