@@ -20,11 +20,11 @@ alternating which system goes first in each case, every message acknowledged:
 
 It prints each pair with the ratio (rocketq / Redis) per round and the medians over the rounds.
 The clients, the servers and the NameServer share the machine's cores; compare the ratios within
-a run, not absolute rates across machines.  ``--uvloop`` runs the rocketq clients' and brokers'
-event loops on uvloop (when installed); the Redis side is unchanged.
+a run, not absolute rates across machines.  ``--loop asyncio`` runs rocketq's brokers and
+clients on asyncio's own event loop instead of uvloop (``ROCKETQ_EVENT_LOOP``); Redis is the same.
 
     pip install -e '.[bench]'         # redis-py + hiredis; and: sudo apt-get install redis-server
-    .venv/bin/python benchmarks/vs_redis.py [--rounds 2] [--seconds 3] [--in-flight 2] [--uvloop]
+    .venv/bin/python benchmarks/vs_redis.py [--rounds 2] [--seconds 3] [--in-flight 2] [--loop uvloop|asyncio]
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from rocketq.client.consumer import LitePullConsumer
 from rocketq.client.launcher import ServerProcess, spawn_broker, spawn_namesrv
 from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import AsyncProducer, Producer
+from rocketq.client.transport import event_loop
 
 INSTALL_REDIS = (
     "redis-server was not found on PATH. Install Debian's package (sudo apt-get install redis-server) "
@@ -71,12 +71,6 @@ BROKER_CONF: dict[str, Any] = {
     "sendThreadPoolQueueCapacity": 100_000,
     "waitTimeMillsInSendQueue": 5000,
 }
-# the interpreter runs the broker module on a uvloop event loop (python_args of spawn_broker)
-UVLOOP_BROKER = (
-    "-c",
-    "import asyncio, runpy, sys, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
-    "sys.argv = ['rocketq.broker', *sys.argv[3:]]; runpy.run_module('rocketq.broker', run_name='__main__')",
-)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -240,15 +234,14 @@ def redis_single(port: int, stream: str, seconds: float) -> Figure:
 class RocketqServers:
     """A NameServer and two brokers: ``async_addr`` (ASYNC_FLUSH) and ``sync_addr`` (SYNC_FLUSH)."""
 
-    def __init__(self, work: Path, uvloop: bool) -> None:
-        python_args = UVLOOP_BROKER if uvloop else ()
+    def __init__(self, work: Path) -> None:
         self.procs: list[ServerProcess] = []
         self.ns = spawn_namesrv(work / "ns")
         self.procs.append(self.ns)
         brokers = {}
         for name, flush in (("vs-async", "ASYNC_FLUSH"), ("vs-sync", "SYNC_FLUSH")):
             proc = spawn_broker(
-                work / name, self.ns.addr, python_args=python_args, brokerName=name,
+                work / name, self.ns.addr, brokerName=name,
                 flushDiskType=flush, **BROKER_CONF,
             )  # fmt: skip
             self.procs.append(proc)
@@ -379,32 +372,6 @@ def disk_bandwidth(directory: Path, seconds: float) -> float:
         path.unlink()
 
 
-def _run_client(make: Callable[[], Any], uvloop: bool) -> Any:
-    """Run the coroutine ``make()`` on a fresh loop (uvloop's when asked)."""
-    if uvloop:
-        import uvloop as uv
-
-        with asyncio.Runner(loop_factory=uv.new_event_loop) as runner:
-            return runner.run(make())
-    return asyncio.run(make())
-
-
-@contextlib.contextmanager
-def _client_loop_policy(uvloop: bool) -> Iterator[None]:
-    """The blocking clients' background loop on uvloop while the rocketq side runs, when asked."""
-    if not uvloop:
-        yield
-        return
-    import uvloop as uv
-
-    old = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(uv.EventLoopPolicy())
-    try:
-        yield
-    finally:
-        asyncio.set_event_loop_policy(old)
-
-
 CASES = ("produce 100 B", "consume 100 B", "durable 100 B", "produce 1 KiB", "single 100 B")
 
 
@@ -412,7 +379,7 @@ def one_round(
     index: int, redis: RedisServer, rq: RocketqServers, args: argparse.Namespace, work: Path
 ) -> dict[str, tuple[Figure, Figure]]:
     """Every case once, Redis first in even rounds and rocketq first in odd ones."""
-    seconds, in_flight, uv = args.seconds, args.in_flight, args.uvloop
+    seconds, in_flight = args.seconds, args.in_flight
     ns = rq.ns.addr
     figures: dict[str, dict[str, Figure]] = {case: {} for case in CASES}
 
@@ -431,25 +398,21 @@ def one_round(
         figures["single 100 B"]["redis"] = redis_single(redis.port, stream, seconds)
         redis.reset(stream)
 
+    def produce(topic: str, size: int) -> Figure:
+        return event_loop.run(rocketq_produce(ns, topic, size, seconds, in_flight))
+
     def run_rocketq() -> None:
         topic = rq.new_topic(f"VsRedis{index}", rq.async_addr)
-        fig = _run_client(lambda: rocketq_produce(ns, topic, 100, seconds, in_flight), uv)
-        figures["produce 100 B"]["rocketq"] = fig
+        figures["produce 100 B"]["rocketq"] = produce(topic, 100)
         total = rq.admin.topic_status(topic)
         count = sum(q.max_offset - q.min_offset for q in total)
-        with _client_loop_policy(uv):
-            figures["consume 100 B"]["rocketq"] = rocketq_consume(ns, topic, count)
+        figures["consume 100 B"]["rocketq"] = rocketq_consume(ns, topic, count)
         durable = rq.new_topic(f"VsRedisDurable{index}", rq.sync_addr)
-        figures["durable 100 B"]["rocketq"] = _run_client(
-            lambda: rocketq_produce(ns, durable, 100, seconds, in_flight), uv
-        )
+        figures["durable 100 B"]["rocketq"] = produce(durable, 100)
         large = rq.new_topic(f"VsRedisLarge{index}", rq.async_addr)
-        figures["produce 1 KiB"]["rocketq"] = _run_client(
-            lambda: rocketq_produce(ns, large, 1024, seconds, in_flight), uv
-        )
+        figures["produce 1 KiB"]["rocketq"] = produce(large, 1024)
         single = rq.new_topic(f"VsRedisSingle{index}", rq.async_addr)
-        with _client_loop_policy(uv):
-            figures["single 100 B"]["rocketq"] = rocketq_single(ns, single, seconds)
+        figures["single 100 B"]["rocketq"] = rocketq_single(ns, single, seconds)
 
     order = (run_redis, run_rocketq) if index % 2 == 0 else (run_rocketq, run_redis)
     for run in order:
@@ -511,7 +474,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="alternations of the two systems (at least 2)")
     ap.add_argument("--seconds", type=float, default=3.0, help="duration of each produce and single case")
     ap.add_argument("--in-flight", type=int, default=2, help="batches/pipelines outstanding while producing")
-    ap.add_argument("--uvloop", action="store_true", help="rocketq's brokers and clients on uvloop")
+    ap.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="rocketq's event loops (brokers, clients): uvloop (the default, when installed) or asyncio",
+    )
     args = ap.parse_args()
     if args.rounds < 1 or args.seconds <= 0 or args.in_flight < 1:
         ap.error("--rounds and --in-flight must be at least 1 and --seconds positive")
@@ -522,22 +490,19 @@ def main() -> int:
         import redis  # noqa: F401
     except ImportError:
         raise SystemExit(INSTALL_CLIENT) from None
-    if args.uvloop:
-        try:
-            import uvloop  # noqa: F401
-        except ImportError:
-            raise SystemExit("--uvloop needs uvloop: pip install uvloop") from None
+    # read by every rocketq event loop built from here on: this process's and the brokers'
+    os.environ[event_loop.EVENT_LOOP_ENV] = args.loop
     work = Path(tempfile.mkdtemp(prefix="rocketq-vs-redis-"))
     redis_server: RedisServer | None = None
     rq: RocketqServers | None = None
     rounds: list[dict[str, tuple[Figure, Figure]]] = []
     try:
         redis_server = RedisServer(work / "redis")
-        rq = RocketqServers(work / "rocketq", args.uvloop)
+        rq = RocketqServers(work / "rocketq")
         version = redis_server.client.info("server")["redis_version"]
         print(
             f"Redis {version} (AOF on, client parser {redis_server.parser}) and rocketq "
-            f"({'uvloop' if args.uvloop else 'asyncio'} loops) on {os.cpu_count()} CPUs; "
+            f"({event_loop.loop_kind()} event loops) on {os.cpu_count()} CPUs; "
             f"{args.seconds:g} s per case, batches of {BATCH}, {args.in_flight} in flight, "
             f"rocketq topics of {QUEUES} queues"
         )

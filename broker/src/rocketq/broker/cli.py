@@ -31,6 +31,7 @@ from rocketq.broker.config_keys import broker_properties
 from rocketq.broker.config_loader import load_broker_config
 from rocketq.broker.local_proxy import LocalProxy
 from rocketq.client.errors import RocketQError
+from rocketq.client.transport import event_loop
 from rocketq.server.diagnostics import enable_stack_dumps
 from rocketq.server.memory import keep_freed_memory
 
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     try:
-        return asyncio.run(run_broker(config, proxy_config_path=args.proxy_config_path))
+        return event_loop.run(run_broker(config, proxy_config_path=args.proxy_config_path))
     except (RocketQError, OSError) as exc:
         print(f"mqbroker: the broker failed to start: {exc}", file=sys.stderr, flush=True)
         return 1
