@@ -67,6 +67,7 @@ from rocketq.client.producer import Producer
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import dlq_topic
 from rocketq.client.testing import (
+    ProcessOutput,
     ServerProcess,
     create_topic,
     drain,
@@ -91,6 +92,7 @@ FIFO_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_fifo.py"
 ACL_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_acl.py"
 TLS_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_tls.py"
 TYPES_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_types.py"
+PUSH_DLQ_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_push_dlq.py"
 #: plain_acl.yml of the ACL test: "writer" may produce and consume sdk-acl, "reader" only consume
 PLAIN_ACL = """\
 globalWhiteRemoteAddresses: []
@@ -219,11 +221,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-fifo",
             "sdk-acl",
             "sdk-tls",
+            "sdk-push-dlq",
         ):
             create_topic(ns.addr, topic, 4)
         # the group's retryMaxTimes 1: a message is dead-lettered at its third delivery;
         # g-fifo consumes orderly (RocketMQ 5 FIFO)
-        for args in (("-g", "g-dlq", "-r", "1"), ("-g", "g-fifo", "-o", "true", "-r", "5")):
+        for args in (
+            ("-g", "g-dlq", "-r", "1"),
+            ("-g", "g-push-dlq", "-r", "1"),
+            ("-g", "g-fifo", "-o", "true", "-r", "5"),
+        ):
             done = run_mqadmin("updateSubGroup", "-n", ns.addr, "-c", "DefaultCluster", *args)
             assert done.returncode == 0, done.stdout + done.stderr
         # short long polls keep the SDK's empty receives (and a push consumer's shutdown) short
@@ -361,6 +368,61 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
         i = c["body"].rsplit("-", 1)[1]
         assert m.properties[MessageConst.UNIQ_KEY] == c["id"]
         assert (m.tags, m.keys, m.properties["origin"]) == ("TagX", [f"x{i}"], "python-sdk")
+
+
+def test_a_push_consumer_message_failing_every_attempt_lands_in_the_dead_letter_queue(
+    cluster: Cluster, sdk_python: Path, tmp_path: Path
+) -> None:
+    group = "g-push-dlq"  # retryMaxTimes 1: two deliveries
+    stderr_path = tmp_path / "sdk.stderr"
+    with stderr_path.open("w") as stderr_file:  # a file: the SDK's log never fills a pipe
+        sdk = subprocess.Popen(
+            [str(sdk_python), str(PUSH_DLQ_SCRIPT), cluster.proxy.addr, "sdk-push-dlq", group, "2"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+        )
+    assert sdk.stdin is not None and sdk.stdout is not None
+    output = ProcessOutput(sdk.stdout)
+    try:
+        output.values(["PHASE"], timeout_s=90)  # every expected delivery happened (or 60 s passed)
+        # the consumer still receives: its next receive moves pdlq-dead to the group's DLQ
+        with Admin(cluster.namesrv.addr) as admin:
+            wait_route(admin, dlq_topic(group))
+        dead = LitePullConsumer(
+            cluster.namesrv.addr,
+            consumer_group="cg-push-dlq",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        dead.assign(sorted(dead.fetch_message_queues(dlq_topic(group))))
+        dead.start()
+        try:
+            letters = drain(dead, 1, timeout_s=30)
+        finally:
+            dead.shutdown()
+        sdk.stdin.write("stop\n")
+        sdk.stdin.flush()
+        sdk.wait(60)
+        output.wait_ended(10)
+    finally:
+        if sdk.poll() is None:
+            sdk.kill()
+            sdk.wait(10)
+    stderr = stderr_path.read_text(errors="replace")
+    assert sdk.returncode == 0, f"SDK failed:\n{stderr[-4000:]}\nproxy log:\n{cluster.proxy.log_tail()}"
+    out = json.loads(output.lines()[-1])
+    sent = out["sent"]
+    # acked at once; the failed one delivered retryMaxTimes + 1 times (the back-off's 1 s between),
+    # never again: the proxy dead-letters it at the next receive
+    assert sorted((d["body"], d["id"], d["attempt"]) for d in out["deliveries"]) == [
+        ("pdlq-dead", sent["pdlq-dead"], 1),
+        ("pdlq-dead", sent["pdlq-dead"], 2),
+        ("pdlq-ok", sent["pdlq-ok"], 1),
+    ], out["deliveries"]
+    assert [(m.body, m.properties[MessageConst.UNIQ_KEY]) for m in letters] == [
+        (b"pdlq-dead", sent["pdlq-dead"])
+    ]
 
 
 def test_a_fifo_group_receives_each_message_group_in_order_and_a_failed_message_blocks_it(
