@@ -93,6 +93,7 @@ ACL_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_acl.py"
 TLS_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_tls.py"
 TYPES_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_types.py"
 PUSH_DLQ_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_push_dlq.py"
+UNACKED_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_unacked.py"
 #: plain_acl.yml of the ACL test: "writer" may produce and consume sdk-acl, "reader" only consume
 PLAIN_ACL = """\
 globalWhiteRemoteAddresses: []
@@ -222,6 +223,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "sdk-acl",
             "sdk-tls",
             "sdk-push-dlq",
+            "sdk-unacked",
         ):
             create_topic(ns.addr, topic, 4)
         # the group's retryMaxTimes 1: a message is dead-lettered at its third delivery;
@@ -368,6 +370,26 @@ def test_python_sdk_produces_and_consumes_through_the_proxy(cluster: Cluster, sd
         i = c["body"].rsplit("-", 1)[1]
         assert m.properties[MessageConst.UNIQ_KEY] == c["id"]
         assert (m.tags, m.keys, m.properties["origin"]) == ("TagX", [f"x{i}"], "python-sdk")
+
+
+def test_a_message_left_unacked_comes_back_after_its_invisible_duration(
+    cluster: Cluster, sdk_python: Path
+) -> None:
+    run = subprocess.run(
+        [str(sdk_python), str(UNACKED_SCRIPT), cluster.proxy.addr, "sdk-unacked", "g-unacked"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, f"SDK failed:\n{run.stderr[-4000:]}\nproxy log:\n{cluster.proxy.log_tail()}"
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    deliveries = out["deliveries"]
+    assert [(d["body"], d["id"], d["attempt"]) for d in deliveries] == [
+        ("unacked", out["sent"], 1),
+        ("unacked", out["sent"], 2),
+    ], deliveries
+    # not before its 3 s invisible duration ended
+    assert deliveries[1]["at_ms"] - deliveries[0]["at_ms"] >= 2500, deliveries
 
 
 def test_a_push_consumer_message_failing_every_attempt_lands_in_the_dead_letter_queue(
