@@ -102,3 +102,18 @@ def test_executor_reads_name_the_partitions_group(monkeypatch: pytest.MonkeyPatc
     list(reader.read_partition(opts, RocketMQInputPartition((), "driver-group")))
     list(reader.read_partition(opts, RocketMQInputPartition(())))
     assert seen == ["driver-group", opts.group]
+
+
+def test_small_ranges_share_a_task_up_to_one_pull() -> None:
+    # a small micro-batch over many queues: one task, not one per queue (a Python task costs far
+    # more than a pull); ranges of a pull or more keep their own task, queue order is kept
+    small = [rng(i, 0, 10 + i) for i in range(12)]
+    parts = plan_partitions(small, min_partitions=None, max_partitions=None, pack_messages=8192)
+    assert [p.ranges for p in parts] == [tuple(small)]
+    mixed = [rng(0, 0, 5000), rng(1, 0, 4000), rng(2, 0, 9000), rng(3, 0, 10), rng(4, 0, 20)]
+    parts = plan_partitions(mixed, min_partitions=None, max_partitions=None, pack_messages=8192)
+    assert [p.ranges for p in parts] == [(mixed[0],), (mixed[1],), (mixed[2],), (mixed[3], mixed[4])]
+    assert all(p.size <= 8192 or len(p.ranges) == 1 for p in parts)
+    # minPartitions asks for parallelism: no packing then; maxPartitions keeps its own grouping
+    assert len(plan_partitions(small, min_partitions=12, max_partitions=None, pack_messages=8192)) >= 12
+    assert len(plan_partitions(small, min_partitions=None, max_partitions=3, pack_messages=8192)) == 3

@@ -44,7 +44,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from rocketq.client.admin import topic_stats_info
 from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig
 from rocketq.client.errors import (
@@ -335,6 +334,8 @@ class BrokerAccess:
         does not answer GET_TOPIC_STATS_INFO (remembered: it is not asked again)."""
         if queue.broker_name in self._no_stats:
             return None
+        from rocketq.client.admin import topic_stats_info  # the admin package is large: on first use
+
         api, t, ms = self.api, queue.topic, self.timeout_ms
         what = f"GET_TOPIC_STATS_INFO of topic {t!r}"
         try:

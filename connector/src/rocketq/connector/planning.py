@@ -6,10 +6,13 @@ A micro-batch reads, per ConsumeQueue, the offsets ``[start, end)``.  Planning:
 2. with ``minPartitions``, splits large ranges so there are at least that many pieces (pieces
    of one queue stay contiguous and ordered);
 3. by default makes one Spark task per piece (Kafka's rule: the Python worker planning a read
-   cannot see the cluster's parallelism, so no cap is guessed); with ``maxPartitions`` groups
-   the pieces into at most that many tasks, balancing message counts (largest piece first into
-   the lightest task); ties are broken by queue order so the plan is deterministic for given
-   offsets, which keeps a replayed micro-batch identical.
+   cannot see the cluster's parallelism, so no cap is guessed), except that ranges smaller than
+   one pull (``pullBatchSize``) share a task, in queue order, up to one pull's worth of messages:
+   a Python task costs some tens of milliseconds, a pull about one, so a small micro-batch over
+   many queues (the first one of a new query, a trickle of messages) is one task, not one per
+   queue; with ``maxPartitions`` groups the pieces into at most that many tasks, balancing
+   message counts (largest piece first into the lightest task); ties are broken by queue order
+   so the plan is deterministic for given offsets, which keeps a replayed micro-batch identical.
 
 An :class:`RocketMQInputPartition` carries only plain data (addresses, topic, broker, queue,
 offsets), so it pickles small and ``read()`` on an executor needs nothing from the driver.
@@ -112,21 +115,43 @@ def _sort_key(r: QueueRange) -> tuple[str, str, int, int]:
     return (r.topic, r.broker_name, r.queue_id, r.start)
 
 
+def pack_small(ranges: Sequence[QueueRange], pack_messages: int) -> list[tuple[QueueRange, ...]]:
+    """Consecutive ranges (in the given order) grouped while a group holds at most
+    ``pack_messages`` messages; a range of that size or more stays alone."""
+    groups: list[tuple[QueueRange, ...]] = []
+    current: list[QueueRange] = []
+    total = 0
+    for r in ranges:
+        if current and total + r.size > pack_messages:
+            groups.append(tuple(current))
+            current, total = [], 0
+        current.append(r)
+        total += r.size
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
 def plan_partitions(
     ranges: Sequence[QueueRange],
     *,
     min_partitions: int | None,
     max_partitions: int | None,
     group: str | None = None,
+    pack_messages: int | None = None,
 ) -> list[RocketMQInputPartition]:
     """The input partitions of one micro-batch (empty ranges dropped; ``max_partitions=None``:
-    one partition per range), each naming the consumer ``group`` its pulls use."""
+    one partition per range, or with ``pack_messages`` (and no ``min_partitions``) small ranges
+    packed up to that many messages per partition), each naming the consumer ``group`` its
+    pulls use."""
     live = sorted((r for r in ranges if r.size > 0), key=_sort_key)
     if not live:
         return []
     if min_partitions:
         live = split_for_min_partitions(live, min_partitions)
     if max_partitions is None:
+        if pack_messages and not min_partitions:
+            return [RocketMQInputPartition(members, group) for members in pack_small(live, pack_messages)]
         return [RocketMQInputPartition((r,), group) for r in live]
     cap = max(max_partitions, min_partitions or 0)
     return [RocketMQInputPartition(members, group) for members in group_ranges(live, cap)]

@@ -39,9 +39,7 @@ from rocketq.connector.errors import BrokerUnavailableError, DataLossError
 from rocketq.connector.offsets import queue_text
 from rocketq.connector.options import SourceOptions
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition
-from rocketq.connector.poison import ValueStage
 from rocketq.connector.records import decode_pull_body
-from rocketq.connector.tracing import traced_batches
 
 log = logging.getLogger("rocketq.connector")
 
@@ -206,7 +204,11 @@ def read_partition(opts: SourceOptions, partition: RocketMQInputPartition) -> It
             for i, r in enumerate(ranges)
             for batch in read_range(puller, opts, r, ranges[i + 1] if i + 1 < len(ranges) else None)
         )
-        traced = traced_batches(opts, batches) if opts.enable_msg_trace else batches
+        traced: Iterator[pa.RecordBatch] = batches
+        if opts.enable_msg_trace:  # imported here: the trace producer is heavy and rarely used
+            from rocketq.connector.tracing import traced_batches
+
+            traced = traced_batches(opts, batches)
         yield from with_values(opts, ranges, traced)
     finally:
         puller.close()
@@ -221,6 +223,8 @@ def with_values(
     if not opts.values.extra_names():
         yield from batches
         return
+    from rocketq.connector.poison import ValueStage  # typed values only
+
     stage = ValueStage(opts, ranges)
     for batch in batches:
         out = stage.apply(batch)

@@ -26,7 +26,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
@@ -38,19 +38,22 @@ from pyspark.sql.types import (
     LongType,
     MapType,
     StringType,
+    StructField,
     StructType,
 )
 
-from rocketq.connector.commit_log import HalfBatch
 from rocketq.connector.errors import OptionError
 from rocketq.connector.sink_options import SinkOptions, parse_sink_options, require_sink_id
-from rocketq.connector.writer import (
-    AtLeastOnceStrategy,
-    SendStrategy,
-    TaskState,
-    value_as_body,
-    write_batches,
-)
+from rocketq.connector.value_types import ValueFormat
+
+if TYPE_CHECKING:
+    from rocketq.connector.commit_log import HalfBatch
+    from rocketq.connector.writer import SendStrategy
+
+# The writer (numpy, the encoders, the client producer) is imported by write() only: Spark builds
+# a writer in a planning worker and another for every commit on the driver, processes that only
+# validate options and aggregate commit messages (docs/performance.md, time to the first
+# micro-batch).
 
 log = logging.getLogger("rocketq.connector")
 
@@ -86,6 +89,40 @@ SINK_COLUMNS: dict[str, str] = {
     "shardingKey": "string",
     "queueId": "int or bigint",
 }
+
+
+def value_as_body(schema: StructType, opts: SinkOptions) -> StructType:
+    """The written schema with ``value`` standing for the binary body it is encoded into; a clear
+    error for a ``value`` without ``valueFormat``, for both ``body`` and ``value``, and for a
+    type the format cannot write."""
+    names = schema.fieldNames()
+    fmt = opts.value_format
+    if "value" not in names:
+        if fmt is not ValueFormat.BINARY:
+            raise OptionError(
+                "valueFormat", f"valueFormat={fmt.value} encodes a 'value' column; there is none"
+            )
+        return schema
+    if fmt is ValueFormat.BINARY:
+        raise OptionError(
+            "columns",
+            "unknown column 'value' with valueFormat=binary: set valueFormat=json, msgpack or string "
+            "to encode it into the body, or write the raw bytes as 'body'",
+        )
+    if "body" in names:
+        raise OptionError(
+            "columns",
+            "write either 'body' (the raw message body) or 'value' (encoded with valueFormat), not both",
+        )
+    value_type = schema["value"].dataType
+    if fmt is ValueFormat.STRING and not isinstance(value_type, StringType):
+        raise OptionError(
+            "valueFormat", f"valueFormat=string writes a string 'value', not {value_type.simpleString()}"
+        )
+    if fmt is ValueFormat.JSON and "binary" in value_type.simpleString():
+        raise OptionError("valueFormat", "valueFormat=json cannot write binary fields; use msgpack")
+    fields = [StructField("body", BinaryType(), False) if f.name == "value" else f for f in schema.fields]
+    return StructType(fields)
 
 
 def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -125,6 +162,8 @@ class SinkCommitMessage(WriterCommitMessage):
 def make_strategy(opts: SinkOptions, batch: str | None = None) -> SendStrategy:
     """The send strategy of a task (``batch``: the job key of an exactly-once batch write)."""
     if not opts.exactly_once:
+        from rocketq.connector.writer import AtLeastOnceStrategy
+
         return AtLeastOnceStrategy(opts)
     from rocketq.connector.transactional import ExactlyOnceStrategy, WriteIdentity
 
@@ -134,8 +173,12 @@ def make_strategy(opts: SinkOptions, batch: str | None = None) -> SendStrategy:
 def _write(
     opts: SinkOptions, iterator: Iterator[pa.RecordBatch], batch: str | None = None
 ) -> SinkCommitMessage:
-    strategy = make_strategy(opts, batch)
-    state: TaskState = write_batches(opts, iterator, strategy)
+    from rocketq.connector.profiling import profiled
+    from rocketq.connector.writer import write_batches
+
+    with profiled("write"):
+        strategy = make_strategy(opts, batch)
+        state = write_batches(opts, iterator, strategy)
     handles = list(getattr(strategy, "handles", []))
     return SinkCommitMessage(state.rows, state.requests, dict(state.per_queue), strategy.summary(), handles)
 
@@ -145,9 +188,11 @@ def _handles(messages: list[WriterCommitMessage | None]) -> list[HalfBatch]:
 
 
 def _eos_commit(opts: SinkOptions, messages: list[WriterCommitMessage | None], batch: str) -> None:
+    from rocketq.connector.profiling import profiled
     from rocketq.connector.transactional import commit_batch
 
-    committed, rolled_back = commit_batch(opts, require_sink_id(opts), batch, _handles(messages))
+    with profiled("commit"):
+        committed, rolled_back = commit_batch(opts, require_sink_id(opts), batch, _handles(messages))
     log.info("rocketmq sink %s: batch %s committed exactly once: %d messages (%d replayed rolled back)",
              opts.sink_id, batch, committed, rolled_back)  # fmt: skip
 

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -46,17 +46,22 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketq.client.remoting.vocabulary import MessageQueue
-from rocketq.connector.access import BrokerAccess
 from rocketq.connector.data_loss import Loss, LossKind, report
 from rocketq.connector.errors import OptionError
 from rocketq.connector.offsets import OffsetMap, queue_text
 from rocketq.connector.options import SourceOptions, StartMode, StartSpec, parse_source_options
 from rocketq.connector.planning import QueueRange, RocketMQInputPartition, plan_partitions
-from rocketq.connector.positions import limit_offsets, narrow_ranges, resolve_end, resolve_start, start_of
-from rocketq.connector.pushdown import PushedScan, filter_batches, translate
-from rocketq.connector.reader import read_partition
 from rocketq.connector.schema import check_requested_schema
 from rocketq.connector.value_schema import source_schema, with_value_schema
+
+if TYPE_CHECKING:
+    from rocketq.connector.access import BrokerAccess
+
+# The broker client, the executor's reader and filter pushdown are imported where they are first
+# used (the driver's offset calls, read(), pushFilters): Spark imports this module in every Python
+# process it starts for the query -- the lookup, each planning worker, the driver's source runner,
+# the executors' workers -- and most of them need none of these (docs/performance.md, time to the
+# first micro-batch).
 
 log = logging.getLogger("rocketq.connector")
 
@@ -116,6 +121,8 @@ class _DriverSide:
     @property
     def access(self) -> BrokerAccess:
         if self._access is None:
+            from rocketq.connector.access import BrokerAccess
+
             o = self.opts
             self._access = BrokerAccess(
                 o.name_server, timeout_ms=o.pull_timeout_ms, client=o.client, retry=o.retry
@@ -166,6 +173,7 @@ class _DriverSide:
             min_partitions=o.min_partitions,
             max_partitions=o.max_partitions,
             group=o.group,
+            pack_messages=o.pull_batch_size,
         )
 
 
@@ -190,6 +198,8 @@ class RocketMQBatchReader(_DriverSide, DataSourceReader):
         self._init(opts)
 
     def partitions(self) -> list[RocketMQInputPartition]:
+        from rocketq.connector.positions import resolve_end, resolve_start
+
         queues = self.discover(missing_ok=False)
         start = resolve_start(self.access, self.opts, self.opts.starting, queues)
         end = resolve_end(self.access, self.opts, self.opts.ending, queues)
@@ -198,8 +208,11 @@ class RocketMQBatchReader(_DriverSide, DataSourceReader):
         return self.plan(start, end) or [RocketMQInputPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from rocketq.connector.profiling import profiled_iter
+        from rocketq.connector.reader import read_partition
+
         assert isinstance(partition, RocketMQInputPartition)
-        return read_partition(self.opts, partition)
+        return profiled_iter("read", read_partition(self.opts, partition))
 
 
 class RocketMQPushdownReader(RocketMQBatchReader):
@@ -212,6 +225,8 @@ class RocketMQPushdownReader(RocketMQBatchReader):
     """
 
     def __init__(self, opts: SourceOptions) -> None:
+        from rocketq.connector.pushdown import PushedScan
+
         super().__init__(opts)
         self.scan = PushedScan()
 
@@ -223,6 +238,8 @@ class RocketMQPushdownReader(RocketMQBatchReader):
         self.scan = state["scan"]
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        from rocketq.connector.pushdown import translate
+
         user_sql = self.opts.sql_filter
         props = self.opts.values.property_map()
         scan, rest = translate(
@@ -263,6 +280,8 @@ class RocketMQPushdownReader(RocketMQBatchReader):
         return True
 
     def partitions(self) -> list[RocketMQInputPartition]:
+        from rocketq.connector.positions import narrow_ranges, resolve_end, resolve_start
+
         if self.scan.empty:
             return [RocketMQInputPartition(())]
         every = self.discover(missing_ok=False)
@@ -275,6 +294,8 @@ class RocketMQPushdownReader(RocketMQBatchReader):
         return self.plan(begins, ends) or [RocketMQInputPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from rocketq.connector.pushdown import filter_batches
+
         return filter_batches(super().read(partition), self.scan.accepted)
 
 
@@ -298,6 +319,8 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         if self._initial is None:
+            from rocketq.connector.positions import resolve_start
+
             queues = self.discover(missing_ok=False)
             self._initial = resolve_start(self.access, self.opts, self.opts.starting, queues)
         return self._initial.to_json_dict()
@@ -317,6 +340,8 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         """A queue that joined after the query started reads from its min offset, which is 0
         unless messages were deleted before the query saw the queue (data loss)."""
         if queue not in self._new_starts:
+            from rocketq.connector.positions import start_of
+
             low = start_of(self.access, self.opts, StartSpec(StartMode.EARLIEST), queue, addr)
             if low > 0:
                 loss = Loss(LossKind.NEW_QUEUE_TRIMMED, queue, 0, low, "min offset", (0, low), low)
@@ -373,6 +398,8 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         if self._available_now is not None:
             snap = self._available_now
             cap = {q: min(latest[q], snap[q]) if q in snap else bases[q] for q in latest}
+        from rocketq.connector.positions import limit_offsets
+
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = OffsetMap(limit_offsets(bases, cap, max_rows))
         if end == start_map:
@@ -414,8 +441,11 @@ class RocketMQStreamReader(_DriverSide, DataSourceStreamReader, SupportsTriggerA
         return self.plan(begin, end_map)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from rocketq.connector.profiling import profiled_iter
+        from rocketq.connector.reader import read_partition
+
         assert isinstance(partition, RocketMQInputPartition)
-        return read_partition(self.opts, partition)
+        return profiled_iter("read", read_partition(self.opts, partition))
 
     # -- committed offsets on the broker ----------------------------------------------------
 

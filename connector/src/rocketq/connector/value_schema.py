@@ -25,11 +25,9 @@ from pyspark.sql.types import StructField, StructType
 
 from rocketq.connector.errors import OptionError
 from rocketq.connector.options import SourceOptions
-from rocketq.connector.reader import sample_bodies
 from rocketq.connector.schema import COLUMN_NAMES, spark_schema
 from rocketq.connector.value_arrays import DATA_ERRORS
 from rocketq.connector.value_types import ValueFormat, spark_type, to_ddl
-from rocketq.connector.values import json_lines
 
 log = logging.getLogger("rocketq.connector")
 
@@ -48,6 +46,8 @@ def source_schema(opts: SourceOptions) -> StructType:
 
 def infer_value_schema(opts: SourceOptions) -> str:
     """``valueSchemaInference``: the DDL of the newest sampled messages that decode."""
+    from rocketq.connector.reader import sample_bodies  # the broker client: only when inferring
+
     values = opts.values
     assert values.inference_sample is not None
     sample = sample_bodies(opts, values.inference_sample)
@@ -135,6 +135,8 @@ def _unified(items: list[Any], infer: Callable[[list[Any]], pa.DataType]) -> pa.
 
 
 def _json_type(bodies: list[bytes]) -> pa.DataType:
+    from rocketq.connector.values import json_lines
+
     table = pj.read_json(pa.BufferReader(json_lines(pa.array(bodies, pa.binary()))))
     return table.schema.field("v").type
 

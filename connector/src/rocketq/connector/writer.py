@@ -47,8 +47,6 @@ from rocketq.connector.value_encoding import encode_values
 from rocketq.connector.value_types import ValueFormat
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
-
     from rocketq.client.producer import Producer
     from rocketq.client.remoting.vocabulary import MessageQueue
 
@@ -411,42 +409,3 @@ def encode_value_column(batch: pa.RecordBatch, fmt: ValueFormat) -> pa.RecordBat
     except (TypeError, ValueError, pa.ArrowException) as exc:
         raise SinkError(f"cannot encode column 'value' as valueFormat={fmt.value}: {exc}") from exc
     return batch.set_column(i, pa.field("body", pa.binary(), nullable=False), body)
-
-
-def value_as_body(schema: StructType, opts: SinkOptions) -> StructType:
-    """The written schema with ``value`` standing for the binary body it is encoded into; a clear
-    error for a ``value`` without ``valueFormat``, for both ``body`` and ``value``, and for a
-    type the format cannot write."""
-    from pyspark.sql.types import BinaryType, StringType, StructField
-    from pyspark.sql.types import StructType as Struct
-
-    from rocketq.connector.errors import OptionError
-
-    names = schema.fieldNames()
-    fmt = opts.value_format
-    if "value" not in names:
-        if fmt is not ValueFormat.BINARY:
-            raise OptionError(
-                "valueFormat", f"valueFormat={fmt.value} encodes a 'value' column; there is none"
-            )
-        return schema
-    if fmt is ValueFormat.BINARY:
-        raise OptionError(
-            "columns",
-            "unknown column 'value' with valueFormat=binary: set valueFormat=json, msgpack or string "
-            "to encode it into the body, or write the raw bytes as 'body'",
-        )
-    if "body" in names:
-        raise OptionError(
-            "columns",
-            "write either 'body' (the raw message body) or 'value' (encoded with valueFormat), not both",
-        )
-    value_type = schema["value"].dataType
-    if fmt is ValueFormat.STRING and not isinstance(value_type, StringType):
-        raise OptionError(
-            "valueFormat", f"valueFormat=string writes a string 'value', not {value_type.simpleString()}"
-        )
-    if fmt is ValueFormat.JSON and "binary" in value_type.simpleString():
-        raise OptionError("valueFormat", "valueFormat=json cannot write binary fields; use msgpack")
-    fields = [StructField("body", BinaryType(), False) if f.name == "value" else f for f in schema.fields]
-    return Struct(fields)
