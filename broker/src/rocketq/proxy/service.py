@@ -38,6 +38,7 @@ from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
 from rocketq.proxy.groups import GroupPolicy, SubscriptionGroups
 from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.route import grpc_assignments, grpc_queues
+from rocketq.proxy.send_coalescer import SendCoalescer
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
 from rocketq.proxy.telemetry_relay import TelemetryRelay
@@ -81,6 +82,8 @@ class MessagingService(MessagingServiceServicer):
         self.config = config
         self.instance = instance
         self.producer = producer
+        #: plain messages sent at the same time to one topic leave as one batch (send_coalescer)
+        self.sends = SendCoalescer(producer)
         self.transactions = transactions
         self.hub = hub
         self.endpoints = endpoints
@@ -212,7 +215,7 @@ class MessagingService(MessagingServiceServicer):
                 return spb.SendResultEntry(status=_refused(mismatch))
             if message.system_properties.message_type == pb.MessageType.TRANSACTION:
                 return await self.transactions.send_half(converted)
-            result = await self.producer.send(converted)
+            result = await self.sends.send(converted)
         except RocketQError as exc:
             log.info("send to %s refused: %s", converted.topic, exc)
             return spb.SendResultEntry(
