@@ -3,13 +3,13 @@
 Real mqnamesrv, mqbroker and mqproxy processes and the published SDKs (the Python SDK 5.1.2 and the
 Node.js SDK 1.0.8, installed by the fixtures of ``test_grpc_python_sdk.py``, reused here):
 
-* ``grpc_sdk/python_sdk_clients.py`` keeps a Producer and a SimpleConsumer connected: ``mqadmin
-  consumerConnection`` / ``producerConnection`` list them with language PYTHON and version 437
-  (V5_1_2), the consumer's subscription and CONSUME_ACTIVELY, the dashboard marks the consumer
-  ``gRPC 5.x``; ``consumerStatus -i`` answers from the
-  proxy, ``consumerStatus -s`` gets "call remote timeout" (that SDK never answers a thread-stack
-  request); after the SDK's shutdown (NotifyClientTermination) both are gone from the brokers, and
-  a client killed with SIGKILL is gone after ``channelExpiredTimeout``.
+* ``grpc_sdk/python_sdk_clients.py`` keeps a Producer, a SimpleConsumer and a PushConsumer
+  connected: ``mqadmin consumerConnection`` / ``producerConnection`` list them with language PYTHON
+  and version 437 (V5_1_2), the consumers' subscriptions, CONSUME_ACTIVELY (simple) and
+  CONSUME_PASSIVELY (push); the dashboard marks the consumer ``gRPC 5.x``; ``consumerStatus -i``
+  answers from the proxy, ``consumerStatus -s`` gets "call remote timeout" (that SDK never answers
+  a thread-stack request); after the SDK's shutdown (NotifyClientTermination) all are gone from the
+  brokers, and a client killed with SIGKILL is gone after ``channelExpiredTimeout``.
 * ``grpc_sdk/node_sdk_clients.js``: a Node.js SimpleConsumer listed as NODE_JS, whose answer to
   ``consumerStatus -s`` (its thread stacks, "mock stack" in that SDK) comes back through the broker.
 * CONSUME_MESSAGE_DIRECTLY, handed to a proxy run in the test's process as a broker would, reaches
@@ -76,7 +76,7 @@ sdk_python = _SDK.sdk_python
 node_modules = _SDK.node_modules
 
 SCRIPTS = Path(__file__).with_name("grpc_sdk")
-TOPIC, GROUP = "gcb-topic", "gcb-group"
+TOPIC, GROUP, PUSH_GROUP = "gcb-topic", "gcb-group", "gcb-push"
 #: brokers' view of the Python SDK 5.1.2 (MQVersion V5_1_2) and of versions it cannot place (V5_0_0)
 V5_1_2, V5_0_0 = 437, 413
 
@@ -160,12 +160,14 @@ def test_python_sdk_clients_are_listed_by_the_brokers_and_leave(
     stack: Stack, sdk_python: Path, tmp_path: Path
 ) -> None:
     ns = stack.namesrv.addr
-    proc, ids = _start(
-        [str(sdk_python), str(SCRIPTS / "python_sdk_clients.py"), stack.proxy.addr, TOPIC, GROUP]
-    )
+    script = [str(sdk_python), str(SCRIPTS / "python_sdk_clients.py"), stack.proxy.addr, TOPIC, GROUP]
+    proc, ids = _start([*script, PUSH_GROUP])
     try:
         wait_for(lambda: _listed(ns, GROUP, ids["consumer"]), "the consumer on the brokers", timeout_s=30)
         assert _connection_line(ns, GROUP, ids["consumer"]).split()[-2:] == ["PYTHON", str(V5_1_2)]
+        wait_for(lambda: _listed(ns, PUSH_GROUP, ids["push"]), "the push consumer", timeout_s=30)
+        push = _admin("consumerConnection", "-n", ns, "-g", PUSH_GROUP).stdout
+        assert "ConsumeType: CONSUME_PASSIVELY" in push and "SubExpression: TagP" in push, push
         group = _admin("consumerConnection", "-n", ns, "-g", GROUP).stdout
         assert f"Topic: {TOPIC}" in group and "SubExpression: TagA||TagB" in group, group
         assert "ConsumeType: CONSUME_ACTIVELY" in group and "MessageModel: CLUSTERING" in group, group
@@ -202,6 +204,7 @@ def test_python_sdk_clients_are_listed_by_the_brokers_and_leave(
         _stop(proc)
     # NotifyClientTermination: UNREGISTER_CLIENT on the brokers
     wait_for(lambda: not _listed(ns, GROUP, ids["consumer"]), "the consumer to leave", timeout_s=20)
+    wait_for(lambda: not _listed(ns, PUSH_GROUP, ids["push"]), "the push consumer to leave", timeout_s=20)
     wait_for(lambda: not _producer_line(ns, ids["producer"]), "the producer to leave", timeout_s=20)
 
 
