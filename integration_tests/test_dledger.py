@@ -432,12 +432,20 @@ def test_a_stopped_master_acknowledges_nothing_and_truncates_on_return(group: DL
     g.start()
     old, old_st = g.wait_whole_group()
     g.create_topic(old)
+    others = [s for s in range(3) if s != old]
     with Producer(
         g.namesrv.addr, producer_group="pg-stop", send_msg_timeout_ms=5000, client=FAST
     ) as producer:
         assert producer.send(Message(TOPIC, b"before")).send_status is SendStatus.SEND_OK
+        # a tail only the master holds: stored, never acknowledged (the slaves are gone; a
+        # stopped slave would still find it in its socket when it wakes)
+        for slot in others:
+            g.member(slot).kill9()
+        unacked = g.raw_send(old, b"unacked")
+        assert unacked is not None and unacked.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, unacked
         g.signal(old, signal.SIGSTOP)
         stopped_at = time.monotonic()
+        g.start(*others)
         # a send that reaches the stopped master waits in its socket and is read when it wakes
         late: list[RemotingCommand | None] = []
         sender = threading.Thread(target=lambda: late.append(g.raw_send(old, b"stale", 60_000)), daemon=True)
@@ -462,8 +470,9 @@ def test_a_stopped_master_acknowledges_nothing_and_truncates_on_return(group: DL
 
     wait_for(holds_the_new_log, f"n{old} to hold the new master's messages", WAIT_S)
     bodies = [m.body for m in g.read_queues(old).values()]
-    assert b"stale" not in bodies and b"stale again" not in bodies, "the unacknowledged tail survived"
+    assert not {b"unacked", b"stale", b"stale again"} & set(bodies), "the unacknowledged tail survived"
     assert sorted(bodies) == sorted(m.body for m in g.read_queues(new).values())
+    assert "truncating the CommitLog" in g.member(old).log_text(), "the old master truncated nothing"
 
 
 def chaos_round(g: DLedgerGroup, ledger: Ledger, rng: random.Random, round_no: int) -> float:

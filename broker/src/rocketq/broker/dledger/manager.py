@@ -13,7 +13,8 @@ steps every :data:`STEP_S`:
 * the group has no master (an election round is open): stop being master or replicating, then
   report the log (:class:`~.state.Report`); the state picks the master once a majority reported;
 * the group has a master: become it, or become its slave (truncate, replicate), through
-  :meth:`ReplicasManager.apply`;
+  :meth:`ReplicasManager.apply` in a task of its own, abandoned when the state moves on (a new
+  member may wait on a named master that died, and must still report for the next election);
 * on the master: commit :class:`~.state.Alive` every ``brokerHeartbeatInterval``; a committed
   Alive renews the *lease*, and the master acknowledges writes only while its last committed
   Alive was sent less than 0.8 x the heartbeat timeout ago (3 x ``brokerHeartbeatInterval``, as
@@ -105,6 +106,9 @@ class DLedgerManager(ReplicasManager):
         self._state = GroupState(group_size=len(self.peers))
         self._last_alive_sent = float("-inf")
         self._report_sent: dict[int, float] = {}  # round -> when this member first reported in it
+        # the switch to the master the state names (it may wait on a master that died meanwhile)
+        self._apply_task: asyncio.Task[None] | None = None
+        self._apply_key: tuple[str, int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -130,6 +134,9 @@ class DLedgerManager(ReplicasManager):
         await self._every_step(self._step)
 
     async def stop(self) -> None:
+        if self._apply_task is not None:
+            self._apply_task.cancel()
+            await asyncio.gather(self._apply_task, return_exceptions=True)
         await super().stop()
         await asyncio.to_thread(self.raft.stop)
 
@@ -153,23 +160,36 @@ class DLedgerManager(ReplicasManager):
     # -- the step ---------------------------------------------------------------------------------
     async def _step(self) -> None:
         state = self._state = self.raft.snapshot()
+        key = None if state.master is None else (state.master, state.epoch)
+        switching = self._apply_task is not None and not self._apply_task.done()
+        if switching and self._apply_key != key and self._apply_task is not None:
+            log.info("DLedger group %s moved on (%s): the switch to %s is abandoned", *self._moved(key))
+            self._apply_task.cancel()
+            await asyncio.gather(self._apply_task, return_exceptions=True)
+            switching = False
         if state.master is None:
             await self._stand_by(state)
             if self.self_peer.node_id not in state.reports:
                 self._report_sent.setdefault(state.round, time.monotonic())
                 await self.raft.submit(self._report(state.round), self.timeout_s)
-        else:
-            address = state.addresses.get(state.master)
-            if address is not None:
-                await self.apply(
-                    ReplicaInfo(
-                        master_broker_id=self._by_id[state.master].broker_id,
-                        master_address=address,
-                        master_epoch=state.epoch,
-                        sync_state_set=self.tracker.members,
-                        sync_state_set_epoch=0,
-                    )
-                )
+            return
+        address = state.addresses.get(state.master)
+        if switching or address is None:
+            return
+        info = ReplicaInfo(
+            master_broker_id=self._by_id[state.master].broker_id,
+            master_address=address,
+            master_epoch=state.epoch,
+            sync_state_set=self.tracker.members,
+            sync_state_set_epoch=0,
+        )
+        self._apply_key = key
+        self._apply_task = asyncio.get_running_loop().create_task(self.apply(info))
+
+    def _moved(self, key: tuple[str, int] | None) -> tuple[str, str, str]:
+        now = "election open" if key is None else f"master {key[0]}, epoch {key[1]}"
+        was = "none" if self._apply_key is None else f"{self._apply_key[0]} (epoch {self._apply_key[1]})"
+        return self.config.dleger_group, now, was
 
     def _report(self, round_: int) -> Report:
         max_offset = self.store.max_phy_offset
