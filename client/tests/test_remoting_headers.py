@@ -77,9 +77,13 @@ def test_missing_required_field_names_class_and_field() -> None:
     del ext["g"]
     with pytest.raises(HeaderError, match=r"SendMessageRequestHeaderV2: required field 'g' is missing"):
         h.SendMessageRequestHeaderV2.from_ext_fields(ext)
+    with pytest.raises(HeaderError, match=r"SendMessageRequestHeaderV2: required field 'g' is missing"):
+        h.parse_send_message_request(310, ext)
+    with pytest.raises(HeaderError, match=r"SendMessageRequestHeaderV2: field 'e' is not a Java Integer"):
+        h.parse_send_message_request(310, {**V1.to_v2().to_ext_fields(), "e": "²"})
 
 
-@pytest.mark.parametrize("bad", ["", "1.5", " 1", "1 ", "0x10", "1_000", "abc", "١"])
+@pytest.mark.parametrize("bad", ["", "1.5", " 1", "1 ", "0x10", "1_000", "abc", "١", "²", "+", "-"])
 def test_bad_integer_rejected(bad: str) -> None:
     with pytest.raises(
         HeaderError, match=r"QueryConsumerOffsetRequestHeader: field 'queueId' is not a Java Integer"

@@ -110,19 +110,27 @@ class CommandHeader:
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
         """Parse extFields; raise HeaderError naming the field when one is missing or malformed."""
-        kwargs: dict[str, Any] = {}
-        for f in cls.wire_fields:
-            raw = ext.get(f.wire)
-            if raw is None:
-                if f.required:
-                    raise HeaderError(f"{cls.__name__}: required field {f.wire!r} is missing")
-                continue
-            kwargs[f.attr] = _parse(cls.__name__, f, raw)
-        return cls(**kwargs)
+        return cls(**_parse_fields(cls.__name__, cls.wire_fields, ext))
 
     def replace(self, **changes: Any) -> Self:
         """A copy with some attributes changed."""
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def _parse_fields(owner: str, fields: tuple[WireField, ...], ext: Mapping[str, str]) -> dict[str, Any]:
+    """The constructor arguments ``fields`` give for ``ext`` (every request header goes through here)."""
+    kwargs: dict[str, Any] = {}
+    string = JavaType.STRING
+    for f in fields:
+        raw = ext.get(f.wire)
+        if raw is None:
+            if f.required:
+                raise HeaderError(f"{owner}: required field {f.wire!r} is missing")
+        elif f.java is string:
+            kwargs[f.attr] = raw
+        else:
+            kwargs[f.attr] = _parse(owner, f, raw)
+    return kwargs
 
 
 def _parse(owner: str, f: WireField, raw: str) -> Any:
@@ -130,7 +138,8 @@ def _parse(owner: str, f: WireField, raw: str) -> Any:
         return raw
     if f.java is JavaType.BOOLEAN:
         return raw.lower() == "true"
-    if not _JAVA_DECIMAL.fullmatch(raw):
+    # plain ASCII digits are the common case; signs (and anything else) go through the pattern
+    if not (raw.isascii() and raw.isdigit()) and not _JAVA_DECIMAL.fullmatch(raw):
         raise HeaderError(f"{owner}: field {f.wire!r} is not a Java {f.java.value}: {raw!r}")
     value = int(raw)
     low, high = _RANGES[f.java]
@@ -214,8 +223,9 @@ _V2_SEND_CODES = frozenset({310, 320, 325})  # SEND_MESSAGE_V2, SEND_BATCH_MESSA
 
 def parse_send_message_request(code: int, ext: Mapping[str, str]) -> SendMessageRequestHeader:
     """The send header of a request of any send code, as the long-name (V1) header."""
-    if code in _V2_SEND_CODES:
-        return SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+    if code in _V2_SEND_CODES:  # the same attributes under the short wire names: no V2 object
+        owner = SendMessageRequestHeaderV2.__name__
+        return SendMessageRequestHeader(**_parse_fields(owner, SendMessageRequestHeaderV2.wire_fields, ext))
     return SendMessageRequestHeader.from_ext_fields(ext)
 
 
