@@ -656,10 +656,10 @@ class AsyncProducer:
             if tracer is not None:
                 tracer.on_send(msg.topic, props, len(msg.body), None, addr, begin_ms)
             return None
-        sent = dataclasses.replace(msg, properties=props) if batch is None else msg
+        # msg_id (its UNIQ_KEY) is what the result reports: msg itself needs no copy with props
         result = await inst.watch_route_while(
             mq.topic,
-            api.send_message(addr, mq.broker_name, sent, header, timeout_ms, body=body, msg_id=msg_id),
+            api.send_message(addr, mq.broker_name, msg, header, timeout_ms, body=body, msg_id=msg_id),
         )
         if tracer is not None:
             if batch is None:

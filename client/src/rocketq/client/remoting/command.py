@@ -177,6 +177,10 @@ def _check_int32(name: str, value: int) -> None:
         raise ProtocolError(f"{name} {value} does not fit in a signed int32")
 
 
+#: one encoder for every JSON header (``json.dumps`` with these options builds a new one per call)
+_JSON_HEADER_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The fastjson-compatible JSON header (sorted keys, compact separators, UTF-8)."""
     obj: dict[str, Any] = {
@@ -191,8 +195,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["extFields"] = cmd.ext_fields
     if cmd.remark is not None:
         obj["remark"] = cmd.remark
-    text = json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    return text.encode("utf-8")
+    return _JSON_HEADER_ENCODER.encode(obj).encode("utf-8")
 
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -250,6 +253,8 @@ class MalformedRequestError(HeaderError):
 
 def _json_int(obj: Mapping[str, Any], key: str, default: int) -> int:
     value = obj.get(key)
+    if type(value) is int:  # what every client sends
+        return value
     if value is None:
         return default
     if isinstance(value, bool):
