@@ -628,11 +628,11 @@ def report(results: Results, args: argparse.Namespace) -> None:
     who = ("proxy", "null server", "SDK -> proxy", "SDK -> null", "remoting client")
     print(
         f"\nCPU microseconds per message (medians; /proc, all threads)\n{'case':26}"
-        + "".join(f"{w:>14}" for w in who)
+        + "".join(f"{w:>16}" for w in who)
     )
     for case in cases:
         cpu = (statistics.median(results.cpu_us[(case, w)]) for w in who)
-        print(f"{case:26}" + "".join(f"{c:14,.0f}" for c in cpu))
+        print(f"{case:26}" + "".join(f"{c:16,.0f}" for c in cpu))
     for case in cases:
         if case.startswith("produce"):
             ratio = results.median(case, "endpoint") / results.median(case, "remoting")
