@@ -7,7 +7,8 @@ small store files and short HA timeouts every failover test here uses.  Each mem
 ports across restarts.  The members' view is read from GET_BROKER_HA_STATUS (``master``,
 ``masterEpoch``, ``dLegerMaster``, ``fenced``...), the route from the NameServer.
 
-The scenarios: the group forms (sends refused with "no leader yet" while one member alone is up,
+The scenarios: a store of Java's DLedger (``dledger-n0/data``) stops the start with an error that
+names it; the group forms (sends refused with "no leader yet" while one member alone is up,
 then a master registered as brokerId 0 and the slaves as index + 1, and no acknowledgement
 without a majority); a SIGKILL of the master under a per-key ordered producer with retries and a
 push consumer (0 acknowledged messages lost, per-key order kept, the killed member rejoins as a
@@ -26,6 +27,8 @@ import random
 import re
 import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -393,6 +396,23 @@ def test_the_group_forms_and_acknowledges_only_with_a_majority(group: DLedgerGro
         for slot in others:
             g.signal(slot, signal.SIGCONT)
     g.wait_whole_group()
+
+
+def test_a_store_of_javas_dledger_stops_the_start(group: DLedgerGroup, tmp_path: Path) -> None:
+    g = group
+    root = Path(g.props[0]["storePathRootDir"])
+    (root / "dledger-n0" / "data").mkdir(parents=True)
+    conf = tmp_path / "java-store.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in g.props[0].items()), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "rocketq.broker", "-c", str(conf), "-n", g.namesrv.addr],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done
+    assert "written by Java's DLedger" in done.stderr and str(root / "dledger-n0") in done.stderr, done.stderr
 
 
 def test_master_sigkill_under_ordered_load_loses_nothing(group: DLedgerGroup) -> None:
