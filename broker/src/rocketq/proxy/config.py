@@ -55,6 +55,20 @@ class ProxyConfig:
     min_invisible_time_mills_for_recv: int = 10_000
     max_invisible_time_mills: int = 12 * 3600 * 1000
     default_invisible_time_mills: int = 60_000
+    #: renew the handles of receives with ``auto_renew`` (push consumers) until they are acked
+    enable_proxy_auto_renew: bool = True
+    #: a handle is renewed this long before its message would become visible again
+    renew_ahead_time_millis: int = 10_000
+    #: each renewal makes the message invisible this much longer (RocketMQ 5.1.0's key)
+    renew_slice_time_millis: int = 60_000
+    #: no renewal after this long since the receive: the message comes back to be consumed again
+    renew_max_time_millis: int = 3 * 3600 * 1000
+    #: handles due for renewal are looked for this often
+    renew_schedule_period_millis: int = 5_000
+    #: a failed renewal is tried again at the next scans this many times
+    max_renew_retry_times: int = 3
+    #: the messages of a client that went away become visible again after this long
+    invisible_time_millis_when_clear: int = 1_000
     grpc_client_consumer_long_polling_batch_size: int = 32
     #: settings pushed to producers: send attempts and the exponential back-off between them
     grpc_client_producer_max_attempts: int = 3
@@ -125,6 +139,7 @@ class ProxyConfig:
                 f" got {self.subscription_group_config_cache_refresh_seconds}"
             )
         self.tls()  # refuses bad tls.* keys at start
+        self._check_renewal()
         if self.grpc_proxy_relay_request_timeout_in_seconds <= 0:
             raise ProxyConfigError(
                 "grpcProxyRelayRequestTimeoutInSeconds must be positive,"
@@ -144,6 +159,26 @@ class ProxyConfig:
         if not 0 <= self.metrics_prom_exporter_port <= 65535:
             raise ProxyConfigError(
                 f"metricsPromExporterPort must be 0..65535, got {self.metrics_prom_exporter_port}"
+            )
+
+    def _check_renewal(self) -> None:
+        for key, value in (
+            ("renewAheadTimeMillis", self.renew_ahead_time_millis),
+            ("renewMaxTimeMillis", self.renew_max_time_millis),
+            ("renewSchedulePeriodMillis", self.renew_schedule_period_millis),
+            ("defaultInvisibleTimeMills", self.default_invisible_time_mills),
+        ):
+            if value <= 0:
+                raise ProxyConfigError(f"{key} must be positive, got {value}")
+        if self.renew_slice_time_millis <= self.renew_ahead_time_millis:
+            raise ProxyConfigError(
+                "renewSliceTimeMillis must exceed renewAheadTimeMillis (a renewed handle would be due"
+                f" again at once), got {self.renew_slice_time_millis} and {self.renew_ahead_time_millis}"
+            )
+        if self.max_renew_retry_times < 0 or self.invisible_time_millis_when_clear < 0:
+            raise ProxyConfigError(
+                "maxRenewRetryTimes and invisibleTimeMillisWhenClear must be >= 0, got"
+                f" {self.max_renew_retry_times} and {self.invisible_time_millis_when_clear}"
             )
 
     @property

@@ -57,6 +57,7 @@ from rocketq.proxy.v2 import service_pb2 as spb
 __all__ = [
     "Popped",
     "ReceiveOrder",
+    "change_handle",
     "change_invisible",
     "check_group",
     "forward_to_dead_letter_queue",
@@ -286,7 +287,16 @@ async def change_invisible(
             pb.Code.ILLEGAL_INVISIBLE_TIME,
             f"invisible_duration {invisible} ms is outside 0..{config.max_invisible_time_mills} ms",
         )
-    handle = _handle(request.receipt_handle)
+    changed = await change_handle(instance, group, topic, request.receipt_handle, invisible)
+    return changed if isinstance(changed, Refusal) else changed[0]
+
+
+async def change_handle(
+    instance: ClientInstance, group: str, topic: str, receipt_handle: str, invisible_ms: int
+) -> tuple[str, int] | Refusal:
+    """CHANGE_MESSAGE_INVISIBLETIME of one handle (a client's change, or a renewal of
+    :mod:`rocketq.proxy.renew`): the new handle and when the message becomes visible under it."""
+    handle = _handle(receipt_handle)
     if isinstance(handle, Refusal):
         return handle
     assert handle.queue_offset is not None
@@ -294,9 +304,9 @@ async def change_invisible(
         consumer_group=group,
         topic=handle.real_topic(topic, group),
         queue_id=handle.queue_id,
-        extra_info=request.receipt_handle,
+        extra_info=receipt_handle,
         offset=handle.queue_offset,
-        invisible_time=invisible,
+        invisible_time=invisible_ms,
         broker_name=handle.broker_name,
     )
     try:
@@ -310,7 +320,9 @@ async def change_invisible(
         invisible_time=answer.invisible_time,
         revive_qid=answer.revive_qid,
     )
-    return str(dataclasses.replace(new, commit_log_offset=handle.commit_log_offset))
+    # an orderly handle keeps its pop time: the new end is pop time + the answered invisible time
+    new = dataclasses.replace(new, commit_log_offset=handle.commit_log_offset)
+    return str(new), new.next_visible_time
 
 
 async def forward_to_dead_letter_queue(

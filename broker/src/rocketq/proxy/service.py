@@ -27,6 +27,7 @@ from rocketq.proxy.client_registry import GrpcClients, metadata_of
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.consumer import (
     Popped,
+    change_handle,
     change_invisible,
     check_group,
     forward_to_dead_letter_queue,
@@ -37,6 +38,8 @@ from rocketq.proxy.consumer import (
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
 from rocketq.proxy.groups import GroupPolicy, SubscriptionGroups
 from rocketq.proxy.naming import wrap_resources
+from rocketq.proxy.offsets import get_offset, pull, query_offset, update_offset
+from rocketq.proxy.renew import HandleRenewer, client_id_of, renew_settings
 from rocketq.proxy.route import grpc_assignments, grpc_queues
 from rocketq.proxy.send_coalescer import SendCoalescer
 from rocketq.proxy.settings import server_settings
@@ -91,6 +94,23 @@ class MessagingService(MessagingServiceServicer):
         self.topic_types = topic_types
         self.clients = clients  # the 5.x clients announced to the brokers (client_registry)
         self.relay = relay  # brokers' requests relayed over Telemetry (telemetry_relay)
+        #: push consumers' handles renewed until acked (renew); None: enableProxyAutoRenew=false
+        self.renewer = (
+            HandleRenewer(renew_settings(config), self._change_handle)
+            if config.enable_proxy_auto_renew
+            else None
+        )
+
+    async def _change_handle(
+        self, group: str, topic: str, handle: str, invisible_ms: int
+    ) -> tuple[str, int] | Refusal:
+        return await change_handle(self.instance, group, topic, handle, invisible_ms)
+
+    async def _current_handle(self, context: Context, group: str, msg_id: str, handle: str) -> str:
+        """The handle the broker knows a message by now (renewed ones change); renewal stops."""
+        if self.renewer is None:
+            return handle
+        return await self.renewer.take(client_id_of(context), group, msg_id, handle)
 
     # ------------------------------------------------------------------ routes and sessions
 
@@ -132,6 +152,8 @@ class MessagingService(MessagingServiceServicer):
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Answers the client's commands and carries the server's (transaction checks) to it."""
         outgoing: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
+        if self.renewer is not None:
+            self.renewer.stream_opened(client_id_of(context))
         metadata = metadata_of(context.invocation_metadata())
         reader = asyncio.create_task(
             self._read_telemetry(request_iterator, outgoing, context.peer(), metadata)
@@ -145,6 +167,8 @@ class MessagingService(MessagingServiceServicer):
                     break
                 yield getter.result()
         finally:
+            if self.renewer is not None:  # its last stream gone, a client's messages come back
+                self.renewer.stream_closed(client_id_of(context))
             self.hub.forget(outgoing)
             if self.clients is not None:
                 self.clients.stream_closed(outgoing)
@@ -191,6 +215,8 @@ class MessagingService(MessagingServiceServicer):
     ) -> spb.NotifyClientTerminationResponse:
         if self.clients is not None:
             self.clients.terminate(metadata_of(context.invocation_metadata()))
+        if self.renewer is not None:
+            self.renewer.client_gone(client_id_of(context))
         return spb.NotifyClientTerminationResponse(status=ok())
 
     # ------------------------------------------------------------------ producing
@@ -248,6 +274,8 @@ class MessagingService(MessagingServiceServicer):
             group = await self.groups.policy(order.group, order.topic, order.broker_name)
             order = dataclasses.replace(order, fifo=group.fifo, max_attempts=group.max_attempts)
             result = await pop(self.instance, order, self.instance.config.mq_client_api_timeout_ms)
+            if request.auto_renew and isinstance(result, Popped):
+                self._renew(context, order.group, order.topic, result)
         # the order the SDKs read: the status, the messages, then the delivery timestamp
         if isinstance(result, Refusal):
             yield spb.ReceiveMessageResponse(status=_refused(result))
@@ -261,6 +289,15 @@ class MessagingService(MessagingServiceServicer):
         now.GetCurrentTime()
         yield spb.ReceiveMessageResponse(delivery_timestamp=now)
 
+    def _renew(self, context: Context, group: str, topic: str, popped: Popped) -> None:
+        """Renew the handles of a push consumer's receive until it acks them (renew)."""
+        if self.renewer is None:
+            return
+        self.renewer.start()
+        client_id = client_id_of(context)
+        for msg, handle in popped.messages:
+            self.renewer.add(client_id, group, topic, msg.msg_id, handle)
+
     async def AckMessage(self, request: spb.AckMessageRequest, context: Context) -> spb.AckMessageResponse:
         request, _ = wrap_resources(request)
         refused = check_group(request.group)
@@ -268,9 +305,10 @@ class MessagingService(MessagingServiceServicer):
             return spb.AckMessageResponse(status=_refused(refused))
         entries = []
         for entry in request.entries:
-            failed = await settle_ack(
-                self.instance, request.group.name, request.topic.name, entry.receipt_handle
+            handle = await self._current_handle(
+                context, request.group.name, entry.message_id, entry.receipt_handle
             )
+            failed = await settle_ack(self.instance, request.group.name, request.topic.name, handle)
             entries.append(
                 spb.AckMessageResultEntry(
                     message_id=entry.message_id,
@@ -291,6 +329,9 @@ class MessagingService(MessagingServiceServicer):
         self, request: spb.ChangeInvisibleDurationRequest, context: Context
     ) -> spb.ChangeInvisibleDurationResponse:
         request, _ = wrap_resources(request)
+        request.receipt_handle = await self._current_handle(
+            context, request.group.name, request.message_id, request.receipt_handle
+        )
         result = await change_invisible(self.instance, request, self.config)
         if isinstance(result, Refusal):
             return spb.ChangeInvisibleDurationResponse(status=_refused(result))
@@ -327,6 +368,9 @@ class MessagingService(MessagingServiceServicer):
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         request, _ = wrap_resources(request)
+        request.receipt_handle = await self._current_handle(
+            context, request.group.name, request.message_id, request.receipt_handle
+        )
         refused = await forward_to_dead_letter_queue(self.instance, request)
         return spb.ForwardMessageToDeadLetterQueueResponse(
             status=ok() if refused is None else _refused(refused)
@@ -351,17 +395,43 @@ class MessagingService(MessagingServiceServicer):
             )
         return spb.RecallMessageResponse(status=ok(), message_id=msg_id)
 
-    async def UpdateOffset(self, request: Any, context: Context) -> spb.UpdateOffsetResponse:
-        return spb.UpdateOffsetResponse(status=_not_implemented("UpdateOffset"))
+    # ------------------------------------------------------------------ pull consumers (offsets)
 
-    async def GetOffset(self, request: Any, context: Context) -> spb.GetOffsetResponse:
-        return spb.GetOffsetResponse(status=_not_implemented("GetOffset"))
+    async def UpdateOffset(
+        self, request: spb.UpdateOffsetRequest, context: Context
+    ) -> spb.UpdateOffsetResponse:
+        request, _ = wrap_resources(request)
+        refused = await update_offset(self.instance, request)
+        return spb.UpdateOffsetResponse(status=ok() if refused is None else _refused(refused))
 
-    async def QueryOffset(self, request: Any, context: Context) -> spb.QueryOffsetResponse:
-        return spb.QueryOffsetResponse(status=_not_implemented("QueryOffset"))
+    async def GetOffset(self, request: spb.GetOffsetRequest, context: Context) -> spb.GetOffsetResponse:
+        request, _ = wrap_resources(request)
+        result = await get_offset(self.instance, request)
+        if isinstance(result, Refusal):
+            return spb.GetOffsetResponse(status=_refused(result))
+        return spb.GetOffsetResponse(status=ok(), offset=result)
+
+    async def QueryOffset(self, request: spb.QueryOffsetRequest, context: Context) -> spb.QueryOffsetResponse:
+        request, _ = wrap_resources(request)
+        result = await query_offset(self.instance, request)
+        if isinstance(result, Refusal):
+            return spb.QueryOffsetResponse(status=_refused(result))
+        return spb.QueryOffsetResponse(status=ok(), offset=result)
 
     async def SyncLiteSubscription(self, request: Any, context: Context) -> spb.SyncLiteSubscriptionResponse:
         return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
 
-    async def PullMessage(self, request: Any, context: Context) -> AsyncIterator[spb.PullMessageResponse]:
-        yield spb.PullMessageResponse(status=_not_implemented("PullMessage"))
+    async def PullMessage(
+        self, request: spb.PullMessageRequest, context: Context
+    ) -> AsyncIterator[spb.PullMessageResponse]:
+        """The status, one response per message, then the offset to pull from next (offsets)."""
+        request, namespace = wrap_resources(request)
+        api_timeout = self.instance.config.mq_client_api_timeout_ms
+        result = await pull(self.instance, request, self.config, context.time_remaining(), api_timeout)
+        if isinstance(result, Refusal):
+            yield spb.PullMessageResponse(status=_refused(result))
+            return
+        yield spb.PullMessageResponse(status=status(result.code, result.message))
+        for msg in result.messages:
+            yield spb.PullMessageResponse(message=to_grpc_message(msg, "", namespace))
+        yield spb.PullMessageResponse(next_offset=result.next_offset)
