@@ -92,7 +92,8 @@ BROKER: Sections = [
             "dLegerPeers": "every member, `n0-host:port;n1-host:port;...`: its id and Raft port",
             "dLegerSelfId": "this member's id in `dLegerPeers`; as a slave it registers as brokerId = its"
             " number + 1",
-            "preferredLeaderId": "the member elected when the candidates' logs are equal",
+            "preferredLeaderId": "the member elected when the candidates' logs are equal; another master"
+            " hands over to it once it holds the whole log",
         },
     ),
     (

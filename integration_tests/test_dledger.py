@@ -13,7 +13,8 @@ then a master registered as brokerId 0 and the slaves as index + 1, and no ackno
 without a majority); a SIGKILL of the master under a per-key ordered producer with retries and a
 push consumer (0 acknowledged messages lost, per-key order kept, the killed member rejoins as a
 slave); a SIGSTOPped master, which answers no send with SEND_OK after it wakes, is replaced, and
-truncates its unacknowledged tail to follow the new master; and the chaos test,
+truncates its unacknowledged tail to follow the new master; ``preferredLeaderId=n2``, which
+becomes master once it holds the log and again after its restart; and the chaos test,
 ``ROCKETQ_DLEDGER_CHAOS_ROUNDS`` rounds (3 by default, docs/dledger.md gives the full run) of
 SIGKILL or SIGSTOP of the current master, printing the failover times (p50, max).
 """
@@ -81,10 +82,10 @@ TEST_CONF = {
 class DLedgerGroup:
     """The NameServer and the three members of the example files (slots 0..2 = n0..n2)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, **extra: object) -> None:
         self.tmp = tmp
         self._ports: dict[int, int] = {}
-        self.props = [self._localized(CONF / f"broker-n{i}.conf", i) for i in range(3)]
+        self.props = [{**self._localized(CONF / f"broker-n{i}.conf", i), **extra} for i in range(3)]
         self.members: list[ServerProcess | None] = [None, None, None]
         self.namesrv = spawn_namesrv(tmp / "ns")
         self.api = BlockingMQClientAPI(self.namesrv.addr, config=FAST)
@@ -493,6 +494,32 @@ def test_a_stopped_master_acknowledges_nothing_and_truncates_on_return(group: DL
     assert not {b"unacked", b"stale", b"stale again"} & set(bodies), "the unacknowledged tail survived"
     assert sorted(bodies) == sorted(m.body for m in g.read_queues(new).values())
     assert "truncating the CommitLog" in g.member(old).log_text(), "the old master truncated nothing"
+
+
+def test_the_preferred_leader_takes_over_once_it_holds_the_log(tmp_path: Path) -> None:
+    g = DLedgerGroup(tmp_path, preferredLeaderId="n2")
+    try:
+        g.start()
+        g.wait_master("n2, the preferred leader, as master", lambda slot, st: slot == 2)
+        g.create_topic(2)
+        with Producer(
+            g.namesrv.addr, producer_group="pg-preferred", send_msg_timeout_ms=5000, client=FAST
+        ) as producer:
+            assert producer.send(Message(TOPIC, b"one")).send_status is SendStatus.SEND_OK
+            g.member(2).kill9()
+            other, st = g.wait_master("another master", lambda slot, st: slot != 2)
+            for body in (b"two", b"three"):
+                assert producer.send(Message(TOPIC, body)).send_status is SendStatus.SEND_OK
+            g.start(2)  # it catches up as a slave, then the master hands over
+            g.wait_master(
+                "n2 as master again", lambda slot, s: slot == 2 and s["masterEpoch"] > st["masterEpoch"]
+            )
+            assert producer.send(Message(TOPIC, b"four")).send_status is SendStatus.SEND_OK
+        bodies = sorted(m.body for m in g.read_queues(2).values())
+        assert bodies == sorted([b"one", b"two", b"three", b"four"]), bodies
+        assert "handing the mastership over to the preferred n2" in g.member(other).log_text()
+    finally:
+        print(g.close())
 
 
 def chaos_round(g: DLedgerGroup, ledger: Ledger, rng: random.Random, round_no: int) -> float:

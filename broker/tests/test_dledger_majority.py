@@ -7,7 +7,7 @@ import pytest
 from rocketq.broker.controller_mode.acks import AckVerdict, ack_verdict
 from rocketq.broker.dledger.acks import MajorityTracker, majority_policy, quorum_offset
 from rocketq.broker.dledger.peers import majority
-from rocketq.broker.dledger.state import Alive, Fence, GroupState, Join, Report
+from rocketq.broker.dledger.state import Alive, Fence, GroupState, Handover, Join, Report
 
 GROUP = frozenset({1, 2, 3})
 
@@ -95,3 +95,12 @@ def test_stale_events_change_nothing() -> None:
     assert state.apply(Fence(3))
     assert not state.apply(report(0, 2, 3, 10))  # a report of the previous round
     assert state.electing and state.round == 3 and state.reports == {}
+
+
+def test_a_handover_names_the_preferred_member_under_the_next_epoch() -> None:
+    state = GroupState(group_size=3, epoch=4, master="n0", round=2)
+    assert not state.apply(Handover(3, "n0", "n2"))  # an old epoch
+    assert not state.apply(Handover(4, "n1", "n2"))  # not from the master
+    assert state.apply(Handover(4, "n0", "n2"))
+    assert (state.master, state.epoch, state.round) == ("n2", 5, 2)
+    assert not state.apply(Handover(4, "n0", "n2"))  # repeated: changes nothing

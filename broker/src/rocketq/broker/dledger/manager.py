@@ -43,7 +43,7 @@ from rocketq.broker.controller_mode.replicas_manager import LEASE_FRACTION, Repl
 from rocketq.broker.dledger.acks import MajorityTracker, majority_policy
 from rocketq.broker.dledger.peers import DLedgerPeer, majority, parse_peers
 from rocketq.broker.dledger.raft import GroupRaft
-from rocketq.broker.dledger.state import Alive, Event, Fence, GroupState, Join, Report
+from rocketq.broker.dledger.state import Alive, Event, Fence, GroupState, Handover, Join, Report
 from rocketq.broker.ha.replication import Replication
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.client.transport.aio import RemotingClient
@@ -109,6 +109,8 @@ class DLedgerManager(ReplicasManager):
         # the switch to the master the state names (it may wait on a master that died meanwhile)
         self._apply_task: asyncio.Task[None] | None = None
         self._apply_key: tuple[str, int] | None = None
+        self._handing_over: float | None = None  # since when this master refuses writes to hand over
+        self._handover_after = 0.0
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -233,6 +235,7 @@ class DLedgerManager(ReplicasManager):
         if sent:
             self._lease_sent = max(self._lease_sent, sent[0])
         self._report_sent.clear()
+        self._handing_over = None
         await super()._become_master(info)
 
     async def _send_alive(self) -> None:
@@ -245,6 +248,42 @@ class DLedgerManager(ReplicasManager):
         self._last_alive_sent = now
         if await self.raft.submit(Alive(self.self_peer.node_id, self.master_epoch), self.timeout_s):
             self._lease_sent = max(self._lease_sent, now)
+        await self._hand_over()
+
+    async def _hand_over(self) -> None:
+        """Hand the mastership over to ``preferredLeaderId`` once it holds this whole log (as
+        Java's DLedger moves leadership to its preferred leader): writes are refused meanwhile,
+        and resume if the handover is not committed within the heartbeat timeout."""
+        preferred = self.config.preferred_leader_id
+        if not preferred or preferred == self.self_peer.node_id or not self.lease_ok():
+            return
+        now = time.monotonic()
+        if self._handing_over is not None:
+            if now - self._handing_over > self.timeout_s:
+                log.warning(
+                    "DLedger group %s: the handover to %s did not happen", self.config.dleger_group, preferred
+                )
+                self._handing_over, self._handover_after = None, now + self.timeout_s
+            return
+        target = self._by_id[preferred]
+        if now < self._handover_after or not self.raft.connected(target) or not self._holds_all(target):
+            return
+        self._handing_over = now
+        log.info(
+            "DLedger group %s: handing the mastership over to the preferred %s",
+            self.config.dleger_group,
+            preferred,
+        )
+        deadline = now + self.heartbeat_s
+        while not self._holds_all(target):  # writes admitted before the refusal are still replicating
+            if time.monotonic() > deadline:
+                self._handing_over, self._handover_after = None, time.monotonic() + self.timeout_s
+                return
+            await asyncio.sleep(STEP_S / 5)
+        await self.raft.submit(Handover(self.master_epoch, self.self_peer.node_id, preferred), self.timeout_s)
+
+    def _holds_all(self, peer: DLedgerPeer) -> bool:
+        return self.tracker.acks.get(peer.broker_id, -1) >= self.store.max_phy_offset
 
     async def _watch_master(self) -> None:
         """On the Raft leader: fence a master that stopped sending Alive or whose process died."""
@@ -309,6 +348,14 @@ class DLedgerManager(ReplicasManager):
             return True
         self._fence(f"no Alive committed by a majority of the group for {lease_s:.1f} s")
         return False
+
+    def write_refusal(self) -> str | None:
+        if self.is_master and self._handing_over is not None:
+            return (
+                f"the master of DLedger group {self.config.dleger_group} is handing over to the preferred "
+                f"leader {self.config.preferred_leader_id}: retry shortly"
+            )
+        return super().write_refusal()
 
     def no_leader_refusal(self) -> str | None:
         """Why a send is refused while the group has no master (None once it has one)."""

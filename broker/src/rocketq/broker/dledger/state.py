@@ -16,8 +16,10 @@ truncate to the consistent point with its epoch entries (``controller_mode/slave
 
 A round starts at the first boot (round 0, no master) and whenever the Raft leader, seeing no
 :class:`Alive` of the master for the heartbeat timeout, commits a :class:`Fence` of its epoch.
-Events built on an old view (a fence of an epoch already replaced, a report of another round)
-change nothing.
+The master hands over to the preferred leader (``preferredLeaderId``, as Java's DLedger does)
+with :class:`Handover` once that member holds its whole log and it takes no more writes: the
+preferred member becomes master under the next epoch without a round.  Events built on an old
+view (a fence of an epoch already replaced, a report of another round) change nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 from rocketq.broker.dledger.peers import majority
 
-__all__ = ["Alive", "Event", "Fence", "GroupState", "Join", "Report", "best_report"]
+__all__ = ["Alive", "Event", "Fence", "GroupState", "Handover", "Join", "Report", "best_report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,16 @@ class Alive:
     epoch: int
 
 
-Event = Join | Report | Fence | Alive
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """The master of ``epoch`` hands over to ``to``, which holds its whole log."""
+
+    epoch: int
+    from_node: str
+    to: str
+
+
+Event = Join | Report | Fence | Alive | Handover
 
 
 def best_report(reports: Mapping[str, Report]) -> Report:
@@ -93,6 +104,11 @@ class GroupState:
             if self.master is None or event.epoch != self.epoch:
                 return False
             self.master, self.round, self.reports = None, self.round + 1, {}
+            return True
+        if isinstance(event, Handover):
+            if self.master != event.from_node or event.epoch != self.epoch:
+                return False
+            self.master, self.epoch = event.to, self.epoch + 1
             return True
         if isinstance(event, Report):
             if self.master is not None or event.round != self.round:
