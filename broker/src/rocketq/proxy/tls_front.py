@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import cast
 
 from rocketq.client.remoting.frame import SerializeType
 from rocketq.client.transport.tls import TlsConfig, TlsMode
@@ -65,9 +66,9 @@ class _Relay(asyncio.Protocol):
         self.local_port = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.pause_reading()  # until the connection to the gRPC server is open
+        # uvloop's transports are not asyncio.Transport subclasses; both have the same methods
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.pause_reading()  # until the connection to the gRPC server is open
         self.task = asyncio.get_running_loop().create_task(self._open_backend())
 
     async def _open_backend(self) -> None:
@@ -81,7 +82,6 @@ class _Relay(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
-        assert isinstance(backend, asyncio.Transport)
         self.local_port = int(backend.get_extra_info("sockname")[1])
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         if peer:

@@ -21,6 +21,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
+from typing import cast
 
 from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import ResponseCode
@@ -48,8 +49,8 @@ class PlaintextRefusal(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; both have the same methods
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         assert self._transport is not None

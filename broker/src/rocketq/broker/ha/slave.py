@@ -34,7 +34,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from rocketq.broker.ha.aligner import RecordAligner
 from rocketq.broker.ha.protocol import (
@@ -105,8 +105,8 @@ class _MasterStream(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; both have the same methods
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._parts.append(data)
