@@ -79,6 +79,7 @@ class ProxyServer:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._front: TlsFront | None = None
+        self._service: MessagingService | None = None
         #: metricsExporterType=PROM: the tables and exporter (docs/observability.md)
         self.metrics = ProxyMetrics(config) if config.metrics_enabled else None
 
@@ -147,6 +148,7 @@ class ProxyServer:
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()
         self._server = server
+        self._service = service
         self.clients.start()
 
     async def stop(self, grace_s: float | None = None) -> None:
@@ -157,6 +159,9 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        if self._service is not None and self._service.renewer is not None:
+            await self._service.renewer.close()  # the renew loop ends with the server
+        self._service = None
         await self.clients.close()  # UNREGISTER_CLIENT for every 5.x client still registered
         await self.transactions.close()
         await self.producer.shutdown()
