@@ -1,9 +1,10 @@
 """rocketq next to Redis Streams on the same machine, in one run: produce, consume, durable, 1 KiB, single.
 
 Not a test.  Starts ``redis-server`` (Debian's ``redis-server`` package; the client is redis-py
-with hiredis, from the ``bench`` extra) and rocketq's ``mqnamesrv`` with two brokers (one
-ASYNC_FLUSH, one SYNC_FLUSH), all on free ports in a temp dir, then measures ``--rounds`` times,
-alternating which system goes first in each case, every message acknowledged:
+with hiredis, from the ``bench`` extra) and rocketq's ``mqnamesrv`` with three brokers (one
+ASYNC_FLUSH and one SYNC_FLUSH on this run's event loop, one ASYNC_FLUSH on the other), all on
+free ports in a temp dir, then measures ``--rounds`` times, alternating which system goes first
+in each case, every message acknowledged:
 
 * produce, 100 B: Redis pipelined ``XADD`` of 1000 per round trip (AOF on, ``appendfsync
   everysec``; redis-py's synchronous client, one thread and connection per round trip in
@@ -16,12 +17,15 @@ alternating which system goes first in each case, every message acknowledged:
   write bandwidth measured in the same round (1 MiB writes, ``fsync`` after each, in the same
   directory as the stores);
 * single: one at a time, redis-py's synchronous ``XADD`` against the blocking ``Producer.send``
-  (each waits for its answer), with p50 / p99 latency.
+  (each waits for its answer), with p50 / p99 latency; then the same rocketq sends with broker
+  and client on the other event loop (asyncio's when the run uses uvloop, a client process of
+  its own), right before or after, so the two loops are compared within each round.
 
 It prints each pair with the ratio (rocketq / Redis) per round and the medians over the rounds.
 The clients, the servers and the NameServer share the machine's cores; compare the ratios within
 a run, not absolute rates across machines.  ``--loop asyncio`` runs rocketq's brokers and
-clients on asyncio's own event loop instead of uvloop (``ROCKETQ_EVENT_LOOP``); Redis is the same.
+clients on asyncio's own event loop instead of uvloop (``ROCKETQ_EVENT_LOOP``; the other loop of
+the single case is then uvloop); Redis is the same.
 
     pip install -e '.[bench]'         # redis-py + hiredis; and: sudo apt-get install redis-server
     .venv/bin/python benchmarks/vs_redis.py [--rounds 2] [--seconds 3] [--in-flight 2] [--loop uvloop|asyncio]
@@ -232,21 +236,26 @@ def redis_single(port: int, stream: str, seconds: float) -> Figure:
 
 
 class RocketqServers:
-    """A NameServer and two brokers: ``async_addr`` (ASYNC_FLUSH) and ``sync_addr`` (SYNC_FLUSH)."""
+    """A NameServer and three brokers: ``async_addr`` (ASYNC_FLUSH) and ``sync_addr`` (SYNC_FLUSH)
+    on this run's event loop, ``other_addr`` (ASYNC_FLUSH) on the other loop (``other_loop``)."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, other_loop: str) -> None:
         self.procs: list[ServerProcess] = []
         self.ns = spawn_namesrv(work / "ns")
         self.procs.append(self.ns)
+        self.other_loop = other_loop
         brokers = {}
-        for name, flush in (("vs-async", "ASYNC_FLUSH"), ("vs-sync", "SYNC_FLUSH")):
+        for name, flush, env in (
+            ("vs-async", "ASYNC_FLUSH", None),
+            ("vs-sync", "SYNC_FLUSH", None),
+            ("vs-other", "ASYNC_FLUSH", {event_loop.EVENT_LOOP_ENV: other_loop}),
+        ):
             proc = spawn_broker(
-                work / name, self.ns.addr, brokerName=name,
-                flushDiskType=flush, **BROKER_CONF,
-            )  # fmt: skip
+                work / name, self.ns.addr, env=env, brokerName=name, flushDiskType=flush, **BROKER_CONF
+            )
             self.procs.append(proc)
-            brokers[flush] = proc.addr
-        self.async_addr, self.sync_addr = brokers["ASYNC_FLUSH"], brokers["SYNC_FLUSH"]
+            brokers[name] = proc.addr
+        self.async_addr, self.sync_addr, self.other_addr = brokers.values()
         self.admin = Admin(self.ns.addr)
 
     def new_topic(self, topic: str, broker_addr: str) -> str:
@@ -338,6 +347,25 @@ def rocketq_single(ns_addr: str, topic: str, seconds: float) -> Figure:
     return _latency_figure(lat, elapsed)
 
 
+def rocketq_single_other_loop(ns_addr: str, topic: str, seconds: float, loop: str) -> Figure:
+    """:func:`rocketq_single` in a child interpreter whose client loop is ``loop``."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from vs_redis import rocketq_single; "
+        "f = rocketq_single(sys.argv[2], sys.argv[3], float(sys.argv[4])); print(f.rate, f.p50_ms, f.p99_ms)"
+    )
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code, here, ns_addr, topic, str(seconds)],
+        env={**os.environ, event_loop.EVENT_LOOP_ENV: loop},
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+        check=True,
+    ).stdout.split()
+    rate, p50, p99 = map(float, out[-3:])
+    return Figure(rate, p50, p99)
+
+
 # --- common ------------------------------------------------------------------------------------
 
 
@@ -372,7 +400,14 @@ def disk_bandwidth(directory: Path, seconds: float) -> float:
         path.unlink()
 
 
-CASES = ("produce 100 B", "consume 100 B", "durable 100 B", "produce 1 KiB", "single 100 B")
+CASES = (
+    "produce 100 B",
+    "consume 100 B",
+    "durable 100 B",
+    "produce 1 KiB",
+    "single 100 B",
+    "single, other loop",
+)
 
 
 def one_round(
@@ -396,6 +431,7 @@ def one_round(
         figures["produce 1 KiB"]["redis"] = redis_produce(redis.port, stream, 1024, seconds, in_flight)
         redis.reset(stream)
         figures["single 100 B"]["redis"] = redis_single(redis.port, stream, seconds)
+        figures["single, other loop"]["redis"] = figures["single 100 B"]["redis"]
         redis.reset(stream)
 
     def produce(topic: str, size: int) -> Figure:
@@ -412,7 +448,17 @@ def one_round(
         large = rq.new_topic(f"VsRedisLarge{index}", rq.async_addr)
         figures["produce 1 KiB"]["rocketq"] = produce(large, 1024)
         single = rq.new_topic(f"VsRedisSingle{index}", rq.async_addr)
-        figures["single 100 B"]["rocketq"] = rocketq_single(ns, single, seconds)
+        other = rq.new_topic(f"VsRedisOther{index}", rq.other_addr)
+
+        def single_here() -> None:
+            figures["single 100 B"]["rocketq"] = rocketq_single(ns, single, seconds)
+
+        def single_other() -> None:
+            fig = rocketq_single_other_loop(ns, other, seconds, rq.other_loop)
+            figures["single, other loop"]["rocketq"] = fig
+
+        for measure in (single_here, single_other) if index % 2 == 0 else (single_other, single_here):
+            measure()
 
     order = (run_redis, run_rocketq) if index % 2 == 0 else (run_rocketq, run_redis)
     for run in order:
@@ -423,13 +469,17 @@ def one_round(
     return pairs
 
 
-def print_round(index: int, pairs: dict[str, tuple[Figure, Figure]]) -> None:
+def _label(case: str, other_loop: str) -> str:
+    return case.replace("other loop", f"{other_loop} loops")
+
+
+def print_round(index: int, pairs: dict[str, tuple[Figure, Figure]], other_loop: str) -> None:
     first = "Redis" if index % 2 == 0 else "rocketq"
     print(f"\nround {index + 1} ({first} first)")
-    print(f"  {'case':16} {'Redis msg/s':>13} {'rocketq msg/s':>14} {'rocketq/Redis':>14}")
+    print(f"  {'case':22} {'Redis msg/s':>13} {'rocketq msg/s':>14} {'rocketq/Redis':>14}")
     for case in CASES:
         r, q = pairs[case]
-        line = f"  {case:16} {r.rate:13,.0f} {q.rate:14,.0f} {q.rate / r.rate:13.2f}x"
+        line = f"  {_label(case, other_loop):22} {r.rate:13,.0f} {q.rate:14,.0f} {q.rate / r.rate:13.2f}x"
         if case.startswith("single"):
             line += (
                 f"   p50/p99 ms: Redis {r.p50_ms:.3f}/{r.p99_ms:.3f}, rocketq {q.p50_ms:.3f}/{q.p99_ms:.3f}"
@@ -443,9 +493,9 @@ def print_round(index: int, pairs: dict[str, tuple[Figure, Figure]]) -> None:
     )
 
 
-def print_medians(rounds: list[dict[str, tuple[Figure, Figure]]]) -> None:
+def print_medians(rounds: list[dict[str, tuple[Figure, Figure]]], other_loop: str) -> None:
     print(f"\nmedians over {len(rounds)} rounds")
-    print(f"  {'case':16} {'Redis msg/s':>13} {'rocketq msg/s':>14} {'rocketq/Redis':>14}")
+    print(f"  {'case':22} {'Redis msg/s':>13} {'rocketq msg/s':>14} {'rocketq/Redis':>14}")
 
     def med(values: list[float]) -> float:
         return statistics.median(values)
@@ -454,13 +504,16 @@ def print_medians(rounds: list[dict[str, tuple[Figure, Figure]]]) -> None:
         redis = [p[case][0] for p in rounds]
         rq = [p[case][1] for p in rounds]
         ratio = med([q.rate / r.rate for r, q in zip(redis, rq, strict=True)])
-        line = f"  {case:16} {med([f.rate for f in redis]):13,.0f} {med([f.rate for f in rq]):14,.0f}"
+        line = f"  {_label(case, other_loop):22} {med([f.rate for f in redis]):13,.0f}"
+        line += f" {med([f.rate for f in rq]):14,.0f}"
         line += f" {ratio:13.2f}x"
         if case.startswith("single"):
             r50, r99 = med([f.p50_ms for f in redis]), med([f.p99_ms for f in redis])
             q50, q99 = med([f.p50_ms for f in rq]), med([f.p99_ms for f in rq])
             line += f"   p50/p99 ms: Redis {r50:.3f}/{r99:.3f}, rocketq {q50:.3f}/{q99:.3f}"
         print(line)
+    here = med([p["single 100 B"][1].rate / p["single, other loop"][1].rate for p in rounds])
+    print(f"  single sends on this run's loops / on {other_loop} loops (paired per round): {here:.2f}x")
     share = med([p["produce 1 KiB"][1].rate * 1024 / p["disk"][0].rate for p in rounds])
     disk = med([p["disk"][0].rate for p in rounds])
     print(
@@ -498,7 +551,8 @@ def main() -> int:
     rounds: list[dict[str, tuple[Figure, Figure]]] = []
     try:
         redis_server = RedisServer(work / "redis")
-        rq = RocketqServers(work / "rocketq")
+        other_loop = "asyncio" if event_loop.loop_kind() == "uvloop" else "uvloop"
+        rq = RocketqServers(work / "rocketq", other_loop)
         version = redis_server.client.info("server")["redis_version"]
         print(
             f"Redis {version} (AOF on, client parser {redis_server.parser}) and rocketq "
@@ -508,7 +562,7 @@ def main() -> int:
         )
         for index in range(args.rounds):
             pairs = one_round(index, redis_server, rq, args, work)
-            print_round(index, pairs)
+            print_round(index, pairs, other_loop)
             rounds.append(pairs)
     finally:
         if rq is not None:
@@ -516,7 +570,7 @@ def main() -> int:
         if redis_server is not None:
             redis_server.close()
         shutil.rmtree(work, ignore_errors=True)
-    print_medians(rounds)
+    print_medians(rounds, other_loop)
     return 0
 
 
