@@ -794,7 +794,9 @@ def test_a_proxy_killed_and_restarted_under_sdk_traffic_loses_no_acknowledged_me
     report = json.loads(stdout.strip().splitlines()[-1])
     acked = {i: msg_id for i, msg_id in report["acked"]}
     # the SDK went on through the restarted proxy: the last messages were acknowledged
-    assert count - 1 in acked and len(acked) > count // 2, (len(acked), report["failed"])
+    last = report["sent"] - 1
+    assert last >= count - 1 and last in acked, (len(acked), report["failed"], report["sent"])
+    assert len(acked) >= 20, (len(acked), report["failed"])
 
     consumer = LitePullConsumer(
         cluster.namesrv.addr,
