@@ -667,9 +667,19 @@ def test_a_send_that_does_not_match_the_topic_message_type_is_refused(
     assert run.returncode == 0, f"SDK failed:\n{run.stderr[-4000:]}\nproxy log:\n{cluster.proxy.log_tail()}"
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["fifo"]["ok"], out
-    # MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as RocketMQ 5's proxy answers
-    assert not out["normal"]["ok"] and "40014" in out["normal"]["error"], out
-    # an untyped topic takes every type (sdk-main gets normal, FIFO and delay messages above)
+    # QueryRoute's queues accept FIFO only, so the SDK refuses the normal message itself, as it
+    # does against RocketMQ 5's proxy (an untyped topic takes every type: sdk-main gets normal,
+    # FIFO and delay messages above)
+    assert (
+        not out["normal"]["ok"] and "not match with queue accept message types" in out["normal"]["error"]
+    ), out
+    channel, stub = _stub(cluster.proxy.addr)
+    try:
+        route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="sdk-typed")), timeout=10)
+    finally:
+        channel.close()
+    assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.MessageType.FIFO,)}, route
+    # a client that does not check gets MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as RocketMQ 5's proxy answers
     channel, stub = _stub(cluster.proxy.addr)
     try:
         answer = stub.SendMessage(

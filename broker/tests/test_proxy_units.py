@@ -27,7 +27,7 @@ from rocketq.proxy.consumer import ReceiveOrder, plan_receive
 from rocketq.proxy.convert import Refusal, to_grpc_message, to_remoting_message
 from rocketq.proxy.groups import GroupPolicy
 from rocketq.proxy.naming import unwrap, wrap_resources
-from rocketq.proxy.route import grpc_assignments, grpc_queues
+from rocketq.proxy.route import ACCEPTED_TYPES, accepted_types, grpc_assignments, grpc_queues
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.topics import message_type_of
 from rocketq.proxy.transaction import ProxyTransactionId, TelemetryHub
@@ -429,3 +429,16 @@ def test_message_type_of_an_sdk_message() -> None:
     assert message_type_of(pb.Message()) is TopicMessageType.NORMAL
     lite = pb.Message(system_properties=pb.SystemProperties(message_type=pb.MessageType.LITE))
     assert message_type_of(lite) is None
+
+
+def test_queues_accept_the_topic_message_type() -> None:
+    assert accepted_types(None) == ACCEPTED_TYPES
+    assert accepted_types(TopicMessageType.MIXED) == ACCEPTED_TYPES
+    assert accepted_types(TopicMessageType.FIFO) == (pb.MessageType.FIFO,)
+    assert accepted_types(TopicMessageType.DELAY) == (pb.MessageType.DELAY,)
+    route = TopicRouteData(
+        queue_datas=[QueueData("b", read_queue_nums=2, write_queue_nums=2, perm=int(Perm.READ | Perm.WRITE))],
+        broker_datas=[BrokerData("c", "b", {0: "127.0.0.1:1"})],
+    )
+    queues = grpc_queues(pb.Resource(name="T"), route, pb.Endpoints(), (pb.MessageType.FIFO,))
+    assert [list(q.accept_message_types) for q in queues] == [[pb.MessageType.FIFO]] * 2

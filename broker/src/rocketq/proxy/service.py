@@ -40,7 +40,7 @@ from rocketq.proxy.groups import GroupPolicy, SubscriptionGroups
 from rocketq.proxy.naming import wrap_resources
 from rocketq.proxy.offsets import get_offset, pull, query_offset, update_offset
 from rocketq.proxy.renew import HandleRenewer, client_id_of, renew_settings
-from rocketq.proxy.route import grpc_assignments, grpc_queues
+from rocketq.proxy.route import ACCEPTED_TYPES, accepted_types, grpc_assignments, grpc_queues
 from rocketq.proxy.send_coalescer import SendCoalescer
 from rocketq.proxy.settings import server_settings
 from rocketq.proxy.status import code_of_error, ok, status
@@ -128,7 +128,7 @@ class MessagingService(MessagingServiceServicer):
             )
         # the address the client reached us on, when it says (port mappings keep working)
         endpoints = request.endpoints if request.endpoints.addresses else self.endpoints
-        queues = grpc_queues(original, route, endpoints)
+        queues = grpc_queues(original, route, endpoints, await self._accepted_types(topic))
         if not queues:
             return spb.QueryRouteResponse(
                 status=status(
@@ -136,6 +136,12 @@ class MessagingService(MessagingServiceServicer):
                 )
             )
         return spb.QueryRouteResponse(status=ok(), message_queues=queues)
+
+    async def _accepted_types(self, topic: str) -> tuple[pb.MessageType, ...]:
+        """What QueryRoute says the topic's queues accept: what the send check lets through."""
+        if not self.config.enable_topic_message_type_check:
+            return ACCEPTED_TYPES
+        return accepted_types(await self.topic_types.topic_type(topic))
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Context) -> spb.HeartbeatResponse:
         request, _ = wrap_resources(request)
