@@ -47,7 +47,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rocketq.client.admin import Admin
 from rocketq.client.config import ConsumeFromWhere
@@ -189,6 +189,10 @@ def redis_produce(port: int, stream: str, size: int, seconds: float, in_flight: 
     return Figure(sum(counts) / elapsed)
 
 
+#: XRANGE's answer through redis-py: (entry id, {field: value}) pairs
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
 def redis_consume(port: int, stream: str) -> tuple[Figure, int]:
     import redis
 
@@ -197,7 +201,7 @@ def redis_consume(port: int, stream: str) -> tuple[Figure, int]:
     start = time.perf_counter()
     low = "-"
     while True:
-        entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(stream, min=low, max="+", count=BATCH)  # type: ignore[assignment]
+        entries = cast(_Entries, client.xrange(stream, min=low, max="+", count=BATCH))
         if not entries:
             break
         for _, fields in entries:
