@@ -194,6 +194,7 @@ class ClientInstance:
         self.api.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self.api.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.api.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
+        self.api.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_message_directly)
 
     @property
     def client_id(self) -> str:
@@ -550,6 +551,26 @@ class ClientInstance:
         if reset is not None:
             await reset(header.topic, parse_offset_table(cmd.body))
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _on_consume_message_directly(
+        self, cmd: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
+        """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g -d): the group's push consumer's
+        listener consumes the message in the body (Java's ClientRemotingProcessor)."""
+        group = cmd.ext_fields.get("consumerGroup", "")
+        member = self.members.get(group)
+        consume = getattr(member, "consume_message_directly", None)
+        if consume is None:
+            remark = f"The Consumer Group <{group}> not exist in this consumer"
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        try:
+            msg = next(iter_stored_messages(cmd.body), None)
+        except RocketQError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"the message cannot be decoded: {exc}")
+        if msg is None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, "CONSUME_MESSAGE_DIRECTLY carries no message")
+        result = await consume(msg, cmd.ext_fields.get("brokerName", ""))
+        return cmd.make_response(ResponseCode.SUCCESS, body=result.encode())
 
     async def _on_check_transaction_state(
         self, cmd: RemotingCommand, channel: Channel

@@ -17,6 +17,7 @@ from rocketq.broker.pop.status import PopStatusProcessor
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.broker_config import BrokerConfigProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
+from rocketq.broker.processor.consume_directly import ConsumeDirectlyProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketq.broker.processor.consumer_running_info import ConsumerRunningInfoProcessor
 from rocketq.broker.processor.context import BrokerContext
@@ -103,6 +104,7 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.GET_BROKER_HA_STATUS: _get_broker_ha_status(ctx, replication),
         rc.RECALL_MESSAGE: RecallMessageProcessor(ctx).process,
         rc.GET_CONSUMER_RUNNING_INFO: ConsumerRunningInfoProcessor(ctx).get_consumer_running_info,
+        rc.CONSUME_MESSAGE_DIRECTLY: ConsumeDirectlyProcessor(ctx).consume_message_directly,
         rc.DELETE_EXPIRED_COMMITLOG: store_admin.delete_expired_commit_log,
         rc.CLEAN_EXPIRED_CONSUMEQUEUE: store_admin.clean_expired_consume_queue,
         rc.CLEAN_UNUSED_TOPIC: store_admin.clean_unused_topic,

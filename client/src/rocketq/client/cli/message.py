@@ -1,5 +1,8 @@
 """mqadmin's message commands: queryMsgByKey, queryMsgById, sendMessage, consumeMessage.
 
+``queryMsgById -i id -g group -d clientId`` has that client consume the message instead
+(CONSUME_MESSAGE_DIRECTLY) and prints its ConsumeMessageDirectlyResult as Java's ``toString``.
+
 Messages print as RocketMQ's ``printMsg`` does (offset msgId, msgId, queue, offsets, timestamps,
 hosts, properties, then the body); ``queryMsgByKey`` prints a table of matches and fails when
 there is none.  ``consumeMessage`` pulls with ``TOOLS_CONSUMER`` by default from each readable
@@ -13,8 +16,9 @@ import json
 from collections.abc import Sequence
 
 from rocketq.client.admin import AsyncAdmin
+from rocketq.client.admin_consume_directly import consume_message_directly
 from rocketq.client.cli.common import CommandGroup, Handler, fmt_ms, out, parse_timestamp, table
-from rocketq.client.errors import RocketQError
+from rocketq.client.errors import MQClientError, RocketQError
 from rocketq.client.instance import pick_replica
 from rocketq.client.model import Message, MessageExt, PullStatus
 from rocketq.client.producer.core import AsyncProducer
@@ -63,8 +67,14 @@ async def _query_msg_by_key(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 
 
 async def _query_msg_by_id(admin: AsyncAdmin, a: argparse.Namespace) -> None:
-    for msg_id in a.msg_id.split(","):
-        _print_message(await admin.query_msg_by_id(msg_id.strip(), a.topic))
+    if (a.consumer_group is None) != (a.client_id is None):
+        raise MQClientError("give both -g consumerGroup and -d clientId to have a client consume the message")
+    for msg_id in filter(None, (m.strip() for m in a.msg_id.split(","))):
+        if a.client_id is not None:
+            result = await consume_message_directly(admin, a.consumer_group, a.client_id, msg_id, a.topic)
+            out(str(result))
+        else:
+            _print_message(await admin.query_msg_by_id(msg_id, a.topic))
 
 
 async def _send_message(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -152,6 +162,10 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     elif name == "queryMsgById":
         p.add_argument(
             "-i", "--msg-id", required=True, help="offset msgId(s) or UNIQ_KEY(s), comma-separated"
+        )
+        p.add_argument("-g", "--consumerGroup", dest="consumer_group", help="consumer group name (with -d)")
+        p.add_argument(
+            "-d", "--clientId", dest="client_id", help="the consumer's client id: it consumes the message"
         )
     elif name == "sendMessage":
         p.add_argument("-p", "--body", required=True)

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from rocketq.client.config import ConsumerConfig, MessageModel
 from rocketq.client.consumer.allocate import AllocateFn
 from rocketq.client.consumer.base import ConsumerBase
+from rocketq.client.consumer.direct import consume_directly
 from rocketq.client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -51,6 +52,7 @@ from rocketq.client.errors import MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt, PullStatus
 from rocketq.client.producer.core import trace_sender
+from rocketq.client.remoting.consume_directly import ConsumeMessageDirectlyResult
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.vocabulary import RETRY_GROUP_TOPIC_PREFIX, MessageQueue, retry_topic
 from rocketq.client.trace.dispatcher import CONSUME_TRACE
@@ -326,6 +328,17 @@ class AsyncPushConsumer(ConsumerBase):
         if real:
             return dataclasses.replace(msg, topic=real)
         return msg
+
+    async def consume_message_directly(
+        self, msg: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (mqadmin ``queryMsgById -g -d``): the listener consumes ``msg``."""
+        listener = self._orderly_listener or self._listener
+        if listener is None:
+            raise MQClientError(f"consumer {self.group} has no message listener")
+        msg = self._restore_retry_topic(msg)
+        orderly = self._orderly_listener is not None
+        return await consume_directly(self._call, listener, orderly, msg, broker_name)
 
     def _dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], dispatch: bool) -> None:
         loop = asyncio.get_running_loop()
