@@ -7,15 +7,18 @@ the printed ConsumeMessageDirectlyResult carries the listener's outcome (success
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from rocketq.client.consumer import PushConsumer
 from rocketq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
+from rocketq.client.launcher import broker_store_dir
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
 from rocketq.client.testing import (
@@ -31,18 +34,30 @@ TOPIC = "mqadmin-more-t"
 DIRECT_GROUP = "cg-direct"
 
 
+class Cluster(NamedTuple):
+    ns: ServerProcess
+    broker: ServerProcess
+    store_dir: Path
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp: Path = tmp_path_factory.mktemp("mqadmin-more")
     with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp / "b", ns.addr) as b:
         create_topic(ns.addr, TOPIC, 2)
-        yield ns, b
+        yield Cluster(ns, b, broker_store_dir(tmp / "b"))
+
+
+def mqadmin_ok(*args: str) -> str:
+    done = run_mqadmin(*args)
+    assert done.returncode == 0, f"mqadmin {' '.join(args)}: {done.stderr}"
+    return done.stdout
 
 
 def test_query_msg_by_id_has_a_push_consumer_consume_the_message(
-    cluster: tuple[ServerProcess, ServerProcess],
+    cluster: Cluster,
 ) -> None:
-    ns, _ = cluster
+    ns = cluster.ns
     with Producer(ns.addr, producer_group="pg-direct") as producer:
         sent = {b: producer.send(Message(TOPIC, b.encode(), tags="direct")) for b in ("ok", "later", "boom")}
     seen: list[str] = []
@@ -114,3 +129,81 @@ def test_query_msg_by_id_has_a_push_consumer_consume_the_message(
         offline.returncode == 1 and f"The Consumer <{DIRECT_GROUP}> <x@nobody> not online" in offline.stderr
     )
     assert half.returncode != 0 and "-d clientId" in half.stderr, half.stderr
+
+
+def test_set_consume_mode_stores_the_mode_on_the_broker(cluster: Cluster) -> None:
+    ns, broker = cluster.ns, cluster.broker
+    args = ("setConsumeMode", "-n", ns.addr, "-t", TOPIC, "-g", "cg-mode", "-m", "POP", "-q", "2")
+    by_broker = mqadmin_ok(*args, "-b", broker.addr)
+    by_cluster = mqadmin_ok(*args, "-c", "DefaultCluster")
+    expected = (
+        f"set consume mode to {broker.addr} success.\n"
+        f"topic[{TOPIC}] group[cg-mode] consume mode[POP] popShareQueueNum[2]\n"
+    )
+    assert by_broker == expected and by_cluster == expected, (by_broker, by_cluster)
+    stored = json.loads((cluster.store_dir / "config" / "messageRequestMode.json").read_text())
+    assert stored["messageRequestModeMap"][TOPIC]["cg-mode"]["mode"] == "POP"
+    assert stored["messageRequestModeMap"][TOPIC]["cg-mode"]["popShareQueueNum"] == 2
+    bad = run_mqadmin(
+        "setConsumeMode", "-n", ns.addr, "-t", TOPIC, "-g", "cg-mode", "-m", "PUSH", "-b", broker.addr
+    )
+    assert bad.returncode == 2 and "bad mode 'PUSH': PULL or POP" in bad.stderr and "usage:" in bad.stderr
+    neither = run_mqadmin("setConsumeMode", "-n", ns.addr, "-t", TOPIC, "-g", "cg-mode", "-m", "PULL")
+    assert neither.returncode == 1 and "-b brokerAddr" in neither.stderr
+
+
+def test_get_consumer_config_prints_the_group_per_broker(
+    cluster: Cluster,
+) -> None:
+    ns, broker = cluster.ns, cluster.broker
+    mqadmin_ok("updateSubGroup", "-n", ns.addr, "-b", broker.addr, "-g", "cg-config", "-r", "5", "-q", "3")
+    lines = mqadmin_ok("getConsumerConfig", "-n", ns.addr, "-g", "cg-config").splitlines()
+    assert lines[0] == "=" * 29 + "DefaultCluster:broker-a" + "=" * 29
+    assert f"{'groupName':<40}=  cg-config" in lines
+    assert f"{'retryMaxTimes':<40}=  5" in lines and f"{'retryQueueNums':<40}=  3" in lines
+    assert f"{'consumeEnable':<40}=  true" in lines
+    missing = run_mqadmin("getConsumerConfig", "-n", ns.addr, "-g", "cg-no-such-group")
+    assert (
+        missing.returncode == 1 and "no broker has the subscription group cg-no-such-group" in missing.stderr
+    )
+
+
+def test_skip_accumulated_message_moves_the_group_to_the_end(
+    cluster: Cluster,
+) -> None:
+    ns = cluster.ns
+    with Producer(ns.addr, producer_group="pg-skip") as producer:
+        for i in range(6):
+            producer.send(Message(TOPIC, f"skip-{i}".encode()))
+    before = mqadmin_ok("consumerProgress", "-n", ns.addr, "-g", "cg-skip", "-t", TOPIC)
+    lines = mqadmin_ok("skipAccumulatedMessage", "-n", ns.addr, "-g", "cg-skip", "-t", TOPIC).splitlines()
+    assert lines[0].split() == ["#brokerName", "#queueId", "#offset"]
+    skipped = {int(q): int(o) for _, q, o in (line.split() for line in lines[1:])}
+    assert sorted(skipped) == [0, 1] and sum(skipped.values()) >= 6, lines
+    progress = mqadmin_ok("consumerProgress", "-n", ns.addr, "-g", "cg-skip", "-t", TOPIC)
+    rows = [line.split() for line in progress.splitlines() if line.startswith(TOPIC)]
+    assert rows and all(r[3] == r[4] and r[5] == "0" for r in rows), (before, progress)
+
+
+def test_export_metadata_writes_topics_and_groups(cluster: Cluster, tmp_path: Path) -> None:
+    ns, broker = cluster.ns, cluster.broker
+    mqadmin_ok("updateSubGroup", "-n", ns.addr, "-b", broker.addr, "-g", "cg-export")
+    create_topic(ns.addr, "%RETRY%cg-export", 1)  # as a consumer of the group would have it
+    printed = mqadmin_ok("exportMetadata", "-n", ns.addr, "-c", "DefaultCluster", "-f", str(tmp_path))
+    assert printed == f"export {tmp_path / 'metadata.json'} success\n"
+    doc = json.loads((tmp_path / "metadata.json").read_text())
+    assert doc["topicConfigTable"][TOPIC]["writeQueueNums"] == 2
+    assert (
+        "cg-export" in doc["subscriptionGroupTable"] and "TOOLS_CONSUMER" not in doc["subscriptionGroupTable"]
+    )
+    assert not [t for t in doc["topicConfigTable"] if t.startswith(("%RETRY%", "rmq_sys_", "TBW102"))]
+    assert isinstance(doc["exportTime"], int)
+    mqadmin_ok("exportMetadata", "-n", ns.addr, "-b", broker.addr, "-f", str(tmp_path), "-t", "-s")
+    topics = json.loads((tmp_path / "topic.json").read_text())
+    assert "subscriptionGroupTable" not in topics and TOPIC in topics["topicConfigTable"]
+    assert "%RETRY%cg-export" in topics["topicConfigTable"], sorted(topics["topicConfigTable"])
+    neither = run_mqadmin("exportMetadata", "-n", ns.addr)
+    assert (
+        neither.returncode == 2
+        and "one of the arguments -c/--clusterName -b/--brokerAddr is required" in neither.stderr
+    )

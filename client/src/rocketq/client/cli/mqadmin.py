@@ -28,6 +28,8 @@ from rocketq.client.cli import (
     consumer,
     consumer_status,
     controller,
+    export,
+    group_ops,
     kvconfig,
     message,
     message_read,
@@ -63,6 +65,8 @@ GROUPS: tuple[CommandGroup, ...] = (
     acl.GROUP,
     trace.GROUP,
     kvconfig.GROUP,
+    group_ops.GROUP,
+    export.GROUP,
 )
 
 #: the subcommands in the order ``mqadmin --help`` lists them
@@ -76,6 +80,9 @@ LISTING: tuple[str, ...] = (
     "haStatus",
     "consumerProgress",
     "popStatus",
+    "skipAccumulatedMessage",
+    "setConsumeMode",
+    "getConsumerConfig",
     "updateSubGroup",
     "deleteSubGroup",
     "getBrokerConfig",
@@ -120,6 +127,7 @@ LISTING: tuple[str, ...] = (
     "queryMsgTraceById",
     "updateKvConfig",
     "deleteKvConfig",
+    "exportMetadata",
 )
 
 
