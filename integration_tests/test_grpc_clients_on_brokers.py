@@ -15,6 +15,8 @@ Node.js SDK 1.0.8, installed by the fixtures of ``test_grpc_python_sdk.py``, reu
 * CONSUME_MESSAGE_DIRECTLY, handed to a proxy run in the test's process as a broker would, reaches
   both SDKs as a VerifyMessageCommand: the Node.js SDK's echo becomes REQUEST_CODE_NOT_SUPPORTED,
   the Python SDK's silence "call remote timeout".
+* ``mqadmin queryMsgById -g G -d clientId`` goes through the real broker and proxy to the Node.js
+  SDK and comes back as REQUEST_CODE_NOT_SUPPORTED (that SDK does not verify messages).
 * A broker with ``aclEnable=true`` serves the SDK through a proxy that signs with its own account
   (``enableAclRpcHookForClusterMode``, ``innerClientAuthenticationCredentials``) and checks the SDKs'
   credentials itself (``enableACL``): right credentials produce and consume, wrong and missing ones
@@ -43,6 +45,8 @@ import pytest
 
 from rocketq.client.config import ClientConfig
 from rocketq.client.launcher import free_port, spawn_proxy
+from rocketq.client.model import Message
+from rocketq.client.producer import Producer
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.message import encode_stored_message
@@ -252,9 +256,9 @@ def test_node_sdk_answers_a_thread_stack_request_through_the_broker(
 def test_verify_message_reaches_the_real_sdks(
     stack: Stack, sdk_python: Path, node_modules: Path, tmp_path: Path
 ) -> None:
-    """CONSUME_MESSAGE_DIRECTLY as a broker hands it to the proxy (rocketq's brokers do not send it
-    yet), relayed to real SDKs by a proxy run in this process: the Node.js SDK echoes the command
-    back unserved, the Python SDK does not answer."""
+    """CONSUME_MESSAGE_DIRECTLY as a broker hands it to the proxy, relayed to real SDKs by a proxy
+    run in this process: the Node.js SDK echoes the command back unserved, the Python SDK does not
+    answer."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -308,6 +312,31 @@ def test_verify_message_reaches_the_real_sdks(
         ResponseCode.SYSTEM_BUSY,
         "call remote timeout",
     )
+
+
+def test_query_msg_by_id_reaches_the_node_sdk_through_broker_and_proxy(
+    stack: Stack, node_modules: Path, tmp_path: Path
+) -> None:
+    """mqadmin queryMsgById -g -d: the broker storing the message sends CONSUME_MESSAGE_DIRECTLY to
+    the proxy's connection of the Node.js SDK, which gets a VerifyMessageCommand; its echo comes
+    back to mqadmin as REQUEST_CODE_NOT_SUPPORTED."""
+    ns = stack.namesrv.addr
+    with Producer(ns, producer_group="gcb-direct-pg") as producer:
+        sent = producer.send(Message(TOPIC, b"verify me through the broker"))
+    env = {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(tmp_path)}
+    proc, ids = _start(
+        ["node", str(SCRIPTS / "node_sdk_clients.js"), stack.proxy.addr, TOPIC, "gcb-node-direct"], env
+    )
+    try:
+        wait_for(lambda: _listed(ns, "gcb-node-direct", ids["consumer"]), "the Node consumer", timeout_s=30)
+        done = _admin(
+            "queryMsgById", "-n", ns, "-i", sent.offset_msg_id, "-g", "gcb-node-direct", "-d", ids["consumer"]
+        )
+    finally:
+        _stop(proc)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"CODE: {ResponseCode.REQUEST_CODE_NOT_SUPPORTED} " in done.stderr, done.stderr
+    assert "does not verify messages (NOT_IMPLEMENTED" in done.stderr, done.stderr
 
 
 # ---------------------------------------------------------------------------------- ACL
