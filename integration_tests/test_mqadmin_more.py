@@ -32,6 +32,7 @@ from rocketq.client.testing import (
 
 TOPIC = "mqadmin-more-t"
 DIRECT_GROUP = "cg-direct"
+CHECK_LATER = "please check the result later."
 
 
 class Cluster(NamedTuple):
@@ -207,3 +208,37 @@ def test_export_metadata_writes_topics_and_groups(cluster: Cluster, tmp_path: Pa
         neither.returncode == 2
         and "one of the arguments -c/--clusterName -b/--brokerAddr is required" in neither.stderr
     )
+
+
+def test_update_topic_list_and_sub_group_list_from_files(cluster: Cluster, tmp_path: Path) -> None:
+    ns, broker = cluster.ns, cluster.broker
+    topics = tmp_path / "topics.json"
+    topics.write_text(
+        json.dumps(
+            [
+                {"topicName": "batch-t1", "readQueueNums": 3, "writeQueueNums": 3, "perm": 6},
+                {"topicName": "batch-t2", "readQueueNums": 1, "writeQueueNums": 1, "perm": 4,
+                 "attributes": {"message.type": "FIFO"}},
+            ]
+        )
+    )  # fmt: skip
+    printed = mqadmin_ok("updateTopicList", "-n", ns.addr, "-c", "DefaultCluster", "-f", str(topics))
+    assert printed == f"submit batch of topic config to {broker.addr} success, {CHECK_LATER}\n"
+    route = json.loads(mqadmin_ok("topicRoute", "-n", ns.addr, "-t", "batch-t2"))
+    assert [(q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]] == [(1, 4)], route
+    route = json.loads(mqadmin_ok("topicRoute", "-n", ns.addr, "-t", "batch-t1"))
+    assert [(q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]] == [(3, 6)], route
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([{"groupName": "batch-g1", "retryMaxTimes": 7}, {"groupName": "batch-g2"}]))
+    printed = mqadmin_ok("updateSubGroupList", "-n", ns.addr, "-b", broker.addr, "-f", str(groups))
+    assert printed == f"submit batch of group config to {broker.addr} success, {CHECK_LATER}\n"
+    config = mqadmin_ok("getConsumerConfig", "-n", ns.addr, "-g", "batch-g1").splitlines()
+    assert f"{'retryMaxTimes':<40}=  7" in config
+    assert mqadmin_ok("getConsumerConfig", "-n", ns.addr, "-g", "batch-g2")
+    missing = run_mqadmin(
+        "updateTopicList", "-n", ns.addr, "-b", broker.addr, "-f", str(tmp_path / "nope.json")
+    )
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    groups.write_text('[{"retryMaxTimes": 1}]')
+    unnamed = run_mqadmin("updateSubGroupList", "-n", ns.addr, "-b", broker.addr, "-f", str(groups))
+    assert unnamed.returncode == 1 and "each with 'groupName'" in unnamed.stderr

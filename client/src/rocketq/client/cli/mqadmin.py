@@ -25,6 +25,7 @@ from rocketq.client.cli import (
     acl,
     broker_admin,
     cluster,
+    config_lists,
     consumer,
     consumer_status,
     controller,
@@ -67,11 +68,13 @@ GROUPS: tuple[CommandGroup, ...] = (
     kvconfig.GROUP,
     group_ops.GROUP,
     export.GROUP,
+    config_lists.GROUP,
 )
 
 #: the subcommands in the order ``mqadmin --help`` lists them
 LISTING: tuple[str, ...] = (
     "updateTopic",
+    "updateTopicList",
     "deleteTopic",
     "topicList",
     "topicRoute",
@@ -84,6 +87,7 @@ LISTING: tuple[str, ...] = (
     "setConsumeMode",
     "getConsumerConfig",
     "updateSubGroup",
+    "updateSubGroupList",
     "deleteSubGroup",
     "getBrokerConfig",
     "updateBrokerConfig",
