@@ -18,7 +18,7 @@ import pytest
 
 from rocketq.client.consumer import PushConsumer
 from rocketq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
-from rocketq.client.launcher import broker_store_dir
+from rocketq.client.launcher import broker_store_dir, spawn_controllers
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
 from rocketq.client.testing import (
@@ -242,3 +242,17 @@ def test_update_topic_list_and_sub_group_list_from_files(cluster: Cluster, tmp_p
     groups.write_text('[{"retryMaxTimes": 1}]')
     unnamed = run_mqadmin("updateSubGroupList", "-n", ns.addr, "-b", broker.addr, "-f", str(groups))
     assert unnamed.returncode == 1 and "each with 'groupName'" in unnamed.stderr
+
+
+def test_get_controller_config_prints_each_controller(tmp_path: Path) -> None:
+    (controller,) = spawn_controllers(tmp_path, 1)
+    try:
+        lines = mqadmin_ok("getControllerConfig", "-a", controller.addr).splitlines()
+    finally:
+        controller.kill9()
+    assert lines[0] == f"============{controller.addr}============"
+    assert f"{'controllerDLegerSelfId':<50}=  n0" in lines, lines
+    config = {key.strip(): value for key, _, value in (line.partition("=  ") for line in lines[1:])}
+    assert config["controllerStorePath"].startswith(str(tmp_path)), config
+    unknown = run_mqadmin("getControllerConfig", "-a", "127.0.0.1:1")
+    assert unknown.returncode == 1 and "127.0.0.1:1" in unknown.stderr

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from rocketq.client.admin_config import parse_properties_body
 from rocketq.client.api import MQClientAPI
 from rocketq.client.errors import MQBrokerError, MQClientError, ProtocolError, RemotingError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
@@ -102,6 +103,15 @@ class AsyncControllerAdmin:
             raise refusal
         assert last is not None
         raise last
+
+    async def get_controller_config(self, controller_addrs: str | Sequence[str]) -> dict[str, dict[str, str]]:
+        """GET_CONTROLLER_CONFIG (1010) of each controller of the list: address -> its config."""
+        result: dict[str, dict[str, str]] = {}
+        for addr in parse_controller_addrs(controller_addrs):
+            cmd = RemotingCommand.request(RequestCode.GET_CONTROLLER_CONFIG)
+            response = self.api.check(await self.api.invoke(addr, cmd), addr)
+            result[addr] = parse_properties_body(response.body)
+        return result
 
     async def get_controller_metadata(
         self, controller_addr: str, timeout_ms: int | None = None

@@ -108,6 +108,14 @@ async def _get_controller_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> 
         out(line)
 
 
+async def _get_controller_config(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    configs = await AsyncControllerAdmin(admin.api).get_controller_config(a.controller)
+    for addr, config in configs.items():
+        out(f"============{addr}============")
+        for key, value in sorted(config.items()):
+            out(f"{key:<50}=  {value}")
+
+
 async def _broker_names(admin: AsyncAdmin, cluster: str) -> list[str]:
     info = await admin.cluster_list()
     if cluster not in info.cluster_addr_table:
@@ -164,6 +172,7 @@ async def _get_broker_epoch(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 
 _COMMANDS: dict[str, tuple[Handler, str]] = {
     "getControllerMetaData": (_get_controller_metadata, "Get controller cluster's metadata"),
+    "getControllerConfig": (_get_controller_config, "Get controller config."),
     "getSyncStateSet": (_get_sync_state_set, "Fetch syncStateSet for target brokers"),
     "electMaster": (_elect_master, "Re-elect the specified broker as master"),
     "cleanBrokerMetadata": (_clean_broker_metadata, "Clean metadata of broker on controller"),

@@ -120,6 +120,7 @@ LISTING: tuple[str, ...] = (
     "sendMessage",
     "consumeMessage",
     "getControllerMetaData",
+    "getControllerConfig",
     "getSyncStateSet",
     "electMaster",
     "cleanBrokerMetadata",
