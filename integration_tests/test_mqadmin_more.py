@@ -21,6 +21,7 @@ from rocketq.client.consumer.listener import ConsumeConcurrentlyContext, Consume
 from rocketq.client.launcher import broker_store_dir, spawn_controllers
 from rocketq.client.model import Message, MessageExt
 from rocketq.client.producer import Producer
+from rocketq.client.remoting.vocabulary import MessageQueue
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
@@ -256,3 +257,24 @@ def test_get_controller_config_prints_each_controller(tmp_path: Path) -> None:
     assert config["controllerStorePath"].startswith(str(tmp_path)), config
     unknown = run_mqadmin("getControllerConfig", "-a", "127.0.0.1:1")
     assert unknown.returncode == 1 and "127.0.0.1:1" in unknown.stderr
+
+
+def test_print_msg_by_queue_prints_one_queue_and_counts_tags(cluster: Cluster) -> None:
+    ns = cluster.ns
+    create_topic(ns.addr, "print-by-queue-t", 2)
+    queue = MessageQueue("print-by-queue-t", "broker-a", 1)
+    with Producer(ns.addr, producer_group="pg-print-queue") as producer:
+        for body, tag in (("a1", "TagA"), ("b1", "TagB"), ("a2", "TagA")):
+            producer.send(Message("print-by-queue-t", body.encode(), tags=tag), queue=queue)
+        producer.send(
+            Message("print-by-queue-t", b"other queue", tags="TagC"),
+            queue=MessageQueue("print-by-queue-t", "broker-a", 0),
+        )
+    args = ("printMsgByQueue", "-n", ns.addr, "-t", "print-by-queue-t", "-a", "broker-a", "-i", "1")
+    assert mqadmin_ok(*args) == ""  # Java prints only what -p / -f ask for
+    lines = mqadmin_ok(*args, "-p", "true", "-d", "true", "-f", "true").splitlines()
+    bodies = [line.rsplit(" BODY: ", 1)[1] for line in lines if line.startswith("MSGID: ")]
+    assert bodies == ["a1", "b1", "a2"], lines
+    assert lines[-2:] == [f"Tag: {'TagA':<30} Count: 2", f"Tag: {'TagB':<30} Count: 1"]
+    no_body = mqadmin_ok(*args, "-p", "true", "-s", "TagB")
+    assert no_body.count("MSGID: ") == 1 and no_body.endswith(" BODY: NOT PRINT BODY\n"), no_body

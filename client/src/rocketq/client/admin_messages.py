@@ -14,6 +14,7 @@ a whole topic queue by queue between two times (Java's ``queryMsgByUniqueKey``,
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from rocketq.client.admin import AsyncAdmin
@@ -122,13 +123,17 @@ async def browse_topic(
     begin_ms: int | None = None,
     end_ms: int | None = None,
     max_per_queue: int = 10_000,
+    queues: Collection[MessageQueue] | None = None,
 ) -> list[QueueBrowse]:
     """Every readable queue of ``topic``: its window (``begin_ms``/``end_ms`` searched by store
-    time, else the queue's min/max offsets) and the messages there matching ``sub_expression``."""
+    time, else the queue's min/max offsets) and the messages there matching ``sub_expression``;
+    only those of ``queues`` when given."""
     route = await admin.topic_route(topic)
     tags = tags_of_expression(sub_expression)
     result = []
     for mq in sorted(route.readable_queues(topic)):
+        if queues is not None and mq not in queues:
+            continue
         addr = _read_addr(route, mq.broker_name)
         api = admin.api
         lo = await (api.search_offset(addr, topic, mq.queue_id, begin_ms) if begin_ms is not None

@@ -1,5 +1,5 @@
-"""mqadmin's message reading commands: queryMsgByUniqueKey, queryMsgByOffset and printMsg
-(RocketMQ's names, option letters and output layout).
+"""mqadmin's message reading commands: queryMsgByUniqueKey, queryMsgByOffset, printMsg and
+printMsgByQueue (RocketMQ's names, option letters and output layout).
 
 ``queryMsgByUniqueKey -i msgId -t topic`` prints the oldest message with that client msgId
 (``-a``: every one, at most 32) as ``%-20s %s`` lines and writes its body to
@@ -9,13 +9,17 @@ rocketq prints none.  ``queryMsgByOffset -t -b brokerName -i queueId -o offset``
 message there with its body (``-f charset``).  ``printMsg -t topic`` prints every readable queue
 as ``minOffset=.., maxOffset=.., MessageQueue [...]``, then one ``MSGID: ... BODY: ...`` line per
 message (``-s`` a tag expression, ``-b``/``-e`` store-time window, ``-c`` body charset, ``-d
-false`` no body), then how the queue ended and a dashed line.
+false`` no body), then how the queue ended and a dashed line.  ``printMsgByQueue -t -a brokerName
+-i queueId`` reads one queue in the same window and, as Java, prints only what is asked: ``-p
+true`` the ``MSGID:`` lines (``-d true`` with bodies), ``-f true`` ``Tag: %-30s Count: %s`` per
+tag, most frequent first.
 """
 
 from __future__ import annotations
 
 import argparse
 import codecs
+from collections import Counter
 from pathlib import Path
 
 from rocketq.client.admin import AsyncAdmin
@@ -109,6 +113,24 @@ async def _print_msg(admin: AsyncAdmin, a: argparse.Namespace) -> None:
         out("--------------------------------------------------------")
 
 
+async def _print_msg_by_queue(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    mq = MessageQueue(a.topic, a.broker_name, a.queue_id)
+    browsed = await browse_topic(
+        admin, a.topic, sub_expression=a.sub_expression, begin_ms=a.begin, end_ms=a.end, queues=[mq]
+    )
+    if not browsed:
+        raise MQClientError(f"the topic {a.topic} has no readable queue {a.queue_id} on {a.broker_name}")
+    tags: Counter[str] = Counter()
+    for msg in browsed[0].messages:
+        tags[msg.tags or ""] += 1
+        if a.print_msg:
+            body = msg.body.decode(a.charset, "replace") if a.print_body else "NOT PRINT BODY"
+            out(f"MSGID: {msg.msg_id} {_msg_str(msg)} BODY: {body}")
+    if a.calculate:
+        for tag, count in sorted(tags.items(), key=lambda tc: (-tc[1], tc[0])):
+            out(f"Tag: {tag:<30} Count: {count}")
+
+
 def _charset(text: str) -> str:
     try:
         return codecs.lookup(text).name
@@ -124,7 +146,17 @@ def _bool(text: str) -> bool:
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, help="topic name")
-    if name == "queryMsgByUniqueKey":
+    if name == "printMsgByQueue":
+        p.add_argument("-a", "--brokerName", dest="broker_name", required=True, help="broker name")
+        p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True, help="queue id")
+        p.add_argument("-p", "--printMsg", dest="print_msg", type=_bool, default=False,
+                       help="print msg. eg: true | false(default)")  # fmt: skip
+        p.add_argument("-d", "--printBody", dest="print_body", type=_bool, default=False,
+                       help="print body. eg: true | false(default)")  # fmt: skip
+        p.add_argument("-f", "--calculate", type=_bool, default=False,
+                       help="calculate by tag. eg: true | false(default)")  # fmt: skip
+        _add_window_options(p)
+    elif name == "queryMsgByUniqueKey":
         p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="Message Id (UNIQ_KEY)")
         p.add_argument("-a", "--showAll", dest="show_all", action="store_true",
                        help="Print all message, the limit is 32")  # fmt: skip
@@ -135,22 +167,27 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-f", "--bodyFormat", dest="body_format", type=_charset, default="utf-8",
                        help="print message body by the specified format")  # fmt: skip
     else:
-        p.add_argument("-c", "--charsetName", dest="charset", type=_charset, default="utf-8",
-                       help="CharsetName(eg: UTF-8,GBK)")  # fmt: skip
-        p.add_argument("-s", "--subExpression", dest="sub_expression", default=SUB_ALL,
-                       help="Subscribe Expression(eg: TagA || TagB)")  # fmt: skip
-        p.add_argument("-b", "--beginTimestamp", dest="begin", type=parse_timestamp,
-                       help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")  # fmt: skip
-        p.add_argument("-e", "--endTimestamp", dest="end", type=parse_timestamp,
-                       help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")  # fmt: skip
+        _add_window_options(p)
         p.add_argument("-d", "--printBody", dest="print_body", type=_bool, default=True,
                        help="print body (true|false)")  # fmt: skip
+
+
+def _add_window_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--charsetName", dest="charset", type=_charset, default="utf-8",
+                   help="CharsetName(eg: UTF-8,GBK)")  # fmt: skip
+    p.add_argument("-s", "--subExpression", dest="sub_expression", default=SUB_ALL,
+                   help="Subscribe Expression(eg: TagA || TagB)")  # fmt: skip
+    p.add_argument("-b", "--beginTimestamp", dest="begin", type=parse_timestamp,
+                   help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")  # fmt: skip
+    p.add_argument("-e", "--endTimestamp", dest="end", type=parse_timestamp,
+                   help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")  # fmt: skip
 
 
 _COMMANDS: dict[str, tuple[Handler, str]] = {
     "queryMsgByUniqueKey": (_query_by_unique_key, "Query Message by Unique key"),
     "queryMsgByOffset": (_query_by_offset, "Query Message by offset"),
     "printMsg": (_print_msg, "Print Message Detail"),
+    "printMsgByQueue": (_print_msg_by_queue, "Print Message Detail by queueId."),
 }
 
 GROUP = CommandGroup(commands=_COMMANDS, add_options=_add_options)

@@ -116,6 +116,7 @@ LISTING: tuple[str, ...] = (
     "queryMsgByUniqueKey",
     "queryMsgByOffset",
     "printMsg",
+    "printMsgByQueue",
     "resetOffsetByTime",
     "sendMessage",
     "consumeMessage",
