@@ -278,3 +278,18 @@ def test_print_msg_by_queue_prints_one_queue_and_counts_tags(cluster: Cluster) -
     assert lines[-2:] == [f"Tag: {'TagA':<30} Count: 2", f"Tag: {'TagB':<30} Count: 1"]
     no_body = mqadmin_ok(*args, "-p", "true", "-s", "TagB")
     assert no_body.count("MSGID: ") == 1 and no_body.endswith(" BODY: NOT PRINT BODY\n"), no_body
+
+
+def test_send_msg_status_times_sends_to_the_brokers_own_topic(cluster: Cluster) -> None:
+    ns = cluster.ns
+    lines = mqadmin_ok("sendMsgStatus", "-n", ns.addr, "-b", "broker-a", "-s", "64", "-c", "3").splitlines()
+    assert len(lines) == 3, lines
+    pattern = (
+        r"rt=\d+ms, SendResult=SendResult \[sendStatus=SEND_OK, msgId=[0-9A-F]{32}, "
+        r"offsetMsgId=[0-9A-F]{32}, "
+        r"messageQueue=MessageQueue \[topic=broker-a, brokerName=broker-a, queueId=0\], queueOffset=(\d+)\]"
+    )
+    offsets = [int(m.group(1)) for m in (re.fullmatch(pattern, line) for line in lines) if m]
+    assert len(offsets) == 3 and offsets == list(range(offsets[0], offsets[0] + 3)), lines
+    bad = run_mqadmin("sendMsgStatus", "-n", ns.addr, "-b", "broker-a", "-s", "0")
+    assert bad.returncode == 1 and "messageSize must be >= 1" in bad.stderr

@@ -36,6 +36,7 @@ from rocketq.client.cli import (
     message_read,
     rt_stats,
     runtime_config,
+    send_status,
     store_admin,
     subgroup,
     tools_conf,
@@ -69,6 +70,7 @@ GROUPS: tuple[CommandGroup, ...] = (
     group_ops.GROUP,
     export.GROUP,
     config_lists.GROUP,
+    send_status.GROUP,
 )
 
 #: the subcommands in the order ``mqadmin --help`` lists them
@@ -107,6 +109,7 @@ LISTING: tuple[str, ...] = (
     "resetMasterFlushOffset",
     "brokerConsumeStats",
     "checkMsgSendRT",
+    "sendMsgStatus",
     "clusterRT",
     "consumerStatus",
     "consumerConnection",
