@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import pytest
 
+from rocketq.client.admin_export import EXPORTED_BROKER_KEYS
 from rocketq.client.consumer import PushConsumer
 from rocketq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from rocketq.client.launcher import broker_store_dir, spawn_controllers
@@ -293,3 +294,16 @@ def test_send_msg_status_times_sends_to_the_brokers_own_topic(cluster: Cluster) 
     assert len(offsets) == 3 and offsets == list(range(offsets[0], offsets[0] + 3)), lines
     bad = run_mqadmin("sendMsgStatus", "-n", ns.addr, "-b", "broker-a", "-s", "0")
     assert bad.returncode == 1 and "messageSize must be >= 1" in bad.stderr
+
+
+def test_export_configs_writes_the_masters_settings(cluster: Cluster, tmp_path: Path) -> None:
+    ns = cluster.ns
+    printed = mqadmin_ok("exportConfigs", "-n", ns.addr, "-c", "DefaultCluster", "-f", str(tmp_path))
+    assert printed == f"export {tmp_path / 'configs.json'} success\n"
+    doc = json.loads((tmp_path / "configs.json").read_text())
+    assert doc["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 1, "slaveBrokerSize": 0}
+    broker = doc["brokerConfigs"]["broker-a"]
+    assert broker["brokerClusterName"] == "DefaultCluster" and broker["brokerId"] == "0", broker
+    assert set(broker) <= set(EXPORTED_BROKER_KEYS) and "flushDiskType" in broker, broker
+    unknown = run_mqadmin("exportConfigs", "-n", ns.addr, "-c", "NoSuchCluster", "-f", str(tmp_path))
+    assert unknown.returncode == 1 and "the cluster NoSuchCluster does not exist" in unknown.stderr

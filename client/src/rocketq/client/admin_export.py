@@ -5,7 +5,8 @@ From one broker the tables are that broker's; from a cluster they are merged ove
 Java merges them: a topic on several broker groups gets the sum of their read and write queue
 numbers.  System topics, system groups and (unless ``special_topics``) the groups' retry and
 dead-letter topics are left out.  The document is what Java writes: ``topicConfigTable``,
-``subscriptionGroupTable`` and ``exportTime`` (epoch ms).
+``subscriptionGroupTable`` and ``exportTime`` (epoch ms).  :func:`export_configs` is Java's
+``exportConfigs``: the masters' main settings and the cluster's size.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocketq.client.admin import AsyncAdmin
+from rocketq.client.admin_config import get_broker_config
 from rocketq.client.errors import MQClientError, ProtocolError
 from rocketq.client.remoting.codes import RequestCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.vocabulary import SYSTEM_GROUPS, is_group_topic, is_internal_topic
 
-__all__ = ["export_metadata"]
+__all__ = ["EXPORTED_BROKER_KEYS", "export_configs", "export_metadata"]
 
 
 async def _table(admin: AsyncAdmin, addr: str, code: int, key: str) -> Mapping[str, Any]:
@@ -79,4 +81,39 @@ async def export_metadata(
         "topicConfigTable": topics,
         "subscriptionGroupTable": groups,
         "exportTime": int(time.time() * 1000),
+    }
+
+
+#: the broker config keys Java's exportConfigs keeps
+EXPORTED_BROKER_KEYS = (
+    "brokerClusterName", "brokerId", "brokerName", "brokerRole", "fileReservedTime",
+    "filterServerNums", "flushDiskType", "maxMessageSize", "messageDelayLevel",
+    "msgTraceTopicName", "slaveReadEnable", "traceOn", "traceTopicEnable", "useTLS",
+    "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
+)  # fmt: skip
+
+
+async def export_configs(admin: AsyncAdmin, cluster: str) -> dict[str, Any]:
+    """Java's ``configs.json`` of ``cluster``: each master's main broker settings by broker name
+    (``brokerConfigs``) and the cluster's size (``clusterScale``: NameServers, masters, slaves)."""
+    info = await admin.cluster_list()
+    if cluster not in info.cluster_addr_table:
+        raise MQClientError(f"the cluster {cluster} does not exist; known: {sorted(info.cluster_addr_table)}")
+    configs: dict[str, dict[str, str]] = {}
+    masters = slaves = 0
+    for name in sorted(info.cluster_addr_table[cluster]):
+        bd = info.broker_addr_table.get(name)
+        if bd is None or bd.master_addr is None:
+            continue
+        masters += 1
+        slaves += len(bd.broker_addrs) - 1
+        config = await get_broker_config(admin, bd.master_addr)
+        configs[config.get("brokerName", name)] = {k: config[k] for k in EXPORTED_BROKER_KEYS if k in config}
+    return {
+        "brokerConfigs": configs,
+        "clusterScale": {
+            "namesrvSize": len(admin.api.namesrv_addrs),
+            "masterBrokerSize": masters,
+            "slaveBrokerSize": slaves,
+        },
     }

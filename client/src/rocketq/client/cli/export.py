@@ -1,10 +1,13 @@
-"""mqadmin exportMetadata (RocketMQ's name and options): a cluster's topics and groups to a file.
+"""mqadmin exportMetadata and exportConfigs (RocketMQ's names and options): a cluster's topics and
+groups, or its brokers' main settings, to a file.
 
 ``exportMetadata (-c cluster | -b brokerAddr) [-f dir] [-t | -g] [-s]`` writes
 ``<dir>/metadata.json`` (``topicConfigTable``, ``subscriptionGroupTable``, ``exportTime``), or with
 ``-t`` only the topics to ``<dir>/topic.json``, with ``-g`` only the groups to
 ``<dir>/subscriptionGroup.json``; ``-s`` keeps the groups' retry and dead-letter topics.  The
-directory defaults to Java's ``/tmp/rocketmq/export``.  Prints ``export <path> success``.
+directory defaults to Java's ``/tmp/rocketmq/export``.  ``exportConfigs -c cluster [-f dir]``
+writes ``<dir>/configs.json``: the masters' main settings (``brokerConfigs``) and the cluster's
+size (``clusterScale``).  Both print ``export <path> success``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 from pathlib import Path
 
 from rocketq.client.admin import AsyncAdmin
-from rocketq.client.admin_export import export_metadata
+from rocketq.client.admin_export import export_configs, export_metadata
 from rocketq.client.cli.common import CommandGroup, Handler, out
 
 __all__ = ["GROUP"]
@@ -39,7 +42,24 @@ async def _export_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     out(f"export {path} success")
 
 
+async def _export_configs(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    path = Path(a.file_path) / "configs.json"
+    doc = await export_configs(admin, a.cluster)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    out(f"export {path} success")
+
+
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "exportConfigs":
+        p.add_argument(
+            "-c", "--clusterName", dest="cluster", required=True, help="choose a cluster to export"
+        )
+        p.add_argument(
+            "-f", "--filePath", dest="file_path", default=DEFAULT_EXPORT_DIR,
+            help=f"the directory of configs.json (default {DEFAULT_EXPORT_DIR})",
+        )  # fmt: skip
+        return
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("-c", "--clusterName", dest="cluster", help="choose a cluster to export")
     target.add_argument("-b", "--brokerAddr", dest="broker_addr", help="choose a broker to export")
@@ -62,6 +82,7 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
 
 _COMMANDS: dict[str, tuple[Handler, str]] = {
     "exportMetadata": (_export_metadata, "Export metadata."),
+    "exportConfigs": (_export_configs, "Export configs."),
 }
 
 GROUP = CommandGroup(commands=_COMMANDS, add_options=_add_options)

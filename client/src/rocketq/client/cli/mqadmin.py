@@ -137,6 +137,7 @@ LISTING: tuple[str, ...] = (
     "updateKvConfig",
     "deleteKvConfig",
     "exportMetadata",
+    "exportConfigs",
 )
 
 
