@@ -307,3 +307,30 @@ def test_export_configs_writes_the_masters_settings(cluster: Cluster, tmp_path: 
     assert set(broker) <= set(EXPORTED_BROKER_KEYS) and "flushDiskType" in broker, broker
     unknown = run_mqadmin("exportConfigs", "-n", ns.addr, "-c", "NoSuchCluster", "-f", str(tmp_path))
     assert unknown.returncode == 1 and "the cluster NoSuchCluster does not exist" in unknown.stderr
+
+
+def test_reset_offset_by_time_of_one_queue(cluster: Cluster) -> None:
+    ns, broker = cluster.ns, cluster.broker
+    create_topic(ns.addr, "reset-queue-t", 2)
+    with Producer(ns.addr, producer_group="pg-reset-queue") as producer:
+        for i in range(4):
+            producer.send(
+                Message("reset-queue-t", f"r{i}".encode()), queue=MessageQueue("reset-queue-t", "broker-a", 1)
+            )
+    base = ("resetOffsetByTime", "-n", ns.addr, "-g", "cg-reset-queue", "-t", "reset-queue-t", "-s", "now")
+    lines = mqadmin_ok(*base, "-b", broker.addr, "-q", "1", "-o", "3").splitlines()
+    assert lines[0].startswith(
+        "start reset consumer offset by specified, group[cg-reset-queue], topic[reset-queue-t], queueId[1]"
+    )
+    assert lines[1] == "reset consumer offset to 3"
+    progress = mqadmin_ok("consumerProgress", "-n", ns.addr, "-g", "cg-reset-queue", "-t", "reset-queue-t")
+    row = next(
+        line.split()
+        for line in progress.splitlines()
+        if line.startswith("reset-queue-t") and line.split()[2] == "1"
+    )
+    assert row[3:6] == ["4", "3", "1"], progress
+    by_time = mqadmin_ok(*base[:-1], "0", "-b", broker.addr, "-q", "1").splitlines()
+    assert by_time[1] == "reset consumer offset to 0", by_time
+    half = run_mqadmin(*base, "-q", "1")
+    assert half.returncode == 1 and "give both -b brokerAddr and -q queueId" in half.stderr

@@ -2,7 +2,9 @@
 
 ``consumerProgress`` prints, per queue of the topic, the broker's and the group's offsets and the
 difference, then the total; ``resetOffsetByTime`` moves the group to the first message stored at
-or after a timestamp (live consumers are told by the broker) and prints the new offsets.
+or after a timestamp (live consumers are told by the broker) and prints the new offsets; with ``-b
+brokerAddr -q queueId`` it moves one queue, to ``-o offset`` or the timestamp's offset, by
+committing that offset for the group (live consumers are not told: stop them first).
 ``popStatus`` (rocketq's, RocketMQ's mqadmin has no POP view) prints, per broker and topic, a POP
 group's in-flight messages (popped, not acked or revived) and its POP retry topics' backlog.
 """
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.cli.common import CommandGroup, Handler, out, parse_timestamp, table
+from rocketq.client.errors import MQClientError
 
 __all__ = ["GROUP"]
 
@@ -57,7 +60,25 @@ async def _pop_status(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     out(f"Retry Backlog Total: {backlog}")
 
 
+async def _reset_queue_offset(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    if a.broker_addr is None or a.queue_id is None:
+        raise MQClientError("to reset one queue give both -b brokerAddr and -q queueId (and -o offset)")
+    out(
+        f"start reset consumer offset by specified, group[{a.group}], topic[{a.topic}], "
+        f"queueId[{a.queue_id}], broker[{a.broker_addr}], timestamp(long)[{a.timestamp}]"
+    )
+    api = admin.api
+    offset = a.offset
+    if offset is None:
+        offset = await api.search_offset(a.broker_addr, a.topic, a.queue_id, a.timestamp)
+    out(f"reset consumer offset to {offset}")
+    await api.update_consumer_offset(a.broker_addr, a.group, a.topic, a.queue_id, offset)
+
+
 async def _reset_offset_by_time(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    if a.broker_addr is not None or a.queue_id is not None or a.offset is not None:
+        await _reset_queue_offset(admin, a)
+        return
     offsets = await admin.reset_offset_by_time(a.group, a.topic, a.timestamp, force=a.force)
     rows: list[Sequence[object]] = [("#Broker Name", "#QID", "#Offset")]
     rows += [(mq.broker_name, mq.queue_id, off) for mq, off in sorted(offsets.items())]
@@ -83,6 +104,9 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
             help="ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS",
         )
         p.add_argument("-f", "--force", type=lambda s: s.lower() == "true", default=True)
+        p.add_argument("-b", "--broker", dest="broker_addr", help="broker addr (with -q: reset one queue)")
+        p.add_argument("-q", "--queue", dest="queue_id", type=int, help="queue id (with -b)")
+        p.add_argument("-o", "--offset", type=int, help="the queue's new offset (default: by the timestamp)")
 
 
 _COMMANDS: dict[str, tuple[Handler, str]] = {
