@@ -104,7 +104,12 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
             help="ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS",
         )
         p.add_argument("-f", "--force", type=lambda s: s.lower() == "true", default=True)
-        p.add_argument("-b", "--broker", dest="broker_addr", help="broker addr (with -q: reset one queue)")
+        p.add_argument(
+            "-b",
+            "--broker",
+            dest="broker_addr",
+            help="broker addr; with -q: commit one queue's offset (live consumers are not told)",
+        )
         p.add_argument("-q", "--queue", dest="queue_id", type=int, help="queue id (with -b)")
         p.add_argument("-o", "--offset", type=int, help="the queue's new offset (default: by the timestamp)")
 
