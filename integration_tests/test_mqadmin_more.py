@@ -2,7 +2,12 @@
 
 ``queryMsgById -i id -g G -d clientId``: CONSUME_MESSAGE_DIRECTLY goes to the broker storing the
 message, which hands it to the named rocketq push consumer; its listener runs on the message and
-the printed ConsumeMessageDirectlyResult carries the listener's outcome (success, later, raised).
+the printed ConsumeMessageDirectlyResult carries the listener's outcome (success, later, raised);
+a consumer without a listener (LitePullConsumer) answers "not exist in this consumer".
+
+The other subcommands: setConsumeMode, getConsumerConfig, skipAccumulatedMessage, exportMetadata,
+exportConfigs, updateTopicList, updateSubGroupList, getControllerConfig (its own controller),
+printMsgByQueue, sendMsgStatus and resetOffsetByTime of one queue, each output checked for content.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import NamedTuple
 import pytest
 
 from rocketq.client.admin_export import EXPORTED_BROKER_KEYS
-from rocketq.client.consumer import PushConsumer
+from rocketq.client.consumer import LitePullConsumer, PushConsumer
 from rocketq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from rocketq.client.launcher import broker_store_dir, spawn_controllers
 from rocketq.client.model import Message, MessageExt
@@ -334,3 +339,22 @@ def test_reset_offset_by_time_of_one_queue(cluster: Cluster) -> None:
     assert by_time[1] == "reset consumer offset to 0", by_time
     half = run_mqadmin(*base, "-q", "1")
     assert half.returncode == 1 and "give both -b brokerAddr and -q queueId" in half.stderr
+
+
+def test_query_msg_by_id_to_a_consumer_without_a_listener(cluster: Cluster) -> None:
+    ns = cluster.ns
+    with Producer(ns.addr, producer_group="pg-direct-lite") as producer:
+        sent = producer.send(Message(TOPIC, b"for a lite pull consumer"))
+    consumer = LitePullConsumer(ns.addr, consumer_group="cg-direct-lite")
+    consumer.subscribe(TOPIC, "*")
+    consumer.start()
+    try:
+        probe = ("consumerConnection", "-n", ns.addr, "-g", "cg-direct-lite")
+        wait_for(lambda: run_mqadmin(*probe).returncode == 0, "the consumer online", 30)
+        client_id = consumer.async_consumer.instance.client_id
+        args = ("-i", sent.offset_msg_id, "-g", "cg-direct-lite", "-d", client_id)
+        done = run_mqadmin("queryMsgById", "-n", ns.addr, *args)
+    finally:
+        consumer.shutdown()
+    assert done.returncode == 1, done.stdout
+    assert "The Consumer Group <cg-direct-lite> not exist in this consumer" in done.stderr, done.stderr
