@@ -29,10 +29,9 @@ import grpc
 
 from rocketq.proxy.config import ProxyConfig, ProxyConfigError
 from rocketq.proxy.v2 import definition_pb2 as pb
+from rocketq.server.metrics import PromExporter, metrics_line
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metricsExporterType=PROM
-    from wsgiref.simple_server import WSGIServer
-
     from prometheus_client.core import Metric
 
 __all__ = ["RPC_LATENCY_BOUNDS_MS", "MetricsInterceptor", "ProxyMetrics"]
@@ -65,7 +64,7 @@ class ProxyMetrics:
         #: ReceiveMessage calls being served (long polling included)
         self.receives_in_flight = 0
         self._names: dict[int, str] = {}
-        self._server: WSGIServer | None = None
+        self._exporter = PromExporter()
         self.address: tuple[str, int] | None = None
 
     def code_name(self, code: int) -> str:
@@ -126,32 +125,16 @@ class ProxyMetrics:
 
     async def start(self) -> tuple[str, int]:
         """Listen on ``metricsPromExporterHost:metricsPromExporterPort``; returns ``(host, port)``."""
-        from prometheus_client import CollectorRegistry, start_wsgi_server
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)  # a collector by its collect()
         host = self.config.metrics_prom_exporter_host or self.config.grpc_server_bind_address
-        port = self.config.metrics_prom_exporter_port
         try:
-            self._server, _ = start_wsgi_server(port, addr=host, registry=registry)
+            self.address = self._exporter.start(self, host, self.config.metrics_prom_exporter_port)
         except OSError as exc:
-            raise ProxyConfigError(
-                f"cannot serve metrics on {host}:{port} ({exc.strerror}): set metricsPromExporterPort to a "
-                "free port (0 = any) or metricsExporterType=DISABLE"
-            ) from exc
-        self.address = (host, int(self._server.server_address[1]))
-        log.info("Prometheus metrics exporter listening on http://%s:%d/metrics", *self.address)
+            raise ProxyConfigError(exc.strerror) from exc
+        log.info(metrics_line(*self.address))
         return self.address
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            await asyncio.to_thread(_shutdown, server)
-
-
-def _shutdown(server: WSGIServer) -> None:
-    server.shutdown()
-    server.server_close()
+        await self._exporter.stop()
 
 
 def _status_code(answer: Any) -> int | None:

@@ -14,7 +14,6 @@ only changes those numbers; the exporter keeps answering.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -25,11 +24,10 @@ from rocketq.namesrv.config import NamesrvConfig
 from rocketq.namesrv.errors import NamesrvConfigError
 from rocketq.namesrv.routeinfo import RouteInfoManager
 from rocketq.server import Channel
+from rocketq.server.metrics import PromExporter, metrics_line
 from rocketq.server.remoting_server import RequestCheck
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
     from prometheus_client.core import Metric
 
 __all__ = ["NamesrvCollector", "NamesrvMetrics"]
@@ -88,7 +86,7 @@ class NamesrvMetrics:
         self.config = config
         self.route_info = route_info
         self.requests: dict[int, int] = {}
-        self._server: WSGIServer | None = None
+        self._exporter = PromExporter()
         self.address: tuple[str, int] | None = None
 
     def request_check(self, inner: RequestCheck | None) -> RequestCheck:
@@ -103,29 +101,17 @@ class NamesrvMetrics:
 
     async def start(self, node_id: str) -> tuple[str, int]:
         """Listen on ``metricsPromExporterHost:metricsPromExporterPort``; returns ``(host, port)``."""
-        from prometheus_client import CollectorRegistry, start_wsgi_server
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(NamesrvCollector(node_id, self.route_info, self.requests))
         host = self.config.metrics_prom_exporter_host or self.config.bind_address
-        port = self.config.metrics_prom_exporter_port
         try:
-            self._server, _ = start_wsgi_server(port, addr=host, registry=registry)
+            self.address = self._exporter.start(
+                NamesrvCollector(node_id, self.route_info, self.requests),
+                host,
+                self.config.metrics_prom_exporter_port,
+            )
         except OSError as exc:
-            raise NamesrvConfigError(
-                f"cannot serve metrics on {host}:{port} ({exc.strerror}): set metricsPromExporterPort to a "
-                "free port (0 = any) or metricsExporterType=DISABLE"
-            ) from exc
-        self.address = (host, int(self._server.server_address[1]))
-        log.info("Prometheus metrics exporter listening on http://%s:%d/metrics", *self.address)
+            raise NamesrvConfigError(exc.strerror) from exc
+        log.info(metrics_line(*self.address))
         return self.address
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            await asyncio.to_thread(_shutdown, server)
-
-
-def _shutdown(server: WSGIServer) -> None:
-    server.shutdown()
-    server.server_close()
+        await self._exporter.stop()

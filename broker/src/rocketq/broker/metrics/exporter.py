@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from bisect import bisect_left
 from typing import TYPE_CHECKING
@@ -28,10 +27,9 @@ from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.server import Channel, Processor
+from rocketq.server.metrics import METRICS_LINE, PromExporter, metrics_line
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metricsExporterType=PROM
-    from wsgiref.simple_server import WSGIServer
-
     from rocketq.broker.metrics.collector import BrokerCollector, BrokerSnapshot, ReplicaLag
 
 __all__ = ["METRICS_LINE", "SNAPSHOT_TIMEOUT_S", "BrokerMetrics", "MessageStoreView", "metrics_line"]
@@ -40,12 +38,6 @@ log = logging.getLogger(__name__)
 
 #: how long a scrape waits for the event loop's snapshot before answering an error
 SNAPSHOT_TIMEOUT_S = 5.0
-METRICS_LINE = "Prometheus metrics exporter listening on http://{host}:{port}/metrics"
-
-
-def metrics_line(host: str, port: int) -> str:
-    """The log line announcing the exporter (``rocketq.client.launcher.METRICS_RE`` parses it)."""
-    return METRICS_LINE.format(host=host, port=port)
 
 
 class MessageStoreView:
@@ -110,8 +102,7 @@ class BrokerMetrics:
         self.recorder = BrokerMetricsRecorder(pop=ctx.pop_stats)
         ctx.metrics = self.recorder
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._exporter = PromExporter()
         self.address: tuple[str, int] | None = None
 
     def instrument(self, request_code: int, processor: Processor) -> Processor:
@@ -162,34 +153,13 @@ class BrokerMetrics:
 
     async def start(self) -> tuple[str, int]:
         """Observe flushes and listen; returns the bound ``(host, port)``."""
-        from prometheus_client import CollectorRegistry, start_wsgi_server
-
         self._loop = asyncio.get_running_loop()
         self.ctx.store.commit_log.flush_observer = self.recorder.record_flush
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.collector())
         host = self.config.metrics.prom_exporter_host or self.config.broker_ip1
-        port = self.config.metrics.prom_exporter_port
-        try:
-            self._server, self._thread = start_wsgi_server(port, addr=host, registry=registry)
-        except OSError as exc:
-            raise OSError(
-                exc.errno,
-                f"cannot serve metrics on {host}:{port} ({exc.strerror}): set metricsPromExporterPort to a "
-                "free port (0 = any) or metricsExporterType=DISABLE",
-            ) from exc
-        bound = self._server.server_address
-        self.address = (host, int(bound[1]))
+        self.address = self._exporter.start(self.collector(), host, self.config.metrics.prom_exporter_port)
         log.info(metrics_line(*self.address))
         return self.address
 
     async def stop(self) -> None:
         self.ctx.store.commit_log.flush_observer = None
-        server, self._server = self._server, None
-        if server is not None:
-            await asyncio.to_thread(_shutdown, server)
-
-
-def _shutdown(server: WSGIServer) -> None:
-    server.shutdown()
-    server.server_close()
+        await self._exporter.stop()
