@@ -3,7 +3,8 @@
 ``queryMsgById -i id -g G -d clientId``: CONSUME_MESSAGE_DIRECTLY goes to the broker storing the
 message, which hands it to the named rocketq push consumer; its listener runs on the message and
 the printed ConsumeMessageDirectlyResult carries the listener's outcome (success, later, raised);
-a consumer without a listener (LitePullConsumer) answers "not exist in this consumer".
+a POP push consumer answers the same way; a consumer without a listener (LitePullConsumer)
+answers "not exist in this consumer".
 
 The other subcommands: setConsumeMode, getConsumerConfig, skipAccumulatedMessage, exportMetadata,
 exportConfigs, updateTopicList, updateSubGroupList, getControllerConfig (its own controller),
@@ -22,7 +23,7 @@ from typing import NamedTuple
 import pytest
 
 from rocketq.client.admin_export import EXPORTED_BROKER_KEYS
-from rocketq.client.consumer import LitePullConsumer, PushConsumer
+from rocketq.client.consumer import LitePullConsumer, PopPushConsumer, PushConsumer
 from rocketq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from rocketq.client.launcher import broker_store_dir, spawn_controllers
 from rocketq.client.model import Message, MessageExt
@@ -358,3 +359,30 @@ def test_query_msg_by_id_to_a_consumer_without_a_listener(cluster: Cluster) -> N
         consumer.shutdown()
     assert done.returncode == 1, done.stdout
     assert "The Consumer Group <cg-direct-lite> not exist in this consumer" in done.stderr, done.stderr
+
+
+def test_query_msg_by_id_has_a_pop_push_consumer_consume_the_message(cluster: Cluster) -> None:
+    ns = cluster.ns
+    with Producer(ns.addr, producer_group="pg-direct-pop") as producer:
+        sent = producer.send(Message(TOPIC, b"for a pop push consumer"))
+    seen: list[bytes] = []
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER
+
+    # a tag nothing carries: the POP flow itself delivers none of the topic's messages
+    consumer = PopPushConsumer(ns.addr, "cg-direct-pop", {TOPIC: "nothing-matches"}, await_duration_s=1.0)
+    consumer.register_message_listener_concurrently(listener)
+    consumer.start()
+    try:
+        probe = ("consumerStatus", "-n", ns.addr, "-g", "cg-direct-pop")
+        wait_for(lambda: run_mqadmin(*probe).returncode == 0, "the consumer online", 30)
+        client_id = run_mqadmin(*probe).stdout.split()[1]
+        args = ("-i", sent.offset_msg_id, "-g", "cg-direct-pop", "-d", client_id)
+        done = run_mqadmin("queryMsgById", "-n", ns.addr, *args)
+    finally:
+        consumer.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert "order=false, autoCommit=true, consumeResult=CR_LATER" in done.stdout, done.stdout
+    assert seen == [b"for a pop push consumer"]

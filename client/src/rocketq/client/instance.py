@@ -560,8 +560,8 @@ class ClientInstance:
         group = cmd.ext_fields.get("consumerGroup", "")
         member = self.members.get(group)
         consume = getattr(member, "consume_message_directly", None)
+        remark = f"The Consumer Group <{group}> not exist in this consumer"
         if consume is None:
-            remark = f"The Consumer Group <{group}> not exist in this consumer"
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark)
         try:
             msg = next(iter_stored_messages(cmd.body), None)
@@ -570,6 +570,8 @@ class ClientInstance:
         if msg is None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "CONSUME_MESSAGE_DIRECTLY carries no message")
         result = await consume(msg, cmd.ext_fields.get("brokerName", ""))
+        if result is None:  # a member that has no listener to run (a simple consumer)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark)
         return cmd.make_response(ResponseCode.SUCCESS, body=result.encode())
 
     async def _on_check_transaction_state(

@@ -25,6 +25,7 @@ from typing import Any, Self
 
 from rocketq.client.blocking_facade import BlockingConsumerFacade
 from rocketq.client.config import ClientConfig
+from rocketq.client.consumer.direct import consume_directly
 from rocketq.client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -37,6 +38,7 @@ from rocketq.client.consumer.simple import AsyncSimpleConsumer
 from rocketq.client.consumer.subscription import SUB_ALL, Subscribable
 from rocketq.client.errors import MQClientError
 from rocketq.client.model import MessageExt, MessageQueue
+from rocketq.client.remoting.consume_directly import ConsumeMessageDirectlyResult
 from rocketq.client.remoting.pop import ConsumeInitMode, ExtraInfo
 from rocketq.client.remoting.properties import MessageConst
 
@@ -130,6 +132,7 @@ class AsyncPopPushConsumer:
         simple = AsyncSimpleConsumer(*self._args, fifo=self._orderly is not None, **self._settings)
         for topic, expression in self._extra_subs:
             simple.subscribe(topic, expression)
+        simple.direct_consume = self.consume_message_directly
         await simple.start()
         self._simple = simple
         self._semaphore = asyncio.Semaphore(self.consume_thread_nums)
@@ -181,6 +184,15 @@ class AsyncPopPushConsumer:
             task = asyncio.create_task(work)
             self._workers.add(task)
             task.add_done_callback(self._workers.discard)
+
+    async def consume_message_directly(
+        self, msg: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (mqadmin ``queryMsgById -g -d``): the listener consumes ``msg``."""
+        listener = self._orderly or self._concurrently
+        if listener is None:
+            raise MQClientError("register a listener before start()")
+        return await consume_directly(self._call, listener, self._orderly is not None, msg, broker_name)
 
     async def _done(self, n: int) -> None:
         assert self._room is not None

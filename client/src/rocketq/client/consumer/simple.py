@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self
 
 from rocketq.client.blocking_facade import BlockingConsumerFacade, blocking_method
@@ -53,6 +53,7 @@ from rocketq.client.consumer.subscription import (
 from rocketq.client.errors import HeaderError, MQBrokerError, MQClientError, NoRouteError, RemotingError
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import MessageExt
+from rocketq.client.remoting.consume_directly import ConsumeMessageDirectlyResult
 from rocketq.client.remoting.pop import (
     AckMessageRequestHeader,
     BatchAck,
@@ -90,6 +91,10 @@ def _duration_ms(seconds: float, what: str) -> int:
     return max(1, round(seconds * 1000))
 
 
+#: consumes one message handed over by a broker (CONSUME_MESSAGE_DIRECTLY) and says how it went
+DirectConsume = Callable[[MessageExt, str], Awaitable[ConsumeMessageDirectlyResult]]
+
+
 class AsyncSimpleConsumer:
     """The asyncio SimpleConsumer: ``receive``, ``ack``, ``change_invisible_duration``."""
 
@@ -125,6 +130,9 @@ class AsyncSimpleConsumer:
         self._instance = instance
         self._own_instance = instance is None
         self._subscriptions: dict[str, SubscriptionData] = {}
+        #: who consumes a message a broker hands over with CONSUME_MESSAGE_DIRECTLY (the listener
+        #: of a POP push consumer built on this one); None: nobody, as a Java SimpleConsumer
+        self.direct_consume: DirectConsume | None = None
         self._next_target = 0
         # fifo: the attemptId of a pop whose answer was lost, reused by the next pop of that
         # target so the broker hands out the same orderly batch again (RocketMQ 5 SDKs do this)
@@ -154,6 +162,14 @@ class AsyncSimpleConsumer:
 
     def subscriptions(self) -> dict[str, SubscriptionData]:
         return dict(self._subscriptions)
+
+    async def consume_message_directly(
+        self, msg: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """CONSUME_MESSAGE_DIRECTLY: handed to :attr:`direct_consume`; None without one."""
+        if self.direct_consume is None:
+            return None
+        return await self.direct_consume(msg, broker_name)
 
     async def start(self) -> None:
         """Join the client instance and fetch the routes; an unknown topic raises NoRouteError."""
