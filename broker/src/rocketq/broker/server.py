@@ -19,7 +19,8 @@ listenPort - 2, :mod:`rocketq.client.remoting.vip_channel`).
 ``shutdown()`` is the clean stop (SIGTERM): sends are answered SERVICE_NOT_AVAILABLE from then on
 (producers retry them on another broker), unregister from the NameServers, answer parked pulls,
 drain running requests, persist the metadata, then shut the store down, which flushes and removes
-the ``abort`` file.
+the ``abort`` file.  A DLedger master first hands the mastership over to a member holding its whole
+log and waits until that one is master (``DLedgerManager.hand_over_before_stop``, docs/dledger.md).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ __all__ = ["BrokerController"]
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+#: how long a stopping DLedger master waits for a member to take the mastership over
+HANDOVER_BEFORE_STOP_S = 10.0
 
 #: requests refused once shutdown began: they write messages, and the client can take them elsewhere
 SEND_CODES: frozenset[int] = frozenset(
@@ -415,6 +418,9 @@ class BrokerController:
         if self._stopped:
             return
         self._stopped = True
+        if isinstance(self.replicas, DLedgerManager) and grace_s > 0:  # a master hands over first
+            with contextlib.suppress(Exception):
+                await self.replicas.hand_over_before_stop(HANDOVER_BEFORE_STOP_S)
         self._refuse_sends = True
         ctx = self.ctx
         if self.registrar is not None:

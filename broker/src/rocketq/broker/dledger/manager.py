@@ -234,6 +234,14 @@ class DLedgerManager(ReplicasManager):
         sent = [t for r, t in self._report_sent.items() if r == self._state.round]
         if sent:
             self._lease_sent = max(self._lease_sent, sent[0])
+        elif self._state.master == self.self_peer.node_id:
+            # A handover (no round): its commit by a majority is the first lease, timed from its
+            # application here, which the Raft leader's own (its silence clock restarts at the
+            # change) precedes by about one append period, within the lease's 0.2 x timeout slack.
+            # Without it the new master would refuse writes until its first Alive commits, which
+            # waits for a new Raft leader when the stopping master led the Raft group.
+            with self._alive_lock:
+                self._lease_sent = max(self._lease_sent, self._changed_at - STEP_S)
         self._report_sent.clear()
         self._handing_over = None
         await super()._become_master(info)
@@ -281,6 +289,53 @@ class DLedgerManager(ReplicasManager):
                 return
             await asyncio.sleep(STEP_S / 5)
         await self.raft.submit(Handover(self.master_epoch, self.self_peer.node_id, preferred), self.timeout_s)
+
+    async def hand_over_before_stop(self, timeout_s: float) -> str | None:
+        """The clean stop (SIGTERM) of a master: refuse writes, hand the mastership over to a
+        connected member that holds this whole log (the preferred leader first, as Java's DLedger
+        transfers leadership before a shutdown), and return once the group names it master, so
+        that producers wait for one switch instead of an election after the heartbeat timeout.
+        Returns the new master's id, or None (not master, no member caught up within ``timeout_s``,
+        or the handover not committed): then the others elect once this member is gone."""
+        if not self.is_master or self._fenced_at is not None:
+            return None
+        deadline = time.monotonic() + timeout_s
+        self._handing_over = time.monotonic()  # writes refused from now on (write_refusal)
+        self._handover_after = float("inf")  # the periodic handover to preferredLeaderId stays out
+        preferred = self.config.preferred_leader_id
+        others = sorted(
+            (p for p in self.peers if p != self.self_peer),
+            key=lambda p: (p.node_id != preferred, -self.tracker.acks.get(p.broker_id, -1), p.index),
+        )
+        target = None
+        while target is None and time.monotonic() < deadline:  # admitted writes still replicating
+            target = next((p for p in others if self.raft.connected(p) and self._holds_all(p)), None)
+            if target is None:
+                await asyncio.sleep(STEP_S / 5)
+        if target is None:
+            log.warning("DLedger group %s: no member holds the whole log: no handover before the stop",
+                        self.config.dleger_group)  # fmt: skip
+            return None
+        log.info(
+            "DLedger group %s: stopping: handing the mastership over to %s",
+            self.config.dleger_group,
+            target.node_id,
+        )
+        epoch = self.master_epoch
+        remaining = max(0.1, deadline - time.monotonic())
+        if not await self.raft.submit(Handover(epoch, self.self_peer.node_id, target.node_id), remaining):
+            log.warning("DLedger group %s: the handover to %s was not committed", self.config.dleger_group,
+                        target.node_id)  # fmt: skip
+            return None
+        # the new master registers as brokerId 0 once it has switched: wait for its Alive
+        while time.monotonic() < deadline:
+            with self._alive_lock:
+                if any(n == target.node_id and e > epoch for n, e in self._alive_at):
+                    break
+            await asyncio.sleep(STEP_S / 2)
+        log.info("DLedger group %s: %s is master, this member stops", self.config.dleger_group,
+                 target.node_id)  # fmt: skip
+        return target.node_id
 
     def _holds_all(self, peer: DLedgerPeer) -> bool:
         return self.tracker.acks.get(peer.broker_id, -1) >= self.store.max_phy_offset
