@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.client.model import SendStatus
+from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.testing import wait_for
-from rocketq.client.testing.chaos import Ledger, Load
+from rocketq.client.testing.chaos import SEND_ERRORS, Acked, Ledger, Load, broker_port
 
 sys.path.insert(0, str(Path(__file__).parent))  # the group helpers of test_dledger.py (importlib mode)
-from test_dledger import KEYS, WAIT_S, DLedgerGroup, check_stored, rejoined, send_key  # type: ignore[import-not-found,unused-ignore]
+from test_dledger import KEYS, TOPIC, WAIT_S, DLedgerGroup, check_stored, rejoined, send_key  # type: ignore[import-not-found,unused-ignore]
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -53,6 +53,30 @@ class AttemptCounter:
             record(broker_name, latency_ms, isolation)
 
         strategy.update_fault_item = counting  # type: ignore[method-assign,assignment]
+
+
+def send_plain(producer: Producer, ledger: Ledger, stop: threading.Event) -> None:
+    """Plain sends (no selector, the producer picks the queue; retryTimesWhenSendFailed applies)
+    every 10 ms until ``stop``."""
+    deadline = time.monotonic() + 600
+    n = 0
+    while not stop.is_set() and time.monotonic() < deadline:
+        body = f"plain:{n}:".encode().ljust(100, b".")
+        n += 1
+        sent_at = time.monotonic()
+        try:
+            result = producer.send(Message(TOPIC, body))
+        except SEND_ERRORS:
+            ledger.add_failed()
+            continue
+        if result.send_status is not SendStatus.SEND_OK:
+            ledger.add_failed()
+            continue
+        ledger.add(
+            Acked(result.msg_id, result.send_status, result.message_queue.queue_id, result.queue_offset,
+                  body, broker_port(result.offset_msg_id), sent_at, time.monotonic())
+        )  # fmt: skip
+        time.sleep(0.01)
 
 
 def slowest_send(ledger: Ledger, since: float = 0.0, until: float = float("inf")) -> float:
@@ -98,6 +122,11 @@ def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Pa
         producer.start()
         counter = AttemptCounter(producer)
         load = Load(producer, [functools.partial(send_key, producer, k, ledger) for k in KEYS])
+        plain = Ledger()  # a producer with the default settings (retryTimesWhenSendFailed=2, 3 s)
+        plain_producer = Producer(g.namesrv.addr, producer_group="pg-dledger-plain")
+        plain_producer.start()
+        plain_counter = AttemptCounter(plain_producer)
+        plain_load = Load(plain_producer, [functools.partial(send_plain, plain_producer, plain)])
         figures = []
         logs: dict[int, str] = {}
         try:
@@ -111,6 +140,7 @@ def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Pa
                                f"longest send {slow_s * 1000:.0f} ms")  # fmt: skip
         finally:
             load.close()
+            plain_load.close()
         new, new_st = g.wait_whole_group()
         assert new != master and new_st["masterEpoch"] > st["masterEpoch"], (master, new)
         assert "stopping: handing the mastership over to" in logs[master]
@@ -122,7 +152,13 @@ def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Pa
             f"longest send {slowest_send(ledger) * 1000:.0f} ms, longest time without a SEND_OK "
             f"{longest_gap(ledger) * 1000:.0f} ms"
         )
+        print(
+            f"plain sends (default producer): {plain.count()} acknowledged, {plain.failed} failed sends "
+            f"surfaced, {plain_counter.failed} failed attempts retried, longest send "
+            f"{slowest_send(plain) * 1000:.0f} ms"
+        )
         print(check_stored(g, ledger, new))
-        assert ledger.failed == 0, f"{ledger.failed} sends failed"
+        print(check_stored(g, plain, new))
+        assert (ledger.failed, plain.failed) == (0, 0), "sends failed"
     finally:
         print(g.close())
