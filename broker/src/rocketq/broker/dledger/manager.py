@@ -24,6 +24,11 @@ steps every :data:`STEP_S`:
   was applied for the heartbeat timeout, or its Raft connection has been closed (a crashed
   process) for half a heartbeat interval.
 
+A master that is stopped cleanly (SIGTERM) hands over first (:meth:`hand_over_before_stop`): it
+refuses writes, commits a :class:`~.state.Handover` to a member holding its whole log and waits
+for that member's first Alive, so producers see one switch, not an election after a timeout.
+The committed handover (as an election) is the new master's first lease.
+
 A member that finds itself master in the journal at start-up (it was master before a restart)
 fences its own old epoch: its HA port and in-memory state are new, so the group elects again.
 """
