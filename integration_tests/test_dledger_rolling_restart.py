@@ -7,7 +7,9 @@ send continuously.  The master, on SIGTERM, hands the mastership over to a membe
 whole log and waits until that one is master before it stops (``hand_over_before_stop``).  The
 application must see no failed send (the producer's retries of SERVICE_NOT_AVAILABLE hide the
 switch), every acknowledged message is read back from the final master in per-key order, and each
-stopped member exits 0.  Printed for the docs: sends, failed attempts the retries hid, the longest
+stopped member exits 0.  Run twice: without ``preferredLeaderId``, and with n2 preferred (n2 is
+master, hands over on SIGTERM, and takes the mastership back after its restart, a second
+handover under the load).  Printed for the docs: sends, failed attempts the retries hid, the longest
 send, the SIGTERM-to-exit and restart time of each member.
 """
 
@@ -109,10 +111,14 @@ def restart(g: DLedgerGroup, ledger: Ledger, slot: int) -> tuple[float, float, f
     return stopped - began, back - stopped, slowest_send(ledger, began - 0.5, back), stopped_log
 
 
-def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Path) -> None:
-    g = DLedgerGroup(tmp_path)
+@pytest.mark.parametrize("preferred", ["", "n2"])
+def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Path, preferred: str) -> None:
+    """``preferred="n2"``: n2 (``preferredLeaderId``) is master, hands over on SIGTERM and takes the
+    mastership back once it holds the log again (a second handover under the same load)."""
+    g = DLedgerGroup(tmp_path, **({"preferredLeaderId": preferred} if preferred else {}))
     try:
         g.start()
+        g.wait_master("the first master", lambda slot, _: not preferred or f"n{slot}" == preferred)
         master, st = g.wait_whole_group()
         g.create_topic(master)
         ledger = Ledger()
@@ -138,11 +144,18 @@ def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Pa
                 figures.append(f"n{slot}{' (master)' if was_master else ''}: SIGTERM to exit {stop_s:.2f} s, "
                                f"restart to following {back_s:.2f} s, "
                                f"longest send {slow_s * 1000:.0f} ms")  # fmt: skip
+            if preferred:  # the preferred member takes the mastership back under the load
+                g.wait_master(
+                    f"{preferred} master again",
+                    lambda slot, now: slot == master and now["masterEpoch"] > st["masterEpoch"] + 1,
+                )
+                count = ledger.count()
+                wait_for(ledger.more_than(SendStatus.SEND_OK, count + 20), "sends after the handback", WAIT_S)
         finally:
             load.close()
             plain_load.close()
         new, new_st = g.wait_whole_group()
-        assert new != master and new_st["masterEpoch"] > st["masterEpoch"], (master, new)
+        assert new_st["masterEpoch"] > st["masterEpoch"] and (new == master if preferred else new != master)
         assert "stopping: handing the mastership over to" in logs[master]
         print()
         print("\n".join(figures))

@@ -116,6 +116,7 @@ class DLedgerManager(ReplicasManager):
         self._apply_key: tuple[str, int] | None = None
         self._handing_over: float | None = None  # since when this master refuses writes to hand over
         self._handover_after = 0.0
+        self._stopping = False  # hand_over_before_stop runs: writes stay refused until the exit
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -268,7 +269,7 @@ class DLedgerManager(ReplicasManager):
         Java's DLedger moves leadership to its preferred leader): writes are refused meanwhile,
         and resume if the handover is not committed within the heartbeat timeout."""
         preferred = self.config.preferred_leader_id
-        if not preferred or preferred == self.self_peer.node_id or not self.lease_ok():
+        if self._stopping or not preferred or preferred == self.self_peer.node_id or not self.lease_ok():
             return
         now = time.monotonic()
         if self._handing_over is not None:
@@ -305,8 +306,8 @@ class DLedgerManager(ReplicasManager):
         if not self.is_master or self._fenced_at is not None:
             return None
         deadline = time.monotonic() + timeout_s
+        self._stopping = True  # the periodic handover to preferredLeaderId stays out
         self._handing_over = time.monotonic()  # writes refused from now on (write_refusal)
-        self._handover_after = float("inf")  # the periodic handover to preferredLeaderId stays out
         preferred = self.config.preferred_leader_id
         others = sorted(
             (p for p in self.peers if p != self.self_peer),
