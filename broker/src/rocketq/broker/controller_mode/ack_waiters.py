@@ -47,7 +47,8 @@ class AckWaiters:
             if future.done():
                 continue
             result = verdict(offset)
-            if result is not AckVerdict.WAITING:
+            # the verdict may have run callbacks that ended this wait (a timeout's cancel, fail_all)
+            if result is not AckVerdict.WAITING and not future.done():
                 future.set_result(result)
 
     def fail_all(self) -> None:
