@@ -14,17 +14,15 @@ SYSTEM_ERROR naming the failure.
 from __future__ import annotations
 
 from rocketq.broker.executor import Busy
+from rocketq.broker.processor.consumer_running_info import call_consumer, find_consumer, not_online
 from rocketq.broker.processor.context import BrokerContext
-from rocketq.client.errors import ProtocolError, RemotingError
+from rocketq.client.errors import ProtocolError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.server import Channel
 
 __all__ = ["ConsumeDirectlyProcessor"]
-
-#: how long the client's listener has to answer (Java's broker waits 5 s as well)
-CALL_CLIENT_TIMEOUT_MS = 5000
 
 
 class ConsumeDirectlyProcessor:
@@ -46,12 +44,9 @@ class ConsumeDirectlyProcessor:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"msgId {msg_id} is not an offset msgId: {exc}"
             )
-        info = self.ctx.consumers.get(group)
-        found = info.find_channel(client_id) if info is not None else None
-        if found is None:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
-            )
+        consumer = find_consumer(self.ctx, group, client_id)
+        if consumer is None:
+            return not_online(request, group, client_id)
         store = self.ctx.store
         try:
             record = await self.ctx.query_executor.run(lambda: store.look_message_by_offset(offset))
@@ -66,10 +61,4 @@ class ConsumeDirectlyProcessor:
         forward = RemotingCommand.request(
             RequestCode.CONSUME_MESSAGE_DIRECTLY, forward_fields, body=bytes(record)
         )
-        try:
-            answer = await found.channel.invoke(forward, CALL_CLIENT_TIMEOUT_MS)
-        except RemotingError as exc:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {exc}"
-            )
-        return request.make_response(answer.code, answer.remark, body=answer.body)
+        return await call_consumer(request, consumer, forward, group, client_id)
