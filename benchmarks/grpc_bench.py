@@ -4,7 +4,7 @@ Not a test.  Starts its own ``mqnamesrv``, ``mqbroker`` (ASYNC_FLUSH) and ``mqpr
 ``metricsExporterType=PROM``) on free ports, plus a *null* gRPC server: rocketq's proxy service
 skeleton on grpcio's asyncio server that answers every call at once without a broker (this file,
 ``--null-server``).  The official SDK, ``rocketmq-python-client`` 5.1.2, runs in its own venv (the
-one integration_tests/test_grpc_python_sdk.py builds under ``~/.cache/rocketq-tests``) as one
+one the sdk_python fixture of integration_tests/conftest.py builds under ``~/.cache/rocketq-tests``) as one
 long-lived worker process that takes one case at a time.  Each case runs for ``--seconds`` (produce)
 or until ``--consume-messages`` are acked (consume); cases alternate between the endpoint and its
 remoting counterpart, the order flipped every round, for ``--rounds`` rounds (2 by default: about
@@ -66,7 +66,7 @@ TARGET_RATIO = 0.5
 QUEUES = 8
 PRODUCE_TOPIC = "BenchGrpcProduce"
 ROOT = Path(__file__).resolve().parent.parent
-SDK_FIXTURE_FILE = ROOT / "integration_tests" / "test_grpc_python_sdk.py"
+SDK_FIXTURE_FILE = ROOT / "integration_tests" / "conftest.py"
 
 #: the SDK side, run by the SDK venv's interpreter: one JSON command per stdin line, one JSON answer
 SDK_WORKER = r'''
@@ -166,7 +166,7 @@ for p in producers.values(): p.shutdown()
 
 
 def sdk_python() -> Path:
-    """The SDK venv's interpreter, from test_grpc_python_sdk's fixture (built once, then cached)."""
+    """The SDK venv's interpreter, from the integration tests' sdk_python fixture (built once, cached)."""
     spec = importlib.util.spec_from_file_location("_grpc_sdk_fixtures", SDK_FIXTURE_FILE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,7 +1,7 @@
 """5.x SDK clients as the brokers see them through mqproxy, and the proxy's ACL towards the brokers.
 
 Real mqnamesrv, mqbroker and mqproxy processes and the published SDKs (the Python SDK 5.1.2 and the
-Node.js SDK 1.0.8, installed by the fixtures of ``test_grpc_python_sdk.py``, reused here):
+Node.js SDK 1.0.8, installed by the fixtures of ``conftest.py``):
 
 * ``grpc_sdk/python_sdk_clients.py`` keeps a Producer, a SimpleConsumer and a PushConsumer
   connected: ``mqadmin consumerConnection`` / ``producerConnection`` list them with language PYTHON
@@ -65,7 +65,7 @@ from rocketq.tools.dashboard.launch import dashboard_url, spawn_dashboard
 
 
 def _sdk_test_module() -> Any:
-    """The SDK fixtures and scripts of test_grpc_python_sdk.py (one venv and one npm install)."""
+    """test_grpc_python_sdk.py, for its ACL and TLS scripts and helpers."""
     path = Path(__file__).with_name("test_grpc_python_sdk.py")
     spec = importlib.util.spec_from_file_location("grpc_sdk_fixtures", path)
     assert spec is not None and spec.loader is not None
@@ -76,8 +76,6 @@ def _sdk_test_module() -> Any:
 
 
 _SDK = _sdk_test_module()
-sdk_python = _SDK.sdk_python
-node_modules = _SDK.node_modules
 
 SCRIPTS = Path(__file__).with_name("grpc_sdk")
 TOPIC, GROUP, PUSH_GROUP = "gcb-topic", "gcb-group", "gcb-push"

@@ -10,10 +10,8 @@ status code's name as ``response_code``, counting exactly the calls made.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -27,20 +25,6 @@ from rocketq.proxy.config import ProxyConfigError, load_proxy_config
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceStub
-
-
-def _sdk_fixture() -> object:
-    """test_grpc_python_sdk's ``sdk_python`` fixture (the cached venv of the SDK), shared as is."""
-    path = Path(__file__).with_name("test_grpc_python_sdk.py")
-    spec = importlib.util.spec_from_file_location("_grpc_sdk_fixtures", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module.sdk_python
-
-
-sdk_python = _sdk_fixture()
 
 COUNT = 12
 SCRIPT = """

@@ -1,8 +1,8 @@
 """The official RocketMQ 5 Node.js SDK against real mqnamesrv + mqbroker + mqproxy processes.
 
 The SDK (npm ``rocketmq-client-nodejs`` 1.0.8, as published) is npm-installed once under
-``~/.cache/rocketq-tests`` (``ROCKETQ_TEST_CACHE`` moves it) by the fixture of
-``test_grpc_python_sdk.py``; the tests are skipped without node and npm or when the registry cannot
+``~/.cache/rocketq-tests`` (``ROCKETQ_TEST_CACHE`` moves it) by the ``node_modules``
+fixture of ``conftest.py``; the tests are skipped without node and npm or when the registry cannot
 be reached.  Each test runs a script of ``grpc_sdk/`` with node and reads the JSON it prints:
 
 - ``node_sdk_roundtrip.js``: normal, FIFO and delay messages produced and received by a
@@ -58,7 +58,7 @@ from rocketq.client.testing import (
 
 
 def _sdk_test_module() -> Any:
-    """The SDK fixtures and scripts of test_grpc_python_sdk.py (one npm install for every file)."""
+    """test_grpc_python_sdk.py, for its plain_acl.yml."""
     path = Path(__file__).with_name("test_grpc_python_sdk.py")
     spec = importlib.util.spec_from_file_location("grpc_sdk_fixtures_node", path)
     assert spec is not None and spec.loader is not None
@@ -69,7 +69,6 @@ def _sdk_test_module() -> Any:
 
 
 _SDK = _sdk_test_module()
-node_modules = _SDK.node_modules
 
 SCRIPTS = Path(__file__).with_name("grpc_sdk")
 #: g-node-push's retryMaxTimes: a message is delivered twice, then dead-lettered

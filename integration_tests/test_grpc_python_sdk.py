@@ -27,9 +27,9 @@ A proxy SIGKILLed and restarted on its port while the SDK sends
 acknowledged is read back by a remoting consumer, and the SDK's last sends go through the
 restarted proxy.
 
-The ``node_modules`` fixture npm-installs the Node.js SDK (``rocketmq-client-nodejs`` 1.0.8) under
-the same cache folder for ``test_grpc_node_sdk.py`` (skipped without node and npm or when the
-registry cannot be reached).
+The venv comes from the ``sdk_python`` fixture of conftest.py; its ``node_modules`` fixture
+npm-installs the Node.js SDK (``rocketmq-client-nodejs`` 1.0.8) under the same cache folder for
+``test_grpc_node_sdk.py`` (skipped without node and npm or when the registry cannot be reached).
 
 The bad-input and ForwardMessageToDeadLetterQueue tests talk to the proxy with rocketq's own
 generated stubs: garbage bytes on the port, an unknown topic, an oversized body, broken receipt
@@ -38,16 +38,13 @@ handles and transaction ids get RocketMQ's status codes and the proxy keeps serv
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -83,9 +80,6 @@ from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceStub
 
-SDK = "rocketmq-python-client==5.1.2"
-#: the SDK's venv gets the gRPC stack rocketq pins (the SDK accepts them: its METADATA says >=)
-SDK_PINS = ("grpcio==1.85.3", "protobuf==7.36.2")
 SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_roundtrip.py"
 SEND_LOOP = Path(__file__).with_name("grpc_sdk") / "python_sdk_send_loop.py"
 FIFO_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_fifo.py"
@@ -111,84 +105,6 @@ accounts:
     topicPerms:
       - sdk-acl=SUB
 """
-NODE_SDK = "rocketmq-client-nodejs@1.0.8"
-_OFFLINE_SIGNS = (
-    "No matching distribution",
-    "Could not fetch",
-    "NewConnectionError",
-    "Max retries exceeded",
-    "Temporary failure in name resolution",
-    "Network is unreachable",
-    "ConnectionError",
-)
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("ROCKETQ_TEST_CACHE", Path.home() / ".cache" / "rocketq-tests"))
-
-
-@pytest.fixture(scope="session")
-def sdk_python() -> Path:
-    """The interpreter of a venv holding the Python SDK; built once (under a file lock), then reused."""
-    root = _cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    venv = root / "sdk-venv-5.1.2"
-    python = venv / "bin" / "python"
-    with open(root / "sdk-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel streams build it once
-        if (venv / "ready").exists():
-            return python
-        building = root / f"sdk-venv-building-{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True, timeout=300)
-        pip = subprocess.run(
-            [str(building / "bin" / "python"), "-m", "pip", "install", "-q", SDK, *SDK_PINS],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if pip.returncode != 0:
-            shutil.rmtree(building, ignore_errors=True)
-            tail = (pip.stdout + pip.stderr)[-2000:]
-            if any(sign in tail for sign in _OFFLINE_SIGNS):
-                pytest.skip(f"PyPI is unreachable, cannot install {SDK}: {tail}")
-            pytest.fail(f"pip could not install {SDK}:\n{tail}")
-        (building / "ready").write_text(SDK)
-        shutil.rmtree(venv, ignore_errors=True)
-        building.rename(venv)  # a venv's scripts name their folder; python -m pip still works
-    return python
-
-
-@pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """A node_modules folder holding the Node.js SDK; npm-installed once (under a file lock), then reused."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed: the Node.js SDK test needs them")
-    root = _cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    folder = root / "node-sdk-1.0.8"
-    with open(root / "node-sdk.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / "ready").exists():
-            return folder / "node_modules"
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
-        npm = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), NODE_SDK],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if npm.returncode != 0:
-            tail = (npm.stdout + npm.stderr)[-2000:]
-            if any(
-                sign in tail
-                for sign in ("ENOTFOUND", "ECONNREFUSED", "ETIMEDOUT", "EAI_AGAIN", "ENETUNREACH")
-            ):
-                pytest.skip(f"the npm registry is unreachable, cannot install {NODE_SDK}: {tail}")
-            pytest.fail(f"npm could not install {NODE_SDK}:\n{tail}")
-        (folder / "ready").write_text(NODE_SDK)
-    return folder / "node_modules"
 
 
 @dataclass

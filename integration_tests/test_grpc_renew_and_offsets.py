@@ -18,10 +18,8 @@ pulled messages are the remoting producer's, in queue order.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,20 +39,6 @@ from rocketq.client.testing import ServerProcess, create_topic, run_mqadmin, spa
 from rocketq.proxy.v2 import definition_pb2 as pb
 from rocketq.proxy.v2 import service_pb2 as spb
 from rocketq.proxy.v2.service_pb2_grpc import MessagingServiceStub
-
-
-def _sdk_test_module() -> Any:
-    """The SDK venv fixture of test_grpc_python_sdk.py (one venv for every file)."""
-    path = Path(__file__).with_name("test_grpc_python_sdk.py")
-    spec = importlib.util.spec_from_file_location("grpc_sdk_fixtures_renew", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sdk_python = _sdk_test_module().sdk_python
 
 RENEW_SCRIPT = Path(__file__).with_name("grpc_sdk") / "python_sdk_renew.py"
 #: the listener's sleep, and how long the consumers stay after it (more than one 4 s slice)

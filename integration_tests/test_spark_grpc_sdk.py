@@ -13,7 +13,6 @@ by the SDK's SimpleConsumer with their tags, keys and properties.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -34,20 +33,6 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytestmark = pytest.mark.spark
 
 
-def _sdk_test_module() -> Any:
-    """The SDK fixture of test_grpc_python_sdk.py (one venv for every file)."""
-    path = Path(__file__).with_name("test_grpc_python_sdk.py")
-    spec = importlib.util.spec_from_file_location("grpc_sdk_fixtures_spark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_SDK = _sdk_test_module()
-sdk_python = _SDK.sdk_python
-node_modules = _SDK.node_modules
 SCRIPTS = Path(__file__).with_name("grpc_sdk")
 SDKS = ("python", "node")
 
