@@ -333,6 +333,8 @@ class BrokerController:
             ),
             loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._scan_clients)),
         ]
+        if self.ctx is not None:  # the minute/hour/day windows of mqadmin statsAll
+            self._tasks.append(loop.create_task(self.ctx.stats_items.run()))
         if self.slave_sync is not None:
             sync_period_s = self.config.slave_sync_interval_ms / 1000.0
             self._tasks.append(loop.create_task(self._every(sync_period_s, self.slave_sync.sync_all)))

@@ -301,6 +301,7 @@ class PopMessageProcessor:
             ctx.stats.get_found += 1
             ctx.stats.get_messages += len(popped.records)
             body = b"".join(popped.records)
+            ctx.stats_items.record_get(header.consumer_group, header.topic, len(popped.records), len(body))
             return request.make_response(ResponseCode.SUCCESS, GetMessageStatus.FOUND.name, fields, body)
         code = V5_POLLING_FULL if polling_full else V5_POLLING_TIMEOUT
         return request.make_response(code, GetMessageStatus.NO_MESSAGE_IN_QUEUE.name, fields)

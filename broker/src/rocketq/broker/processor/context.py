@@ -35,6 +35,7 @@ from rocketq.broker.pop.polling import PopLongPolling
 from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.schedule.service import ScheduleMessageService
+from rocketq.broker.stats_items import BrokerStatsManager, SamplingPeriods
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.status import PutMessageStatus
 from rocketq.broker.subscription_manager import SubscriptionGroupManager
@@ -120,6 +121,8 @@ class BrokerContext:
     #: waits until the slaves hold the CommitLog up to an offset (SYNC_MASTER, controller mode;
     #: PUT_OK at once on other roles): POP checkpoints and acks are answered after it, as sends are
     replicated: Callable[[int], Awaitable[PutMessageStatus]] | None = None
+    #: the stats items of VIEW_BROKER_STATS_DATA (mqadmin statsAll; rocketq.broker.stats_items)
+    stats_items: BrokerStatsManager = field(default_factory=BrokerStatsManager)
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -204,6 +207,7 @@ def build_context(
         query_executor=BoundedExecutor("query", threads=2, capacity=config.query_thread_pool_queue_capacity),
         delay_levels_ms=delay_levels_ms,
         pop_order=pop_order,
+        stats_items=BrokerStatsManager(config.broker_cluster_name, SamplingPeriods.from_env()),
     )
 
 

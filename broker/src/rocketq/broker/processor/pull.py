@@ -393,6 +393,7 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             ctx.stats.get_found += 1
             ctx.stats.get_messages += result.msg_count
+            ctx.stats_items.record_get(header.consumer_group, header.topic, result.msg_count, len(body))
             if ctx.metrics is not None:  # docs/observability.md; SQL92 reads have no residency estimate
                 ctx.metrics.record_out(
                     header.consumer_group,

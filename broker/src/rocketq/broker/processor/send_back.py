@@ -110,7 +110,10 @@ class SendMessageBackProcessor:
                 delay_level if delay_level > 0 else 3 + msg.reconsume_times
             )
             queue_id = random.randrange(max(1, min(sgc.retry_queue_nums, tc.write_queue_nums)))
-        return await self._put(request, msg, tc, queue_id, props)
+        response = await self._put(request, msg, tc, queue_id, props)
+        if response.code == ResponseCode.SUCCESS:  # mqadmin statsAll (rocketq.broker.stats_items)
+            ctx.stats_items.record_send_back(header.group, props[MessageConst.RETRY_TOPIC])
+        return response
 
     def _look(self, offset: int) -> StoredMessage | None:
         raw = self.ctx.store.look_message_by_offset(offset)

@@ -163,6 +163,8 @@ class SendPutter:
         append = result.append_result
         if self.ctx.metrics is not None and append is not None:  # docs/observability.md
             self.ctx.metrics.record_send(topic, stored_topic, count, append.wrote_bytes)
+        if append is not None:  # mqadmin statsAll (rocketq.broker.stats_items)
+            self.ctx.stats_items.record_put(stored_topic, count, append.wrote_bytes)
         if request.is_oneway or append is None:
             return request.make_response(code)
         self.ctx.stats.put_messages += count

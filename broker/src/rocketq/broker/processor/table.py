@@ -16,6 +16,7 @@ from rocketq.broker.pop.processors import pop_processors
 from rocketq.broker.pop.status import PopStatusProcessor
 from rocketq.broker.processor.admin import AdminProcessor
 from rocketq.broker.processor.broker_config import BrokerConfigProcessor
+from rocketq.broker.processor.broker_stats import BrokerStatsProcessor
 from rocketq.broker.processor.client_manage import ClientManageProcessor
 from rocketq.broker.processor.consume_directly import ConsumeDirectlyProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
@@ -110,6 +111,9 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
         rc.CLEAN_UNUSED_TOPIC: store_admin.clean_unused_topic,
         rc.RESET_MASTER_FLUSH_OFFSET: store_admin.reset_master_flush_offset,
     }
+    broker_stats = BrokerStatsProcessor(ctx)  # mqadmin statsAll / exportMetrics
+    table[rc.VIEW_BROKER_STATS_DATA] = broker_stats.view_broker_stats_data
+    table[rc.QUERY_TOPIC_CONSUME_BY_WHO] = broker_stats.query_topic_consume_by_who
     table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
     table.update(assignment_processors(ctx))  # server-side rebalance (rocketq.broker.pop.assignment)
     table[rc.GET_POP_STATUS] = PopStatusProcessor(ctx).get_pop_status  # rocketq's code (mqadmin popStatus)
