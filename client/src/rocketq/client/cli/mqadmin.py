@@ -37,6 +37,7 @@ from rocketq.client.cli import (
     rt_stats,
     runtime_config,
     send_status,
+    stats,
     store_admin,
     subgroup,
     tools_conf,
@@ -71,6 +72,7 @@ GROUPS: tuple[CommandGroup, ...] = (
     export.GROUP,
     config_lists.GROUP,
     send_status.GROUP,
+    stats.GROUP,
 )
 
 #: the subcommands in the order ``mqadmin --help`` lists them
@@ -108,6 +110,7 @@ LISTING: tuple[str, ...] = (
     "cleanUnusedTopic",
     "resetMasterFlushOffset",
     "brokerConsumeStats",
+    "statsAll",
     "checkMsgSendRT",
     "sendMsgStatus",
     "clusterRT",
@@ -138,6 +141,7 @@ LISTING: tuple[str, ...] = (
     "deleteKvConfig",
     "exportMetadata",
     "exportConfigs",
+    "exportMetrics",
 )
 
 
