@@ -9,6 +9,7 @@ and records END_TRANSACTION requests, answering with canned codes.  Real brokers
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pickle
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,9 @@ class BatchBroker:
         self.end_codes: list[tuple[int, str]] = []  # popped per END_TRANSACTION; empty = SUCCESS
         self.next_half = 0
         self.next_phy = 5000
+        self.end_delay_s = 0.0  # each END_TRANSACTION answer waits this long
+        self.ends_in_flight = 0
+        self.max_ends_in_flight = 0
         for code in (
             RequestCode.GET_ROUTEINFO_BY_TOPIC,
             RequestCode.HEART_BEAT,
@@ -98,6 +102,12 @@ class BatchBroker:
             return cmd.make_response(ResponseCode.SUCCESS, None, self._store(1, cmd.ext_fields["e"]))
         if cmd.code == RequestCode.END_TRANSACTION:
             code, remark = self.end_codes.pop(0) if self.end_codes else (ResponseCode.SUCCESS, "ok")
+            self.ends_in_flight += 1
+            self.max_ends_in_flight = max(self.max_ends_in_flight, self.ends_in_flight)
+            try:
+                await asyncio.sleep(self.end_delay_s)
+            finally:
+                self.ends_in_flight -= 1
             if cmd.is_oneway:
                 return None
             return cmd.make_response(code, remark, {"rqEnded": "1", "rqSkipped": "0"})
@@ -222,6 +232,38 @@ def test_end_errors_carry_code_and_remark_and_split_on_request() -> None:
             assert sent == [[(0, 2), (2, 2), (4, 2)], [(0, 2)], [(2, 2), (4, 2)]]
             with pytest.raises(MQClientError):
                 await producer.end_transaction_batch(handles, LocalTransactionState.UNKNOW)
+
+    run(body)
+
+
+def test_parallel_bounds_the_queues_ended_at_once() -> None:
+    """``parallel=2``: never more than two queues' END_TRANSACTIONs in flight, every queue ended, and a
+    failure of one queue does not stop the others (it is raised after all were attempted)."""
+
+    async def body(broker: BatchBroker) -> None:
+        async with AsyncTransactionProducer(broker.addr, producer_group="pg-p") as producer:
+            sent = [
+                await producer.send_half_batch(MessageQueue(TOPIC, "broker-a", 0), rows(2, str(q)))
+                for q in range(5)
+            ]
+        handles = [dataclasses.replace(hb, queue_id=q) for q, hb in enumerate(sent)]  # five queues
+        broker.end_delay_s = 0.05
+        api = MQClientAPI(broker.addr)
+        try:
+            await end_transaction_batch(api, "pg-p", handles, COMMIT, parallel=2)
+            assert broker.max_ends_in_flight == 2
+            assert sorted(decode_ranges_body(e.body) for e in broker.of(RequestCode.END_TRANSACTION)) == [
+                [(2 * q, 2)] for q in range(5)
+            ]
+            broker.requests[RequestCode.END_TRANSACTION] = []
+            broker.end_codes = [(ResponseCode.SYSTEM_ERROR, "boom")]
+            with pytest.raises(MQBrokerError, match="boom"):
+                await end_transaction_batch(api, "pg-p", handles, COMMIT, parallel=1)
+            assert len(broker.of(RequestCode.END_TRANSACTION)) == 5 and broker.max_ends_in_flight == 2
+            with pytest.raises(MQClientError, match="parallel"):
+                await end_transaction_batch(api, "pg-p", handles, COMMIT, parallel=0)
+        finally:
+            await api.close()
 
     run(body)
 

@@ -226,22 +226,16 @@ def end_handles(
 
     One ranged two-way END_TRANSACTION per (broker, topic, queue) on rocketq brokers (the queue's
     halves become visible in one append); per-message ENDs, in order, on Apache RocketMQ.  Queues
-    are ended :data:`COMMIT_PARALLEL_QUEUES` at a time: a large ranged commit keeps a thread of the
-    broker's send executor busy, and more parallel ones would wait in its queue until the broker
-    drops them as busy; two let the broker's second core work while the first holds the GIL."""
+    are ended :data:`COMMIT_PARALLEL_QUEUES` at a time (the next as soon as one is done): a large
+    ranged commit keeps a thread of the broker's send executor busy, and more parallel ones would
+    wait in its queue until the broker drops them as busy; two let the broker's second core work
+    while the first holds the GIL."""
     from rocketq.client.producer.transaction_batch import end_transaction_batch_blocking
 
-    by_queue: dict[tuple[str, str, int], list[HalfBatch]] = {}
-    for h in handles:
-        by_queue.setdefault((h.broker_addr, h.topic, h.queue_id), []).append(h)
-    queues = list(by_queue.values())
-    for i in range(0, len(queues), COMMIT_PARALLEL_QUEUES):
-        results = [
-            to_client_result(h)
-            for queue_handles in queues[i : i + COMMIT_PARALLEL_QUEUES]
-            for h in queue_handles
-        ]
-        end_transaction_batch_blocking(api, group, results, state, timeout_ms=timeout_ms)
+    results = [to_client_result(h) for h in handles]
+    end_transaction_batch_blocking(
+        api, group, results, state, timeout_ms=timeout_ms, parallel=COMMIT_PARALLEL_QUEUES
+    )
 
 
 #: queues ended at the same time by :func:`end_handles`

@@ -49,7 +49,7 @@ import numpy as np
 
 from rocketq.broker.schedule.delay import parse_delay_levels
 from rocketq.broker.store.message_store import MessageStore
-from rocketq.broker.store.record_batch import MessageToStore
+from rocketq.broker.store.record_batch import MessageToStore, PreparedBatch
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.broker.transaction.bulk_commit import BulkHalves, committed_batches, load_bulk
 from rocketq.broker.transaction.check_pass import CheckPass, CheckStats, SendCheck
@@ -298,10 +298,24 @@ class TransactionalMessageService:
             wrong = _wrong_first(header, int(bulk.queue_offsets[0]), int(bulk.phys[0]))
             if wrong is not None:
                 return wrong
-            with self._lock:
-                outcome = self._end_bulk(kind, bulk)
-            if outcome is not None:
-                return _ranged_result(kind, *outcome)
+            # The committed records are built before taking the lock for the append (another
+            # queue's commit may hold it while its append writes), unless some are ended already
+            # (a repeated commit); rebuilt under it only if some were ended meanwhile.
+            built = None
+            fresh = False
+            if kind == COMMIT_TYPE:
+                with self._lock:
+                    fresh = not self._done.mask(bulk.queue_offsets).any()
+            if fresh:
+                everything = np.arange(len(bulk), dtype=np.int64)
+                built = committed_batches(bulk, everything, self._max_batch_bytes, self._max_properties)
+                if built is None:
+                    bulk = None  # a committed message the rebuild cannot store: the general path
+            if bulk is not None:
+                with self._lock:
+                    outcome = self._end_bulk(kind, bulk, built)
+                if outcome is not None:
+                    return _ranged_result(kind, *outcome)
             # a committed message the rebuild cannot store: the general path below reports it
         try:
             halves = load_ranges(
@@ -320,17 +334,22 @@ class TransactionalMessageService:
         return _ranged_result(kind, len(todo), skipped, failure)
 
     def _end_bulk(
-        self, kind: int, bulk: BulkHalves
+        self, kind: int, bulk: BulkHalves, built: list[PreparedBatch] | None = None
     ) -> tuple[int, int, tuple[ResponseCode, str] | None] | None:
         """:meth:`_end_pending` for records read in bulk (caller holds the lock): (ended, skipped, the
-        error); None, with nothing written, if a committed message cannot be rebuilt."""
+        error); None, with nothing written, if a committed message cannot be rebuilt.  ``built``: the
+        committed records of every record of ``bulk``, used when none of them is ended yet."""
         qos = bulk.queue_offsets
         pending = np.flatnonzero(~self._done.mask(qos))
         skipped = len(qos) - len(pending)
         failure: tuple[ResponseCode, str] | None = None
         stored = len(pending)
         if kind == COMMIT_TYPE and stored:
-            batches = committed_batches(bulk, pending, self._max_batch_bytes, self._max_properties)
+            batches = (
+                built
+                if built is not None and not skipped
+                else committed_batches(bulk, pending, self._max_batch_bytes, self._max_properties)
+            )
             if batches is None:
                 return None
             stored = 0

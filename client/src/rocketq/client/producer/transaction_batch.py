@@ -468,11 +468,13 @@ async def end_transaction_batch(
     timeout_ms: int | None = None,
     max_messages: int = DEFAULT_MAX_MESSAGES,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    parallel: int | None = None,
 ) -> None:
     """Commit or roll back every half message of ``handles`` (sent by producers of ``group``).
 
     One two-way ranged END_TRANSACTION per (broker, topic, queue) holding all its ranges (split
-    only above ``max_messages`` / ``max_bytes``), queues in parallel; per-message two-way
+    only above ``max_messages`` / ``max_bytes``), queues in parallel (at most ``parallel`` queues
+    at a time when given: the next starts as soon as one is done); per-message two-way
     END_TRANSACTIONs for fallback handles.  Raises the first failure (an MQBrokerError carries
     the broker's code and remark) after every queue was attempted; repeating the call is safe on
     rocketq brokers.  UNKNOW is refused: leave the halves to the broker's check-back instead.
@@ -482,10 +484,15 @@ async def end_transaction_batch(
     queues: dict[tuple[str, str, int], list[HalfBatchResult]] = {}
     for hb in handles:
         queues.setdefault((hb.broker_addr, hb.topic, hb.queue_id), []).append(hb)
-    outcomes = await asyncio.gather(
-        *(_end_queue(api, group, hbs, state, timeout_ms, max_messages, max_bytes) for hbs in queues.values()),
-        return_exceptions=True,
-    )
+    if parallel is not None and parallel < 1:
+        raise MQClientError(f"end_transaction_batch: parallel must be at least 1, got {parallel}")
+    slots = asyncio.Semaphore(parallel or len(queues) or 1)
+
+    async def end_queue(hbs: list[HalfBatchResult]) -> None:
+        async with slots:
+            await _end_queue(api, group, hbs, state, timeout_ms, max_messages, max_bytes)
+
+    outcomes = await asyncio.gather(*(end_queue(hbs) for hbs in queues.values()), return_exceptions=True)
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     for extra in errors[1:]:
         log.warning("END_TRANSACTION (%s) failed as well: %s", state.value, extra)
@@ -500,6 +507,7 @@ def end_transaction_batch_blocking(
     state: LocalTransactionState,
     *,
     timeout_ms: int | None = None,
+    parallel: int | None = None,
 ) -> None:
     """:func:`end_transaction_batch` for blocking code (a Spark driver): runs on ``api``'s loop."""
-    api.run(end_transaction_batch(api.api, group, handles, state, timeout_ms=timeout_ms))
+    api.run(end_transaction_batch(api.api, group, handles, state, timeout_ms=timeout_ms, parallel=parallel))
