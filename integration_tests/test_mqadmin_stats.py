@@ -1,10 +1,10 @@
 """mqadmin statsAll and exportMetrics, and VIEW_BROKER_STATS_DATA behind them, against a real
-NameServer and broker: after known traffic (sends, a group's pulls) the printed and exported
+NameServer and broker: after known traffic (sends, a group's pulls, another's POPs) the printed and exported
 figures are those counts, and an unknown item gets Java's error.
 
-One cluster for the module.  The broker samples its stats windows every 6 s (minute window) and
+One cluster for the module.  The broker samples its stats windows every 8 s (minute window) and
 2 s (hour and day windows) instead of Java's 10 s / 10 min / 1 h (``ROCKETQ_STATS_SAMPLING_MS``),
-so the minute window (7 snapshots) spans 36 s: long enough for the commands to see the traffic's
+so the minute window (7 snapshots) spans 48 s: long enough for the commands to see the traffic's
 TPS once the fixture saw it counted, without waiting for real minutes.
 """
 
@@ -20,11 +20,13 @@ import pytest
 
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.admin_stats import view_broker_stats_data
+from rocketq.client.consumer import SimpleConsumer
 from rocketq.client.errors import MQBrokerError
-from rocketq.client.model import Message, SendStatus
+from rocketq.client.model import Message, MessageExt, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.remoting.broker_stats import BrokerStatsData, StatsName
 from rocketq.client.remoting.codes import ResponseCode
+from rocketq.client.remoting.pop import ConsumeInitMode
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
@@ -36,8 +38,11 @@ from rocketq.client.testing import (
 )
 
 TOPIC, IDLE, GROUP, LAGGING = "stats-t", "stats-idle-t", "stats-cg", "stats-lagging-cg"
-CONSUMED, IDLE_SENT = 12, 3
-SAMPLING = {"ROCKETQ_STATS_SAMPLING_MS": "6000,2000,2000"}
+POP_TOPIC, POP_GROUP = "stats-pop-t", "stats-pop-cg"
+CONSUMED, IDLE_SENT, POPPED = 12, 3, 4
+#: every message stored, and every message read, by the traffic of the fixture
+SENT, READ = CONSUMED + IDLE_SENT + POPPED, CONSUMED + POPPED
+SAMPLING = {"ROCKETQ_STATS_SAMPLING_MS": "8000,2000,2000"}
 
 
 def view(ns: str, broker: str, name: str, key: str) -> BrokerStatsData:
@@ -74,23 +79,42 @@ def commit_zero(ns: str, broker: str, group: str) -> None:
     asyncio.run(go())
 
 
+def pop_all(ns: str) -> None:
+    """POPPED messages of POP_TOPIC received and acked by a SimpleConsumer of POP_GROUP."""
+    got: list[MessageExt] = []
+    settings: dict[str, object] = {"await_duration_s": 1.0, "init_mode": ConsumeInitMode.MIN}
+    with SimpleConsumer(ns, POP_GROUP, {POP_TOPIC: "*"}, **settings) as c:
+        for _ in range(20):  # bounded: at most ~20 long polls of 1 s
+            got += c.receive(POPPED - len(got), 30.0)
+            if len(got) >= POPPED:
+                break
+        for msg in got:
+            c.ack(msg)
+    assert len(got) == POPPED
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     """A cluster after the traffic: CONSUMED sends to TOPIC, all pulled by GROUP; LAGGING holds
-    offsets 0 on TOPIC and read nothing; IDLE_SENT sends to IDLE that nobody consumes.  Returned
+    offsets 0 on TOPIC and read nothing; IDLE_SENT sends to IDLE that nobody consumes; POPPED
+    sends to POP_TOPIC, all popped by POP_GROUP.  Returned
     once the stats counted it.  (No send to TOPIC after GROUP's consumer stopped: its last
     long-polling pull, still parked at the broker, would return and count them, in Java too.)"""
     tmp: Path = tmp_path_factory.mktemp("mqadmin-stats")
     with spawn_namesrv(tmp / "ns") as ns, spawn_broker(tmp / "b", ns.addr, env=SAMPLING) as b:
         create_topic(ns.addr, TOPIC, 2)
         create_topic(ns.addr, IDLE, 1)
+        create_topic(ns.addr, POP_TOPIC, 1)
         produce_and_consume(ns.addr, TOPIC, group=GROUP, n=CONSUMED)
         commit_zero(ns.addr, b.addr, LAGGING)
         send(ns.addr, IDLE, IDLE_SENT)
+        send(ns.addr, POP_TOPIC, POPPED)
+        pop_all(ns.addr)
         for name, key, n in (
             (StatsName.TOPIC_PUT_NUMS, TOPIC, CONSUMED),
             (StatsName.GROUP_GET_NUMS, f"{TOPIC}@{GROUP}", CONSUMED),
             (StatsName.TOPIC_PUT_NUMS, IDLE, IDLE_SENT),
+            (StatsName.GROUP_GET_NUMS, f"{POP_TOPIC}@{POP_GROUP}", POPPED),
         ):
             wait_value(lambda: counted(ns.addr, b.addr, name, key, n), f"{name} {key} = {n}", 20)  # noqa: B023
         yield ns, b
@@ -132,7 +156,9 @@ def test_stats_all_prints_each_topic_and_group_with_24_hour_counts_and_tps(
 
     active = ok("statsAll", "-n", ns.addr, "-a").splitlines()
     listed = {line.split()[0] for line in active[1:]}
-    assert listed == {TOPIC, IDLE}, active
+    assert listed == {TOPIC, IDLE, POP_TOPIC}, active
+    pop = by_group[POP_TOPIC, POP_GROUP]  # POP reads count as the group's reads
+    assert (int(pop[6]), int(pop[7])) == (POPPED, POPPED) and float(pop[5]) > 0, pop[0]
     one = ok("statsAll", "-n", ns.addr, "-t", TOPIC).splitlines()
     assert [line.split()[:2] for line in one[1:]] == [[TOPIC, GROUP], [TOPIC, LAGGING]], one
 
@@ -147,17 +173,16 @@ def test_export_metrics_writes_the_brokers_figures(
     doc = json.loads(path.read_text(encoding="utf-8"))
     print(json.dumps(doc, indent=1))
     quota = doc["evaluateReport"]["broker-a"]["runtimeQuota"]
-    sent = CONSUMED + IDLE_SENT
     assert quota["oneDayNum"] == {
-        "normalOneDayInNum": sent,
-        "normalOneDayOutNum": CONSUMED,
+        "normalOneDayInNum": SENT,
+        "normalOneDayOutNum": READ,
         "transOneDayInNum": 0,
         "scheduleOneDayInNum": 0,
     }
     tps = quota["tps"]
     assert tps["normalInTps"] > 0 and tps["normalOutTps"] > 0
     assert tps["transInTps"] == 0 and tps["scheduleInTps"] == 0
-    assert quota["topicSize"] == 2 and quota["groupSize"] == 1, quota
+    assert quota["topicSize"] == 3 and quota["groupSize"] == 2, quota
     assert float(quota["diskRatio"]["commitLogDiskRatio"]) >= 0
     assert doc["totalData"]["totalOneDayNum"] == quota["oneDayNum"]
     assert doc["totalData"]["totalTps"]["totalNormalInTps"] == tps["normalInTps"]
@@ -174,7 +199,7 @@ def test_view_broker_stats_data_answers_the_item_or_javas_error(
     data = view(ns.addr, broker.addr, StatsName.TOPIC_PUT_SIZE, TOPIC)
     assert data.stats_day.sum > 0 and data.stats_day.avgpt > 0
     put = view(ns.addr, broker.addr, StatsName.BROKER_PUT_NUMS, "DefaultCluster")
-    assert put.stats_day.sum == CONSUMED + IDLE_SENT and put.stats_day.avgpt == 0
+    assert put.stats_day.sum == SENT and put.stats_day.avgpt == 0
     with pytest.raises(MQBrokerError) as err:
         view(ns.addr, broker.addr, StatsName.GROUP_GET_NUMS, f"{TOPIC}@no-such-group")
     assert err.value.code == ResponseCode.SYSTEM_ERROR

@@ -17,10 +17,10 @@ from pathlib import Path
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.admin_stats import StatsAllRow, export_metrics, stats_all
 from rocketq.client.cli.common import CommandGroup, Handler, out
+from rocketq.client.cli.export import DEFAULT_EXPORT_DIR
 
 __all__ = ["GROUP", "stats_all_line"]
 
-DEFAULT_EXPORT_DIR = "/tmp/rocketmq/export"
 STATS_ALL_HEADER = (
     f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
     f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}"
