@@ -22,7 +22,7 @@ from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageBatchToStore, PreparedBatch
 from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService
-from rocketq.broker.transaction.bulk_commit import BULK_MIN, load_bulk
+from rocketq.broker.transaction.bulk_commit import BULK_MIN, committed_batches, load_bulk
 from rocketq.broker.transaction.op_log import parse_op_body
 from rocketq.broker.transaction.ranged import half_properties
 from rocketq.client.remoting.codes import ResponseCode
@@ -314,6 +314,36 @@ def test_load_bulk_refuses_copies_and_reads_no_hole(pair: Any) -> None:
     assert [m.queue_offset for m in records] == [*range(10, 110), 0, 1, 2]
     assert [m.physical_offset for m in records] == copied.phys.tolist()
     assert first[0] == 0 and renewed[0] == 70
+
+
+def test_records_ended_while_the_commit_was_built_are_skipped(
+    pair: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The committed records are built before the service lock is taken: halves another request
+    ends in between (here a rollback of part of the range) are skipped and not written, as the
+    general path does."""
+    p = Paths(pair, monkeypatch)
+    first = p.put(0, 100)
+    real = committed_batches
+    calls: list[int] = []
+
+    def racing(bulk: Any, keep: Any, *args: Any) -> Any:
+        calls.append(len(keep))
+        if len(calls) == 1:  # the build outside the lock: another request ends 30 halves first
+            assert p.svc_a.end_transaction_ranges(header(first, ROLLBACK), [(0, 30)]).ended == 30
+        return real(bulk, keep, *args)
+
+    monkeypatch.setattr(service_module, "committed_batches", racing)
+    result = p.svc_a.end_transaction_ranges(header(first, COMMIT), [(0, 100)])
+    assert (result.code, result.ended, result.skipped) == (ResponseCode.SUCCESS, 70, 30)
+    assert calls == [100, 70] and p.bulk_used == 1  # built for all, rebuilt for the 70 left
+    monkeypatch.setattr(service_module, "committed_batches", real)
+    assert p.svc_b.end_transaction_ranges(header(first, ROLLBACK), [(0, 30)]).ended == 30
+    with monkeypatch.context() as m:
+        m.setattr(service_module, "load_bulk", lambda *a, **k: None)
+        assert p.svc_b.end_transaction_ranges(header(first, COMMIT), [(0, 100)]).ended == 70
+    got = p.same_outcome()
+    assert [m.properties["TRAN_PREPARED_QUEUE_OFFSET"] for m in got] == [str(i) for i in range(30, 100)]
 
 
 def test_rollback_in_bulk_writes_only_the_op_record(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
