@@ -23,7 +23,7 @@ from rocketq.broker.store.record_batch import MessageBatchToStore, PreparedBatch
 from rocketq.broker.store.status import PutMessageResult
 from rocketq.broker.transaction import HALF_TOPIC, OP_TOPIC, TransactionalMessageService
 from rocketq.broker.transaction.bulk_commit import BULK_MIN, committed_batches, load_bulk
-from rocketq.broker.transaction.op_log import parse_op_body
+from rocketq.broker.transaction.op_log import iter_queue_records, parse_op_body
 from rocketq.broker.transaction.ranged import half_properties
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.headers import EndTransactionRequestHeader
@@ -344,6 +344,41 @@ def test_records_ended_while_the_commit_was_built_are_skipped(
         assert p.svc_b.end_transaction_ranges(header(first, COMMIT), [(0, 100)]).ended == 70
     got = p.same_outcome()
     assert [m.properties["TRAN_PREPARED_QUEUE_OFFSET"] for m in got] == [str(i) for i in range(30, 100)]
+
+
+def test_check_pass_reads_only_unfinished_halves(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check pass skips the finished offsets without reading their records (a sink's halves are
+    nearly all committed when the pass comes): it reads only the open run, counts the others as
+    skipped, and its progress ends where it stopped or past a finished tail."""
+    import rocketq.broker.transaction.check_pass as check_module
+
+    store = pair[0]
+    svc = TransactionalMessageService(store)
+    first = put_halves(store, 0, 200)
+    assert svc.end_transaction_ranges(header(first, COMMIT), [(0, 100), (150, 50)]).ended == 150
+    reads: list[tuple[int, int]] = []
+    real = iter_queue_records
+
+    def spy(st: MessageStore, topic: str, queue_id: int, start: int, end: int) -> Any:
+        reads.append((start, end))
+        return real(st, topic, queue_id, start, end)
+
+    monkeypatch.setattr(check_module, "iter_queue_records", spy)
+    asked: list[int] = []
+
+    def send_check(group: str, body: bytes, hdr: Any) -> bool:
+        asked.append(hdr.tran_state_table_offset)
+        return True
+
+    born = 1_700_000_000_000
+    young = svc.check(born + 1_000, send_check)  # younger than the transaction timeout: stops at 100
+    assert (young.begin_offset, young.end_offset, young.skipped_done, young.checked) == (0, 100, 100, 0)
+    assert reads == [(100, 150)] and asked == []
+    reads.clear()
+    stats = svc.check(born + 60_000, send_check)
+    assert reads == [(100, 150)] and len(asked) == 50  # the open run only, each asked once
+    assert (stats.begin_offset, stats.end_offset, stats.skipped_done, stats.checked) == (100, 200, 50, 50)
+    assert stats.scanned == 100 and svc.check_progress == 200
 
 
 def test_rollback_in_bulk_writes_only_the_op_record(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
