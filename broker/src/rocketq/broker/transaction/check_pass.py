@@ -39,7 +39,7 @@ from rocketq.client.remoting.headers import CheckTransactionStateRequestHeader
 from rocketq.client.remoting.message import StoredMessage
 from rocketq.client.remoting.properties import MessageConst
 
-__all__ = ["CheckPass", "CheckStats", "SendCheck"]
+__all__ = ["CheckPass", "CheckStats", "SendCheck", "unfinished_runs"]
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class CheckPass:
         c = _Counters()
         offset = begin
         stopped = False
-        for lo, hi in _unfinished_runs(finished, begin):
+        for lo, hi in unfinished_runs(finished, begin):
             offset = max(offset, lo)  # everything before ``lo`` is finished
             for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, lo, hi):
                 if time.monotonic() - started > budget_s:
@@ -259,7 +259,7 @@ class CheckPass:
         return _Step.NEXT
 
 
-def _unfinished_runs(finished: npt.NDArray[np.bool_], base: int) -> Iterator[tuple[int, int]]:
+def unfinished_runs(finished: npt.NDArray[np.bool_], base: int) -> Iterator[tuple[int, int]]:
     """The ``[lo, hi)`` runs of offsets (``base`` + index) that are not ``finished``, in order."""
     if not len(finished):
         return

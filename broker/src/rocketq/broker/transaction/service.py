@@ -52,7 +52,7 @@ from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.store.record_batch import MessageToStore, PreparedBatch
 from rocketq.broker.store.status import PutMessageResult, PutMessageStatus
 from rocketq.broker.transaction.bulk_commit import BulkHalves, committed_batches, load_bulk
-from rocketq.broker.transaction.check_pass import CheckPass, CheckStats, SendCheck
+from rocketq.broker.transaction.check_pass import CheckPass, CheckStats, SendCheck, unfinished_runs
 from rocketq.broker.transaction.commit_scan import find_unrecorded_commits, scan_start
 from rocketq.broker.transaction.config import TransactionConfig
 from rocketq.broker.transaction.half_message import (
@@ -161,12 +161,15 @@ class TransactionalMessageService:
             next_half = self._checker.restore(min_half)
             self._latest.clear()
             copies = 0
-            for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, next_half, max_half):
-                origin = origin_offset(rec)
-                if origin != rec.queue_offset:
-                    copies += 1
-                    if rec.queue_offset > self._latest.get(origin, -1):
-                        self._latest[origin] = rec.queue_offset
+            # (finished offsets are not read: a finished copy's origin is finished too)
+            finished = self._done.mask(np.arange(next_half, max(next_half, max_half), dtype=np.int64))
+            for lo, hi in unfinished_runs(finished, next_half):
+                for rec in iter_queue_records(store, HALF_TOPIC, HALF_QUEUE_ID, lo, hi):
+                    origin = origin_offset(rec)
+                    if origin != rec.queue_offset:
+                        copies += 1
+                        if rec.queue_offset > self._latest.get(origin, -1):
+                            self._latest[origin] = rec.queue_offset
             self._recovered = True
             log.info(
                 "transactions recovered: half queue [%d, %d), check progress %d, %d op records, "
