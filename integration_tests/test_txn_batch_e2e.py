@@ -122,6 +122,7 @@ def test_commit_from_another_process_is_atomic_and_idempotent(
             assert done.returncode == 0, done.stderr
             assert "committed 12" in done.stdout
             wait_for(lambda: len(pull_queue(api, broker.addr, topic, 0)) == 7, "queue 0 committed")
+            wait_for(lambda: len(pull_queue(api, broker.addr, topic, 1)) == 5, "queue 1 committed")
         finally:
             stop.set()
             watcher.join()
