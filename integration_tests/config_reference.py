@@ -20,6 +20,7 @@ from pathlib import Path
 from rocketq.broker.config_keys import KeyOwner, broker_conf_keys
 from rocketq.client.transport.tls import TLS_KEYS, TlsConfig
 from rocketq.controller import config as controller_config
+from rocketq.controller import config_update as controller_config_update
 from rocketq.namesrv import config as namesrv_config
 from rocketq.server.properties import parse_properties
 
@@ -473,7 +474,10 @@ def render() -> str:
             "The same keys configure a controller embedded in the NameServer"
             " (`enableControllerInNamesrv=true` in `namesrv.properties`), except `listenPort`, which"
             " stays the NameServer's. `mqcontroller -o key=value` sets one key; `mqcontroller -p`"
-            " prints the effective configuration.",
+            " prints the effective configuration. "
+            + _key_list(controller_config_update.RUNTIME_KEYS)
+            + " also change while the controller runs, with `mqadmin updateControllerConfig`"
+            " (written into the `-c` file; [failover.md](failover.md)).",
             controller,
             CONTROLLER,
         ),

@@ -17,10 +17,10 @@ Results are the frozen dataclasses of :mod:`rocketq.client.remoting.controller`,
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rocketq.client.admin_config import parse_properties_body
+from rocketq.client.admin_config import parse_properties_body, properties_body
 from rocketq.client.api import MQClientAPI
 from rocketq.client.errors import MQBrokerError, MQClientError, ProtocolError, RemotingError
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
@@ -112,6 +112,18 @@ class AsyncControllerAdmin:
             response = self.api.check(await self.api.invoke(addr, cmd), addr)
             result[addr] = parse_properties_body(response.body)
         return result
+
+    async def update_controller_config(
+        self, controller_addrs: str | Sequence[str], props: Mapping[str, str]
+    ) -> list[str]:
+        """UPDATE_CONTROLLER_CONFIG (1009) on each controller of the list, in order; the addresses.
+        Raises the first refusal (MQBrokerError naming the key) or unreachable controller."""
+        body = properties_body(props)
+        addrs = parse_controller_addrs(controller_addrs)
+        for addr in addrs:
+            cmd = RemotingCommand.request(RequestCode.UPDATE_CONTROLLER_CONFIG, body=body)
+            self.api.check(await self.api.invoke(addr, cmd), addr)
+        return addrs
 
     async def get_controller_metadata(
         self, controller_addr: str, timeout_ms: int | None = None

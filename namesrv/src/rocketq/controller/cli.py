@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -63,6 +65,8 @@ def resolve_config(args: argparse.Namespace) -> ControllerConfig:
     unknown: list[str] = []
     if args.config_file:
         config, unknown = load_config_file(args.config_file, config)
+        # where UPDATE_CONTROLLER_CONFIG persists changes (Java's configStorePath)
+        config = dataclasses.replace(config, config_file=os.path.abspath(args.config_file))
     if args.option:
         config, more = config_from_properties(parse_properties("\n".join(args.option)), config)
         unknown += more

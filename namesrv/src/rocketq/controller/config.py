@@ -108,6 +108,9 @@ class ControllerConfig:
     raft_min_timeout_ms: int = 400
     raft_max_timeout_ms: int = 1_400
     raft_leader_fallback_timeout_ms: int = 3_000  # a leader cut off from the majority steps down
+    #: the properties file this node was started with (``mqcontroller -c``, or the NameServer's
+    #: ``-c`` when embedded): UPDATE_CONTROLLER_CONFIG writes changes there; not a config key
+    config_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.controller_dleger_peers and self.self_peer_or_none() is None:

@@ -1,13 +1,14 @@
 """The controller's request processors: one method per request code (Java's ``ControllerRequestProcessor``).
 
 Every handler decodes its typed header from :mod:`rocketq.client.remoting.controller`, calls the
-:class:`~rocketq.controller.manager.ControllerManager` and encodes the answer.  BROKER_HEARTBEAT
-and CONTROLLER_GET_METADATA_INFO are answered by every controller; everything else only by the
-Raft leader, as in RocketMQ.  A follower answers ``CONTROLLER_NOT_LEADER`` with the leader's id
-and address both in the remark and, as a rocketq extension, in the ``controllerLeaderId`` /
-``controllerLeaderAddress`` extFields of a :class:`GetMetaDataResponseHeader`, so a client retries
-on the leader without another round trip.  A header or body that does not parse is answered
-``CONTROLLER_INVALID_REQUEST`` with the reason.
+:class:`~rocketq.controller.manager.ControllerManager` and encodes the answer.  BROKER_HEARTBEAT,
+CONTROLLER_GET_METADATA_INFO and GET/UPDATE_CONTROLLER_CONFIG are answered by every controller
+(an update changes that node only); everything else only by the Raft leader, as in RocketMQ.
+A follower answers ``CONTROLLER_NOT_LEADER`` with the leader's id and address both in the remark
+and, as a rocketq extension, in the ``controllerLeaderId`` / ``controllerLeaderAddress`` extFields
+of a :class:`GetMetaDataResponseHeader`, so a client retries on the leader without another round
+trip. A header or body that does not parse is answered ``CONTROLLER_INVALID_REQUEST`` with the
+reason.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rocketq.client.remoting import controller as wire
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.controller.config import config_to_properties
+from rocketq.controller.config_update import apply_update
 from rocketq.controller.manager import ControllerManager, GroupView
 from rocketq.controller.state import Outcome
 from rocketq.server import Channel, RemotingServer
@@ -48,6 +50,7 @@ class ControllerProcessor:
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
             RequestCode.CONTROLLER_GET_METADATA_INFO: self.get_metadata_info,
             RequestCode.GET_CONTROLLER_CONFIG: self.get_controller_config,
+            RequestCode.UPDATE_CONTROLLER_CONFIG: self.update_controller_config,
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self.leader_only(self.get_next_broker_id),
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self.leader_only(self.apply_broker_id),
             RequestCode.CONTROLLER_REGISTER_BROKER: self.leader_only(self.register_broker),
@@ -108,6 +111,14 @@ class ControllerProcessor:
     ) -> RemotingCommand:
         body = config_to_properties(self.manager.config).encode()
         return request.make_response(ResponseCode.SUCCESS, None, None, body)
+
+    async def update_controller_config(
+        self, request: RemotingCommand, channel: Channel | None
+    ) -> RemotingCommand:
+        response, self.manager.config = apply_update(request, self.manager.config)  # .config_update
+        if response.code == ResponseCode.SUCCESS:
+            log.info("controller config updated: %s", request.body.decode("utf-8", "replace").strip())
+        return response
 
     # -- leader only ---------------------------------------------------------------------------
 

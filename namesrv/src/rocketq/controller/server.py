@@ -108,9 +108,8 @@ class ControllerServer:
             log.exception("checking for inactive masters failed")
 
     async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
+        while True:  # the interval is read each round: UPDATE_CONTROLLER_CONFIG may change it
+            await asyncio.sleep(self.manager.config.scan_not_active_broker_interval_ms / 1000)
             for info in self.manager.heartbeats.scan():
                 ident = info.identity
                 log.warning(

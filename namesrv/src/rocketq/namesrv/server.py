@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 
 from rocketq.controller.config import config_from_properties as controller_config_from_properties
@@ -63,6 +64,8 @@ class NamesrvServer:
         self.controller: ControllerServer | None = None
         if config.enable_controller_in_namesrv:  # a separate server object on the controller's port
             controller_config, _ = controller_config_from_properties(dict(config.controller_properties))
+            # UPDATE_CONTROLLER_CONFIG persists into the NameServer's file, where it read the keys
+            controller_config = dataclasses.replace(controller_config, config_file=config.config_file)
             self.controller = ControllerServer(controller_config)
 
     @property

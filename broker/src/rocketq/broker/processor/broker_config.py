@@ -15,7 +15,6 @@ file and a rename, the previous file kept as ``.bak`` (Java's ``MixAll.string2Fi
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 from rocketq.broker.config import BrokerConfig
@@ -26,7 +25,7 @@ from rocketq.broker.processor.context import BrokerContext
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.server import Channel
-from rocketq.server.properties import PropertiesSyntaxError, parse_properties
+from rocketq.server.config_update import read_update, write_atomically
 
 __all__ = ["RUNTIME_KEYS", "BrokerConfigProcessor", "config_file_path", "properties_text"]
 
@@ -64,18 +63,6 @@ def properties_text(config: BrokerConfig) -> str:
     return "".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in props.items())
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-
-
 class BrokerConfigProcessor:
     """Registered for UPDATE_BROKER_CONFIG."""
 
@@ -85,20 +72,9 @@ class BrokerConfigProcessor:
     async def update_broker_config(
         self, request: RemotingCommand, channel: Channel
     ) -> RemotingCommand | None:
-        try:
-            props = parse_properties(request.body.decode("utf-8"))
-        except (UnicodeDecodeError, PropertiesSyntaxError) as exc:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad properties body: {exc}")
-        if not props:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, "no key=value line in the request body")
-        refused = sorted(k for k in props if k not in RUNTIME_KEYS)
-        if refused:
-            return request.make_response(
-                ResponseCode.NO_PERMISSION,
-                f"Can not update config in black list: {', '.join(refused)} cannot change at runtime "
-                "(set it in broker.conf and restart the broker); runtime-updatable keys: "
-                + ", ".join(sorted(RUNTIME_KEYS)),
-            )
+        props = read_update(request, RUNTIME_KEYS, "set it in broker.conf and restart the broker")
+        if isinstance(props, RemotingCommand):
+            return props
         try:
             changes = {BROKER_KEYS[k][0]: BROKER_KEYS[k][1](k, v) for k, v in props.items()}
             config = dataclasses.replace(self.ctx.config, **changes)
@@ -107,7 +83,7 @@ class BrokerConfigProcessor:
         path = config_file_path(config)
         text = properties_text(config)
         try:
-            await self.ctx.query_executor.run(lambda: _write(path, text))
+            await self.ctx.query_executor.run(lambda: write_atomically(path, text, keep_backup=True))
         except Busy as busy:
             return request.make_response(ResponseCode.SYSTEM_BUSY, busy.remark)
         except OSError as exc:

@@ -1,5 +1,6 @@
-"""mqadmin's controller subcommands: getControllerMetaData, getSyncStateSet, electMaster,
-cleanBrokerMetadata, getBrokerEpoch (RocketMQ 5's option letters and output lines).
+"""mqadmin's controller subcommands: getControllerMetaData, getControllerConfig,
+updateControllerConfig, getSyncStateSet, electMaster, cleanBrokerMetadata, getBrokerEpoch
+(RocketMQ 5's option letters and output lines).
 
 :mod:`rocketq.client.cli.mqadmin` assembles :data:`GROUP` with the other command groups and runs
 the handlers with an :class:`~rocketq.client.admin.AsyncAdmin`; the controller commands need no
@@ -116,6 +117,12 @@ async def _get_controller_config(admin: AsyncAdmin, a: argparse.Namespace) -> No
             out(f"{key:<50}=  {value}")
 
 
+async def _update_controller_config(admin: AsyncAdmin, a: argparse.Namespace) -> None:
+    addrs = await AsyncControllerAdmin(admin.api).update_controller_config(a.controller, {a.key: a.value})
+    out(f"update controller config success![{', '.join(addrs)}]")  # Java prints the List
+    out(f"{a.key} : {a.value}")
+
+
 async def _broker_names(admin: AsyncAdmin, cluster: str) -> list[str]:
     info = await admin.cluster_list()
     if cluster not in info.cluster_addr_table:
@@ -173,6 +180,7 @@ async def _get_broker_epoch(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 _COMMANDS: dict[str, tuple[Handler, str]] = {
     "getControllerMetaData": (_get_controller_metadata, "Get controller cluster's metadata"),
     "getControllerConfig": (_get_controller_config, "Get controller config."),
+    "updateControllerConfig": (_update_controller_config, "Update controller config."),
     "getSyncStateSet": (_get_sync_state_set, "Fetch syncStateSet for target brokers"),
     "electMaster": (_elect_master, "Re-elect the specified broker as master"),
     "cleanBrokerMetadata": (_clean_broker_metadata, "Clean metadata of broker on controller"),
@@ -186,7 +194,10 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "-a", "--controllerAddress", dest="controller", required=True, help="controller address(es), ';'"
         )
-    if name == "getSyncStateSet":
+    if name == "updateControllerConfig":
+        p.add_argument("-k", "--key", dest="key", required=True, help="config key (camelCase)")
+        p.add_argument("-v", "--value", dest="value", required=True, help="config value")
+    elif name == "getSyncStateSet":
         p.add_argument("-b", "--brokerName", dest="broker_name", help="which broker group")
         p.add_argument("-c", "--clusterName", dest="cluster", help="every group of this cluster (needs -n)")
     elif name == "electMaster":

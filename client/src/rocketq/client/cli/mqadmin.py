@@ -128,6 +128,7 @@ LISTING: tuple[str, ...] = (
     "consumeMessage",
     "getControllerMetaData",
     "getControllerConfig",
+    "updateControllerConfig",
     "getSyncStateSet",
     "electMaster",
     "cleanBrokerMetadata",
