@@ -11,14 +11,23 @@ choice of file.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from pathlib import Path
+from typing import TypeVar
 
 from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.server.properties import PropertiesSyntaxError, parse_properties
 
-__all__ = ["merge_properties_file", "persist_update", "read_update", "write_atomically"]
+__all__ = [
+    "apply_properties_update",
+    "merge_properties_file",
+    "persist_update",
+    "read_update",
+    "write_atomically",
+]
+
+C = TypeVar("C")
 
 
 def read_update(
@@ -88,3 +97,31 @@ def persist_update(
             remark = f"cannot persist the configuration to {config_file}: {exc}"
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
     return request.make_response(ResponseCode.SUCCESS)
+
+
+def apply_properties_update(
+    request: RemotingCommand,
+    config: C,
+    *,
+    runtime_keys: Set[str],
+    restart_hint: str,
+    parse: Callable[[Mapping[str, str], C], tuple[C, list[str]]],
+    error: type[Exception],
+    config_file: str | None,
+) -> tuple[RemotingCommand, C]:
+    """An update request of a server whose settings are a frozen config read from properties
+    (NameServer, controller): the response and the configuration to run with.
+
+    The body is read and refused as :func:`read_update` does; the pairs are applied with
+    ``parse(props, config)`` (a bad value raises ``error``, answered SYSTEM_ERROR with its message)
+    and written into ``config_file`` (:func:`persist_update`); ``config`` is kept on any refusal.
+    """
+    props = read_update(request, runtime_keys, restart_hint)
+    if isinstance(props, RemotingCommand):
+        return props, config
+    try:
+        updated, _ = parse(props, config)
+    except error as exc:
+        return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)), config
+    response = persist_update(request, props, config_file)
+    return response, (updated if response.code == ResponseCode.SUCCESS else config)

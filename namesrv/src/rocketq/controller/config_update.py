@@ -15,13 +15,10 @@ without a file it lasts until the process stops.
 
 from __future__ import annotations
 
-import dataclasses
-
-from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.controller.config import ControllerConfig, config_from_properties
 from rocketq.controller.errors import ControllerConfigError
-from rocketq.server.config_update import persist_update, read_update
+from rocketq.server.config_update import apply_properties_update
 
 __all__ = ["RUNTIME_KEYS", "apply_update"]
 
@@ -40,13 +37,12 @@ def apply_update(
     request: RemotingCommand, config: ControllerConfig
 ) -> tuple[RemotingCommand, ControllerConfig]:
     """The response to an UPDATE_CONTROLLER_CONFIG request and the configuration to run with."""
-    props = read_update(request, RUNTIME_KEYS, "set it in the controller's config file and restart it")
-    if isinstance(props, RemotingCommand):
-        return props, config
-    try:
-        updated, _ = config_from_properties(props, config)
-    except ControllerConfigError as exc:
-        return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)), config
-    updated = dataclasses.replace(updated, config_file=config.config_file)
-    response = persist_update(request, props, config.config_file)
-    return response, (updated if response.code == ResponseCode.SUCCESS else config)
+    return apply_properties_update(
+        request,
+        config,
+        runtime_keys=RUNTIME_KEYS,
+        restart_hint="set it in the controller's config file and restart it",
+        parse=config_from_properties,
+        error=ControllerConfigError,
+        config_file=config.config_file,
+    )

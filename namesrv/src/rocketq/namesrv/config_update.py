@@ -12,13 +12,10 @@ file it lasts until the NameServer stops.
 
 from __future__ import annotations
 
-import dataclasses
-
-from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.namesrv.config import NamesrvConfig, config_from_properties
 from rocketq.namesrv.errors import NamesrvConfigError
-from rocketq.server.config_update import persist_update, read_update
+from rocketq.server.config_update import apply_properties_update
 
 __all__ = ["RUNTIME_KEYS", "apply_update"]
 
@@ -28,13 +25,12 @@ RUNTIME_KEYS: frozenset[str] = frozenset({"orderMessageEnable"})
 
 def apply_update(request: RemotingCommand, config: NamesrvConfig) -> tuple[RemotingCommand, NamesrvConfig]:
     """The response to an UPDATE_NAMESRV_CONFIG request and the configuration to run with."""
-    props = read_update(request, RUNTIME_KEYS, "set it in the NameServer's properties file and restart it")
-    if isinstance(props, RemotingCommand):
-        return props, config
-    try:
-        updated, _ = config_from_properties(props, config)
-    except NamesrvConfigError as exc:
-        return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)), config
-    updated = dataclasses.replace(updated, config_file=config.config_file)
-    response = persist_update(request, props, config.config_file)
-    return response, (updated if response.code == ResponseCode.SUCCESS else config)
+    return apply_properties_update(
+        request,
+        config,
+        runtime_keys=RUNTIME_KEYS,
+        restart_hint="set it in the NameServer's properties file and restart it",
+        parse=config_from_properties,
+        error=NamesrvConfigError,
+        config_file=config.config_file,
+    )
