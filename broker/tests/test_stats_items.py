@@ -7,11 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from pathlib import Path
 
 import pytest
 
-from rocketq.broker.stats_items import BrokerStatsManager, SamplingPeriods, StatsItem, Window
+from rocketq.broker.schedule.delay import SCHEDULE_TOPIC, apply_delay_level, parse_delay_levels
+from rocketq.broker.schedule.service import ScheduleMessageService
+from rocketq.broker.stats_items import (
+    SCHEDULE_CONSUMER_GROUP,
+    BrokerStatsManager,
+    SamplingPeriods,
+    StatsItem,
+    Window,
+)
+from rocketq.broker.store.record_batch import MessageToStore
+from rocketq.broker.testing import small_store
 from rocketq.client.remoting.broker_stats import BrokerStatsData, BrokerStatsItem, StatsName
+from rocketq.client.remoting.properties import encode_properties
 
 T0 = 1_700_000_000_000
 #: the sampling periods of the minute, hour and day windows
@@ -153,3 +166,126 @@ def test_run_samples_on_the_loop() -> None:
 
     data = asyncio.run(go())
     assert data is not None and data.stats_day.sum == 2 and data.stats_hour.sum == 2
+
+
+def _minute_sum(stats: BrokerStatsManager, name: StatsName, key: str) -> int | None:
+    data = stats.view(name, key)
+    return None if data is None else data.stats_minute.sum
+
+
+def test_deleting_a_topic_drops_its_puts_and_every_read_and_send_back_of_it_only() -> None:
+    stats, _ = manager()
+    stats.record_put("T", 1, 10)
+    stats.record_put("T2", 1, 10)
+    stats.record_put("T@x", 1, 10)  # a key that merely starts with the topic's name stays
+    stats.record_get("G", "T", 1, 10)
+    stats.record_get("G", "T2", 1, 10)
+    stats.record_send_back("G", "T")
+    stats.put_from_thread("T", 4, 40)  # pending from another thread: must not come back later
+    stats.on_topic_deleted("T")
+    stats.tick()
+    for name, key in [
+        (StatsName.TOPIC_PUT_NUMS, "T"),
+        (StatsName.TOPIC_PUT_SIZE, "T"),
+        (StatsName.GROUP_GET_NUMS, "T@G"),
+        (StatsName.GROUP_GET_SIZE, "T@G"),
+        (StatsName.SNDBCK_PUT_NUMS, "T@G"),
+    ]:
+        assert stats.view(name, key) is None, (name, key)
+    assert stats.view(StatsName.TOPIC_PUT_NUMS, "T2") is not None
+    assert stats.view(StatsName.TOPIC_PUT_NUMS, "T@x") is not None
+    assert stats.view(StatsName.GROUP_GET_NUMS, "T2@G") is not None
+    assert stats.view(StatsName.BROKER_PUT_NUMS, "C1") is not None  # the broker's totals stay, as Java
+
+
+def test_deleting_a_group_drops_its_reads_and_send_backs_on_every_topic_only() -> None:
+    stats, _ = manager()
+    stats.record_get("G", "T", 1, 10)
+    stats.record_get("G", "%RETRY%G", 1, 10)
+    stats.record_get("XG", "T", 1, 10)  # another group whose name ends with the deleted one's
+    stats.record_send_back("G", "T")
+    stats.record_put("T", 1, 10)
+    stats.on_group_deleted("G")
+    for name, key in [
+        (StatsName.GROUP_GET_NUMS, "T@G"),
+        (StatsName.GROUP_GET_SIZE, "T@G"),
+        (StatsName.GROUP_GET_NUMS, "%RETRY%G@G"),
+        (StatsName.SNDBCK_PUT_NUMS, "T@G"),
+    ]:
+        assert stats.view(name, key) is None, (name, key)
+    assert stats.view(StatsName.GROUP_GET_NUMS, "T@XG") is not None
+    assert stats.view(StatsName.TOPIC_PUT_NUMS, "T") is not None
+
+
+def test_puts_from_other_threads_add_up_and_count_at_the_next_sample() -> None:
+    stats, clock = manager()
+    stats.tick()
+    threads, per_thread = 4, 500
+
+    def put() -> None:
+        for _ in range(per_thread):
+            stats.put_from_thread("T", 2, 100)
+
+    workers = [threading.Thread(target=put) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=30)
+    stats.record_put("T", 1, 50)  # the loop's own put of the same topic
+    clock.now = T0 + MINUTE
+    stats.tick()
+    data = stats.view(StatsName.TOPIC_PUT_NUMS, "T")
+    assert data is not None
+    calls = threads * per_thread + 1
+    assert data.stats_minute.sum == threads * per_thread * 2 + 1
+    assert data.stats_minute.avgpt == pytest.approx((threads * per_thread * 2 + 1) / calls)
+    assert _minute_sum(stats, StatsName.TOPIC_PUT_SIZE, "T") == threads * per_thread * 100 + 50
+    assert _minute_sum(stats, StatsName.BROKER_PUT_NUMS, "C1") == threads * per_thread * 2 + 1
+
+
+def test_a_scheduled_delivery_counts_the_real_topics_put_and_the_schedulers_read() -> None:
+    stats, clock = manager()
+    stats.tick()
+    stats.schedule_put_from_thread("Real", 1, 200)
+    clock.now = T0 + MINUTE
+    stats.tick()
+    assert _minute_sum(stats, StatsName.TOPIC_PUT_NUMS, "Real") == 1
+    assert _minute_sum(stats, StatsName.TOPIC_PUT_SIZE, "Real") == 200
+    key = f"SCHEDULE_TOPIC_XXXX@{SCHEDULE_CONSUMER_GROUP}"
+    assert _minute_sum(stats, StatsName.GROUP_GET_NUMS, key) == 1
+    assert _minute_sum(stats, StatsName.GROUP_GET_SIZE, key) == 200
+    assert _minute_sum(stats, StatsName.BROKER_PUT_NUMS, "C1") == 1
+
+
+def test_the_scheduler_reports_each_delivery_to_the_stats(tmp_path: Path) -> None:
+    store = small_store(tmp_path / "store", start=True, message_delay_level="1s 2s")
+    try:
+        props = encode_properties({"UNIQ_KEY": "U-1", "DELAY": "1"})
+        topic, queue_id, props = apply_delay_level("Orders", 1, props, 2)
+        put = store.put_message(
+            MessageToStore(
+                topic=topic,
+                queue_id=queue_id,
+                body=b"delayed",
+                properties=props,
+                born_timestamp=T0,
+                born_host=("10.0.0.2", 1),
+                store_host=("127.0.0.1", 10911),
+            )
+        )
+        assert put.is_ok and put.append_result is not None and store.wait_dispatched()
+        stats, clock = manager()
+        stats.tick()
+        svc = ScheduleMessageService(store, parse_delay_levels("1s 2s"))
+        svc.on_put = stats.schedule_put_from_thread
+        svc.deliver_due(put.append_result.store_timestamp + 60_000)
+        assert svc.delivered == 1
+        clock.now = T0 + MINUTE
+        stats.tick()
+        assert _minute_sum(stats, StatsName.TOPIC_PUT_NUMS, "Orders") == 1
+        size = _minute_sum(stats, StatsName.TOPIC_PUT_SIZE, "Orders")
+        assert size is not None and size > len(b"delayed")
+        key = f"{SCHEDULE_TOPIC}@{SCHEDULE_CONSUMER_GROUP}"
+        assert _minute_sum(stats, StatsName.GROUP_GET_NUMS, key) == 1
+    finally:
+        store.shutdown()

@@ -52,6 +52,7 @@ class MasterServices:
             config_dir=self._config_dir,
             flush_interval_ms=ctx.config.flush_delay_offset_interval_ms,
         )
+        schedule.on_put = ctx.stats_items.schedule_put_from_thread  # mqadmin statsAll
         await asyncio.to_thread(schedule.start)
         await self._start_timer()
         await self._start_transactions()
@@ -66,6 +67,7 @@ class MasterServices:
             return
         root = ctx.store.config.store_path_root_dir
         self.timer = TimerMessageService(TimerMessageStore(ctx.store, timer, root))
+        self.timer.timer.on_put = ctx.stats_items.put_from_thread  # mqadmin statsAll
         await asyncio.to_thread(self.timer.start)
         ctx.pop_stats.timer = timer_figures(self.timer.timer)  # rocketmq_timer_* (metrics/pop.py)
 
@@ -85,6 +87,7 @@ class MasterServices:
             ),
             offsets=ctx.offsets,
         )
+        txn.on_commit = ctx.stats_items.put_from_thread  # mqadmin statsAll (executor threads)
         await asyncio.to_thread(txn.recover)
         ctx.txn = txn
         ctx.topics.create_retry_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)

@@ -17,6 +17,12 @@ first's, ``tps`` that sum per second between them and ``avgpt`` the sum per call
 Java, a message counts in the minute window only after the next 10 s sample and leaves it a
 minute later, and ``statsAll`` falls back from the day to the hour to the minute sum.  The periods
 are :class:`SamplingPeriods`; tests shorten them with ``ROCKETQ_STATS_SAMPLING_MS``.
+
+Puts made on other threads (the delay-level scheduler, the timer wheel, transaction commits in the
+executor) go through :meth:`BrokerStatsManager.put_from_thread`: the amounts add up, under a lock,
+in a pending table keyed by (name, key) that the loop folds into the items before each sample,
+read or delete.  The loop's own hot paths (send, pull, POP) keep writing the items lock-free.
+Deleting a topic or a group removes its items as Java's ``onTopicDeleted``/``onGroupDeleted`` do.
 """
 
 from __future__ import annotations
@@ -24,14 +30,26 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rocketq.client.remoting.broker_stats import BrokerStatsData, BrokerStatsItem, StatsName, topic_group_key
+from rocketq.client.remoting.vocabulary import SCHEDULE_TOPIC
 
-__all__ = ["SAMPLING_ENV", "BrokerStatsManager", "SamplingPeriods", "StatsItem", "Window"]
+#: the group Java's scheduler reads SCHEDULE_TOPIC_XXXX as (``MixAll.SCHEDULE_CONSUMER_GROUP``)
+SCHEDULE_CONSUMER_GROUP = "SCHEDULE_CONSUMER"
+
+__all__ = [
+    "SAMPLING_ENV",
+    "SCHEDULE_CONSUMER_GROUP",
+    "BrokerStatsManager",
+    "SamplingPeriods",
+    "StatsItem",
+    "Window",
+]
 
 #: ``minute,hour,day`` sampling periods in ms (tests only; the defaults are Java's 10 s, 10 min, 1 h)
 SAMPLING_ENV = "ROCKETQ_STATS_SAMPLING_MS"
@@ -133,6 +151,9 @@ class BrokerStatsManager:
         self._clock_ms = clock_ms
         self._sets: dict[str, dict[str, StatsItem]] = {name.value: {} for name in StatsName}
         self._due: dict[Window, int] | None = None
+        #: amounts recorded on other threads, (name, key) -> [value, times]; folded in by the loop
+        self._pending: dict[tuple[StatsName, str], list[int]] = {}
+        self._pending_lock = threading.Lock()
 
     def add(self, name: StatsName, key: str, value: int, times: int = 1) -> None:
         items = self._sets[name]
@@ -158,18 +179,73 @@ class BrokerStatsManager:
         """A consumer of ``group`` sent a message of ``topic`` back (CONSUMER_SEND_MSG_BACK)."""
         self.add(StatsName.SNDBCK_PUT_NUMS, topic_group_key(topic, group), 1)
 
+    def add_from_thread(self, name: StatsName, key: str, value: int, times: int = 1) -> None:
+        """:meth:`add` from any thread: held until the loop's next :meth:`drain`."""
+        with self._pending_lock:
+            amounts = self._pending.get((name, key))
+            if amounts is None:
+                self._pending[(name, key)] = [value, times]
+            else:
+                amounts[0] += value
+                amounts[1] += times
+
+    def put_from_thread(self, topic: str, count: int, size: int) -> None:
+        """:meth:`record_put` from any thread (one call: the scheduler's, the timer's or a commit's put)."""
+        self.add_from_thread(StatsName.TOPIC_PUT_NUMS, topic, count)
+        self.add_from_thread(StatsName.TOPIC_PUT_SIZE, topic, size)
+        self.add_from_thread(StatsName.BROKER_PUT_NUMS, self.cluster_name, count, 0)
+
+    def schedule_put_from_thread(self, topic: str, count: int, size: int) -> None:
+        """A delayed message delivered to ``topic``: its put, and (as Java, with
+        ``enableScheduleMessageStats``) a read of ``SCHEDULE_TOPIC_XXXX`` by ``SCHEDULE_CONSUMER``."""
+        self.put_from_thread(topic, count, size)
+        key = topic_group_key(SCHEDULE_TOPIC, SCHEDULE_CONSUMER_GROUP)
+        self.add_from_thread(StatsName.GROUP_GET_NUMS, key, count)
+        self.add_from_thread(StatsName.GROUP_GET_SIZE, key, size)
+
+    def drain(self) -> None:
+        """Fold what other threads recorded into the items (on the loop)."""
+        if not self._pending:
+            return
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        for (name, key), (value, times) in pending.items():
+            self.add(name, key, value, times)
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Drop the items of ``topic``: its puts and every ``topic@group`` read or send-back."""
+        self.drain()
+        self._sets[StatsName.TOPIC_PUT_NUMS].pop(topic, None)
+        self._sets[StatsName.TOPIC_PUT_SIZE].pop(topic, None)
+        prefix = topic_group_key(topic, "")
+        for name in (StatsName.GROUP_GET_NUMS, StatsName.GROUP_GET_SIZE, StatsName.SNDBCK_PUT_NUMS):
+            items = self._sets[name]
+            for key in [k for k in items if k.startswith(prefix)]:
+                del items[key]
+
+    def on_group_deleted(self, group: str) -> None:
+        """Drop the ``topic@group`` items of ``group`` (reads and send-backs)."""
+        self.drain()
+        suffix = "@" + group
+        for name in (StatsName.GROUP_GET_NUMS, StatsName.GROUP_GET_SIZE, StatsName.SNDBCK_PUT_NUMS):
+            items = self._sets[name]
+            for key in [k for k in items if k.endswith(suffix)]:
+                del items[key]
+
     def item(self, name: str, key: str) -> StatsItem | None:
         items = self._sets.get(name)
         return None if items is None else items.get(key)
 
     def view(self, name: str, key: str) -> BrokerStatsData | None:
         """The windows of one item (VIEW_BROKER_STATS_DATA), None when it was never counted."""
+        self.drain()
         item = self.item(name, key)
         return None if item is None else item.data()
 
     def tick(self, now_ms: int | None = None) -> int:
         """Sample the windows that are due; return when the next one is (ms)."""
         now = self._clock_ms() if now_ms is None else now_ms
+        self.drain()
         if self._due is None:  # the first tick samples every window, as Java's initial delay 0
             self._due = dict.fromkeys(Window, now)
         for window, due in self._due.items():

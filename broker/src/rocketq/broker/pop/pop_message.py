@@ -301,7 +301,6 @@ class PopMessageProcessor:
             ctx.stats.get_found += 1
             ctx.stats.get_messages += len(popped.records)
             body = b"".join(popped.records)
-            ctx.stats_items.record_get(header.consumer_group, header.topic, len(popped.records), len(body))
             return request.make_response(ResponseCode.SUCCESS, GetMessageStatus.FOUND.name, fields, body)
         code = V5_POLLING_FULL if polling_full else V5_POLLING_TIMEOUT
         return request.make_response(code, GetMessageStatus.NO_MESSAGE_IN_QUEUE.name, fields)
@@ -391,6 +390,8 @@ class PopMessageProcessor:
             )
             popped.rest_num += batch.rest_num
             if batch.records:
+                size = sum(len(r) for r in batch.records)  # mqadmin statsAll, per queue read as Java
+                ctx.stats_items.record_get(group, topic, len(batch.records), size)
                 popped.start_offset_info.append(start_offset_info_entry(topic, queue_id, batch.start_offset))
                 popped.msg_offset_info.append(msg_offset_info_entry(topic, queue_id, batch.queue_offsets))
                 popped.order_count_info.extend(batch.order_count_info)
@@ -517,6 +518,9 @@ class PopMessageProcessor:
         *,
         is_retry: bool,
     ) -> None:
+        if read.records:  # mqadmin statsAll: per queue read, under the topic read (retry too), as Java
+            size = sum(len(r) for r in read.records)
+            self.ctx.stats_items.record_get(header.consumer_group, topic, len(read.records), size)
         popped.start_offset_info.append(start_offset_info_entry(topic, queue_id, offset))
         popped.msg_offset_info.append(msg_offset_info_entry(topic, queue_id, read.queue_offsets))
         if not is_retry or self.ctx.config.pop_response_return_actual_retry_topic:

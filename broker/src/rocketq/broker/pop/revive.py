@@ -326,6 +326,8 @@ class ReviveService:
                 log.warning("revive: put to %s failed (%s); retried", to_store.topic, result.status.name)
                 return None
             revived.append(offset)
+            if result.append_result is not None:  # mqadmin statsAll: Java counts the re-put
+                self.ctx.stats_items.record_put(to_store.topic, 1, result.append_result.wrote_bytes)
             if dead:
                 self.dead_lettered += 1
                 if self.ctx.metrics is not None:

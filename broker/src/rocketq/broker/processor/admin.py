@@ -101,6 +101,7 @@ class AdminProcessor:
         ctx.offsets.remove_topic(header.topic)
         store = ctx.store
         await ctx.query_executor.run(lambda: store.delete_topics({header.topic}))
+        ctx.stats_items.on_topic_deleted(header.topic)  # as Java's autoDeleteUnusedStats (default on)
         return request.make_response(ResponseCode.SUCCESS)
 
     async def get_all_topic_config(
@@ -151,6 +152,7 @@ class AdminProcessor:
         self.ctx.groups.delete(group)
         if request.ext_fields.get("cleanOffset", "").lower() == "true":
             self.ctx.offsets.remove_group(group)
+        self.ctx.stats_items.on_group_deleted(group)  # as Java's autoDeleteUnusedStats (default on)
         return request.make_response(ResponseCode.SUCCESS)
 
     async def get_all_consumer_offset(

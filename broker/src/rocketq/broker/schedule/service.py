@@ -65,6 +65,8 @@ class ScheduleMessageService:
         self.clock = clock
         self.offsets: dict[int, int] = {}
         self.delivered = 0
+        #: called (on this service's thread) with (topic, messages, bytes) after each delivery's put
+        self.on_put: Callable[[str, int, int], None] | None = None
         self._retry_at: dict[int, int] = {}
         self._lock = threading.Lock()  # offsets: written by the thread, read by encode()/persist()
         self._stop = threading.Event()
@@ -207,6 +209,8 @@ class ScheduleMessageService:
         status = result.status
         if result.is_ok:
             self.delivered += 1
+            if self.on_put is not None and result.append_result is not None:
+                self.on_put(topic, 1, result.append_result.wrote_bytes)
             return True
         if status in _NEVER_STORED:
             log.error(

@@ -102,6 +102,8 @@ class TimerMessageStore:
         self.curr_queue_offset = 0
         self.curr_read_time_ms = 0
         self.stats = TimerStats()
+        #: called (on the timer's thread) with (topic, messages, bytes) after each put, rolls too
+        self.on_put: Callable[[str, int, int], None] | None = None
         #: slots before this time may have been delivered by a previous run: checked before delivery
         self.started_at_ms = 0
         self._committed = (-1, -1)
@@ -320,7 +322,10 @@ class TimerMessageStore:
             prepared_transaction_offset=0,
         )
         for attempt in range(PUT_ATTEMPTS):
-            status = self.store.put_message(to_store).status
+            put = self.store.put_message(to_store)
+            status = put.status
+            if status.is_ok and self.on_put is not None and put.append_result is not None:
+                self.on_put(topic, 1, put.append_result.wrote_bytes)
             if status.is_ok:
                 if roll:
                     self.stats.rolled += 1

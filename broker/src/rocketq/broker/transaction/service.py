@@ -145,6 +145,8 @@ class TransactionalMessageService:
         #: the store's batch limit: larger groups of committed messages take several appends
         self._max_batch_bytes = int(getattr(store.config, "max_message_size_bytes", 4 * 1024 * 1024))
         self._max_properties = int(getattr(store.config, "max_properties_size_bytes", 32767))
+        #: called with (topic, messages, bytes) once per commit that stored messages (mqadmin statsAll)
+        self.on_commit: Callable[[str, int, int], None] | None = None
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -262,6 +264,8 @@ class TransactionalMessageService:
                 if not result.is_ok:
                     log.error("commit of half offset %d failed: %s", qo, result.status.value)
                     return put_error(result.status)
+                if self.on_commit is not None and result.append_result is not None:
+                    self.on_commit(real.topic, 1, result.append_result.wrote_bytes)
             op = make_op_message([qo, origin], store_host=half.store_host, now_ms=self._clock_ms())
             op_result: PutMessageResult = self.store.put_message(op)
             if not op_result.is_ok:
@@ -356,8 +360,13 @@ class TransactionalMessageService:
             if batches is None:
                 return None
             stored = 0
+            wrote: dict[str, list[int]] = {}  # topic -> [messages, bytes], for on_commit
             for prep in batches:
                 result: PutMessageResult = self.store.put_prepared(prep)
+                if result.is_ok and self.on_commit is not None and result.append_result is not None:
+                    amounts = wrote.setdefault(prep.topic, [0, 0])
+                    amounts[0] += prep.n
+                    amounts[1] += result.append_result.wrote_bytes
                 if not result.is_ok:
                     log.error(
                         "ranged commit stopped after %d of %d messages: %s",
@@ -368,6 +377,9 @@ class TransactionalMessageService:
                     failure = put_error(result.status)
                     break
                 stored += prep.n
+            if self.on_commit is not None:
+                for topic, (count, size) in wrote.items():
+                    self.on_commit(topic, count, size)
         ended = qos[pending[:stored]]
         if not len(ended):
             return 0, skipped, failure
