@@ -23,7 +23,10 @@ from rocketq.broker.stats_items import (
 )
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.testing import small_store
+from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.client.remoting.broker_stats import BrokerStatsData, BrokerStatsItem, StatsName
+from rocketq.client.remoting.headers import EndTransactionRequestHeader
+from rocketq.client.remoting.msgid import decode_offset_msg_id
 from rocketq.client.remoting.properties import encode_properties
 
 T0 = 1_700_000_000_000
@@ -287,5 +290,46 @@ def test_the_scheduler_reports_each_delivery_to_the_stats(tmp_path: Path) -> Non
         assert size is not None and size > len(b"delayed")
         key = f"{SCHEDULE_TOPIC}@{SCHEDULE_CONSUMER_GROUP}"
         assert _minute_sum(stats, StatsName.GROUP_GET_NUMS, key) == 1
+    finally:
+        store.shutdown()
+
+
+def test_a_ranged_commit_reports_one_call_per_topic_and_a_repeat_none(tmp_path: Path) -> None:
+    store = small_store(tmp_path / "store", start=True)
+    try:
+        svc = TransactionalMessageService(store)
+        calls: list[tuple[str, int, int]] = []
+        svc.on_commit = lambda topic, count, size: calls.append((topic, count, size))
+        firsts = []
+        for queue_id, n in ((0, 4), (1, 3)):
+            msgs = [
+                MessageToStore(
+                    topic="TxnT",
+                    queue_id=queue_id,
+                    body=b"row-%d" % i,
+                    sys_flag=4,
+                    properties={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": f"U{queue_id}-{i}"},
+                    born_timestamp=T0,
+                    born_host=("10.0.0.2", 1),
+                    store_host=("127.0.0.1", 10911),
+                )
+                for i in range(n)
+            ]
+            result = svc.prepare_half_batch(msgs)
+            assert result.is_ok and result.append_result is not None
+            firsts.append(result.append_result)
+        msg_id = firsts[0].msg_id.split(",")[0]
+        header = EndTransactionRequestHeader(
+            producer_group="PG",
+            tran_state_table_offset=firsts[0].queue_offset,
+            commit_log_offset=decode_offset_msg_id(msg_id)[2],
+            commit_or_rollback=8,
+            msg_id=msg_id,
+        )
+        ranges = [(firsts[0].queue_offset, 4), (firsts[1].queue_offset, 3)]
+        assert svc.end_transaction_ranges(header, ranges).ended == 7
+        assert len(calls) == 1 and calls[0][:2] == ("TxnT", 7) and calls[0][2] > 7 * len(b"row-0")
+        assert svc.end_transaction_ranges(header, ranges).skipped == 7
+        assert len(calls) == 1  # nothing stored by the repeat, nothing counted
     finally:
         store.shutdown()

@@ -336,12 +336,18 @@ def _column(values: Sequence[_V], idx: list[int]) -> list[_V]:
 
 
 def append_committed(
-    store: MessageStore, cols: HalfColumns, todo: Sequence[int], max_delay_level: int, max_batch_bytes: int
+    store: MessageStore,
+    cols: HalfColumns,
+    todo: Sequence[int],
+    max_delay_level: int,
+    max_batch_bytes: int,
+    wrote: dict[str, list[int]] | None = None,
 ) -> tuple[list[int], PutMessageResult | None]:
     """Append the real messages of records ``todo`` (indices into ``cols``) per destination queue.
 
     Returns the indices whose real messages are stored, and the failed put (None if all were
-    stored).  Appending stops at the first failure.
+    stored).  Appending stops at the first failure.  ``wrote`` (if given) gains per topic the
+    messages and bytes stored, ``[messages, bytes]``.
     """
     stored: list[int] = []
     for (topic, queue_id), (idx, props) in _destinations(cols, todo, max_delay_level).items():
@@ -364,4 +370,8 @@ def append_committed(
             if not result.is_ok:
                 return stored, result
             stored.extend(run)
+            if wrote is not None and result.append_result is not None:
+                amounts = wrote.setdefault(topic, [0, 0])
+                amounts[0] += len(run)
+                amounts[1] += result.append_result.wrote_bytes
     return stored, None

@@ -419,9 +419,13 @@ class TransactionalMessageService:
         """
         failure: tuple[ResponseCode, str] | None = None
         if kind == COMMIT_TYPE and todo:
+            wrote: dict[str, list[int]] = {}  # topic -> [messages, bytes], for on_commit
             stored, failed = append_committed(
-                self.store, cols, todo, self._max_delay_level, self._max_batch_bytes
+                self.store, cols, todo, self._max_delay_level, self._max_batch_bytes, wrote
             )
+            if self.on_commit is not None:
+                for topic, (count, size) in wrote.items():
+                    self.on_commit(topic, count, size)
             if failed is not None:
                 log.error(
                     "ranged commit stopped after %d of %d messages: %s",
