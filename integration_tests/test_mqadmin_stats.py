@@ -204,3 +204,21 @@ def test_view_broker_stats_data_answers_the_item_or_javas_error(
         view(ns.addr, broker.addr, StatsName.GROUP_GET_NUMS, f"{TOPIC}@no-such-group")
     assert err.value.code == ResponseCode.SYSTEM_ERROR
     assert err.value.remark == f"The stats <GROUP_GET_NUMS> <{TOPIC}@no-such-group> not exist"
+
+
+def test_deleting_a_topic_or_group_drops_its_stats_items(
+    cluster: tuple[ServerProcess, ServerProcess],
+) -> None:
+    """Last in the module: it deletes IDLE and POP_GROUP, whose counts the tests above read."""
+    ns, broker = cluster
+    assert counted(ns.addr, broker.addr, StatsName.TOPIC_PUT_NUMS, IDLE, IDLE_SENT)
+    ok("deleteTopic", "-n", ns.addr, "-t", IDLE)
+    with pytest.raises(MQBrokerError):
+        view(ns.addr, broker.addr, StatsName.TOPIC_PUT_NUMS, IDLE)
+    key = f"{POP_TOPIC}@{POP_GROUP}"
+    assert counted(ns.addr, broker.addr, StatsName.GROUP_GET_NUMS, key, POPPED)
+    ok("deleteSubGroup", "-n", ns.addr, "-b", broker.addr, "-g", POP_GROUP)
+    for name in (StatsName.GROUP_GET_NUMS, StatsName.GROUP_GET_SIZE):
+        with pytest.raises(MQBrokerError):
+            view(ns.addr, broker.addr, name, key)
+    assert counted(ns.addr, broker.addr, StatsName.TOPIC_PUT_NUMS, TOPIC, CONSUMED)  # others stay
