@@ -23,6 +23,9 @@ from rocketq.broker.stats_items import (
 )
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.testing import small_store
+from rocketq.broker.timer.config import TimerConfig
+from rocketq.broker.timer.rules import TimerRouteStatus, route_timer_message
+from rocketq.broker.timer.store import TimerMessageStore
 from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.client.remoting.broker_stats import BrokerStatsData, BrokerStatsItem, StatsName
 from rocketq.client.remoting.headers import EndTransactionRequestHeader
@@ -331,5 +334,42 @@ def test_a_ranged_commit_reports_one_call_per_topic_and_a_repeat_none(tmp_path: 
         assert len(calls) == 1 and calls[0][:2] == ("TxnT", 7) and calls[0][2] > 7 * len(b"row-0")
         assert svc.end_transaction_ranges(header, ranges).skipped == 7
         assert len(calls) == 1  # nothing stored by the repeat, nothing counted
+    finally:
+        store.shutdown()
+
+
+def test_the_timer_reports_each_delivery_to_the_stats(tmp_path: Path) -> None:
+    store = small_store(tmp_path / "store", start=True, mapped_file_size_commit_log_bytes=256 * 1024)
+    try:
+        now = T0 + 400
+        timer = TimerMessageStore(
+            store,
+            TimerConfig.of(timer_log_file_size=4096),
+            store.config.store_path_root_dir,
+            clock=lambda: now,
+        )
+        timer.load()
+        calls: list[tuple[str, int, int]] = []
+        timer.on_put = lambda topic, count, size: calls.append((topic, count, size))
+        props = encode_properties({"TIMER_DELAY_SEC": "1", "UNIQ_KEY": "UT"})
+        route = route_timer_message(TimerConfig.of(), "Orders", 1, props, now)
+        assert route.status is TimerRouteStatus.TIMER
+        put = store.put_message(
+            MessageToStore(
+                topic=route.topic,
+                queue_id=route.queue_id,
+                body=b"timed",
+                properties=route.properties,
+                born_timestamp=now,
+                born_host=("10.0.0.2", 1),
+                store_host=("127.0.0.1", 10911),
+            )
+        )
+        assert put.is_ok and store.wait_dispatched()
+        now += 3_000  # due at enqueue: delivered at once
+        timer.enqueue()
+        assert timer.stats.delivered == 1
+        assert len(calls) == 1 and calls[0][:2] == ("Orders", 1) and calls[0][2] > len(b"timed")
+        timer.close()
     finally:
         store.shutdown()
