@@ -21,234 +21,49 @@ SIGKILL or SIGSTOP of the current master, printing the failover times (p50, max)
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import random
-import re
 import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from rocketq.client.admin import Admin
-from rocketq.client.api import BlockingMQClientAPI
-from rocketq.client.config import ClientConfig, ConsumeFromWhere
-from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from rocketq.client.errors import RocketQError
-from rocketq.client.launcher import ServerProcess, free_port, spawn_broker, spawn_namesrv
-from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
+from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.producer.selector import SelectMessageQueueByHash
-from rocketq.client.remoting.codes import RequestCode, ResponseCode
+from rocketq.client.remoting.codes import ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
-from rocketq.client.remoting.lenient_json import loads
-from rocketq.client.testing import FAST_FAILOVER_BROKER_CONF, pull_header, send_header, wait_for
-from rocketq.client.testing.chaos import SEND_ERRORS, Acked, Ledger, Load, broker_port
-from rocketq.server.properties import parse_properties
+from rocketq.client.testing import wait_for
+from rocketq.client.testing.chaos import Ledger, Load, broker_port
+from rocketq.client.testing.dledger import (
+    FAST,
+    KEYS,
+    TOPIC,
+    WAIT_S,
+    DLedgerGroup,
+    check_stored,
+    rejoined,
+)
+from rocketq.client.testing.ordered import Reader, send_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 CONF = Path(__file__).resolve().parents[1] / "examples" / "conf" / "dledger"
-GROUP = "RaftNode00"
-TOPIC = "DLedgerT"
-QUEUES = 4
-KEYS = tuple(f"key-{i}" for i in range(4))
-WAIT_S = 90.0
 ROUNDS = int(os.environ.get("ROCKETQ_DLEDGER_CHAOS_ROUNDS", "3"))
 SEED = int(os.environ.get("ROCKETQ_DLEDGER_CHAOS_SEED", str(random.randrange(1 << 30))))
 #: never a timing promise: a bound far above the targets (p50 <= 5 s, max <= 15 s, docs/dledger.md)
 FAILOVER_BOUND_S = 30.0
-FAST = ClientConfig(
-    poll_name_server_interval_ms=1000, heartbeat_broker_interval_ms=1000, mq_client_api_timeout_ms=2000
-)
-#: the test settings added to the shipped files: small store files, short HA timeouts, a disk
-#: threshold a shared CI disk never trips (the DLedger keys and ports are the files' own)
-TEST_CONF = {
-    k: v
-    for k, v in FAST_FAILOVER_BROKER_CONF.items()
-    if k not in ("enableControllerMode", "allAckInSyncStateSet", "controllerHeartBeatTimeoutMills")
-    and not k.startswith(("syncBrokerMetadata", "checkSyncStateSet"))
-}
-
-
-class DLedgerGroup:
-    """The NameServer and the three members of the example files (slots 0..2 = n0..n2)."""
-
-    def __init__(self, tmp: Path, **extra: object) -> None:
-        self.tmp = tmp
-        self._ports: dict[int, int] = {}
-        self.props = [{**self._localized(CONF / f"broker-n{i}.conf", i), **extra} for i in range(3)]
-        self.members: list[ServerProcess | None] = [None, None, None]
-        self.namesrv = spawn_namesrv(tmp / "ns")
-        self.api = BlockingMQClientAPI(self.namesrv.addr, config=FAST)
-
-    def _port(self, match: re.Match[str]) -> str:
-        fixed = int(match[0])
-        if fixed not in self._ports:
-            self._ports[fixed] = free_port()
-        return str(self._ports[fixed])
-
-    def _localized(self, path: Path, slot: int) -> dict[str, Any]:
-        props: dict[str, Any] = parse_properties(path.read_text(encoding="utf-8"))
-        for key in ("listenPort", "dLegerPeers"):
-            props[key] = re.sub(r"(?<=:)\d+|^\d+$", self._port, props[key])
-        props["storePathRootDir"] = str(self.tmp / f"node{slot}")
-        del props["namesrvAddr"]  # the test's NameServer
-        return {**props, **TEST_CONF}
-
-    def start(self, *slots: int) -> None:
-        for slot in slots or range(3):
-            self.members[slot] = spawn_broker(self.tmp / f"b{slot}", self.namesrv.addr, **self.props[slot])
-
-    def addr(self, slot: int) -> str:
-        return f"127.0.0.1:{self.props[slot]['listenPort']}"
-
-    def port(self, slot: int) -> int:
-        return int(self.props[slot]["listenPort"])
-
-    def slot_of(self, addr: str) -> int:
-        return [self.addr(s) for s in range(3)].index(addr)
-
-    def member(self, slot: int) -> ServerProcess:
-        proc = self.members[slot]
-        assert proc is not None
-        return proc
-
-    def status(self, slot: int) -> dict[str, Any]:
-        """GET_BROKER_HA_STATUS of one member; {} when it does not answer."""
-        cmd = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
-        try:
-            response = self.api.run(self.api.api.invoke(self.addr(slot), cmd, 2000), 5)
-        except (RocketQError, TimeoutError):
-            return {}
-        obj = loads(response.body) if response.code == ResponseCode.SUCCESS else {}
-        return obj if isinstance(obj, dict) else {}
-
-    def route(self) -> dict[int, str]:
-        try:
-            bd = self.api.get_broker_cluster_info().broker_addr_table.get(GROUP)
-        except (RocketQError, TimeoutError):
-            return {}
-        return dict(bd.broker_addrs) if bd is not None else {}
-
-    def master(self) -> tuple[int, dict[str, Any]] | None:
-        """The member the NameServer lists as brokerId 0, when it says it is an unfenced master."""
-        addr = self.route().get(0)
-        if addr is None:
-            return None
-        slot = self.slot_of(addr)
-        st = self.status(slot)
-        return (slot, st) if st.get("master") and not st.get("fenced") else None
-
-    def following(self, master_slot: int, epoch: int) -> list[int]:
-        """The other members that follow ``master_slot`` under ``epoch``."""
-        out = []
-        for slot in range(3):
-            if slot == master_slot:
-                continue
-            st = self.status(slot)
-            if (
-                st
-                and not st.get("master")
-                and st.get("masterEpoch") == epoch
-                and st.get("haClientRuntimeInfo")
-            ):
-                out.append(slot)
-        return out
-
-    def wait_master(
-        self, what: str, ok: Callable[[int, dict[str, Any]], bool] = lambda s, st: True
-    ) -> tuple[int, dict[str, Any]]:
-        found: list[tuple[int, dict[str, Any]]] = []
-
-        def ready() -> bool:
-            m = self.master()
-            if m is not None and ok(*m):
-                found.append(m)
-            return bool(found)
-
-        wait_for(ready, what, WAIT_S)
-        return found[-1]
-
-    def wait_whole_group(self) -> tuple[int, dict[str, Any]]:
-        """A master that both other members follow."""
-        return self.wait_master(
-            "a master followed by both other members",
-            lambda slot, st: len(self.following(slot, st["masterEpoch"])) == 2,
-        )
-
-    def knows_topic(self, slot: int) -> bool:
-        try:
-            self.api.pull_message(
-                self.addr(slot), pull_header(TOPIC, 0, 0, group="knows-topic", max_msg_nums=1), 3000
-            )
-        except (RocketQError, TimeoutError):
-            return False
-        return True
-
-    def create_topic(self, master_slot: int) -> None:
-        with Admin(self.namesrv.addr) as admin:
-            admin.create_topic(
-                TOPIC, broker_addr=self.addr(master_slot), read_queue_nums=QUEUES, write_queue_nums=QUEUES
-            )
-        for slot in range(3):
-            wait_for(functools.partial(self.knows_topic, slot), f"member {slot} to know {TOPIC}", WAIT_S)
-
-    def raw_send(self, slot: int, body: bytes, timeout_ms: int = 10_000) -> RemotingCommand | None:
-        """A SEND_MESSAGE_V2 addressed to one member (no route, no retry); None without an answer."""
-        header = send_header(TOPIC, default_topic_queue_nums=QUEUES, producer_group="dledger-raw")
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), body)
-        try:
-            return self.api.run(self.api.api.invoke(self.addr(slot), cmd, timeout_ms), timeout_ms / 1000 + 5)
-        except (RocketQError, TimeoutError):
-            return None
-
-    def signal(self, slot: int, sig: signal.Signals) -> None:
-        os.killpg(self.member(slot).pid, sig)
-
-    def read_queues(self, slot: int) -> dict[tuple[int, int], MessageExt]:
-        """Every message of the topic on one member, by (queue id, queue offset)."""
-        stored: dict[tuple[int, int], MessageExt] = {}
-        for queue_id in range(QUEUES):
-            end = self.api.get_max_offset(self.addr(slot), TOPIC, queue_id)
-            offset = 0
-            for _ in range(end + 1):
-                if offset >= end:
-                    break
-                header = pull_header(TOPIC, queue_id, offset, group="dledger-check", max_msg_nums=4000)
-                result = self.api.pull_message(self.addr(slot), header, 10_000)
-                assert result.status is PullStatus.FOUND, (slot, queue_id, offset, end, result.status)
-                for m in result.messages:
-                    stored[(queue_id, m.queue_offset)] = m
-                offset = result.next_begin_offset
-        return stored
-
-    def close(self) -> str:
-        tails = []
-        for slot, proc in enumerate(self.members):
-            if proc is None:
-                continue
-            if proc.is_alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGCONT)
-            proc.kill9()
-            tails.append(f"--- member n{slot} ---\n{proc.log_tail(40)}")
-        self.api.close()
-        self.namesrv.kill9()
-        return "\n".join(tails)
 
 
 @pytest.fixture()
 def group(tmp_path: Path) -> Iterator[DLedgerGroup]:
-    g = DLedgerGroup(tmp_path)
+    g = DLedgerGroup(tmp_path, CONF)
     try:
         yield g
     finally:
@@ -258,107 +73,14 @@ def group(tmp_path: Path) -> Iterator[DLedgerGroup]:
 # -- load and checks -----------------------------------------------------------------------------
 
 
-def send_key(producer: Producer, key: str, ledger: Ledger, stop: threading.Event) -> None:
-    """Send ``key``'s messages in order until ``stop``; the sequence number moves on only at SEND_OK."""
-    selector = SelectMessageQueueByHash()
-    seq = attempt = 0
-    deadline = time.monotonic() + 1800
-    while not stop.is_set() and time.monotonic() < deadline:
-        attempt += 1
-        body = f"{key}:{seq}:{attempt}:".encode().ljust(100, b".")
-        sent_at = time.monotonic()
-        try:
-            result = producer.send(Message(TOPIC, body, keys=[key]), selector=selector, arg=key)
-        except SEND_ERRORS:
-            ledger.add_failed()
-            time.sleep(0.05)
-            continue
-        if result.send_status is not SendStatus.SEND_OK:
-            ledger.add_failed()
-            continue
-        mq = result.message_queue
-        ledger.add(
-            Acked(result.msg_id, result.send_status, mq.queue_id, result.queue_offset, body,
-                  broker_port(result.offset_msg_id), sent_at, time.monotonic(), key, seq)
-        )  # fmt: skip
-        seq += 1
-
-
 def start_load(g: DLedgerGroup, ledger: Ledger) -> Load:
     producer = Producer(g.namesrv.addr, producer_group="pg-dledger", send_msg_timeout_ms=3000)
     producer.start()
-    return Load(producer, [functools.partial(send_key, producer, k, ledger) for k in KEYS])
+    return Load(producer, [functools.partial(send_key, producer, TOPIC, k, ledger) for k in KEYS])
 
 
-class Reader:
-    """A push consumer of the topic, collecting the UNIQ_KEYs it read."""
-
-    def __init__(self, namesrv_addr: str) -> None:
-        self._consumed: set[str] = set()
-        self._lock = threading.Lock()
-        self.consumer = PushConsumer(
-            namesrv_addr, consumer_group="cg-dledger", client=FAST, rebalance_interval_ms=1000,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )  # fmt: skip
-        self.consumer.subscribe(TOPIC, "*")
-        self.consumer.register_message_listener(self._on_messages)
-        self.consumer.start()
-
-    def _on_messages(self, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
-        with self._lock:
-            self._consumed.update(m.msg_id for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    def missing(self, wanted: set[str], quiet_s: float = 20.0) -> set[str]:
-        """The ``wanted`` ids not read once all are read or nothing new came for ``quiet_s``."""
-        with self._lock:
-            seen = set(self._consumed)
-        last_change, deadline = time.monotonic(), time.monotonic() + 180
-        while not wanted <= seen and time.monotonic() - last_change < quiet_s and time.monotonic() < deadline:
-            time.sleep(0.5)
-            with self._lock:
-                now = set(self._consumed)
-            if len(now) != len(seen):
-                seen, last_change = now, time.monotonic()
-        return wanted - seen
-
-    def close(self) -> None:
-        self.consumer.shutdown()
-
-
-def check_stored(g: DLedgerGroup, ledger: Ledger, slot: int) -> str:
-    """0 acknowledged messages lost on member ``slot``, none replaced, per-key order kept."""
-    acked = ledger.acked()
-    places: dict[tuple[int, int], Acked] = {}
-    for a in acked:
-        other = places.setdefault((a.queue_id, a.queue_offset), a)
-        assert other is a, f"two acknowledged sends name {a.queue_id}/{a.queue_offset}: {other}, {a}"
-    stored = g.read_queues(slot)
-    wrong = [
-        (place, a.body[:20], None if m is None else m.body[:20])
-        for place, a in places.items()
-        if (m := stored.get(place)) is None or m.msg_id != a.msg_id or m.body != a.body
-    ]
-    assert not wrong, f"{len(wrong)} of {len(acked)} acknowledged messages lost or replaced: {wrong[:5]}"
-    for key in KEYS:
-        mine = sorted((a for a in acked if a.key == key), key=lambda a: (a.queue_id, a.queue_offset))
-        assert len({a.queue_id for a in mine}) <= 1, f"{key} went to several queues"
-        seqs = [a.seq for a in mine]
-        assert seqs == sorted(set(seqs)), f"{key}: out of order along the queue: {seqs[:40]}"
-    return f"{len(acked)} acknowledged, {len(stored)} stored on n{slot}: 0 lost, per-key order kept"
-
-
-def rejoined(g: DLedgerGroup, slot: int, epoch: int) -> Callable[[], bool]:
-    def check() -> bool:
-        st = g.status(slot)
-        return (
-            bool(st)
-            and not st.get("master")
-            and st.get("masterEpoch", 0) >= epoch
-            and bool(st.get("haClientRuntimeInfo"))
-        )
-
-    return check
+def start_reader(g: DLedgerGroup) -> Reader:
+    return Reader(g.namesrv.addr, TOPIC, "cg-dledger", FAST)
 
 
 # -- tests ---------------------------------------------------------------------------------------
@@ -422,7 +144,7 @@ def test_master_sigkill_under_ordered_load_loses_nothing(group: DLedgerGroup) ->
     old, old_st = g.wait_whole_group()
     g.create_topic(old)
     ledger = Ledger()
-    reader = Reader(g.namesrv.addr)
+    reader = start_reader(g)
     load = start_load(g, ledger)
     try:
         wait_for(ledger.more_than(SendStatus.SEND_OK, 40), "acknowledged sends before the kill", WAIT_S)
@@ -497,7 +219,7 @@ def test_a_stopped_master_acknowledges_nothing_and_truncates_on_return(group: DL
 
 
 def test_the_preferred_leader_takes_over_once_it_holds_the_log(tmp_path: Path) -> None:
-    g = DLedgerGroup(tmp_path, preferredLeaderId="n2")
+    g = DLedgerGroup(tmp_path, CONF, preferredLeaderId="n2")
     try:
         g.start()
         g.wait_master("n2, the preferred leader, as master", lambda slot, st: slot == 2)
@@ -563,7 +285,7 @@ def test_dledger_chaos(group: DLedgerGroup) -> None:
     master, _ = g.wait_whole_group()
     g.create_topic(master)
     ledger = Ledger()
-    reader = Reader(g.namesrv.addr)
+    reader = start_reader(g)
     load = start_load(g, ledger)
     try:
         times = [chaos_round(g, ledger, rng, n) for n in range(1, ROUNDS + 1)]

@@ -1,6 +1,6 @@
 """Rolling restart of a DLedger group under a producer with retries (docs/dledger.md).
 
-The three members of ``examples/conf/dledger/`` (ports rewritten, test_dledger.py's
+The three members of ``examples/conf/dledger/`` (ports rewritten, rocketq.client.testing.dledger's
 :class:`DLedgerGroup`) are stopped with SIGTERM one at a time and started again, the slaves first
 and the master last, while four per-key ordered senders (a selector, so each key keeps its queue)
 send continuously.  The master, on SIGTERM, hands the mastership over to a member holding its
@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import itertools
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,9 +28,10 @@ from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
 from rocketq.client.testing import wait_for
 from rocketq.client.testing.chaos import SEND_ERRORS, Acked, Ledger, Load, broker_port
+from rocketq.client.testing.dledger import KEYS, TOPIC, WAIT_S, DLedgerGroup, check_stored, rejoined
+from rocketq.client.testing.ordered import send_key
 
-sys.path.insert(0, str(Path(__file__).parent))  # the group helpers of test_dledger.py (importlib mode)
-from test_dledger import KEYS, TOPIC, WAIT_S, DLedgerGroup, check_stored, rejoined, send_key  # type: ignore[import-not-found,unused-ignore]
+CONF = Path(__file__).resolve().parents[1] / "examples" / "conf" / "dledger"
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -115,7 +115,7 @@ def restart(g: DLedgerGroup, ledger: Ledger, slot: int) -> tuple[float, float, f
 def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Path, preferred: str) -> None:
     """``preferred="n2"``: n2 (``preferredLeaderId``) is master, hands over on SIGTERM and takes the
     mastership back once it holds the log again (a second handover under the same load)."""
-    g = DLedgerGroup(tmp_path, **({"preferredLeaderId": preferred} if preferred else {}))
+    g = DLedgerGroup(tmp_path, CONF, **({"preferredLeaderId": preferred} if preferred else {}))
     try:
         g.start()
         g.wait_master("the first master", lambda slot, _: not preferred or f"n{slot}" == preferred)
@@ -127,7 +127,7 @@ def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Pa
         )
         producer.start()
         counter = AttemptCounter(producer)
-        load = Load(producer, [functools.partial(send_key, producer, k, ledger) for k in KEYS])
+        load = Load(producer, [functools.partial(send_key, producer, TOPIC, k, ledger) for k in KEYS])
         plain = Ledger()  # a producer with the default settings (retryTimesWhenSendFailed=2, 3 s)
         plain_producer = Producer(g.namesrv.addr, producer_group="pg-dledger-plain")
         plain_producer.start()

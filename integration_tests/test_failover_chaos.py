@@ -41,7 +41,6 @@ import os
 import random
 import signal
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,14 +51,13 @@ import pytest
 
 from rocketq.client import testing
 from rocketq.client.admin import Admin
-from rocketq.client.config import ClientConfig, ConsumeFromWhere
-from rocketq.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketq.client.config import ClientConfig
 from rocketq.client.model import Message, MessageExt, PullStatus, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.producer.selector import SelectMessageQueueByHash
 from rocketq.client.remoting.headers import PullMessageRequestHeader
 from rocketq.client.testing import FAST_FAILOVER_BROKER_CONF, ControllerGroup, pull_header
-from rocketq.client.testing.chaos import SEND_ERRORS, Acked, Ledger, Load, broker_port
+from rocketq.client.testing.chaos import Acked, Ledger, Load
+from rocketq.client.testing.ordered import Reader, check_acked_stored, send_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -109,39 +107,6 @@ def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S
         raise
 
 
-def send_key(
-    producer: Producer, key: str, ledger: Ledger, stop: threading.Event, *, use_async: bool = False
-) -> None:
-    """Send ``key``'s messages in order until ``stop``; a sequence number moves on only at SEND_OK.
-    ``use_async`` sends with ``send_async`` (and waits for its future before the next one)."""
-    selector = SelectMessageQueueByHash()
-    seq = attempt = 0
-    deadline = time.monotonic() + 3600  # a bound even if nobody sets ``stop``
-    while not stop.is_set() and time.monotonic() < deadline:
-        attempt += 1
-        body = f"{key}:{seq}:{attempt}:".encode().ljust(120, b".")
-        msg = Message(TOPIC, body, keys=[key])
-        sent_at = time.monotonic()
-        try:
-            if use_async:
-                result = producer.send_async(msg, selector=selector, arg=key).result(60)
-            else:
-                result = producer.send(msg, selector=selector, arg=key)
-        except SEND_ERRORS:
-            ledger.add_failed()
-            time.sleep(0.05)
-            continue
-        if result.send_status is not SendStatus.SEND_OK:
-            ledger.add_failed()
-            continue
-        mq = result.message_queue
-        ledger.add(
-            Acked(result.msg_id, result.send_status, mq.queue_id, result.queue_offset, body,
-                  broker_port(result.offset_msg_id), sent_at, time.monotonic(), key, seq)
-        )  # fmt: skip
-        seq += 1
-
-
 def start_load(namesrv_addr: str, ledger: Ledger) -> list[Load]:
     """Two producers as an application runs them (default client settings, never restarted): one
     sends with ``send``, one with ``send_async``, a sender thread per key."""
@@ -149,36 +114,14 @@ def start_load(namesrv_addr: str, ledger: Ledger) -> list[Load]:
     for name, keys, use_async in (("pg-chaos", KEYS, False), ("pg-chaos-async", ASYNC_KEYS, True)):
         producer = Producer(namesrv_addr, producer_group=name, send_msg_timeout_ms=3000)
         producer.start()
-        senders = [functools.partial(send_key, producer, k, ledger, use_async=use_async) for k in keys]
+        senders = [
+            functools.partial(
+                send_key, producer, TOPIC, k, ledger, body_size=120, use_async=use_async, max_s=3600
+            )
+            for k in keys
+        ]
         loads.append(Load(producer, senders))
     return loads
-
-
-class Reader:
-    """A push consumer of the topic, collecting the UNIQ_KEYs it read."""
-
-    def __init__(self, namesrv_addr: str) -> None:
-        self._consumed: set[str] = set()
-        self._lock = threading.Lock()
-        self.consumer = PushConsumer(
-            namesrv_addr, consumer_group="cg-chaos", client=FAST, rebalance_interval_ms=1000,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )  # fmt: skip
-        self.consumer.subscribe(TOPIC, "*")
-        self.consumer.register_message_listener(self._on_messages)
-        self.consumer.start()
-
-    def _on_messages(self, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
-        with self._lock:
-            self._consumed.update(m.msg_id for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    def consumed_ids(self) -> set[str]:
-        with self._lock:
-            return set(self._consumed)
-
-    def close(self) -> None:
-        self.consumer.shutdown()
 
 
 Cluster = ControllerGroup
@@ -332,26 +275,8 @@ def check_stored(c: Cluster, ledger: Ledger) -> str:
     """0 lost, nothing else under an acknowledged offset, per-key order; returns a summary."""
     addr, _ = c.wait_master("a master for the final read", lambda a, st: True)
     acked = ledger.acked()
-    places: dict[tuple[int, int], Acked] = {}
-    for a in acked:
-        other = places.setdefault((a.queue_id, a.queue_offset), a)
-        assert other is a, (
-            f"two acknowledged sends name queue offset {a.queue_id}/{a.queue_offset}: {other}, {a}"
-        )
     stored = read_queues(c, addr)
-    wrong = []
-    for place, a in places.items():
-        m = stored.get(place)
-        if m is None or m.msg_id != a.msg_id or m.body != a.body:
-            wrong.append((place, a.body[:24], None if m is None else (m.msg_id, m.body[:24])))
-    assert not wrong, (
-        f"{len(wrong)} of {len(acked)} acknowledged messages lost or replaced (seed {SEED}): {wrong[:5]}"
-    )
-    for key in KEYS + ASYNC_KEYS:
-        mine = sorted((a for a in acked if a.key == key), key=lambda a: (a.queue_id, a.queue_offset))
-        assert len({a.queue_id for a in mine}) <= 1, f"{key} went to several queues"
-        seqs = [a.seq for a in mine]
-        assert seqs == sorted(set(seqs)), f"{key}: sequence numbers out of order along the queue: {seqs[:50]}"
+    check_acked_stored(acked, stored, KEYS + ASYNC_KEYS, f"(seed {SEED})")
     return (
         f"{len(acked)} acknowledged, {len(stored)} stored on {addr}: 0 lost, 0 replaced, per-key order kept"
     )
@@ -361,17 +286,8 @@ def consumer_coverage(ledger: Ledger, reader: Reader, quiet_s: float = 20.0) -> 
     """How many acknowledged messages the consumer read, once it read them all or read nothing
     new for ``quiet_s``; the ones it missed are named.  Returns the line and the number missed."""
     acked = {a.msg_id: a for a in ledger.acked()}
-    seen = reader.consumed_ids()
-    last_change = time.monotonic()
-    deadline = last_change + 300
-    while (
-        not acked.keys() <= seen and time.monotonic() - last_change < quiet_s and time.monotonic() < deadline
-    ):
-        time.sleep(0.5)
-        now = reader.consumed_ids()
-        if len(now) != len(seen):
-            seen, last_change = now, time.monotonic()
-    missed = sorted((a.queue_id, a.queue_offset) for k, a in acked.items() if k not in seen)
+    not_read = reader.missing(set(acked), quiet_s, max_s=300)
+    missed = sorted((acked[k].queue_id, acked[k].queue_offset) for k in not_read)
     line = f"the consumer read {len(acked) - len(missed)} of {len(acked)} acknowledged messages" + (
         f"; missed {len(missed)}, first (queue, offset): {missed[:10]}" if missed else ""
     )
@@ -392,7 +308,7 @@ def test_failover_chaos(cluster: Cluster) -> None:
         f"brokerHeartbeatInterval={HEARTBEAT_INTERVAL_MS} controllerHeartBeatTimeoutMills="
         f"{HEARTBEAT_TIMEOUT_MS} scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}"
     )
-    reader = Reader(c.namesrv.addr)
+    reader = Reader(c.namesrv.addr, TOPIC, "cg-chaos", FAST)
     loads = start_load(c.namesrv.addr, ledger)
     rounds: list[Round] = []
     try:

@@ -3,13 +3,14 @@ produce/consume and pull helpers.
 
 Integration tests start real ``mqnamesrv`` and ``mqbroker`` processes on port 0 with
 :mod:`rocketq.client.launcher` (the supported launcher, also used by ``rocketq dev`` and the
-examples), re-exported here so tests keep one import path.  :mod:`.wait` holds the bounded
-waits, :mod:`.messaging` the topic, produce/consume, send/pull and read helpers over the public
-client API, :mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the
-chaos tests' ledger and load, :mod:`.controllers` the start of one ``mqcontroller`` from a given
-file, :mod:`.cluster` the controller-mode broker group of the failover tests and benchmark
-(:class:`ControllerGroup`), :mod:`.commands` the run of ``mqadmin``, :mod:`.pki` a CA and
-server certificate, and :mod:`.jvm` the options of the Spark JVMs tests start.
+examples), re-exported here so tests keep one import path. :mod:`.wait` holds the bounded waits,
+:mod:`.messaging` the topic, produce/consume, send/pull and read helpers over the public client API,
+:mod:`.output` the reading of a child process's output lines, :mod:`.chaos` the chaos tests' ledger
+and load, :mod:`.ordered` their per-key ordered senders, reading consumer and lost/order check,
+:mod:`.dledger` the DLedger group of the DLedger tests, :mod:`.controllers` the start of one
+``mqcontroller`` from a given file, :mod:`.cluster` the controller-mode broker group of the failover
+tests and benchmark (:class:`ControllerGroup`), :mod:`.commands` the run of ``mqadmin``, :mod:`.pki`
+a CA and server certificate, and :mod:`.jvm` the options of the Spark JVMs tests start.
 Nothing here imports pytest: tests wrap these helpers in their own fixtures.
 """
 
