@@ -21,7 +21,9 @@ in each case, every message acknowledged:
   and client on the other event loop (asyncio's when the run uses uvloop, a client process of
   its own), right before or after, so the two loops are compared within each round.
 
-It prints each pair with the ratio (rocketq / Redis) per round and the medians over the rounds.
+It prints each pair with the ratio (rocketq / Redis) per round and the medians over the rounds,
+and for the batch cases the CPU per message of the server process (redis-server, the broker)
+and of this process (the clients), which moves much less with the machine's load than the rates.
 The clients, the servers and the NameServer share the machine's cores; compare the ratios within
 a run, not absolute rates across machines.  ``--loop asyncio`` runs rocketq's brokers and
 clients on asyncio's own event loop instead of uvloop (``ROCKETQ_EVENT_LOOP``; the other loop of
@@ -45,7 +47,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -88,6 +91,34 @@ class Figure:
     rate: float
     p50_ms: float = 0.0
     p99_ms: float = 0.0
+    count: int = 0  # messages handled while the CPU below was measured (warm-up included)
+    server_us: float = 0.0  # CPU of the server process (redis-server / the broker) per message
+    client_us: float = 0.0  # CPU of this process (the clients) per message
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc``; 0 where it is missing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def with_cpu(server_pid: int, measure: Callable[[], Figure]) -> Figure:
+    """``measure()`` with the server's and this process's CPU per message it handled: a figure
+    that does not move with the machine's load the way the rates do."""
+    server, client = _cpu_s(server_pid), time.process_time()
+    fig = measure()
+    if not fig.count:
+        return fig
+    per = 1e6 / fig.count
+    return replace(
+        fig, server_us=(_cpu_s(server_pid) - server) * per, client_us=(time.process_time() - client) * per
+    )
 
 
 # --- Redis -------------------------------------------------------------------------------------
@@ -186,7 +217,7 @@ def redis_produce(port: int, stream: str, size: int, seconds: float, in_flight: 
         client.close()
     if failures:
         raise failures[0]
-    return Figure(sum(counts) / elapsed)
+    return Figure(sum(counts) / elapsed, count=sum(counts) + in_flight * BATCH)
 
 
 #: XRANGE's answer through redis-py: (entry id, {field: value}) pairs
@@ -211,7 +242,7 @@ def redis_consume(port: int, stream: str) -> tuple[Figure, int]:
     elapsed = time.perf_counter() - start
     client.close()
     assert touched > 0
-    return Figure(got / elapsed), got
+    return Figure(got / elapsed, count=got), got
 
 
 def redis_single(port: int, stream: str, seconds: float) -> Figure:
@@ -249,6 +280,7 @@ class RocketqServers:
         self.procs.append(self.ns)
         self.other_loop = other_loop
         brokers = {}
+        pids = {}
         for name, flush, env in (
             ("vs-async", "ASYNC_FLUSH", None),
             ("vs-sync", "SYNC_FLUSH", None),
@@ -259,7 +291,9 @@ class RocketqServers:
             )
             self.procs.append(proc)
             brokers[name] = proc.addr
+            pids[name] = proc.popen.pid
         self.async_addr, self.sync_addr, self.other_addr = brokers.values()
+        self.async_pid, self.sync_pid = pids["vs-async"], pids["vs-sync"]
         self.admin = Admin(self.ns.addr)
 
     def new_topic(self, topic: str, broker_addr: str) -> str:
@@ -300,7 +334,7 @@ async def rocketq_produce(ns_addr: str, topic: str, size: int, seconds: float, i
 
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
-        return Figure((sent - BATCH) / (time.perf_counter() - start))
+        return Figure((sent - BATCH) / (time.perf_counter() - start), count=sent)
 
 
 def rocketq_consume(ns_addr: str, topic: str, total: int) -> Figure:
@@ -329,7 +363,7 @@ def rocketq_consume(ns_addr: str, topic: str, total: int) -> Figure:
     if got < total:
         raise SystemExit(f"the lite pull consumer read {got} of {total} messages of {topic} in 300 s")
     assert touched > 0
-    return Figure(got / elapsed)
+    return Figure(got / elapsed, count=got)
 
 
 def rocketq_single(ns_addr: str, topic: str, seconds: float) -> Figure:
@@ -425,14 +459,21 @@ def one_round(
     def run_redis() -> None:
         stream = f"vs{index}"
         redis.set_fsync("everysec")
-        figures["produce 100 B"]["redis"] = redis_produce(redis.port, stream, 100, seconds, in_flight)
-        figures["consume 100 B"]["redis"], _ = redis_consume(redis.port, stream)
+        rpid = redis.proc.pid
+        figures["produce 100 B"]["redis"] = with_cpu(
+            rpid, lambda: redis_produce(redis.port, stream, 100, seconds, in_flight)
+        )
+        figures["consume 100 B"]["redis"] = with_cpu(rpid, lambda: redis_consume(redis.port, stream)[0])
         redis.reset(stream)
         redis.set_fsync("always")
-        figures["durable 100 B"]["redis"] = redis_produce(redis.port, stream, 100, seconds, in_flight)
+        figures["durable 100 B"]["redis"] = with_cpu(
+            rpid, lambda: redis_produce(redis.port, stream, 100, seconds, in_flight)
+        )
         redis.set_fsync("everysec")
         redis.reset(stream)
-        figures["produce 1 KiB"]["redis"] = redis_produce(redis.port, stream, 1024, seconds, in_flight)
+        figures["produce 1 KiB"]["redis"] = with_cpu(
+            rpid, lambda: redis_produce(redis.port, stream, 1024, seconds, in_flight)
+        )
         redis.reset(stream)
         figures["single 100 B"]["redis"] = redis_single(redis.port, stream, seconds)
         figures["single, other loop"]["redis"] = figures["single 100 B"]["redis"]
@@ -443,14 +484,15 @@ def one_round(
 
     def run_rocketq() -> None:
         topic = rq.new_topic(f"VsRedis{index}", rq.async_addr)
-        figures["produce 100 B"]["rocketq"] = produce(topic, 100)
+        apid, spid = rq.async_pid, rq.sync_pid
+        figures["produce 100 B"]["rocketq"] = with_cpu(apid, lambda: produce(topic, 100))
         total = rq.admin.topic_status(topic)
         count = sum(q.max_offset - q.min_offset for q in total)
-        figures["consume 100 B"]["rocketq"] = rocketq_consume(ns, topic, count)
+        figures["consume 100 B"]["rocketq"] = with_cpu(apid, lambda: rocketq_consume(ns, topic, count))
         durable = rq.new_topic(f"VsRedisDurable{index}", rq.sync_addr)
-        figures["durable 100 B"]["rocketq"] = produce(durable, 100)
+        figures["durable 100 B"]["rocketq"] = with_cpu(spid, lambda: produce(durable, 100))
         large = rq.new_topic(f"VsRedisLarge{index}", rq.async_addr)
-        figures["produce 1 KiB"]["rocketq"] = produce(large, 1024)
+        figures["produce 1 KiB"]["rocketq"] = with_cpu(apid, lambda: produce(large, 1024))
         single = rq.new_topic(f"VsRedisSingle{index}", rq.async_addr)
         other = rq.new_topic(f"VsRedisOther{index}", rq.other_addr)
 
@@ -473,6 +515,13 @@ def one_round(
     return pairs
 
 
+def _cpu_text(r: Figure, q: Figure) -> str:
+    return (
+        f"CPU us/msg server + client: Redis {r.server_us:.2f} + {r.client_us:.2f}, "
+        f"rocketq {q.server_us:.2f} + {q.client_us:.2f}"
+    )
+
+
 def _label(case: str, other_loop: str) -> str:
     return case.replace("other loop", f"{other_loop} loops")
 
@@ -488,6 +537,8 @@ def print_round(index: int, pairs: dict[str, tuple[Figure, Figure]], other_loop:
             line += (
                 f"   p50/p99 ms: Redis {r.p50_ms:.3f}/{r.p99_ms:.3f}, rocketq {q.p50_ms:.3f}/{q.p99_ms:.3f}"
             )
+        elif r.count and q.count:
+            line += f"   {_cpu_text(r, q)}"
         print(line)
     disk = pairs["disk"][0].rate
     large = pairs["produce 1 KiB"][1].rate * 1024
@@ -515,6 +566,15 @@ def print_medians(rounds: list[dict[str, tuple[Figure, Figure]]], other_loop: st
             r50, r99 = med([f.p50_ms for f in redis]), med([f.p99_ms for f in redis])
             q50, q99 = med([f.p50_ms for f in rq]), med([f.p99_ms for f in rq])
             line += f"   p50/p99 ms: Redis {r50:.3f}/{r99:.3f}, rocketq {q50:.3f}/{q99:.3f}"
+        elif all(f.count for f in redis + rq):
+            line += "   " + _cpu_text(
+                Figure(
+                    0,
+                    server_us=med([f.server_us for f in redis]),
+                    client_us=med([f.client_us for f in redis]),
+                ),
+                Figure(0, server_us=med([f.server_us for f in rq]), client_us=med([f.client_us for f in rq])),
+            )
         print(line)
     here = med([p["single 100 B"][1].rate / p["single, other loop"][1].rate for p in rounds])
     print(f"  single sends on this run's loops / on {other_loop} loops (paired per round): {here:.2f}x")
