@@ -22,6 +22,7 @@ from rocketq.broker.processor.consume_directly import ConsumeDirectlyProcessor
 from rocketq.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketq.broker.processor.consumer_running_info import ConsumerRunningInfoProcessor
 from rocketq.broker.processor.context import BrokerContext
+from rocketq.broker.processor.cq_producer_admin import CqProducerAdminProcessor
 from rocketq.broker.processor.end_transaction import process_end_transaction
 from rocketq.broker.processor.offsets import OffsetQueryProcessor
 from rocketq.broker.processor.producer_connection import ProducerConnectionProcessor
@@ -117,6 +118,9 @@ def processor_table(ctx: BrokerContext, replication: Replication | None = None) 
     table.update(pop_processors(ctx))  # RocketMQ 5 POP consumption (rocketq.broker.pop)
     table.update(assignment_processors(ctx))  # server-side rebalance (rocketq.broker.pop.assignment)
     table[rc.GET_POP_STATUS] = PopStatusProcessor(ctx).get_pop_status  # rocketq's code (mqadmin popStatus)
+    cq_producer = CqProducerAdminProcessor(ctx)  # mqadmin queryCq / producer
+    table[rc.QUERY_CONSUME_QUEUE] = cq_producer.query_consume_queue
+    table[rc.GET_ALL_PRODUCER_INFO] = cq_producer.get_all_producer_info
     for code in SLAVE_REFUSED_CODES:
         table[code] = _slave_refuses(ctx, table[code])
     return table
