@@ -22,6 +22,7 @@ from rocketq.client.remoting.vocabulary import SubscriptionData
 from rocketq.client.testing import (
     ServerProcess,
     create_topic,
+    heartbeat_consumer,
     run_mqadmin,
     spawn_broker,
     spawn_namesrv,
@@ -59,14 +60,8 @@ async def answering_client(ns: str, broker: str, *argv: str) -> tuple[str, str, 
         return cmd.make_response(ResponseCode.SUCCESS, body=RUNNING_INFO.encode())
 
     api.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, running_info)
-    consumer = {
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
-        "groupName": GROUP, "messageModel": "CLUSTERING", "unitMode": False,
-        "subscriptionDataSet": [SubscriptionData(TOPIC, "TagA").to_obj()],
-    }  # fmt: skip
     try:
-        await api.send_heartbeat(broker, {"clientID": api.client_id, "consumerDataSet": [consumer],
-                                          "producerDataSet": []})  # fmt: skip
+        await heartbeat_consumer(api, broker, GROUP, SubscriptionData(TOPIC, "TagA"))
         args = [a.replace("CLIENT", api.client_id) for a in argv]
         done = await asyncio.to_thread(run_mqadmin, *args)
         listed = await asyncio.to_thread(run_mqadmin, "consumerStatus", "-n", ns, "-g", GROUP)

@@ -27,6 +27,7 @@ from rocketq.client.testing import (
     ServerProcess,
     broker_store_dir,
     create_topic,
+    heartbeat_consumer,
     run_mqadmin,
     spawn_broker,
     spawn_namesrv,
@@ -119,14 +120,8 @@ def test_query_cq_errors(cluster: Cluster) -> None:
 async def _with_tag_group(ns: str, broker: str, group: str, *argv: str) -> str:
     """Runs mqadmin while a raw client heartbeats ``group`` subscribed to TagA || TagC."""
     api = MQClientAPI(ns)
-    consumer = {
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
-        "groupName": group, "messageModel": "CLUSTERING", "unitMode": False,
-        "subscriptionDataSet": [build_subscription(TOPIC, "TagA || TagC").to_obj()],
-    }  # fmt: skip
     try:
-        await api.send_heartbeat(broker, {"clientID": api.client_id, "consumerDataSet": [consumer],
-                                          "producerDataSet": []})  # fmt: skip
+        await heartbeat_consumer(api, broker, group, build_subscription(TOPIC, "TagA || TagC"))
         done = await asyncio.to_thread(run_mqadmin, *argv)
     finally:
         await api.close()

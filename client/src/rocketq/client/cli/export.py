@@ -20,9 +20,17 @@ from rocketq.client.admin import AsyncAdmin
 from rocketq.client.admin_export import export_configs, export_metadata
 from rocketq.client.cli.common import CommandGroup, Handler, out
 
-__all__ = ["GROUP"]
+__all__ = ["DEFAULT_EXPORT_DIR", "GROUP", "write_export"]
 
 DEFAULT_EXPORT_DIR = "/tmp/rocketmq/export"
+
+
+def write_export(directory: str, name: str, doc: object) -> None:
+    """Writes ``doc`` as ``<directory>/<name>`` (indented JSON); prints Java's ``export <path> success``."""
+    path = Path(directory) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    out(f"export {path} success")
 
 
 async def _export_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> None:
@@ -36,18 +44,11 @@ async def _export_metadata(admin: AsyncAdmin, a: argparse.Namespace) -> None:
     elif a.group_only:
         name = "subscriptionGroup.json"
         doc.pop("topicConfigTable")
-    path = Path(a.file_path) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    out(f"export {path} success")
+    write_export(a.file_path, name, doc)
 
 
 async def _export_configs(admin: AsyncAdmin, a: argparse.Namespace) -> None:
-    path = Path(a.file_path) / "configs.json"
-    doc = await export_configs(admin, a.cluster)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    out(f"export {path} success")
+    write_export(a.file_path, "configs.json", await export_configs(admin, a.cluster))
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:

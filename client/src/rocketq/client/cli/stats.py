@@ -11,13 +11,11 @@ Java's ``/tmp/rocketmq/export``) and prints ``export <path> success``.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from rocketq.client.admin import AsyncAdmin
 from rocketq.client.admin_stats import StatsAllRow, export_metrics, stats_all
 from rocketq.client.cli.common import CommandGroup, Handler, out
-from rocketq.client.cli.export import DEFAULT_EXPORT_DIR
+from rocketq.client.cli.export import DEFAULT_EXPORT_DIR, write_export
 
 __all__ = ["GROUP", "stats_all_line"]
 
@@ -48,11 +46,7 @@ async def _stats_all(admin: AsyncAdmin, a: argparse.Namespace) -> None:
 
 
 async def _export_metrics(admin: AsyncAdmin, a: argparse.Namespace) -> None:
-    doc = await export_metrics(admin, a.cluster.strip())
-    path = Path(a.file_path.strip()) / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    out(f"export {path} success")
+    write_export(a.file_path.strip(), "metrics.json", await export_metrics(admin, a.cluster.strip()))
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:

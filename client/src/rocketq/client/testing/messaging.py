@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocketq.client.admin import Admin
-from rocketq.client.api import BlockingMQClientAPI
+from rocketq.client.api import BlockingMQClientAPI, MQClientAPI
 from rocketq.client.config import ClientConfig, ConsumeFromWhere
 from rocketq.client.consumer import LitePullConsumer
 from rocketq.client.errors import NoRouteError, RocketQError
@@ -28,6 +28,7 @@ from rocketq.client.remoting.vocabulary import (
     SUB_ALL,
     ExpressionType,
     PullSysFlag,
+    SubscriptionData,
 )
 from rocketq.client.testing.wait import DEFAULT_WAIT_S, wait_for
 
@@ -36,6 +37,7 @@ __all__ = [
     "drain",
     "ha_max_offset",
     "has_route",
+    "heartbeat_consumer",
     "produce_and_consume",
     "pull_header",
     "pull_queue",
@@ -55,6 +57,20 @@ def has_route(admin: Admin, topic: str) -> bool:
         return bool(admin.topic_route(topic).queue_datas)
     except NoRouteError:  # the NameServer has not heard of it yet
         return False
+
+
+async def heartbeat_consumer(
+    api: MQClientAPI, broker: str, group: str, subscription: SubscriptionData
+) -> None:
+    """One HEART_BEAT from ``api``'s client id: a clustering push consumer of ``group`` with
+    ``subscription``, so the broker lists it (consumerConnection, queryCq -g, consumerStatus)."""
+    consumer = {
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
+        "groupName": group, "messageModel": "CLUSTERING", "unitMode": False,
+        "subscriptionDataSet": [subscription.to_obj()],
+    }  # fmt: skip
+    heartbeat = {"clientID": api.client_id, "consumerDataSet": [consumer], "producerDataSet": []}
+    await api.send_heartbeat(broker, heartbeat)
 
 
 def wait_route(admin: Admin, topic: str, timeout_s: float = DEFAULT_WAIT_S) -> None:
