@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketq.client.errors import MessageFormatError
-from rocketq.client.remoting.batch import decode_batch, decode_batch_columns, encode_batch
+from rocketq.client.remoting.batch import decode_batch, encode_batch
 from rocketq.client.remoting.properties import decode_properties
+from rocketq.server.batch_columns import decode_batch_columns
 
 _items = st.lists(
     st.tuples(

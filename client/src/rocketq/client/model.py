@@ -23,8 +23,9 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from rocketq.client.errors import ClientError
+from rocketq.client.pull_scan import scan_messages
 from rocketq.client.remoting.message import StoredMessage
-from rocketq.client.remoting.message_view import LazyMessageExt, scan_messages
+from rocketq.client.remoting.message_view import LazyMessageExt
 from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.remoting.route import MessageQueue
 

@@ -42,7 +42,7 @@ from rocketq.broker.topic_manager import RETRY_GROUP_TOPIC_PREFIX
 from rocketq.broker.transaction.half_message import HALF_QUEUE_ID, HALF_TOPIC
 from rocketq.broker.transaction.ranged import check_half_batch, half_properties
 from rocketq.client.errors import HeaderError, MessageFormatError
-from rocketq.client.remoting.batch import BatchColumns, decode_batch_columns
+from rocketq.client.remoting.batch import BatchColumns
 from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.headers import SendMessageRequestHeader, parse_send_message_request
@@ -50,6 +50,7 @@ from rocketq.client.remoting.message import TRANSACTION_TYPE_MASK, SysFlag
 from rocketq.client.remoting.properties import MessageConst, decode_properties, encode_properties
 from rocketq.client.remoting.txn_batch import HALF_COUNT_FIELD
 from rocketq.server import Channel
+from rocketq.server.batch_columns import decode_batch_columns
 
 __all__ = ["SendMessageProcessor"]
 

@@ -21,11 +21,9 @@ never compressed and must stay within the broker's ``maxMessageSize`` (4 MiB by 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
-
-import numpy as np
 
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.properties import MAX_PROPERTIES_SIZE, decode_properties, encode_properties_bytes
@@ -131,16 +129,23 @@ class BatchColumns:
         return len(self.flags)
 
 
-def decode_batch_columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
+def decode_batch_columns(
+    buf: bytes | bytearray | memoryview,
+    bulk: Callable[[bytes, memoryview], BatchColumns | None] | None = None,
+) -> BatchColumns:
     """Decode a batch body into columns without per-message objects beyond the slices.
 
     Validation is the same as :func:`decode_batch` (MessageFormatError with the position).
+    ``bulk`` is a faster decoder for the bodies it recognises (None for the others, which the
+    entry-by-entry walk here then decodes): the broker passes the numpy one of
+    :mod:`rocketq.server.batch_columns`, as this sans-IO codec imports only the standard library.
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     view = memoryview(data)
-    uniform = _uniform_columns(data, view)
-    if uniform is not None:
-        return uniform
+    if bulk is not None:
+        uniform = bulk(data, view)
+        if uniform is not None:
+            return uniform
     flags: list[int] = []
     bodies: list[memoryview] = []
     props: list[bytes] = []
@@ -162,38 +167,6 @@ def decode_batch_columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
         bodies.append(view[pos + 20 : body_end])
         props.append(data[body_end + 2 : end])
         pos = end
-    return BatchColumns(flags, bodies, props)
-
-
-_I32 = np.dtype(">i4")
-
-
-def _uniform_columns(data: bytes, view: memoryview) -> BatchColumns | None:
-    """:func:`decode_batch_columns` in bulk when every entry has the first entry's total size,
-    body length and properties length (what ``send_batch`` of same-size plain messages sends):
-    the lengths and flags are read as columns of a byte matrix, so the per-message work is two
-    slices.  None when the body is not such a batch (then the entry-by-entry walk decodes it or
-    reports where it is wrong); the result is the walk's for every body it accepts."""
-    n = len(data)
-    if n < ENTRY_OVERHEAD:
-        return None
-    total, _magic, _crc, _flag, body_len = ENTRY_HEAD.unpack_from(data, 0)
-    props_len = total - ENTRY_OVERHEAD - body_len
-    if total < ENTRY_OVERHEAD or n % total or body_len < 0 or not 0 <= props_len < 0x8000:
-        return None
-    count = n // total
-    if count < 2:
-        return None
-    rows = np.frombuffer(data, dtype=np.uint8).reshape(count, total)
-    heads = np.ascontiguousarray(rows[:, : ENTRY_HEAD.size]).view(_I32)  # (count, 5) int32
-    p = ENTRY_HEAD.size + body_len
-    plens = (rows[:, p].astype(np.int32) << 8) | rows[:, p + 1]
-    if not ((heads[:, 0] == total).all() and (heads[:, 4] == body_len).all() and (plens == props_len).all()):
-        return None
-    flags: list[int] = heads[:, 3].tolist()
-    bodies = [view[i : i + body_len] for i in range(ENTRY_HEAD.size, n, total)]
-    p += PROPLEN.size  # (empty properties of the last entry start at n: count the rows, not to n)
-    props = [data[i : i + props_len] for i in range(p, p + count * total, total)]
     return BatchColumns(flags, bodies, props)
 
 

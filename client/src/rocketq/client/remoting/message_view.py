@@ -19,9 +19,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import struct
+from collections.abc import Callable
 from typing import Any, Final
-
-import numpy as np
 
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import StoredMessage, decode_stored_message, decompress_body
@@ -40,7 +39,6 @@ from rocketq.client.remoting.record_layout import (
     TOPIC_LENGTH_SIZE_V1,
     TOPIC_LENGTH_SIZE_V2,
     body_length_pos,
-    header_dtype_spec,
     header_struct,
     record_header_size,
 )
@@ -219,8 +217,16 @@ class LazyMessageExt(StoredMessage):
     prepared_transaction_offset = property(lambda self: self._full().prepared_transaction_offset)
 
 
+#: a faster scan for the buffers it recognises (None for the others): see :func:`scan_messages`
+BulkScan = Callable[[bytes, "_RecordSource"], "list[StoredMessage] | None"]
+
+
 def scan_messages(
-    buf: bytes, *, min_offset: int | None = None, max_offset: int | None = None
+    buf: bytes,
+    *,
+    min_offset: int | None = None,
+    max_offset: int | None = None,
+    bulk: BulkScan | None = None,
 ) -> list[StoredMessage]:
     """Lazy views of the concatenated records in ``buf`` (a pull body), in order.
 
@@ -228,25 +234,31 @@ def scan_messages(
     lies in the buffer; a bad record raises MessageFormatError (with the position) here, an
     inconsistency inside a record when the field is first read.  ``min_offset``/``max_offset``
     are stamped into each message's properties (MIN_OFFSET/MAX_OFFSET) when they are decoded.
+    ``bulk`` reads the buffers it recognises faster (the client passes the numpy scan of
+    :mod:`rocketq.client.pull_scan`; this sans-IO codec imports only the standard library), the
+    record-by-record walk here reads the others.
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # ~2 containers per record: collections would cost more than the scan
     try:
-        return _scan(buf, min_offset, max_offset)
+        return _scan(buf, min_offset, max_offset, bulk)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _scan(buf: bytes, min_offset: int | None, max_offset: int | None) -> list[StoredMessage]:
+def _scan(
+    buf: bytes, min_offset: int | None, max_offset: int | None, bulk: BulkScan | None
+) -> list[StoredMessage]:
     src = _RecordSource(
         buf,
         None if min_offset is None else str(min_offset),
         None if max_offset is None else str(max_offset),
     )
-    uniform = _scan_uniform(buf, src)
-    if uniform is not None:
-        return uniform
+    if bulk is not None:
+        uniform = bulk(buf, src)
+        if uniform is not None:
+            return uniform
     out: list[StoredMessage] = []
     append = out.append
     unpack = _SCAN.unpack_from
@@ -287,52 +299,6 @@ def _scan(buf: bytes, min_offset: int | None, max_offset: int | None) -> list[St
         set_body(msg, body)
         append(msg)
         pos += size
-    return out
-
-
-_IPV4_HEADER: Final = np.dtype(header_dtype_spec(0))
-_MAGICS: Final = np.array([MAGIC_V1, MAGIC_V2], dtype=np.int64)
-
-
-def _scan_uniform(buf: bytes, src: _RecordSource) -> list[StoredMessage] | None:
-    """:func:`_scan` in bulk when every record has the first one's size and body length, IPv4
-    hosts and an uncompressed body (a pull of same-size messages): the header columns are read
-    as one numpy array, so each message costs its object and body slice only.  None otherwise
-    (the record-by-record walk then reads it or reports where it is wrong); for every buffer it
-    accepts, the views are the walk's."""
-    n = len(buf)
-    if n < 2 * MIN_RECORD_SIZE:
-        return None
-    (size,) = _INT32.unpack_from(buf, 0)
-    if size < MIN_RECORD_SIZE or n % size:
-        return None
-    count = n // size
-    rows = np.frombuffer(buf, dtype=np.uint8).reshape(count, size)
-    hdr = np.ascontiguousarray(rows[:, :IPV4_HEADER_SIZE]).view(_IPV4_HEADER).ravel()
-    body_lens = hdr["body_length"]
-    body_len = int(body_lens[0])
-    if (
-        body_len < 0
-        or IPV4_HEADER_SIZE + body_len + MIN_TAIL_SIZE > size
-        or (hdr["sys_flag"] & (HOST_V6_FLAGS | COMPRESSED_FLAG)).any()
-        or not (hdr["total_size"] == size).all()
-        or not (body_lens == body_len).all()
-        or not np.isin(hdr["magic"], _MAGICS).all()
-    ):
-        return None
-    out: list[StoredMessage] = []
-    append = out.append
-    new, cls = _new_object, LazyMessageExt
-    set_src, set_pos = _SET_SRC, _SET_POS
-    set_queue_offset, set_body = _SET_QUEUE_OFFSET, _SET_BODY
-    start = IPV4_HEADER_SIZE
-    for pos, queue_offset in zip(range(0, n, size), hdr["queue_offset"].tolist(), strict=True):
-        msg = new(cls)
-        set_src(msg, src)
-        set_pos(msg, pos)
-        set_queue_offset(msg, queue_offset)
-        set_body(msg, buf[pos + start : pos + start + body_len])
-        append(msg)
     return out
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.client.admin import Admin
+from rocketq.client.admin_config import parse_properties_body
 from rocketq.client.api import BlockingMQClientAPI
 from rocketq.client.config import ClientConfig
 from rocketq.client.errors import RocketQError
@@ -35,7 +36,6 @@ from rocketq.client.testing.cluster import FAST_FAILOVER_BROKER_CONF
 from rocketq.client.testing.messaging import pull_header, send_header
 from rocketq.client.testing.ordered import check_acked_stored
 from rocketq.client.testing.wait import wait_for
-from rocketq.server.properties import parse_properties
 
 __all__ = [
     "FAST",
@@ -87,7 +87,7 @@ class DLedgerGroup:
         return str(self._ports[fixed])
 
     def _localized(self, path: Path, slot: int) -> dict[str, Any]:
-        props: dict[str, Any] = parse_properties(path.read_text(encoding="utf-8"))
+        props: dict[str, Any] = parse_properties_body(path.read_bytes())
         for key in ("listenPort", "dLegerPeers"):
             props[key] = re.sub(r"(?<=:)\d+|^\d+$", self._port, props[key])
         props["storePathRootDir"] = str(self.tmp / f"node{slot}")
