@@ -20,6 +20,7 @@ defaults are what is promised to ride through.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -32,10 +33,9 @@ from typing import Any
 import pytest
 
 from rocketq.client.config import ClientConfig
-from rocketq.client.errors import RocketQError
 from rocketq.client.model import Message, SendStatus
 from rocketq.client.producer import Producer
-from rocketq.client.testing import ControllerGroup, create_topic, pull_header, wait_for
+from rocketq.client.testing import ControllerGroup, create_topic, wait_for
 from rocketq.client.testing.chaos import SEND_ERRORS, Ledger, Load
 from rocketq.client.testing.messaging import read_topic
 from rocketq.client.testing.restartable import RestartableCluster
@@ -285,16 +285,6 @@ def test_a_name_server_restart(spark_session: Any, sink_cluster: Cluster, tmp_pa
         print(cluster.close())
 
 
-def knows_topic(group: ControllerGroup, slot: int, topic: str) -> bool:
-    try:
-        group.api.pull_message(
-            group.addr(slot), pull_header(topic, 0, 0, group="ride-check", max_msg_nums=1), 3000
-        )
-    except (RocketQError, TimeoutError):
-        return False
-    return True
-
-
 def test_a_master_failover_in_controller_mode(
     spark_session: Any, sink_cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -304,7 +294,8 @@ def test_a_master_failover_in_controller_mode(
         topic = "RideFailover"
         create_topic(group.namesrv_addr, topic, QUEUES, broker_addr=master)
         for slot in range(len(group.ports)):
-            wait_for(lambda s=slot: knows_topic(group, s, topic), f"broker {slot} to know {topic}", 60)  # type: ignore[misc]
+            knows = functools.partial(group.knows_topic, group.addr(slot), topic)
+            wait_for(knows, f"broker {slot} to know {topic}", 60)
 
         def fault() -> None:
             group.broker(group.slot_of(master)).kill9()

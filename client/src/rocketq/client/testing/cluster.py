@@ -80,6 +80,16 @@ FAST_FAILOVER_CONTROLLER_CONF: Mapping[str, Any] = {
 MasterCheck = Callable[[str, dict[str, Any]], bool]
 
 
+def broker_knows_topic(api: BlockingMQClientAPI, addr: str, topic: str) -> bool:
+    """Whether the broker at ``addr`` answers a pull of ``topic``'s queue 0 (a broker that does
+    not know the topic, or does not answer, refuses it)."""
+    try:
+        api.pull_message(addr, pull_header(topic, 0, 0, group="knows-topic-check", max_msg_nums=1), 3000)
+    except (RocketQError, TimeoutError):
+        return False
+    return True
+
+
 class ControllerGroup:
     """Three controllers, a NameServer and the ``size`` brokers of ``broker_name`` (slots 0..size-1)."""
 
@@ -167,15 +177,8 @@ class ControllerGroup:
         return obj if isinstance(obj, dict) else {}
 
     def knows_topic(self, addr: str, topic: str) -> bool:
-        """Whether the broker at ``addr`` answers a pull of ``topic``'s queue 0 (a broker that does
-        not know the topic, or does not answer, refuses it)."""
-        try:
-            self.api.pull_message(
-                addr, pull_header(topic, 0, 0, group="knows-topic-check", max_msg_nums=1), 3000
-            )
-        except (RocketQError, TimeoutError):
-            return False
-        return True
+        """Whether the broker at ``addr`` knows ``topic`` (:func:`broker_knows_topic`)."""
+        return broker_knows_topic(self.api, addr, topic)
 
     def routed_master(self) -> str | None:
         """The master address the NameServer lists for the group, None when it lists none."""

@@ -32,7 +32,7 @@ from rocketq.client.remoting.codes import RequestCode, ResponseCode
 from rocketq.client.remoting.command import RemotingCommand
 from rocketq.client.remoting.lenient_json import loads
 from rocketq.client.testing.chaos import Ledger
-from rocketq.client.testing.cluster import FAST_FAILOVER_BROKER_CONF
+from rocketq.client.testing.cluster import FAST_FAILOVER_BROKER_CONF, broker_knows_topic
 from rocketq.client.testing.messaging import pull_header, send_header
 from rocketq.client.testing.ordered import check_acked_stored
 from rocketq.client.testing.wait import wait_for
@@ -176,13 +176,7 @@ class DLedgerGroup:
         )
 
     def knows_topic(self, slot: int) -> bool:
-        try:
-            self.api.pull_message(
-                self.addr(slot), pull_header(TOPIC, 0, 0, group="knows-topic", max_msg_nums=1), 3000
-            )
-        except (RocketQError, TimeoutError):
-            return False
-        return True
+        return broker_knows_topic(self.api, self.addr(slot), TOPIC)
 
     def create_topic(self, master_slot: int) -> None:
         with Admin(self.namesrv.addr) as admin:
