@@ -335,7 +335,11 @@ class CheckResolver:
         return LocalTransactionState.COMMIT_MESSAGE
 
 
-_PRODUCERS: dict[tuple[int, str, str, tuple[bool, str | None], ClientConfig | None], TransactionProducer] = {}
+#: (pid, NameServer, sink, check listener timeout, trace, client settings): a changed setting or a
+#: forked worker gets its own producer, never one built with other settings
+_PRODUCERS: dict[
+    tuple[int, str, str, int, tuple[bool, str | None], ClientConfig | None], TransactionProducer
+] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
@@ -353,7 +357,7 @@ def executor_producer(
     from rocketq.client.config import ClientConfig
     from rocketq.client.producer import TransactionProducer
 
-    key = (os.getpid(), name_server, sink_id, trace, client)
+    key = (os.getpid(), name_server, sink_id, timeout_ms, trace, client)
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
