@@ -68,11 +68,11 @@ def send_plain(producer: Producer, ledger: Ledger, stop: threading.Event) -> Non
         sent_at = time.monotonic()
         try:
             result = producer.send(Message(TOPIC, body))
-        except SEND_ERRORS:
-            ledger.add_failed()
+        except SEND_ERRORS as exc:
+            ledger.add_failed(reason=exc)
             continue
         if result.send_status is not SendStatus.SEND_OK:
-            ledger.add_failed()
+            ledger.add_failed(reason=result.send_status)
             continue
         ledger.add(
             Acked(result.msg_id, result.send_status, result.message_queue.queue_id, result.queue_offset,
@@ -172,6 +172,6 @@ def test_rolling_restart_of_a_dledger_group_fails_and_loses_nothing(tmp_path: Pa
         )
         print(check_stored(g, ledger, new))
         print(check_stored(g, plain, new))
-        assert (ledger.failed, plain.failed) == (0, 0), "sends failed"
+        assert (ledger.failed, plain.failed) == (0, 0), f"sends failed: {ledger.reasons + plain.reasons}"
     finally:
         print(g.close())

@@ -114,3 +114,51 @@ def test_master_drops_a_silent_slave_and_wakes_on_append(
                 await service.stop()
 
     asyncio.run(main())
+
+
+def test_stop_ends_the_slave_even_when_a_cancellation_is_dropped(tmp_path: Path) -> None:
+    """Python 3.11's ``asyncio.wait_for`` drops a cancellation that arrives just as the future it
+    waits for completes (the session's wait for its closed connection, right after the master
+    closed it).  A session that swallows the cancellation this way and returns must not leave the
+    slave reconnecting forever while ``stop`` waits: it returns, and nothing runs on."""
+
+    async def main() -> None:
+        with small_store(tmp_path / "s") as store:
+            client = HAClient(
+                store,
+                master_address="127.0.0.1:1",
+                batch_size=4096,
+                heartbeat_interval_s=HEARTBEAT_S,
+                housekeeping_interval_s=HOUSEKEEPING_S,
+                truncate_divergent=True,
+            )
+            sessions: list[str] = []
+            in_session = asyncio.Event()
+            swallow = True
+
+            async def session(addr: str) -> bool:
+                sessions.append(addr)
+                in_session.set()
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    if not swallow:
+                        raise
+                return False  # what wait_for does when its future completed meanwhile
+
+            client._connect_and_replicate = session  # type: ignore[method-assign]
+            client.start()
+            await asyncio.wait_for(in_session.wait(), 10)
+            stopper = asyncio.ensure_future(client.stop())
+            done, _ = await asyncio.wait({stopper}, timeout=10)
+            if not done:  # let the task end for good before failing
+                swallow = False
+                assert client._task is not None
+                client._task.cancel()
+                await asyncio.gather(stopper, return_exceptions=True)
+            assert done, "stop() did not return within 10 s: the slave task ran on"
+            count = len(sessions)
+            await asyncio.sleep(0.5)  # the backoff after a session is 0.1 s: a live task would reconnect
+            assert len(sessions) == count, f"the slave reconnected after stop: {sessions}"
+
+    asyncio.run(main())

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from rocketq.client.cancel import cancel_and_wait
 from rocketq.client.errors import HeaderError
 from rocketq.client.remoting.pop import ExtraInfo
 from rocketq.proxy.client_registry import CLIENT_ID, metadata_of
@@ -265,13 +266,8 @@ class HandleRenewer:
             self._task = asyncio.create_task(self._run(), name="receipt-handle-renewal")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)  # a cancellation dropped by wait_for (a wake) is repeated
+        self._task = None
 
     # -- what the RPC handlers call ---------------------------------------------------------
     def add(self, client_id: str, group: str, topic: str, msg_id: str, handle: str) -> None:

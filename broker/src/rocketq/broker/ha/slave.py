@@ -47,6 +47,7 @@ from rocketq.broker.ha.protocol import (
 from rocketq.broker.ha.replica_hints import replica_hints
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.message_store import MessageStore
+from rocketq.client.cancel import cancel_and_wait
 from rocketq.client.remoting.ha_status import HAClientInfo
 
 __all__ = ["HAClient", "SlaveStatus"]
@@ -193,6 +194,7 @@ class HAClient:
         self.last_write_ms = 0
         self._last_read = self._last_write = 0.0  # time.monotonic() of the session's last read, report
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._address_changed = asyncio.Event()
         #: controller mode: bytes sent before the first report (broker id and expected epoch)
         self.handshake = b""
@@ -214,16 +216,18 @@ class HAClient:
         self._address_changed.set()
 
     def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        """End replication and wait until the session task is over (``_stopping`` also ends its
+        loop, should a cancellation be dropped: :mod:`rocketq.client.cancel`)."""
+        self._stopping = True
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         backoff = _BACKOFF_MIN_S
-        while True:
+        while not self._stopping:
             addr = self.master_address
             if not addr:
                 self.status = SlaveStatus.NO_MASTER

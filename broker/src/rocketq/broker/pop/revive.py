@@ -51,6 +51,7 @@ from rocketq.broker.pop.records import (
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus
+from rocketq.client.cancel import cancel_and_wait
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import StoredMessage, decode_stored_message, record_header_fields
 from rocketq.client.remoting.properties import MessageConst
@@ -182,12 +183,7 @@ class ReviveService:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)  # a cancellation dropped by wait_for (a wake) is repeated
         self._commit()
 
     def wake(self) -> None:

@@ -72,15 +72,23 @@ class Ledger:
         self._lock = threading.Lock()
         self._acked: list[Acked] = []
         self._failed = 0
+        #: the first few failures' reasons (the exception or status), for a failing check's message
+        self.reasons: list[str] = []
 
     def add(self, entry: Acked) -> None:
         with self._lock:
             self._acked.append(entry)
 
-    def add_failed(self, n: int = 1) -> None:
-        """``n`` messages whose send raised or was not acknowledged: nothing is promised."""
+    def add_failed(self, n: int = 1, reason: object = None) -> None:
+        """``n`` messages whose send raised or was not acknowledged (``reason``: the exception or
+        the status): nothing is promised."""
         with self._lock:
             self._failed += n
+            if reason is not None and len(self.reasons) < 10:
+                error = isinstance(reason, BaseException)
+                text = f"{type(reason).__name__}: {reason}" if error else str(reason)
+                notes = getattr(reason, "__notes__", None)
+                self.reasons.append(text + ("".join(f" ({note})" for note in notes) if notes else ""))
 
     def record(
         self, msgs: Sequence[Message], results: Sequence[SendResult], sent_at: float, acked_at: float

@@ -53,12 +53,12 @@ def send_key(
                 result = producer.send_async(msg, selector=selector, arg=key).result(60)
             else:
                 result = producer.send(msg, selector=selector, arg=key)
-        except SEND_ERRORS:
-            ledger.add_failed()
+        except SEND_ERRORS as exc:
+            ledger.add_failed(reason=exc)
             time.sleep(0.05)
             continue
         if result.send_status is not SendStatus.SEND_OK:
-            ledger.add_failed()
+            ledger.add_failed(reason=result.send_status)
             continue
         mq = result.message_queue
         ledger.add(
