@@ -110,10 +110,27 @@ def _node_env(node_modules: Path, home: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(home), **extra}
 
 
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
+def _sdk_log_tail(env: dict[str, str], lines: int = 60) -> str:
+    """The end of the SDK's log files (under $HOME/logs/rocketmq)."""
+    logs = sorted((Path(env["HOME"]) / "logs").rglob("*.log"))
+    tails = ("\n".join(p.read_text(errors="replace").splitlines()[-lines:]) for p in logs)
+    return "\n".join(f"{p.name}:\n{tail}" for p, tail in zip(logs, tails, strict=True))
+
+
 def _run_node(script: str, args: list[str], env: dict[str, str], proxy: ServerProcess) -> Any:
-    run = subprocess.run(
-        ["node", str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=150, env=env
-    )
+    try:
+        run = subprocess.run(
+            ["node", str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=150, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(
+            f"{script} did not finish within 150 s\nits stderr:\n{_text(exc.stderr)[-4000:]}\n"
+            f"the SDK's log:\n{_sdk_log_tail(env)}\nproxy log:\n{proxy.log_tail()}"
+        )
     assert run.returncode == 0, f"{script} failed:\n{run.stderr[-4000:]}\nproxy log:\n{proxy.log_tail()}"
     return json.loads(run.stdout.strip().splitlines()[-1])
 

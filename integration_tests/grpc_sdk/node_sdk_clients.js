@@ -5,13 +5,14 @@
 // "stopped" after the shutdown.
 const readline = require('node:readline');
 const { SimpleConsumer } = require('rocketmq-client-nodejs');
+const { start } = require('./node_start.js');
 
 async function main() {
   const [endpoints, topic, group] = process.argv.slice(2);
   const consumer = new SimpleConsumer({
     endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*']]), awaitDuration: 1000, requestTimeout: 5000,
   });
-  await consumer.startup();
+  await start(consumer, 'consumer');
   await consumer.receive(16, 15000);
   console.log(JSON.stringify({ consumer: consumer.clientId }));
   const lines = readline.createInterface({ input: process.stdin });

@@ -9,6 +9,7 @@
 // Usage: node node_sdk_push.js PROXY_ADDR TOPIC GROUP MAX_ATTEMPTS LINGER_MS
 const readline = require('node:readline');
 const { ConsumeResult, Producer, PushConsumer } = require('rocketmq-client-nodejs');
+const { start } = require('./node_start.js');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -30,9 +31,9 @@ async function main() {
     endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*']]), messageListener: listener,
     requestTimeout: 5000,
   });
-  await consumer.startup();
+  await start(consumer, 'consumer');
   const producer = new Producer({ endpoints, topics: [topic], requestTimeout: 5000 });
-  await producer.startup();
+  await start(producer, 'producer');
   await sleep(2000); // the consumer's first assignment scan (1 s after its start) begins its receives
   for (const body of ['push-ok-0', 'push-ok-1', 'push-retry', 'push-dead']) {
     const receipt = await producer.send({ topic, tag: 'TagP', keys: [body], body: Buffer.from(body) });

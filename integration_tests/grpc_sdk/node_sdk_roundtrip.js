@@ -8,6 +8,7 @@
 // The consumer subscribes to CROSS_IN too, where a remoting producer sent N_CROSS_IN messages.
 // Usage: node node_sdk_roundtrip.js PROXY_ADDR TOPIC GROUP CROSS_IN N_CROSS_IN  -> prints one JSON line
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { start } = require('./node_start.js');
 
 async function main() {
   const [endpoints, topic, group, crossIn, nCrossIn] = process.argv.slice(2);
@@ -15,10 +16,10 @@ async function main() {
   const consumer = new SimpleConsumer({
     endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*'], [crossIn, '*']]), awaitDuration: 2000, requestTimeout: 5000,
   });
-  await consumer.startup();
+  await start(consumer, 'consumer');
   await consumer.receive(16, 15000); // fixes the group's start offset
   const producer = new Producer({ endpoints, topics: [topic], requestTimeout: 5000 });
-  await producer.startup();
+  await start(producer, 'producer');
   const plan = [
     { topic, tag: 'TagN', keys: ['n0'], body: Buffer.from('node-normal'), properties: new Map([['p', '1']]) },
     { topic, tag: 'TagF', messageGroup: 'g1', body: Buffer.from('node-fifo-0') },

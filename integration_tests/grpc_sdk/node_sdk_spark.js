@@ -11,12 +11,13 @@
 //        node node_sdk_spark.js consume PROXY_ADDR TOPIC GROUP N
 const readline = require('node:readline');
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { start } = require('./node_start.js');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function produce(endpoints, topic) {
   const producer = new Producer({ endpoints, topics: [topic], requestTimeout: 5000 });
-  await producer.startup();
+  await start(producer, 'producer');
   const plan = [];
   for (let i = 0; i < 3; i++) {
     plan.push({
@@ -41,7 +42,7 @@ async function consume(endpoints, topic, group, n) {
   const consumer = new SimpleConsumer({
     endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*']]), awaitDuration: 2000, requestTimeout: 5000,
   });
-  await consumer.startup();
+  await start(consumer, 'consumer');
   await consumer.receive(16, 15000); // fixes the group's start offsets
   console.log('PHASE=ready');
   const lines = readline.createInterface({ input: process.stdin });

@@ -6,6 +6,7 @@
 // then once more (the rolled-back one must never come).  Every wait is bounded.
 // Usage: node node_sdk_transaction.js PROXY_ADDR TOPIC GROUP  -> prints one JSON line
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { start } = require('./node_start.js');
 const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
 async function main() {
@@ -14,7 +15,7 @@ async function main() {
   const consumer = new SimpleConsumer({
     endpoints, consumerGroup: group, subscriptions: new Map([[topic, '*']]), awaitDuration: 2000, requestTimeout: 5000,
   });
-  await consumer.startup();
+  await start(consumer, 'consumer');
   await consumer.receive(16, 15000); // fixes the group's start offset
   const checker = {
     async check(view) {
@@ -24,7 +25,7 @@ async function main() {
     },
   };
   const producer = new Producer({ endpoints, topics: [topic], requestTimeout: 5000, checker });
-  await producer.startup();
+  await start(producer, 'producer');
   for (const [body, end] of [['node-tx-commit', 'commit'], ['node-tx-rollback', 'rollback'], ['node-tx-orphan', null]]) {
     const transaction = producer.beginTransaction();
     const receipt = await producer.send({ topic, tag: 'TagT', keys: [body], body: Buffer.from(body) }, transaction);
