@@ -14,11 +14,23 @@ from rocketq.broker.ha import master
 from rocketq.broker.ha.master import HAService
 from rocketq.broker.ha.protocol import OFFSET_REPORT, TRANSFER_HEADER, encode_report
 from rocketq.broker.ha.slave import HAClient
+from rocketq.broker.store.message_store import MessageStore
 from rocketq.broker.testing import put_test_message, small_store
 from rocketq.client.testing import async_wait_for
 
 HEARTBEAT_S = 0.1
 HOUSEKEEPING_S = 0.5
+
+
+def _slave(store: MessageStore, master_address: str) -> HAClient:
+    return HAClient(
+        store,
+        master_address=master_address,
+        batch_size=4096,
+        heartbeat_interval_s=HEARTBEAT_S,
+        housekeeping_interval_s=HOUSEKEEPING_S,
+        truncate_divergent=True,
+    )
 
 
 def test_slave_reports_while_idle_and_leaves_a_silent_master(tmp_path: Path) -> None:
@@ -38,14 +50,7 @@ def test_slave_reports_while_idle_and_leaves_a_silent_master(tmp_path: Path) -> 
         server = await asyncio.start_server(silent_master, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         with small_store(tmp_path / "s") as store:
-            client = HAClient(
-                store,
-                master_address=f"127.0.0.1:{port}",
-                batch_size=4096,
-                heartbeat_interval_s=HEARTBEAT_S,
-                housekeeping_interval_s=HOUSEKEEPING_S,
-                truncate_divergent=True,
-            )
+            client = _slave(store, f"127.0.0.1:{port}")
             client.start()
             try:
                 await async_wait_for(
@@ -124,14 +129,7 @@ def test_stop_ends_the_slave_even_when_a_cancellation_is_dropped(tmp_path: Path)
 
     async def main() -> None:
         with small_store(tmp_path / "s") as store:
-            client = HAClient(
-                store,
-                master_address="127.0.0.1:1",
-                batch_size=4096,
-                heartbeat_interval_s=HEARTBEAT_S,
-                housekeeping_interval_s=HOUSEKEEPING_S,
-                truncate_divergent=True,
-            )
+            client = _slave(store, "127.0.0.1:1")
             sessions: list[str] = []
             in_session = asyncio.Event()
             swallow = True
