@@ -36,9 +36,9 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from rocketq.client.cancel import cancel_and_wait
 from rocketq.client.errors import HeaderError
 from rocketq.client.remoting.pop import ExtraInfo
+from rocketq.client.transport.cancel import cancel_and_wait
 from rocketq.proxy.client_registry import CLIENT_ID, metadata_of
 from rocketq.proxy.config import ProxyConfig
 from rocketq.proxy.convert import Refusal

@@ -47,8 +47,8 @@ from rocketq.broker.ha.protocol import (
 from rocketq.broker.ha.replica_hints import replica_hints
 from rocketq.broker.store.errors import StoreError
 from rocketq.broker.store.message_store import MessageStore
-from rocketq.client.cancel import cancel_and_wait
 from rocketq.client.remoting.ha_status import HAClientInfo
+from rocketq.client.transport.cancel import cancel_and_wait
 
 __all__ = ["HAClient", "SlaveStatus"]
 
@@ -221,7 +221,7 @@ class HAClient:
 
     async def stop(self) -> None:
         """End replication and wait until the session task is over (``_stopping`` also ends its
-        loop, should a cancellation be dropped: :mod:`rocketq.client.cancel`)."""
+        loop, should a cancellation be dropped: :mod:`rocketq.client.transport.cancel`)."""
         self._stopping = True
         await cancel_and_wait(self._task)
 

@@ -51,7 +51,6 @@ from rocketq.broker.pop.records import (
 from rocketq.broker.processor.context import BrokerContext
 from rocketq.broker.store.record_batch import MessageToStore
 from rocketq.broker.store.status import GetMessageStatus
-from rocketq.client.cancel import cancel_and_wait
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.remoting.message import StoredMessage, decode_stored_message, record_header_fields
 from rocketq.client.remoting.properties import MessageConst
@@ -62,6 +61,7 @@ from rocketq.client.remoting.vocabulary import (
     dlq_topic,
     revive_topic,
 )
+from rocketq.client.transport.cancel import cancel_and_wait
 
 __all__ = ["ACK_GRACE_MS", "TIMER_ACK_GRACE_MS", "ReviveService", "original_topic"]
 
