@@ -11,6 +11,7 @@ divergent tail is truncated, or refused (``haSlaveTruncateDivergent=false``); a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import shutil
@@ -269,6 +270,10 @@ def _slave_queue_max(slave: ServerProcess, queue_id: int) -> int:
     return int(response.ext_fields["offset"])
 
 
+def _slave_has(slave: ServerProcess, queue_id: int, offset: int) -> bool:
+    return _slave_queue_max(slave, queue_id) > offset
+
+
 def _produce_until(ns_addr: str, group: str, stop: threading.Event, acked: dict[int, int]) -> None:
     """Send until ``stop`` or a failure; ``acked`` gets each queue's highest SEND_OK queue offset."""
     with Producer(ns_addr, producer_group=group) as producer:
@@ -317,4 +322,10 @@ def test_sync_master_acked_messages_are_on_the_slave_after_master_kills(
                 )
             assert acked
             for qid, offset in acked.items():
-                assert _slave_queue_max(slave, qid) > offset, f"queue {qid}: acked offset {offset} lost"
+                # the slave has the acked bytes; its ConsumeQueues follow once its dispatch got to them
+                # (it lags under load): an acked message that never shows up fails the wait
+                wait_for(
+                    functools.partial(_slave_has, slave, qid, offset),
+                    f"queue {qid}'s acked offset {offset} in the slave's ConsumeQueue",
+                    30,
+                )
