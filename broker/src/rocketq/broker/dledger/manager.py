@@ -52,6 +52,7 @@ from rocketq.broker.dledger.state import Alive, Event, Fence, GroupState, Handov
 from rocketq.broker.ha.replication import Replication
 from rocketq.broker.store.message_store import MessageStore
 from rocketq.client.transport.aio import RemotingClient
+from rocketq.client.transport.cancel import cancel_and_wait
 
 __all__ = ["MAX_HEARTBEAT_LEAK", "DLedgerManager"]
 
@@ -117,6 +118,10 @@ class DLedgerManager(ReplicasManager):
         self._handing_over: float | None = None  # since when this master refuses writes to hand over
         self._handover_after = 0.0
         self._stopping = False  # hand_over_before_stop runs: writes stay refused until the exit
+        #: members that handed the mastership over and have not joined since (one stopping on
+        #: SIGTERM hands over, then exits): the preferred leader among them is not handed it back
+        #: before its restart, which would give the mastership to a process about to exit
+        self._stepped_down: set[str] = set()
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -162,6 +167,10 @@ class DLedgerManager(ReplicasManager):
         with self._alive_lock:
             if isinstance(event, Alive):
                 self._alive_at[(event.node_id, event.epoch)] = at
+            elif isinstance(event, Handover) and changed:
+                self._stepped_down.add(event.from_node)
+            elif isinstance(event, Join):
+                self._stepped_down.discard(event.node_id)
             if changed:
                 self._changed_at = at
 
@@ -172,8 +181,7 @@ class DLedgerManager(ReplicasManager):
         switching = self._apply_task is not None and not self._apply_task.done()
         if switching and self._apply_key != key and self._apply_task is not None:
             log.info("DLedger group %s moved on (%s): the switch to %s is abandoned", *self._moved(key))
-            self._apply_task.cancel()
-            await asyncio.gather(self._apply_task, return_exceptions=True)
+            await cancel_and_wait(self._apply_task)  # (wait_for may drop one cancellation)
             switching = False
         if state.master is None:
             await self._stand_by(state)
@@ -280,7 +288,14 @@ class DLedgerManager(ReplicasManager):
                 self._handing_over, self._handover_after = None, now + self.timeout_s
             return
         target = self._by_id[preferred]
-        if now < self._handover_after or not self.raft.connected(target) or not self._holds_all(target):
+        with self._alive_lock:
+            stepped_down = preferred in self._stepped_down
+        if (
+            stepped_down
+            or now < self._handover_after
+            or not self.raft.connected(target)
+            or not self._holds_all(target)
+        ):
             return
         self._handing_over = now
         log.info(
