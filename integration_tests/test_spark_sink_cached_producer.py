@@ -29,6 +29,8 @@ import pytest
 from rocketq.client.admin import Admin
 from rocketq.client.errors import NoRouteError, RocketQError
 from rocketq.client.model import MessageExt
+from rocketq.client.remoting.msgid import prefix_pid, uniq_key_prefix
+from rocketq.client.remoting.properties import MessageConst
 from rocketq.client.testing import WaitTimeout, create_topic, free_port, read_topic, wait_for, wait_value
 from rocketq.client.testing.restartable import RestartableCluster
 
@@ -40,7 +42,6 @@ ROWS = 2000
 PARTITIONS = 4
 ROUTE_S = 60.0  # the new broker registers at start; a loaded 2-core machine
 READ_S = 60.0  # the restarted broker recovered and dispatched the first write
-PREFIX = 20  # hex characters of a UNIQ_KEY's per-process part: IP (4 bytes), pid (2), random (4)
 
 
 @pytest.fixture
@@ -102,9 +103,10 @@ def read_all(cluster: RestartableCluster, topic: str) -> list[MessageExt]:
 
 
 def prefixes(messages: list[MessageExt], tag: str) -> set[str]:
-    keys = [m.properties.get("UNIQ_KEY") for m in messages if m.body.decode().startswith(f"{tag}-")]
+    mine = [m for m in messages if m.body.decode().startswith(f"{tag}-")]
+    keys = [m.properties.get(MessageConst.UNIQ_KEY) for m in mine]
     assert keys and all(keys), f"messages of write {tag} without a UNIQ_KEY"
-    return {str(k)[:PREFIX] for k in keys}
+    return {uniq_key_prefix(str(k)) for k in keys}
 
 
 @pytest.mark.parametrize(
@@ -141,7 +143,7 @@ def test_cached_producer_follows_a_moved_broker(
     )
     first, second = prefixes(got, "w1"), prefixes(got, "w2")
     shared = first & second
-    pids = sorted(int(p[8:12], 16) for p in shared)  # the low 16 bits of the pid, as in Java's ids
+    pids = sorted(prefix_pid(p) for p in shared)  # the low 16 bits of the pid, as in Java's ids
     print(
         f"broker {old} -> {new}; write 1 {first_s:.1f} s, move {moved_s:.1f} s, write 2 {second_s:.1f} s; "
         f"writer processes: {len(first)} in write 1, {len(second)} in write 2, {len(shared)} in both "

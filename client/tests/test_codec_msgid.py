@@ -14,6 +14,8 @@ from rocketq.client.remoting.msgid import (
     decode_offset_msg_id,
     encode_offset_msg_id,
     new_uniq_key,
+    prefix_pid,
+    uniq_key_prefix,
     uniq_key_timestamp_ms,
 )
 
@@ -100,3 +102,12 @@ def test_an_id_block_is_the_ids_next_ids_would_give() -> None:
     head, counters = block.next_id_block(12, now)
     assert [f"{head}{c & 0xFFFF:04X}" for c in counters] == bulk.next_ids(12, now)
     assert block.next_id(now) == bulk.next_id(now)  # the block took exactly 12 counter values
+
+
+@pytest.mark.parametrize("ip", ["10.1.2.3", "fe80::1"])
+def test_uniq_key_prefix_and_pid(ip: str) -> None:
+    """The per-process part of an id is the generator's prefix; its pid field the pid's low 16 bits."""
+    gen = UniqKeyGenerator(ip, pid=0x12345, seed=3)
+    key = gen.next_id()
+    assert uniq_key_prefix(key) == gen.prefix
+    assert prefix_pid(gen.prefix) == 0x2345

@@ -12,7 +12,7 @@ follow what users set; the producers are fakes that record how they were built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -124,17 +124,23 @@ def test_a_changed_producer_group_gets_a_new_producer(fakes: list[FakeProducer])
     assert [p.settings["producer_group"] for p in fakes] == ["g1", "g2"]
 
 
+@pytest.mark.parametrize(
+    ("get", "options"), [(plain, BASE), (eos, EOS)], ids=["at-least-once", "exactly-once"]
+)
 def test_another_process_gets_its_own_producer(
-    fakes: list[FakeProducer], monkeypatch: pytest.MonkeyPatch
+    fakes: list[FakeProducer],
+    monkeypatch: pytest.MonkeyPatch,
+    get: Callable[[Mapping[str, str]], FakeProducer],
+    options: Mapping[str, str],
 ) -> None:
     """After a fork the child sees the parent's cache, but not under its own pid."""
     import os
 
-    parent = plain(BASE)
+    parent = get(options)
     monkeypatch.setattr(os, "getpid", lambda: 1_000_001)
-    child = plain(BASE)
+    child = get(options)
     assert child is not parent and child.starts == 1
-    assert plain(BASE) is child
+    assert get(options) is child
     assert len(fakes) == 2
 
 
@@ -188,16 +194,3 @@ def test_eos_a_changed_send_timeout_reaches_the_check_listener(fakes: list[FakeP
     assert second is not first
     assert [resolver(p).timeout_ms for p in fakes] == [3000, 9000]
     assert eos({**EOS, "sendTimeoutMs": "3000"}) is first
-
-
-def test_eos_another_process_gets_its_own_producer(
-    fakes: list[FakeProducer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import os
-
-    parent = eos(EOS)
-    monkeypatch.setattr(os, "getpid", lambda: 1_000_001)
-    child = eos(EOS)
-    assert child is not parent and child.starts == 1
-    assert eos(EOS) is child
-    assert len(fakes) == 2

@@ -11,6 +11,7 @@ import numpy as np
 
 from rocketq.client.remoting import batch
 from rocketq.client.remoting.batch import ENTRY_HEAD, ENTRY_OVERHEAD, PROPLEN, BatchColumns
+from rocketq.client.remoting.record_layout import MAX_PROPERTIES_SIZE
 
 __all__ = ["decode_batch_columns", "uniform_columns"]
 
@@ -34,7 +35,7 @@ def uniform_columns(data: bytes, view: memoryview) -> BatchColumns | None:
         return None
     total, _magic, _crc, _flag, body_len = ENTRY_HEAD.unpack_from(data, 0)
     props_len = total - ENTRY_OVERHEAD - body_len
-    if total < ENTRY_OVERHEAD or n % total or body_len < 0 or not 0 <= props_len < 0x8000:
+    if total < ENTRY_OVERHEAD or n % total or body_len < 0 or not 0 <= props_len <= MAX_PROPERTIES_SIZE:
         return None
     count = n // total
     if count < 2:

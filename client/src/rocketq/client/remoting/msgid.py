@@ -147,6 +147,18 @@ def new_uniq_key() -> str:
     return _DEFAULT.next_id()
 
 
+def uniq_key_prefix(uniq_key: str) -> str:
+    """The per-process part of a UNIQ_KEY (client IP, pid, classloader hash): what every id of
+    one process shares (:attr:`UniqKeyGenerator.prefix`)."""
+    return uniq_key[: -2 * _TIME_COUNTER.size]
+
+
+def prefix_pid(prefix: str) -> int:
+    """The pid field of a UNIQ_KEY's per-process part (:func:`uniq_key_prefix`): the low 16 bits
+    of the sending process's pid."""
+    return int(_FIXED.unpack(bytes.fromhex(prefix[-2 * _FIXED.size :]))[0])
+
+
 def uniq_key_timestamp_ms(uniq_key: str, now_ms: int | None = None) -> int:
     """Approximate creation time (ms since the epoch) of a UNIQ_KEY, as ``getNearlyTimeFromID``.
 
