@@ -6,7 +6,8 @@ messages (``maxTransferCountOnMessageInMemory``; RocketMQ's default of 32 is als
 preloads ``--messages`` messages into an 8-queue topic with batch sends, then times, each from
 start until every message was handed to the application:
 
-* ``LitePullConsumer.poll`` (assign all queues);
+* ``LitePullConsumer.poll`` (assign all queues), and its ``poll_batch`` (each pull's queue
+  offsets and bodies as two lists, no message object each);
 * ``PushConsumer`` with a concurrent listener (``consume_message_batch_max_size`` 32);
 * reference, same run: raw pulls through ``MQClientAPI.pull_message`` keeping the record bytes
   undecoded (the transport plus the broker's read path), the eager record decoder alone
@@ -70,10 +71,10 @@ async def preload(ns_addr: str, total: int) -> float:
         return per_queue * len(mqs) / (time.perf_counter() - start)
 
 
-def lite_pull_rate(ns_addr: str, total: int, pull_batch: int) -> float:
+def lite_pull_rate(ns_addr: str, total: int, pull_batch: int, *, columns: bool = False) -> float:
     consumer = LitePullConsumer(
         ns_addr,
-        consumer_group=f"bench-lite-{pull_batch}",
+        consumer_group=f"bench-lite-{pull_batch}-{'columns' if columns else 'views'}",
         consume_from_where=FIRST,
         pull_batch_size=pull_batch,
         auto_commit=False,
@@ -87,6 +88,13 @@ def lite_pull_rate(ns_addr: str, total: int, pull_batch: int) -> float:
     try:
         deadline = start + 300
         while got < total and time.perf_counter() < deadline:
+            if columns:
+                batch = consumer.poll_batch(1000)
+                if batch is not None:
+                    for body, queue_offset in zip(batch.bodies, batch.queue_offsets, strict=True):
+                        touched += len(body) + (queue_offset >= 0)
+                    got += len(batch)
+                continue
             for msg in consumer.poll(1000):
                 touched += len(msg.body) + (msg.queue_offset >= 0)
                 got += 1
@@ -217,6 +225,12 @@ def main() -> int:
             raw, decode, lazy = asyncio.run(raw_pull(ns.addr, broker.addr, total, args.pull_batch))
             rows.append(
                 (f"lite pull, batch {args.pull_batch}", lite_pull_rate(ns.addr, total, args.pull_batch))
+            )
+            rows.append(
+                (
+                    f"lite poll_batch, batch {args.pull_batch}",
+                    lite_pull_rate(ns.addr, total, args.pull_batch, columns=True),
+                )
             )
             rows.append((f"push, batch {args.pull_batch}", push_rate(ns.addr, total, args.pull_batch)))
             rows.append(("lite pull, batch 32", lite_pull_rate(ns.addr, total, 32)))

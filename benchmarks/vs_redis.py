@@ -11,7 +11,9 @@ in each case, every message acknowledged:
   flight) against ``AsyncProducer.send_batch`` of 1000 (ASYNC_FLUSH, asyncio tasks), each with
   ``--in-flight`` round trips outstanding, for ``--seconds`` each;
 * consume of everything the produce case just stored: ``XRANGE ... COUNT 1000`` from the start
-  against the lite pull consumer (pulls of 1000), both reading every body;
+  against the lite pull consumer (pulls of 1000), both reading every body: ``poll_batch`` (a
+  list of bodies per pull, as ``XRANGE`` gives a list of entries), then, as a second line
+  against the same Redis figure, ``poll`` (a message object per message);
 * durable: the same produce with ``appendfsync always`` against the SYNC_FLUSH broker;
 * 1 KiB produce (as the first case), its MB/s of bodies next to the disk's fsync'd sequential
   write bandwidth measured in the same round (1 MiB writes, ``fsync`` after each, in the same
@@ -337,10 +339,12 @@ async def rocketq_produce(ns_addr: str, topic: str, size: int, seconds: float, i
         return Figure((sent - BATCH) / (time.perf_counter() - start), count=sent)
 
 
-def rocketq_consume(ns_addr: str, topic: str, total: int) -> Figure:
+def rocketq_consume(ns_addr: str, topic: str, total: int, *, views: bool = False) -> Figure:
+    """The lite pull consumer reading every body of ``topic``: ``poll_batch`` (bodies as a list
+    per pull) or, with ``views``, ``poll`` (a message object per message)."""
     consumer = LitePullConsumer(
         ns_addr,
-        consumer_group=f"vs-redis-{topic}",
+        consumer_group=f"vs-redis-{topic}-{'views' if views else 'columns'}",
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         pull_batch_size=BATCH,
         auto_commit=False,
@@ -354,9 +358,16 @@ def rocketq_consume(ns_addr: str, topic: str, total: int) -> Figure:
     try:
         deadline = start + 300
         while got < total and time.perf_counter() < deadline:
-            for msg in consumer.poll(1000):
-                touched += len(msg.body)
-                got += 1
+            if views:
+                for msg in consumer.poll(1000):
+                    touched += len(msg.body)
+                    got += 1
+                continue
+            batch = consumer.poll_batch(1000)
+            if batch is not None:
+                for body in batch.bodies:
+                    touched += len(body)
+                got += len(batch)
         elapsed = time.perf_counter() - start
     finally:
         consumer.shutdown()
@@ -441,6 +452,7 @@ def disk_bandwidth(directory: Path, seconds: float) -> float:
 CASES = (
     "produce 100 B",
     "consume 100 B",
+    "consume, poll() views",
     "durable 100 B",
     "produce 1 KiB",
     "single 100 B",
@@ -464,6 +476,7 @@ def one_round(
             rpid, lambda: redis_produce(redis.port, stream, 100, seconds, in_flight)
         )
         figures["consume 100 B"]["redis"] = with_cpu(rpid, lambda: redis_consume(redis.port, stream)[0])
+        figures["consume, poll() views"]["redis"] = figures["consume 100 B"]["redis"]
         redis.reset(stream)
         redis.set_fsync("always")
         figures["durable 100 B"]["redis"] = with_cpu(
@@ -489,6 +502,9 @@ def one_round(
         total = rq.admin.topic_status(topic)
         count = sum(q.max_offset - q.min_offset for q in total)
         figures["consume 100 B"]["rocketq"] = with_cpu(apid, lambda: rocketq_consume(ns, topic, count))
+        figures["consume, poll() views"]["rocketq"] = with_cpu(
+            apid, lambda: rocketq_consume(ns, topic, count, views=True)
+        )
         durable = rq.new_topic(f"VsRedisDurable{index}", rq.sync_addr)
         figures["durable 100 B"]["rocketq"] = with_cpu(spid, lambda: produce(durable, 100))
         large = rq.new_topic(f"VsRedisLarge{index}", rq.async_addr)

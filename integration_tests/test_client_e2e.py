@@ -90,6 +90,41 @@ def test_produce_then_lite_pull_assign_seek_commit(ns_addr: str) -> None:
         assert admin.query_msg_by_id(results[0].offset_msg_id).body == b"m0"
 
 
+def test_lite_pull_poll_batch_reads_batches_as_columns_and_commits(ns_addr: str) -> None:
+    """The blocking poll_batch against a real broker: batches of same-size messages (the bulk
+    read) and of mixed sizes give the same offsets and bodies as the views, and commit."""
+    with Admin(ns_addr) as admin:
+        admin.create_topic("E2EColumns", cluster="DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+        wait_route(admin, "E2EColumns")
+    sent = [f"u{i:04d}".encode() for i in range(300)] + [b"v" * i for i in range(1, 40)]
+    with Producer(ns_addr, producer_group="pg-columns") as producer:
+        for start in range(0, len(sent), 100):
+            producer.send_batch([Message("E2EColumns", body) for body in sent[start : start + 100]])
+    consumer = LitePullConsumer(
+        ns_addr, consumer_group="cg-columns", consume_from_where=FIRST, auto_commit=False, pull_batch_size=64
+    )
+    mqs = sorted(consumer.fetch_message_queues("E2EColumns"))
+    consumer.assign(mqs)
+    consumer.start()
+    try:
+        got: dict[int, list[tuple[int, bytes]]] = {mq.queue_id: [] for mq in mqs}
+        for _ in range(200):  # bounded: 339 messages in pulls of at most 64
+            if sum(map(len, got.values())) >= len(sent):
+                break
+            batch = consumer.poll_batch(2000)
+            if batch is None:
+                continue
+            assert [m.body for m in batch.messages] == batch.bodies
+            got[batch.mq.queue_id] += zip(batch.queue_offsets, batch.bodies, strict=True)
+        assert sorted(body for pairs in got.values() for _, body in pairs) == sorted(sent)
+        for pairs in got.values():
+            assert [offset for offset, _ in pairs] == list(range(len(pairs)))  # in queue order, no gap
+        consumer.commit()
+        assert [consumer.committed(mq) for mq in mqs] == [len(got[mq.queue_id]) for mq in mqs]
+    finally:
+        consumer.shutdown()
+
+
 def test_push_consumer_concurrently_and_orderly(ns_addr: str) -> None:
     async def produce() -> None:
         async with AsyncProducer(ns_addr, producer_group="pg-push") as producer:

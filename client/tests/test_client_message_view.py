@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.errors import MessageFormatError
 from rocketq.client.model import LazyMessageExt, PullResult, PullStatus, scan_messages
+from rocketq.client.pull_scan import uniform_columns
 from rocketq.client.remoting.message import (
     CompressionType,
     StoredMessage,
@@ -209,3 +210,45 @@ def test_a_bad_record_among_same_size_ones_raises_with_its_position(field_pos: i
     buf[2 * size + field_pos : 2 * size + field_pos + 4] = value.to_bytes(4, "big", signed=True)
     with pytest.raises(MessageFormatError, match=f"position {2 * size}"):
         scan_messages(bytes(buf))
+
+
+# PullResult.columns(): the queue offsets and bodies of `messages` without a view each; same-size
+# pulls take the bulk reader (uniform_columns), every other pull the views.
+def _found(buf: bytes, tags: frozenset[str] | None = None) -> PullResult:
+    return PullResult(PullStatus.FOUND, 0, 0, 0, body=buf, tags_filter=tags)
+
+
+@pytest.mark.parametrize(("count", "body_len"), [(2, 0), (3, 1), (50, 100), (7, 4096)])
+def test_columns_of_same_size_records_are_read_in_bulk_and_match_the_views(count: int, body_len: int) -> None:
+    buf = b"".join(_same_size_records(count, body_len))
+    assert uniform_columns(buf) is not None  # the bulk path, not the views
+    offsets, bodies = _found(buf).columns()
+    views = _found(buf).messages
+    assert offsets == [m.queue_offset for m in views] == [1100 + i for i in range(count)]
+    assert bodies == [m.body for m in views] == [bytes([i % 256]) * body_len for i in range(count)]
+    assert all(type(b) is bytes for b in bodies)
+
+
+def test_columns_of_other_pulls_come_from_the_views() -> None:
+    mixed = b"".join(_record(i, body=b"b" * i, born=i % 2) for i in range(5))
+    compressed = b"".join(_same_size_records(3, 300, compressed=CompressionType.ZLIB))
+    tagged = b"".join(_same_size_records(4, 8, tags="A")) + b"".join(
+        _record(2000 + i, body=b"z" * 8, tags="B") for i in range(2)
+    )
+    for buf, tags in ((mixed, None), (compressed, None), (tagged, frozenset({"B"}))):
+        result = _found(buf, tags)
+        views = _found(buf, tags).messages
+        assert result.columns() == ([m.queue_offset for m in views], [m.body for m in views])
+    assert _found(tagged, frozenset({"B"})).columns()[1] == [b"z" * 8] * 2
+    assert _found(compressed).columns()[1] == [bytes([i]) * 300 for i in range(3)]
+    assert PullResult(PullStatus.NO_NEW_MSG, 0, 0, 0).columns() == ([], [])
+
+
+def test_columns_of_a_bad_pull_raise_like_the_views() -> None:
+    records = _same_size_records(4, 32)
+    size = len(records[0])
+    buf = bytearray(b"".join(records))
+    buf[2 * size + 4 : 2 * size + 8] = (12345).to_bytes(4, "big")  # a bad magic code
+    assert uniform_columns(bytes(buf)) is None
+    with pytest.raises(MessageFormatError, match=f"position {2 * size}"):
+        _found(bytes(buf)).columns()

@@ -623,6 +623,94 @@ def test_lite_pull_corrupt_pull_raises_and_rewinds_filtered_pull_is_consumed() -
     run(scenario())
 
 
+def test_lite_pull_poll_batch_gives_columns_commits_and_rewinds_a_bad_pull() -> None:
+    """poll_batch: one pull of one queue as queue offsets and bodies (same-size messages in bulk,
+    the tag filter applied), the consumed offset moved as poll moves it, None after the timeout,
+    and a pull that does not decode raises and puts its queue back."""
+    from rocketq.client.config import ConsumeFromWhere
+    from rocketq.client.consumer import AsyncLitePullConsumer, PolledBatch
+
+    async def scenario() -> None:
+        async with cluster(1) as (a,):
+            await _fill(a, 12)  # queues 0, 1: same-size bodies (the bulk read); 2: m2, m6, m10
+            for _ in range(3):
+                a._store("T", 3, b"x" * 5, "TAGS\x01A\x02", 0, 0)
+            good = a.store[("T", 3)][-1]
+            a.store[("T", 3)].append(good[:4] + b"\x00\x00\x00\x01" + good[8:])  # bad magic at offset 6
+            consumer = AsyncLitePullConsumer(
+                a.addr,
+                consumer_group="bg",
+                auto_commit=False,
+                pull_batch_size=3,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            )
+            mqs = sorted(await _queues(consumer, a.addr))
+            await consumer.assign(mqs[:3])
+            await consumer.start()
+            try:
+                got: dict[int, list[tuple[int, bytes]]] = {}
+                deadline = time.monotonic() + 10
+                while sum(map(len, got.values())) < 9 and time.monotonic() < deadline:
+                    batch = await consumer.poll_batch(500)
+                    if batch is None:
+                        continue
+                    assert isinstance(batch, PolledBatch) and len(batch) == len(batch.queue_offsets)
+                    assert batch.next_offset == batch.queue_offsets[-1] + 1
+                    views = batch.messages
+                    assert [m.body for m in views] == batch.bodies
+                    assert [m.queue_offset for m in views] == batch.queue_offsets
+                    assert {m.queue_id for m in views} == {batch.mq.queue_id}
+                    pairs = zip(batch.queue_offsets, batch.bodies, strict=True)
+                    got.setdefault(batch.mq.queue_id, []).extend(pairs)
+                assert got == {q: [(k, f"m{q + 4 * k}".encode()) for k in range(3)] for q in range(3)}
+                assert await consumer.poll_batch(100) is None
+                await consumer.commit()
+                assert [a.offsets[("bg", "T", q)] for q in range(3)] == [3, 3, 3]
+                await consumer.assign(mqs[3:])
+                await consumer.seek(mqs[3], 3)
+                batch = await consumer.poll_batch(2000)
+                assert batch is not None and batch.queue_offsets == [3, 4, 5]
+                assert batch.bodies == [b"xxxxx"] * 3
+                for _ in range(2):  # the bad pull is met again after the rewind
+                    bad = r"from queue offset 6 does not decode.*magic"
+                    with pytest.raises(MessageFormatError, match=bad):
+                        while True:
+                            await consumer.poll_batch(2000)
+                    await consumer.commit()
+                    assert a.offsets[("bg", "T", 3)] == 6
+            finally:
+                await consumer.shutdown()
+
+    run(scenario())
+
+
+def test_lite_pull_poll_batch_applies_the_tag_filter() -> None:
+    from rocketq.client.config import ConsumeFromWhere
+    from rocketq.client.consumer import AsyncLitePullConsumer
+
+    async def scenario() -> None:
+        async with cluster(1) as (a,):
+            await _fill(a, 8)
+            consumer = AsyncLitePullConsumer(
+                a.addr, consumer_group="tg", consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+            )
+            consumer.subscribe("T", "A")
+            await consumer.start()
+            try:
+                bodies: list[bytes] = []
+                deadline = time.monotonic() + 10
+                while len(bodies) < 4 and time.monotonic() < deadline:
+                    batch = await consumer.poll_batch(500)
+                    if batch is not None:
+                        assert {m.tags for m in batch.messages} == {"A"}
+                        bodies += batch.bodies
+                assert sorted(bodies) == [b"m0", b"m2", b"m4", b"m6"]
+            finally:
+                await consumer.shutdown()
+
+    run(scenario())
+
+
 async def _queues(consumer: Any, addr: str) -> set[MessageQueue]:
     api = MQClientAPI(addr)
     try:

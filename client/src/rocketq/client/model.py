@@ -9,7 +9,10 @@ Java its ``msg_id`` is the client message id (``UNIQ_KEY``) that ``SendResult.ms
 ``messages`` it scans it into :class:`LazyMessageExt` views (each field decoded on first access,
 bodies decompressed; see :mod:`rocketq.client.remoting.message_view`), tag-filtered client-side
 when the pull had a tag subscription (the broker filters by tag *hash*, which can collide), with
-``MIN_OFFSET`` / ``MAX_OFFSET`` stamped into their properties.
+``MIN_OFFSET`` / ``MAX_OFFSET`` stamped into their properties.  :meth:`PullResult.columns` gives
+the queue offsets and bodies alone, without a view per message (a pull of same-size messages is
+read in bulk); :class:`PolledBatch` is one pull of one queue in that form, what
+``LitePullConsumer.poll_batch`` returns.
 ``LocalTransactionState`` and ``TransactionSendResult`` are the transactional producer's outcome
 types (the state's ``commit_or_rollback`` is the END_TRANSACTION wire value).
 """
@@ -23,7 +26,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from rocketq.client.errors import ClientError
-from rocketq.client.pull_scan import scan_messages
+from rocketq.client.pull_scan import scan_messages, uniform_columns
 from rocketq.client.remoting.message import StoredMessage
 from rocketq.client.remoting.message_view import LazyMessageExt
 from rocketq.client.remoting.properties import MessageConst
@@ -35,6 +38,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
+    "PolledBatch",
     "PullResult",
     "PullStatus",
     "SendResult",
@@ -336,3 +340,42 @@ class PullResult:
             tags = self.tags_filter
             msgs = [m for m in msgs if m.tags in tags]
         return msgs
+
+    def columns(self) -> tuple[list[int], list[bytes]]:
+        """The queue offsets and bodies of :attr:`messages`, in order, as two lists.
+
+        A pull of same-size messages (IPv4 hosts, uncompressed bodies, no tag re-check) is read
+        in bulk without a view per message; any other pull comes from :attr:`messages` (which
+        raises MessageFormatError for a record that does not decode)."""
+        if self.status is not PullStatus.FOUND or not self.body:
+            return [], []
+        if self.tags_filter is None and "messages" not in self.__dict__:
+            uniform = uniform_columns(self.body)
+            if uniform is not None:
+                return uniform
+        msgs = self.messages
+        return [m.queue_offset for m in msgs], [m.body for m in msgs]
+
+
+@dataclass(frozen=True, eq=False)
+class PolledBatch:
+    """The messages of one pull of one queue as columns (``LitePullConsumer.poll_batch``):
+    ``queue_offsets[i]`` and ``bodies[i]`` belong to the i-th message, in queue order.
+
+    A consumer that needs only bodies and offsets reads them here without a message object
+    each; :attr:`messages` makes the usual views (:class:`LazyMessageExt`) of the same messages
+    for anything else (tags, keys, properties, ids, timestamps)."""
+
+    mq: MessageQueue
+    queue_offsets: list[int]
+    bodies: list[bytes]
+    next_offset: int  # the queue's consumed offset after this batch (what commit() stores)
+    result: PullResult
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @property
+    def messages(self) -> list[MessageExt]:
+        """The messages as views, as ``poll()`` would have returned them."""
+        return self.result.messages

@@ -36,7 +36,7 @@ from rocketq.client.remoting.record_layout import (
     header_dtype_spec,
 )
 
-__all__ = ["scan_messages", "scan_uniform"]
+__all__ = ["scan_messages", "scan_uniform", "uniform_columns"]
 
 
 def scan_messages(
@@ -48,15 +48,13 @@ def scan_messages(
 
 
 _IPV4_HEADER: Final = np.dtype(header_dtype_spec(0))
-_MAGICS: Final = np.array([MAGIC_V1, MAGIC_V2], dtype=np.int64)
 
 
-def scan_uniform(buf: bytes, src: _RecordSource) -> list[StoredMessage] | None:
-    """The pull scan in bulk when every record has the first one's size and body length, IPv4
-    hosts and an uncompressed body (a pull of same-size messages): the header columns are read
-    as one numpy array, so each message costs its object and body slice only.  None otherwise
-    (the record-by-record walk then reads it or reports where it is wrong); for every buffer it
-    accepts, the views are the walk's."""
+def _uniform(buf: bytes) -> tuple[int, int, list[int], list[bytes]] | None:
+    """(record size, body length, queue offsets, bodies) of a pull of same-size records with
+    IPv4 hosts and uncompressed bodies, else None.  The header columns are read as one numpy
+    array and the bodies cut out by one strided copy (``V`` items become ``bytes`` in C), so no
+    Python code runs per record."""
     n = len(buf)
     if n < 2 * MIN_RECORD_SIZE:
         return None
@@ -74,20 +72,45 @@ def scan_uniform(buf: bytes, src: _RecordSource) -> list[StoredMessage] | None:
         or (hdr["sys_flag"] & (HOST_V6_FLAGS | COMPRESSED_FLAG)).any()
         or not (hdr["total_size"] == size).all()
         or not (body_lens == body_len).all()
-        or not np.isin(hdr["magic"], _MAGICS).all()
+        or not ((hdr["magic"] == MAGIC_V1) | (hdr["magic"] == MAGIC_V2)).all()
     ):
         return None
+    if body_len:
+        bodies = np.ndarray(
+            (count,), dtype=np.dtype(f"V{body_len}"), buffer=buf, offset=IPV4_HEADER_SIZE, strides=(size,)
+        ).tolist()
+    else:
+        bodies = [b""] * count
+    return size, body_len, hdr["queue_offset"].tolist(), bodies
+
+
+def uniform_columns(buf: bytes) -> tuple[list[int], list[bytes]] | None:
+    """The queue offsets and bodies of a pull of same-size messages (what :func:`scan_uniform`
+    accepts), without a view per message; None for any other pull."""
+    uniform = _uniform(buf)
+    return None if uniform is None else (uniform[2], uniform[3])
+
+
+def scan_uniform(buf: bytes, src: _RecordSource) -> list[StoredMessage] | None:
+    """The pull scan in bulk when every record has the first one's size and body length, IPv4
+    hosts and an uncompressed body (a pull of same-size messages): the header columns are read
+    as one numpy array, so each message costs its object only.  None otherwise (the
+    record-by-record walk then reads it or reports where it is wrong); for every buffer it
+    accepts, the views are the walk's."""
+    uniform = _uniform(buf)
+    if uniform is None:
+        return None
+    size, _, queue_offsets, bodies = uniform
     out: list[StoredMessage] = []
     append = out.append
     new, cls = _new_object, LazyMessageExt
     set_src, set_pos = _SET_SRC, _SET_POS
     set_queue_offset, set_body = _SET_QUEUE_OFFSET, _SET_BODY
-    start = IPV4_HEADER_SIZE
-    for pos, queue_offset in zip(range(0, n, size), hdr["queue_offset"].tolist(), strict=True):
+    for pos, queue_offset, body in zip(range(0, len(buf), size), queue_offsets, bodies, strict=True):
         msg = new(cls)
         set_src(msg, src)
         set_pos(msg, pos)
         set_queue_offset(msg, queue_offset)
-        set_body(msg, buf[pos + start : pos + start + body_len])
+        set_body(msg, body)
         append(msg)
     return out

@@ -20,7 +20,7 @@ from rocketq.client.consumer.pop_rpc import PopNotSupportedError
 from rocketq.client.consumer.push import AsyncPushConsumer
 from rocketq.client.consumer.simple import AsyncSimpleConsumer, InvalidReceiptHandleError, SimpleConsumer
 from rocketq.client.consumer.subscription import ExpressionType, MessageSelector, SubscriptionRefusedError
-from rocketq.client.model import MessageExt, PullResult, PullStatus
+from rocketq.client.model import MessageExt, PolledBatch, PullResult, PullStatus
 
 __all__ = [
     "AllocateMessageQueueAveragely",
@@ -43,6 +43,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageSelector",
+    "PolledBatch",
     "PopNotSupportedError",
     "PopPushConsumer",
     "PullResult",

@@ -106,7 +106,8 @@ class _Blocking(Generic[_C]):
 
 
 class LitePullConsumer(_Blocking[AsyncLitePullConsumer]):
-    """Blocking lite-pull consumer: ``subscribe``/``assign``, ``start``, ``poll``, ``seek``, ``commit``."""
+    """Blocking lite-pull consumer: ``subscribe``/``assign``, ``start``, ``poll`` /
+    ``poll_batch``, ``seek``, ``commit``."""
 
     _async_class = AsyncLitePullConsumer
 
@@ -115,6 +116,7 @@ class LitePullConsumer(_Blocking[AsyncLitePullConsumer]):
 
     # The blocking twins of AsyncLitePullConsumer's methods: same parameters, same docstrings.
     poll = blocking_method(AsyncLitePullConsumer.poll, "_consumer")
+    poll_batch = blocking_method(AsyncLitePullConsumer.poll_batch, "_consumer")
     seek = blocking_method(AsyncLitePullConsumer.seek, "_consumer")
     seek_to_begin = blocking_method(AsyncLitePullConsumer.seek_to_begin, "_consumer")
     seek_to_end = blocking_method(AsyncLitePullConsumer.seek_to_end, "_consumer")

@@ -4,7 +4,9 @@ Theory of operation.  Queues come either from :meth:`assign` (an explicit set, n
 from :meth:`subscribe` (the group's rebalance hands queues in and out).  Each owned queue has a
 background pull task that long-polls the broker and appends each pull's result, undecoded, to
 one shared buffer; :meth:`poll` takes the next result and makes its messages (lazy views, see
-:func:`rocketq.client.model.scan_messages`).  Views are made at poll time so that they die young:
+:func:`rocketq.client.model.scan_messages`); :meth:`poll_batch` takes it as columns (queue
+offsets and bodies, :class:`~rocketq.client.model.PolledBatch`) without a view per message.
+Views are made at poll time so that they die young:
 views made by the pull task waited in the buffer long enough to reach the collector's oldest
 generation, and the full collections that then followed cost a quarter of the throughput.  A
 queue's pulls enter and leave the buffer in order, so bookkeeping is per pull, not per message: a
@@ -31,9 +33,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rocketq.client.config import ConsumerConfig
 from rocketq.client.consumer.allocate import AllocateFn
@@ -50,7 +52,7 @@ from rocketq.client.consumer.subscription import (
 )
 from rocketq.client.errors import MessageFormatError, MQClientError, RocketQError
 from rocketq.client.instance import ClientInstance
-from rocketq.client.model import MessageExt, PullResult, PullStatus
+from rocketq.client.model import MessageExt, PolledBatch, PullResult, PullStatus
 from rocketq.client.producer.core import trace_sender
 from rocketq.client.remoting.route import MessageQueue
 from rocketq.client.trace.dispatcher import CONSUME_TRACE
@@ -61,8 +63,14 @@ __all__ = ["AsyncLitePullConsumer"]
 
 log = logging.getLogger("rocketq.client")
 
+_T = TypeVar("_T")
+
 _FLOW_CONTROL_DELAY_S = 0.05
 _PAUSED_DELAY_S = 0.2
+
+
+def _views(result: PullResult) -> list[MessageExt]:
+    return result.messages
 
 
 def _covered(offset: int, result: PullResult) -> int:
@@ -291,12 +299,49 @@ class AsyncLitePullConsumer(ConsumerBase):
         Raises SubscriptionRefusedError when a broker refused the subscription (e.g. SQL92 on a
         broker without ``enablePropertyFilter=true``); the pull tasks keep retrying.
         """
+        deadline = self._poll_deadline(timeout_ms)
+        while True:
+            polled = await self._next_pull(deadline)
+            if polled is None:
+                return []
+            state, offset, result = polled
+            msgs = await self._decoded(state, offset, result, _views)
+            state.consumed_offset = result.next_begin_offset
+            if msgs:  # else the tag filter dropped the whole pull: consumed all the same
+                self._trace(msgs)
+                return msgs
+
+    async def poll_batch(self, timeout_ms: int | None = None) -> PolledBatch | None:
+        """The next pull's messages as columns (:class:`PolledBatch`: queue offsets and bodies,
+        the views on demand), or None after ``timeout_ms`` without one.
+
+        What :meth:`poll` does, without a message object per message: a pull of same-size
+        messages is read in bulk.  Offsets, commits, flow control and errors are :meth:`poll`'s.
+        """
+        deadline = self._poll_deadline(timeout_ms)
+        while True:
+            polled = await self._next_pull(deadline)
+            if polled is None:
+                return None
+            state, offset, result = polled
+            queue_offsets, bodies = await self._decoded(state, offset, result, PullResult.columns)
+            state.consumed_offset = result.next_begin_offset
+            if bodies:
+                if self._tracer is not None:
+                    self._trace(result.messages)
+                return PolledBatch(state.mq, queue_offsets, bodies, result.next_begin_offset, result)
+
+    def _poll_deadline(self, timeout_ms: int | None) -> float:
+        """The start of a poll: checks, auto-commit, and the monotonic time it ends at."""
         if not self.running:
             raise MQClientError("the consumer is not started; call start() first")
         self._raise_refused()
         timeout = (self.config.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000
-        deadline = time.monotonic() + timeout
         self._maybe_auto_commit()
+        return time.monotonic() + timeout
+
+    async def _next_pull(self, deadline: float) -> tuple[_QueueState, int, PullResult] | None:
+        """The next buffered pull of a current queue position, or None at ``deadline``."""
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -306,31 +351,37 @@ class AsyncLitePullConsumer(ConsumerBase):
                     state, generation, offset, result = await asyncio.wait_for(self._buffer.get(), remaining)
             except (asyncio.QueueEmpty, TimeoutError):
                 self._raise_refused()
-                return []
+                return None
             covered = _covered(offset, result)
             self._buffered -= covered
             state.buffered -= covered
             self._room.set()
             if generation != state.generation or state.pq.dropped or self._states.get(state.mq) is not state:
                 continue
-            try:
-                msgs = result.messages
-            except MessageFormatError as exc:
-                log.error(
-                    "the pull of %s from offset %d does not decode; the queue goes back there",
-                    state.mq,
-                    offset,
-                )
-                await self._reposition(state, offset)
-                raise MessageFormatError(
-                    f"the pull of {state.mq} from queue offset {offset} does not decode: {exc}; "
-                    "the queue stays there (seek past the record to skip it)"
-                ) from exc
-            state.consumed_offset = result.next_begin_offset
-            if msgs:  # else the tag filter dropped the whole pull: consumed all the same
-                if self._tracer is not None:  # Java: SubBefore and SubAfter (success) at poll
-                    self._tracer.after(self._tracer.before(msgs), True, ConsumeReturnType.SUCCESS)
-                return msgs
+            return state, offset, result
+
+    async def _decoded(
+        self, state: _QueueState, offset: int, result: PullResult, decode: Callable[[PullResult], _T]
+    ) -> _T:
+        """``decode(result)`` of a pull; a pull that does not decode puts its queue back at its
+        offset and raises MessageFormatError naming both."""
+        try:
+            return decode(result)
+        except MessageFormatError as exc:
+            log.error(
+                "the pull of %s from offset %d does not decode; the queue goes back there",
+                state.mq,
+                offset,
+            )
+            await self._reposition(state, offset)
+            raise MessageFormatError(
+                f"the pull of {state.mq} from queue offset {offset} does not decode: {exc}; "
+                "the queue stays there (seek past the record to skip it)"
+            ) from exc
+
+    def _trace(self, msgs: list[MessageExt]) -> None:
+        if self._tracer is not None:  # Java: SubBefore and SubAfter (success) at poll
+            self._tracer.after(self._tracer.before(msgs), True, ConsumeReturnType.SUCCESS)
 
     def _raise_refused(self) -> None:
         refused, self._refused = self._refused, None
