@@ -27,9 +27,10 @@ _I32 = np.dtype(">i4")
 def uniform_columns(data: bytes, view: memoryview) -> BatchColumns | None:
     """:func:`decode_batch_columns` in bulk when every entry has the first entry's total size,
     body length and properties length (what ``send_batch`` of same-size plain messages sends):
-    the lengths and flags are read as columns of a byte matrix, so the per-message work is two
-    slices.  None when the body is not such a batch (then the entry-by-entry walk decodes it or
-    reports where it is wrong); the result is the walk's for every body it accepts."""
+    the lengths and flags are read as columns of a byte matrix and the bodies and properties cut
+    out in C (as ``bytes``), so no Python code runs per message.  None when the body is not such
+    a batch (then the entry-by-entry walk decodes it or reports where it is wrong); the result is
+    the walk's for every body it accepts (``view``, the walk's, is not needed here)."""
     n = len(data)
     if n < ENTRY_OVERHEAD:
         return None
@@ -47,7 +48,17 @@ def uniform_columns(data: bytes, view: memoryview) -> BatchColumns | None:
     if not ((heads[:, 0] == total).all() and (heads[:, 4] == body_len).all() and (plens == props_len).all()):
         return None
     flags: list[int] = heads[:, 3].tolist()
-    bodies = [view[i : i + body_len] for i in range(ENTRY_HEAD.size, n, total)]
-    p += PROPLEN.size  # (empty properties of the last entry start at n: count the rows, not to n)
-    props = [data[i : i + props_len] for i in range(p, p + count * total, total)]
-    return BatchColumns(flags, bodies, props)
+    p += PROPLEN.size
+    return BatchColumns(
+        flags, _cut(data, ENTRY_HEAD.size, body_len, total, count), _cut(data, p, props_len, total, count)
+    )
+
+
+def _cut(data: bytes, start: int, length: int, stride: int, count: int) -> list[bytes]:
+    """``count`` slices of ``length`` bytes of ``data`` at ``start``, ``start + stride``...,
+    copied in C: numpy's ``V`` items become ``bytes`` (about 20 ns each, a Python slice ~150)."""
+    if not length:
+        return [b""] * count
+    cells = np.ndarray((count,), dtype=np.dtype(f"V{length}"), buffer=data, offset=start, strides=(stride,))
+    out: list[bytes] = cells.tolist()
+    return out

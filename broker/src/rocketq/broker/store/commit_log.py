@@ -69,8 +69,6 @@ _PORT = struct.Struct(">i")
 #: Bytes of a record that hold STORETIMESTAMP whatever its hosts, and the least that may.
 _STORE_TIMESTAMP_END = max(layout.store_timestamp_pos for layout in HEADER_LAYOUTS) + _INT64.size
 _STORE_TIMESTAMP_MIN_END = STORETIMESTAMP_POS + _INT64.size
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-_NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
 I64 = npt.NDArray[np.int64]
 
 
@@ -342,7 +340,8 @@ class CommitLog:
         width = len(prefix) + 17
         out = np.empty((len(arr), width), dtype=np.uint8)
         out[:, : len(prefix)] = np.frombuffer(prefix.encode(), dtype=np.uint8)
-        out[:, len(prefix) : -1] = _HEX[(arr.astype(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & np.uint64(15)]
+        hex_digits = arr.astype(">u8").tobytes().hex().upper().encode()  # 16 per offset, in C
+        out[:, len(prefix) : -1] = np.frombuffer(hex_digits, dtype=np.uint8).reshape(len(arr), 16)
         out[:, -1] = 44  # ","
         return out.tobytes()[:-1].decode("ascii")
 

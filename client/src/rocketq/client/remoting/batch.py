@@ -117,12 +117,13 @@ def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchMessage]:
 class BatchColumns:
     """A batch body decoded as columns, for the broker's bulk append path.
 
-    ``bodies`` are zero-copy ``memoryview`` slices of the batch body; ``properties`` are the raw
-    ``k\x01v\x02`` bytes of each message as sent (not parsed).
+    ``bodies`` are zero-copy ``memoryview`` slices of the batch body (``bytes`` copies where a
+    bulk decoder cut them out in C); ``properties`` are the raw ``k\x01v\x02`` bytes of each
+    message as sent (not parsed).
     """
 
     flags: list[int]
-    bodies: list[memoryview]
+    bodies: list[memoryview] | list[bytes]
     properties: list[bytes]
 
     def __len__(self) -> int:
