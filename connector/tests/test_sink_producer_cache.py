@@ -12,6 +12,7 @@ follow what users set; the producers are fakes that record how they were built.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -51,6 +52,11 @@ class FakeProducer:
     def start(self) -> None:
         self.starts += 1
 
+    shutdowns = 0
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
 
 class FakeTransactionProducer(FakeProducer):
     pass
@@ -63,7 +69,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeProducer]:
     monkeypatch.setattr(FakeProducer, "made", made)
     monkeypatch.setattr("rocketq.client.producer.Producer", FakeProducer)
     monkeypatch.setattr("rocketq.client.producer.TransactionProducer", FakeTransactionProducer)
-    monkeypatch.setattr(writer, "_PRODUCERS", {})
+    monkeypatch.setattr(writer, "_PRODUCERS", OrderedDict())
     monkeypatch.setattr(transactional, "_PRODUCERS", {})
     return made
 
@@ -142,6 +148,60 @@ def test_another_process_gets_its_own_producer(
     assert child is not parent and child.starts == 1
     assert get(options) is child
     assert len(fakes) == 2
+
+
+def test_at_most_max_cached_producers_the_least_recently_used_shut_down(
+    fakes: list[FakeProducer],
+) -> None:
+    """A worker that ran many sinks keeps the last MAX_CACHED_PRODUCERS producers; the least
+    recently used beyond that is shut down, and asked for again it is built anew."""
+    limit = writer.MAX_CACHED_PRODUCERS
+    made = [plain({**BASE, "producerGroup": f"g{i}"}) for i in range(limit)]
+    assert plain({**BASE, "producerGroup": "g0"}) is made[0]  # used again: now the most recent
+    extra = plain({**BASE, "producerGroup": "extra"})
+    assert [p.shutdowns for p in made] == [0, 1] + [0] * (limit - 2)  # g1 was the least recent
+    assert extra.shutdowns == 0 and len(writer._PRODUCERS) == limit
+    again = plain({**BASE, "producerGroup": "g1"})
+    assert again is not made[1] and again.starts == 1
+    assert made[2].shutdowns == 1  # the next least recent made room for it
+
+
+@pytest.mark.parametrize(
+    ("module", "get", "options"),
+    [(writer, plain, BASE), (transactional, eos, EOS)],
+    ids=["at-least-once", "exactly-once"],
+)
+def test_a_forked_child_is_not_blocked_by_a_lock_held_at_the_fork(
+    fakes: list[FakeProducer],
+    module: Any,
+    get: Callable[[Mapping[str, str]], FakeProducer],
+    options: Mapping[str, str],
+) -> None:
+    """A thread of the parent holding the cache's lock at the fork must not leave the child's
+    first write waiting for ever: the child gets a fresh lock (and its own producer)."""
+    import os
+    import time
+
+    parent = get(options)
+    with module._PRODUCERS_LOCK:
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 if it got its own producer
+            try:
+                code = 0 if get(options) is not parent else 3
+            except BaseException:
+                code = 4
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    status = None
+    while status is None and time.monotonic() < deadline:
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        status = raw if done else None
+        time.sleep(0.02)
+    if status is None:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child waited for the cache lock its parent held at the fork")
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 # -- exactly-once: transactional.executor_producer ---------------------------------------------------

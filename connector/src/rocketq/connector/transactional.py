@@ -341,6 +341,17 @@ _PRODUCERS: dict[
     tuple[int, str, str, int, tuple[bool, str | None], ClientConfig | None], TransactionProducer
 ] = {}
 _PRODUCERS_LOCK = threading.Lock()
+# Never evicted: a sink's producer answers the broker's check-backs of its half messages, and a
+# half nobody answers is rolled back after the broker's last check.
+
+
+def _after_fork_in_child() -> None:
+    # a lock some other thread held at the fork would stay held in the child for good
+    global _PRODUCERS_LOCK
+    _PRODUCERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def executor_producer(

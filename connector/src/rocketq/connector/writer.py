@@ -27,9 +27,11 @@ With ``valueFormat`` the ``value`` column is first encoded into the ``body`` of 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,6 +51,8 @@ from rocketq.connector.value_types import ValueFormat
 if TYPE_CHECKING:
     from rocketq.client.producer import Producer
     from rocketq.client.remoting.vocabulary import MessageQueue
+
+log = logging.getLogger("rocketq.connector")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +132,22 @@ class AtLeastOnceStrategy:
         return {"guarantee": "at_least_once"}
 
 
-_PRODUCERS: dict[tuple[int, str, str, ClientConfig | None, tuple[bool, str | None]], Producer] = {}
+_ProducerKey = tuple[int, str, str, ClientConfig | None, tuple[bool, str | None]]
+#: (pid, NameServer, group, client settings, trace) -> started producer, least recently used first
+_PRODUCERS: OrderedDict[_ProducerKey, Producer] = OrderedDict()
 _PRODUCERS_LOCK = threading.Lock()
+#: producers kept per worker; the least recently used beyond it is shut down (a worker that ran
+#: many sinks, or one sink whose settings changed, does not keep every old producer's connections)
+MAX_CACHED_PRODUCERS = 8
+
+
+def _after_fork_in_child() -> None:
+    # a lock some other thread held at the fork would stay held in the child for good
+    global _PRODUCERS_LOCK
+    _PRODUCERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def sink_producer(
@@ -140,23 +158,37 @@ def sink_producer(
     trace: tuple[bool, str | None] = (False, None),
 ) -> Producer:
     """The process-wide started producer of ``group`` (Python workers are reused across tasks);
-    ``trace`` is (enableMsgTrace, traceTopic)."""
+    ``trace`` is (enableMsgTrace, traceTopic).  At most :data:`MAX_CACHED_PRODUCERS` are kept,
+    the least recently used beyond that shut down; a forked child never uses its parent's."""
     from rocketq.client.producer import Producer
 
-    key = (os.getpid(), name_server, group, client, trace)
+    pid = os.getpid()
+    key = (pid, name_server, group, client, trace)
+    evicted: list[Producer] = []
     with _PRODUCERS_LOCK:
+        for stale in [k for k in _PRODUCERS if k[0] != pid]:  # the parent's, after a fork: unusable
+            del _PRODUCERS[stale]
         producer = _PRODUCERS.get(key)
-        if producer is None:
-            producer = Producer(
-                name_server,
-                producer_group=group,
-                client=client or ClientConfig(),
-                enable_msg_trace=trace[0],
-                custom_trace_topic=trace[1],
-            )
-            producer.start()
-            _PRODUCERS[key] = producer
-        return producer
+        if producer is not None:
+            _PRODUCERS.move_to_end(key)
+            return producer
+        producer = Producer(
+            name_server,
+            producer_group=group,
+            client=client or ClientConfig(),
+            enable_msg_trace=trace[0],
+            custom_trace_topic=trace[1],
+        )
+        producer.start()
+        _PRODUCERS[key] = producer
+        while len(_PRODUCERS) > MAX_CACHED_PRODUCERS:
+            evicted.append(_PRODUCERS.popitem(last=False)[1])
+    for old in evicted:  # outside the lock: a shutdown sends the last heartbeats
+        try:
+            old.shutdown()
+        except Exception as exc:  # a producer that cannot shut down cleanly is dropped all the same
+            log.warning("shutting down an evicted sink producer failed: %s", exc)
+    return producer
 
 
 # -- routing -----------------------------------------------------------------------------------
