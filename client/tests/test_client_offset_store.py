@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from rocketq.client.consumer.offset_store import LocalFileOffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from rocketq.client.consumer.process_queue import ProcessQueue
 from rocketq.client.model import MessageExt
@@ -111,6 +114,62 @@ def test_orderly_take_commit_and_retry() -> None:
     assert pq.commit() == 5
     assert pq.take_messages(1) == [] and pq.consuming is False
     assert pq.commit() == -1
+
+
+# Concurrent consumption's bookkeeping against a model: pulls in order (the bulk path), with
+# gaps, overlaps, duplicates and out of order (the message-by-message path), removals of pending,
+# consumed and unknown offsets, orderly takes in between; the counts, sizes, pending offsets and
+# the committable offset must be the model's after every step.
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.lists(st.integers(0, 60), max_size=12), st.booleans()),
+        st.tuples(st.just("remove"), st.lists(st.integers(0, 60), max_size=12), st.booleans()),
+        st.tuples(st.just("take"), st.lists(st.integers(1, 5), min_size=1, max_size=1), st.booleans()),
+    ),
+    max_size=30,
+)
+
+
+@given(_ops)
+@example([("put", [1, 2], True), ("take", [5], False), ("put", [1, 2, 3], True)])  # taken, re-pulled
+@example([("put", [3, 4], True), ("put", [1, 2, 5], True), ("remove", [4, 1], False)])
+def test_process_queue_matches_a_model(ops: list[tuple[str, list[int], bool]]) -> None:
+    pq = ProcessQueue()
+    pending: dict[int, int] = {}  # offset -> body size
+    consuming: dict[int, int] = {}
+    offset_max = 0
+    for kind, offs, sort in ops:
+        if sort:
+            offs = sorted(set(offs))  # a pull's offsets: increasing (maybe not contiguous)
+        msgs = [msg(o, b"x" * (o % 7)) for o in offs]
+        if kind == "put":
+            pq.put_messages(msgs)
+            for o in offs:
+                if o not in pending and o not in consuming:
+                    pending[o] = o % 7
+            if pending:
+                offset_max = max(offset_max, max(pending))
+        elif kind == "remove":
+            got = pq.remove_messages(msgs)
+            if not pending:
+                assert got == -1
+            else:
+                for o in offs:
+                    pending.pop(o, None)
+                assert got == (min(pending) if pending else offset_max + 1)
+        else:
+            taken = pq.take_messages(offs[0])
+            head = sorted(pending)[: offs[0]]
+            assert [m.queue_offset for m in taken] == head
+            for o in head:
+                consuming[o] = pending.pop(o)
+            if sort:
+                assert pq.commit() == (max(consuming) + 1 if consuming else -1)
+                consuming.clear()
+        assert pq.pending_offsets() == sorted(pending)
+        assert pq.msg_count == len(pending) + len(consuming)
+        assert pq.msg_size == sum(pending.values()) + sum(consuming.values())
+        assert pq.queue_offset_max == offset_max
 
 
 def test_lock_and_pull_expiry() -> None:
