@@ -349,7 +349,7 @@ class PullResult:
         raises MessageFormatError for a record that does not decode)."""
         if self.status is not PullStatus.FOUND or not self.body:
             return [], []
-        if self.tags_filter is None and "messages" not in self.__dict__:
+        if self.tags_filter is None:
             uniform = uniform_columns(self.body)
             if uniform is not None:
                 return uniform
@@ -369,11 +369,15 @@ class PolledBatch:
     mq: MessageQueue
     queue_offsets: list[int]
     bodies: list[bytes]
-    next_offset: int  # the queue's consumed offset after this batch (what commit() stores)
     result: PullResult
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+    @property
+    def next_offset(self) -> int:
+        """The queue's consumed offset after this batch (what ``commit()`` stores)."""
+        return self.result.next_begin_offset
 
     @property
     def messages(self) -> list[MessageExt]:

@@ -50,8 +50,8 @@ def scan_messages(
 _IPV4_HEADER: Final = np.dtype(header_dtype_spec(0))
 
 
-def _uniform(buf: bytes) -> tuple[int, int, list[int], list[bytes]] | None:
-    """(record size, body length, queue offsets, bodies) of a pull of same-size records with
+def _uniform(buf: bytes) -> tuple[int, list[int], list[bytes]] | None:
+    """(record size, queue offsets, bodies) of a pull of same-size records with
     IPv4 hosts and uncompressed bodies, else None.  The header columns are read as one numpy
     array and the bodies cut out by one strided copy (``V`` items become ``bytes`` in C), so no
     Python code runs per record."""
@@ -81,14 +81,14 @@ def _uniform(buf: bytes) -> tuple[int, int, list[int], list[bytes]] | None:
         ).tolist()
     else:
         bodies = [b""] * count
-    return size, body_len, hdr["queue_offset"].tolist(), bodies
+    return size, hdr["queue_offset"].tolist(), bodies
 
 
 def uniform_columns(buf: bytes) -> tuple[list[int], list[bytes]] | None:
     """The queue offsets and bodies of a pull of same-size messages (what :func:`scan_uniform`
     accepts), without a view per message; None for any other pull."""
     uniform = _uniform(buf)
-    return None if uniform is None else (uniform[2], uniform[3])
+    return None if uniform is None else uniform[1:]
 
 
 def scan_uniform(buf: bytes, src: _RecordSource) -> list[StoredMessage] | None:
@@ -100,7 +100,7 @@ def scan_uniform(buf: bytes, src: _RecordSource) -> list[StoredMessage] | None:
     uniform = _uniform(buf)
     if uniform is None:
         return None
-    size, _, queue_offsets, bodies = uniform
+    size, queue_offsets, bodies = uniform
     out: list[StoredMessage] = []
     append = out.append
     new, cls = _new_object, LazyMessageExt

@@ -346,9 +346,11 @@ _PRODUCERS_LOCK = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
-    # a lock some other thread held at the fork would stay held in the child for good
+    # a lock some other thread held at the fork would stay held in the child for good, and the
+    # parent's producers (their threads did not fork) are not the child's to use
     global _PRODUCERS_LOCK
     _PRODUCERS_LOCK = threading.Lock()
+    _PRODUCERS.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

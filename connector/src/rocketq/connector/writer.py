@@ -142,9 +142,11 @@ MAX_CACHED_PRODUCERS = 8
 
 
 def _after_fork_in_child() -> None:
-    # a lock some other thread held at the fork would stay held in the child for good
+    # a lock some other thread held at the fork would stay held in the child for good, and the
+    # parent's producers (their threads did not fork) are not the child's to use or shut down
     global _PRODUCERS_LOCK
     _PRODUCERS_LOCK = threading.Lock()
+    _PRODUCERS.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -162,12 +164,9 @@ def sink_producer(
     the least recently used beyond that shut down; a forked child never uses its parent's."""
     from rocketq.client.producer import Producer
 
-    pid = os.getpid()
-    key = (pid, name_server, group, client, trace)
+    key = (os.getpid(), name_server, group, client, trace)
     evicted: list[Producer] = []
     with _PRODUCERS_LOCK:
-        for stale in [k for k in _PRODUCERS if k[0] != pid]:  # the parent's, after a fork: unusable
-            del _PRODUCERS[stale]
         producer = _PRODUCERS.get(key)
         if producer is not None:
             _PRODUCERS.move_to_end(key)

@@ -329,7 +329,7 @@ class AsyncLitePullConsumer(ConsumerBase):
             if bodies:
                 if self._tracer is not None:
                     self._trace(result.messages)
-                return PolledBatch(state.mq, queue_offsets, bodies, result.next_begin_offset, result)
+                return PolledBatch(state.mq, queue_offsets, bodies, result)
 
     def _poll_deadline(self, timeout_ms: int | None) -> float:
         """The start of a poll: checks, auto-commit, and the monotonic time it ends at."""
